@@ -1,0 +1,79 @@
+"""The ``oomguard`` command: a thin dispatcher over one module per subcommand.
+
+Each subcommand module exposes ``register(subparsers)`` (cheap: argparse only)
+and ``run(args) -> int``. Library work is imported inside ``run`` so that
+``oomguard --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help). Order is the order shown in --help.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "plan": ("oomguard.cli.plan", "predict vLLM's start-up memory ledger per GPU"),
+    "check": ("oomguard.cli.check", "lint a vLLM launch and print the corrected command"),
+    "diagnose": ("oomguard.cli.diagnose", "classify a failure from logs, dmesg and nvidia-smi"),
+    "bundle": ("oomguard.cli.bundle", "write a redacted, size-bounded failure report"),
+    "probe": ("oomguard.cli.probe", "verify a live OpenAI-compatible server under load"),
+    "fit": ("oomguard.cli.fit", "search for the best launch that fits a goal"),
+    "host": ("oomguard.cli.host", "check host RAM, kernel settings and topology"),
+    "watch": ("oomguard.cli.watch", "monitor a live server with alerts"),
+    "export": ("oomguard.cli.export", "export alert rules, dashboards and launch units"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from oomguard import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="oomguard",
+        description="Keep vLLM deployments from running out of memory.",
+    )
+    parser.add_argument("--version", action="version", version=f"oomguard {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:  # a subcommand not built yet
+            if exc.name != module_name:
+                raise
+            continue
+        module.register(sub, name, help_text)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from oomguard.errors import OomguardError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    # Everything after a bare "--" is a launch command, not ours to parse.
+    tail: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, tail = argv[:i], argv[i + 1 :]
+    args, unknown = parser.parse_known_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 0
+    args.launch_tail = tail
+    args.unknown = unknown
+    module = importlib.import_module(SUBCOMMANDS[args.command][0])
+    if unknown and not getattr(module, "ACCEPTS_VLLM_FLAGS", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        return int(module.run(args) or 0)
+    except OomguardError as exc:
+        print(f"oomguard {args.command}: error: {exc}", file=sys.stderr)
+        return getattr(module, "EXIT_BAD_INPUT", 2)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""The GPU catalog: total memory as CUDA reports it, compute capability, bandwidth.
+
+Names match the way people type them: case, spaces, dashes and underscores
+are ignored, and common aliases resolve ("a100 80g", "4090", "H100-SXM").
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from oomguard.errors import InputError, UnknownGPUError
+from oomguard.units import GiB
+
+_CATALOG = Path(__file__).resolve().parent.parent / "data" / "gpus.json"
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    total_bytes: int
+    compute_capability: str
+    bandwidth_gbs: float
+    bf16_tflops: float
+    vendor: str = "nvidia"
+    total_source: str = "catalog"
+    no_bf16: bool = False
+    unified_memory: bool = False
+
+    @property
+    def cc_major_minor(self) -> tuple[int, int]:
+        m = re.match(r"^(\d+)\.(\d+)$", self.compute_capability)
+        return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+    @property
+    def supports_fp8(self) -> bool:
+        return self.vendor == "amd" or self.cc_major_minor >= (8, 9)
+
+    @property
+    def native_fp4(self) -> bool:
+        return self.cc_major_minor >= (10, 0)
+
+    @property
+    def is_a100(self) -> bool:
+        return self.name.startswith("A100")
+
+
+def _norm(s: str) -> str:
+    s = s.lower().replace("nvidia", "").replace("geforce", "").replace("tesla", "")
+    s = re.sub(r"[\s\-_]+", "", s)
+    return s.replace("gb", "g")
+
+
+@functools.lru_cache(maxsize=1)
+def _entries() -> tuple[dict, ...]:
+    return tuple(json.loads(_CATALOG.read_text())["gpus"])
+
+
+@functools.lru_cache(maxsize=1)
+def _index() -> dict[str, dict]:
+    idx: dict[str, dict] = {}
+    for e in _entries():
+        for n in [e["name"], *e.get("aliases", [])]:
+            idx.setdefault(_norm(n), e)
+    return idx
+
+
+def gpu_names() -> list[str]:
+    return [e["name"] for e in _entries()]
+
+
+def _to_gpu(e: dict, total_gib: float | None) -> GPU:
+    total = total_gib if total_gib is not None else e["total_gib"]
+    return GPU(
+        name=e["name"],
+        total_bytes=int(round(total * GiB)),
+        compute_capability=e["cc"],
+        bandwidth_gbs=e["bandwidth_gbs"],
+        bf16_tflops=e["bf16_tflops"],
+        vendor=e.get("vendor", "nvidia"),
+        total_source="--gpu-memory-gib" if total_gib is not None else e.get("total_source", "catalog"),
+        no_bf16=bool(e.get("no_bf16")),
+        unified_memory=bool(e.get("unified_memory")),
+    )
+
+
+def lookup_gpu(name: str | None, memory_gib: float | None = None) -> GPU:
+    """Resolve a GPU by name; ``memory_gib`` overrides the catalog total."""
+    if memory_gib is not None and memory_gib <= 0:
+        raise InputError(f"--gpu-memory-gib must be positive, got {memory_gib}")
+    if not name:
+        if memory_gib is None:
+            raise InputError("no GPU given: use --gpu NAME (e.g. --gpu A100-80GB) or --gpu-memory-gib X")
+        return GPU("custom", int(round(memory_gib * GiB)), "8.0", 1000.0, 100.0, total_source="--gpu-memory-gib")
+    key = _norm(name)
+    e = _index().get(key)
+    if e is None:
+        # "a100 80gb pcie" -> try dropping form-factor words
+        for suffix in ("pcie", "sxm4", "sxm5", "sxm", "hbm3"):
+            if key.endswith(suffix) and key[: -len(suffix)] in _index():
+                e = _index()[key[: -len(suffix)]]
+                break
+    if e is None:
+        keys = list(_index())
+        close = difflib.get_close_matches(key, keys, n=5, cutoff=0.5)
+        names = sorted({_index()[k]["name"] for k in close})
+        hint = f"; did you mean {', '.join(names)}?" if names else f"; known: {', '.join(gpu_names())}"
+        raise UnknownGPUError(f"unknown GPU {name!r}{hint} (or give --gpu-memory-gib with the total your log prints)")
+    return _to_gpu(e, memory_gib)

@@ -1,0 +1,57 @@
+"""Architecture adapters: Hugging Face config -> ``ModelDescription``.
+
+Each adapter module registers the ``model_type`` values it has been checked
+on. An unknown type is refused with the fields we could not interpret: we never
+fall back to a silent dense-model guess.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from oomguard.errors import UnsupportedModelError
+from oomguard.model.description import ModelDescription
+
+Adapter = Callable[..., ModelDescription]
+_REGISTRY: dict[str, Adapter] = {}
+
+
+def register(*model_types: str):
+    def deco(fn: Adapter) -> Adapter:
+        for t in model_types:
+            _REGISTRY[t] = fn
+        return fn
+
+    return deco
+
+
+def _load_adapters() -> None:
+    if _REGISTRY:
+        return
+    from oomguard.model.architectures import decoder, mla, unsupported  # noqa: F401  (registration)
+
+
+def supported_model_types() -> list[str]:
+    _load_adapters()
+    return sorted(_REGISTRY)
+
+
+def describe(config: dict, *, source: str, name: str, hf_quant: dict | None = None) -> ModelDescription:
+    """Normalise a config.json dictionary (plus optional hf_quant_config.json)."""
+    _load_adapters()
+    if not isinstance(config, dict):
+        raise UnsupportedModelError(f"{source}: config.json is not a JSON object")
+    from oomguard.model.architectures.common import text_config
+
+    model_type = str(config.get("model_type") or "")
+    text = text_config(config)
+    text_type = str(text.get("model_type") or "") if text is not config else ""
+    adapter = _REGISTRY.get(text_type) or _REGISTRY.get(model_type)
+    if adapter is None:
+        arch = (config.get("architectures") or ["?"])[0]
+        raise UnsupportedModelError(
+            f"{source}: model_type {model_type or '(missing)'!r}"
+            + (f" / text model_type {text_type!r}" if text_type else "")
+            + f" ({arch}) is not modelled by oomguard; supported: {', '.join(supported_model_types())}"
+        )
+    return adapter(config, text, source=source, name=name, hf_quant=hf_quant)

@@ -1,0 +1,191 @@
+"""Decoder-only transformers: dense, MoE, sliding-window and Gated DeltaNet hybrids.
+
+One adapter covers the families whose layers are "attention (full, sliding
+window or GDN linear attention) + MLP (dense or experts)". Per-layer kinds come
+from ``layer_types`` when the config has it (vLLM's model files read it), else
+from the family's documented pattern.
+"""
+
+from __future__ import annotations
+
+from oomguard.model.architectures import register
+from oomguard.model.architectures.common import (
+    derive_max_model_len,
+    head_size,
+    max_len_from_keys,
+    model_dtype,
+    need,
+    num_kv_heads,
+    rope_scaling,
+)
+from oomguard.model.architectures.vision import vision_params
+from oomguard.model.description import AttentionLayer, LayerKind, MambaState, ModelDescription, MoE
+from oomguard.model.quantization import parse_quantization
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+DENSE = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "granite",
+    "phi3",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "gemma3",
+    "opt",
+    "qwen2_vl",
+    "qwen2_5_vl",
+    "qwen2_vl_text",
+    "qwen2_5_vl_text",
+    "qwen3_vl_text",
+    "qwen3_vl",
+    "phi3_v",
+    "internlm2",
+    "olmo2",
+    "starcoder2",
+    "cohere",
+    "exaone",
+)
+MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "qwen3_vl_moe_text", "qwen3_vl_moe", "gpt_oss", "glm4_moe", "minimax_m2", "olmoe")
+HYBRID_GDN = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe")
+MULTIMODAL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "gemma3", "phi3_v", "qwen3_5", "qwen3_5_moe", "mllama")
+
+
+def _layer_types(cfg: dict, model_type: str, n: int) -> list[str]:
+    lt = cfg.get("layer_types")
+    if isinstance(lt, list) and len(lt) >= n:
+        return [str(x) for x in lt[:n]]
+    window = cfg.get("sliding_window")
+    if model_type in HYBRID_GDN:
+        interval = int(cfg.get("full_attention_interval") or 4)
+        return ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
+    if model_type == "gemma2" and window:
+        # HF Gemma2: even layers slide (is_sliding = not layer_idx % 2).
+        return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+    if model_type in ("gemma3_text", "gemma3") and window:
+        pattern = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or 6)
+        return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)]
+    if model_type == "mistral" and window and cfg.get("use_sliding_window", True):
+        return ["sliding_attention"] * n
+    return ["full_attention"] * n
+
+
+def _moe(cfg: dict, model_type: str, n: int) -> tuple[MoE | None, list[bool]]:
+    experts = cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts")
+    if not experts or model_type not in MOE + HYBRID_GDN:
+        return None, [False] * n
+    top_k = int(need(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk", what="experts per token", model_type=model_type))
+    expert_i = int(cfg.get("moe_intermediate_size") or cfg.get("intermediate_size"))
+    shared = int(cfg.get("shared_expert_intermediate_size") or 0)
+    if not shared and cfg.get("n_shared_experts"):
+        shared = int(cfg["n_shared_experts"]) * expert_i
+    first_dense = int(cfg.get("first_k_dense_replace") or 0)
+    only_mlp = set(cfg.get("mlp_only_layers") or [])
+    step = int(cfg.get("decoder_sparse_step") or 1)
+    is_moe = [i >= first_dense and i not in only_mlp and (i + 1) % step == 0 for i in range(n)]
+    moe = MoE(
+        num_experts=int(experts),
+        top_k=top_k,
+        expert_intermediate_size=expert_i,
+        shared_intermediate_size=shared,
+        num_moe_layers=sum(is_moe),
+        num_dense_layers=n - sum(is_moe),
+        dense_intermediate_size=int(cfg.get("intermediate_size") or 0),
+    )
+    return moe, is_moe
+
+
+def _gdn_state(cfg: dict, model_type: str, dtype: str) -> MambaState:
+    nk = int(need(cfg, "linear_num_key_heads", what="GDN key heads", model_type=model_type))
+    nv = int(need(cfg, "linear_num_value_heads", what="GDN value heads", model_type=model_type))
+    dk = int(need(cfg, "linear_key_head_dim", what="GDN key head dim", model_type=model_type))
+    dv = int(need(cfg, "linear_value_head_dim", what="GDN value head dim", model_type=model_type))
+    kernel = int(cfg.get("linear_conv_kernel_dim") or 4)
+    model_b = DTYPE_BYTES[dtype]
+    ssm = cfg.get("mamba_ssm_dtype")
+    ssm_b = DTYPE_BYTES.get(str(ssm), model_b) if ssm else model_b
+    return MambaState(
+        variant="gdn",
+        conv_dim=2 * nk * dk + nv * dv,
+        conv_kernel=kernel,
+        num_heads=nv,
+        head_k_dim=dk,
+        head_v_dim=dv,
+        n_groups=nk,
+        conv_dtype_bytes=model_b,
+        ssm_dtype_bytes=ssm_b,
+    )
+
+
+@register(*DENSE, *MOE, *HYBRID_GDN)
+def describe_decoder(config: dict, cfg: dict, *, source: str, name: str, hf_quant: dict | None) -> ModelDescription:
+    model_type = str(cfg.get("model_type") or config.get("model_type"))
+    hidden = int(need(cfg, "hidden_size", "d_model", "n_embd", what="hidden size", model_type=model_type))
+    n = int(need(cfg, "num_hidden_layers", "n_layer", "num_layers", what="layer count", model_type=model_type))
+    heads = int(need(cfg, "num_attention_heads", "n_head", what="attention heads", model_type=model_type))
+    kv = num_kv_heads(cfg, heads)
+    hd = head_size(cfg, hidden, heads)
+    inter = int(cfg.get("intermediate_size") or cfg.get("ffn_dim") or 4 * hidden)
+    vocab = int(need(cfg, "vocab_size", what="vocabulary size", model_type=model_type))
+    dtype = model_dtype(config, cfg)
+    types = _layer_types(cfg, model_type, n)
+    moe, is_moe = _moe(cfg, model_type, n)
+    window = cfg.get("sliding_window")
+    layers = []
+    gdn = _gdn_state(cfg, model_type, dtype) if "linear_attention" in types else None
+    for i, t in enumerate(types):
+        if t in ("sliding_attention", "sliding_window") and window:
+            layers.append(AttentionLayer(LayerKind.SLIDING_WINDOW, kv, hd, hd, sliding_window=int(window), moe=is_moe[i]))
+        elif t == "linear_attention":
+            layers.append(AttentionLayer(LayerKind.MAMBA, mamba=gdn, moe=is_moe[i]))
+        elif t in ("chunked_attention",):
+            chunk = int(cfg.get("attention_chunk_size") or 8192)
+            layers.append(AttentionLayer(LayerKind.CHUNKED_LOCAL, kv, hd, hd, chunk_size=chunk, moe=is_moe[i]))
+        elif t in ("full_attention", "sliding_attention", "attention"):
+            layers.append(AttentionLayer(LayerKind.FULL, kv, hd, hd, moe=is_moe[i]))
+        else:
+            from oomguard.errors import UnsupportedModelError
+
+            raise UnsupportedModelError(f"{source}: layer type {t!r} of model_type {model_type!r} is not modelled")
+    rope = rope_scaling(cfg)
+    base_len = max_len_from_keys(cfg)
+    tie = bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", model_type.startswith("gemma"))))
+    if model_type == "opt":
+        tie = True  # OPT ties its output projection to the embedding
+    is_mm = config.get("model_type") in MULTIMODAL or "vision_config" in config
+    mrope = bool(
+        cfg.get("use_mrope")
+        or (isinstance(cfg.get("rope_scaling"), dict) and "mrope_section" in cfg["rope_scaling"])
+        or (isinstance(cfg.get("rope_parameters"), dict) and "mrope_section" in cfg["rope_parameters"])
+    )
+    return ModelDescription(
+        name=name,
+        source=source,
+        model_type=model_type,
+        architecture=(config.get("architectures") or [""])[0],
+        family="hybrid-gdn" if gdn else ("moe" if moe else "dense"),
+        hidden_size=hidden,
+        num_layers=n,
+        num_attention_heads=heads,
+        num_kv_heads=kv,
+        head_size=hd,
+        intermediate_size=inter,
+        vocab_size=vocab,
+        tie_word_embeddings=tie,
+        dtype=dtype,
+        layers=tuple(layers),
+        max_position_embeddings=base_len,
+        derived_max_model_len=derive_max_model_len(base_len, rope, model_type),
+        rope_scaling=rope,
+        moe=moe,
+        quantization=parse_quantization(config, hf_quant, cfg),
+        attn_output_gate=bool(cfg.get("attn_output_gate", model_type in HYBRID_GDN)),
+        qkv_bias=bool(cfg.get("attention_bias") or model_type.startswith("qwen2") or model_type == "opt"),
+        is_multimodal=bool(is_mm),
+        vision_params=vision_params(config) if is_mm else 0,
+        num_mtp_layers=int(cfg.get("mtp_num_hidden_layers") or cfg.get("num_nextn_predict_layers") or 0),
+        mrope=mrope,
+    )

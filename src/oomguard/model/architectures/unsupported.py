@@ -1,0 +1,26 @@
+"""Architectures we recognise but do not model yet, with the reason.
+
+Refusing with a precise reason beats a confident wrong number.
+"""
+
+from __future__ import annotations
+
+from oomguard.errors import UnsupportedModelError
+from oomguard.model.architectures import register
+
+_REASONS = {
+    "deepseek_v4": "DeepSeek-V4 compressed/indexed MLA caches (packed KV groups) are not modelled yet",
+    "deepseek_ref": "DeepSeek-V4 compressed/indexed MLA caches (packed KV groups) are not modelled yet",
+    "gemma4": "Gemma-4 KV-shared layers, per-layer embeddings and global head dims are not modelled yet",
+    "gemma4_text": "Gemma-4 KV-shared layers, per-layer embeddings and global head dims are not modelled yet",
+    "mllama": "Llama-3.2-Vision cross-attention layers (encoder-length caches) are not modelled yet",
+    "mllama_text_model": "Llama-3.2-Vision cross-attention layers (encoder-length caches) are not modelled yet",
+}
+
+
+def _refuse(config: dict, cfg: dict, *, source: str, name: str, hf_quant: dict | None):
+    mt = str(cfg.get("model_type") or config.get("model_type"))
+    raise UnsupportedModelError(f"{source}: {_REASONS.get(mt, mt + ' is not modelled')}")
+
+
+register(*_REASONS)(_refuse)

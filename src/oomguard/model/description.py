@@ -1,0 +1,139 @@
+"""The normalised model description every memory computation reads.
+
+A ``ModelDescription`` is built once from a Hugging Face config (see
+``oomguard.model.architectures``) and is frozen: the memory model never looks at
+raw config dictionaries. Field names follow vLLM's vocabulary.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class LayerKind(str, enum.Enum):
+    """How one decoder layer stores per-request state (vLLM's KV cache spec types)."""
+
+    FULL = "full"  # FullAttentionSpec
+    SLIDING_WINDOW = "sliding_window"  # SlidingWindowSpec
+    CHUNKED_LOCAL = "chunked_local"  # ChunkedLocalAttentionSpec (Llama-4)
+    MLA = "mla"  # MLAAttentionSpec (DeepSeek V2/V3)
+    MAMBA = "mamba"  # MambaSpec: Mamba1/2, Gated DeltaNet, linear attention
+    CROSS = "cross"  # CrossAttentionSpec (encoder-decoder / mllama)
+    NONE = "none"  # no KV cache (encoder-only, KV-shared layers)
+
+
+@dataclass(frozen=True)
+class AttentionLayer:
+    kind: LayerKind
+    num_kv_heads: int = 0  # total, before TP split
+    head_size: int = 0
+    head_size_v: int = 0  # == head_size unless the model says otherwise
+    sliding_window: int | None = None
+    chunk_size: int | None = None  # chunked local attention
+    # Mamba-family state (per layer, before TP split): tensors as (shape, dtype_bytes)
+    # functions are evaluated in kv_spec with the TP size, so we keep raw numbers.
+    mamba: "MambaState | None" = None
+    moe: bool = False  # this layer's MLP is a mixture of experts
+    kv_shared: bool = False  # reuses another layer's cache (Gemma-3n/4 YOCO)
+    fixed_dtype_bytes: int | None = None  # cache stored in a fixed dtype (e.g. the fp8 V3.2 indexer)
+    name: str = ""  # e.g. "indexer" for auxiliary caches
+
+
+@dataclass(frozen=True)
+class MambaState:
+    """Recurrent state of a Gated DeltaNet / Mamba2 layer (vLLM MambaStateShapeCalculator)."""
+
+    variant: str  # "gdn" | "mamba2" | "mamba1" | "short_conv"
+    conv_dim: int  # channels of the causal conv (split by TP)
+    conv_kernel: int
+    num_heads: int  # value heads (GDN) / heads (mamba2), split by TP
+    head_k_dim: int
+    head_v_dim: int
+    n_groups: int = 0  # mamba2
+    state_size: int = 0  # mamba2 d_state
+    conv_dtype_bytes: int = 2
+    ssm_dtype_bytes: int = 2
+
+
+@dataclass(frozen=True)
+class MoE:
+    num_experts: int
+    top_k: int
+    expert_intermediate_size: int
+    shared_intermediate_size: int = 0
+    num_moe_layers: int = 0
+    num_dense_layers: int = 0  # layers with a dense MLP instead of experts
+    dense_intermediate_size: int = 0
+
+
+@dataclass(frozen=True)
+class MLA:
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int | None
+
+
+@dataclass(frozen=True)
+class Quantization:
+    method: str  # "none", "fp8", "awq", "gptq", "nvfp4", "mxfp4", "compressed-tensors", "bitsandbytes", "gguf"
+    bits: int = 16
+    group_size: int | None = None
+    block_size: tuple[int, int] | None = None  # fp8 block-wise scales
+    dynamic: bool = False
+    exclude_attention: bool = False  # e.g. gpt-oss keeps attention in bf16
+    experts_only: bool = False
+    source: str = ""  # which file/field told us
+
+    @property
+    def is_quantized(self) -> bool:
+        return self.method != "none"
+
+
+@dataclass(frozen=True)
+class ModelDescription:
+    name: str
+    source: str  # where the config came from (path or catalog id)
+    model_type: str
+    architecture: str
+    family: str  # adapter that built it
+    hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_size: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    dtype: str  # "bfloat16", "float16", "float32"
+    layers: tuple[AttentionLayer, ...]
+    max_position_embeddings: int | None
+    derived_max_model_len: int  # vLLM's _get_and_verify_max_len without user value
+    rope_scaling: dict | None = None
+    moe: MoE | None = None
+    mla: MLA | None = None
+    quantization: Quantization = field(default_factory=lambda: Quantization("none"))
+    attn_output_gate: bool = False
+    qkv_bias: bool = False
+    is_multimodal: bool = False
+    vision_params: int = 0  # estimated parameter count of the vision/audio towers
+    num_mtp_layers: int = 0
+    # Exact bytes from safetensors headers (whole checkpoint), when read.
+    checkpoint_bytes: int | None = None
+    checkpoint_dtype_bytes: dict | None = None
+    mrope: bool = False
+    notes: tuple[str, ...] = ()
+
+    @property
+    def dtype_bytes(self) -> int:
+        return 4 if self.dtype == "float32" else 2
+
+    @property
+    def num_kv_layers(self) -> int:
+        return sum(1 for layer in self.layers if layer.kind is not LayerKind.NONE)
+
+    @property
+    def is_hybrid(self) -> bool:
+        return any(layer.kind is LayerKind.MAMBA for layer in self.layers)

@@ -1,0 +1,87 @@
+"""The closed sets the probe reports in: failure classes, sample sources, severities.
+
+Memory classes use exactly the names of ``oomguard diagnose`` (see
+``shared/calibration/README.md``) so that a probe failure and a post-mortem of
+the same crash agree. Client-chain classes describe failures that are not
+memory at all (a wrong URL, a 401, a broken stream); S2's operators lost hours
+confusing the two.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class ProbeClass(str, Enum):
+    # memory classes shared with diagnose
+    RUNTIME_OOM = "runtime-oom"
+    HOST_OOM = "host-oom"
+    KV_TOO_SMALL = "kv-too-small"
+    MAX_LEN_EXCEEDS_MODEL = "max-len-exceeds-model"
+    UNKNOWN = "unknown"
+    # client-chain classes (issue 5's JSON contract)
+    UNREACHABLE = "unreachable"
+    AUTH = "auth"
+    MODEL_NOT_FOUND = "model-not-found"
+    BAD_URL = "bad-url"
+    BAD_REQUEST = "bad-request"
+    CONTEXT_TOO_LONG = "context-too-long"
+    STREAM_BROKEN = "stream-broken"
+    TIMEOUT = "timeout"
+    SERVER_ERROR = "server-error"
+
+    @property
+    def is_memory(self) -> bool:
+        return self in _MEMORY
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_MEMORY = frozenset(
+    {
+        ProbeClass.RUNTIME_OOM,
+        ProbeClass.HOST_OOM,
+        ProbeClass.KV_TOO_SMALL,
+        ProbeClass.MAX_LEN_EXCEEDS_MODEL,
+        ProbeClass.UNKNOWN,
+    }
+)
+
+
+class Source(str, Enum):
+    """Where a memory sample came from."""
+
+    NVML = "nvml"
+    NVIDIA_SMI = "nvidia-smi"
+    METRICS = "metrics"
+    RSS = "rss"
+    KERNEL = "kernel"
+    CLIENT = "client"  # the load generator's own view: requests in flight
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Severity(str, Enum):
+    """How much a failed chain check matters.
+
+    ``ERROR`` fails the verdict and stops stage 2 (nothing useful can be
+    measured past it); ``FAIL_CONTINUE`` fails the verdict but lets stage 2 run
+    so it can show the failure on a real request; ``WARN`` is advice only.
+    """
+
+    ERROR = "error"
+    FAIL_CONTINUE = "fail-continue"
+    WARN = "warn"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class OutputFormat(str, Enum):
+    TEXT = "text"
+    JSON = "json"
+
+    def __str__(self) -> str:
+        return self.value

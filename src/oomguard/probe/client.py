@@ -1,0 +1,403 @@
+"""The probe's HTTP side: base-URL normalisation, secret redaction, one pooled client.
+
+Everything that touches the network goes through :class:`ProbeClient`, which
+wraps one ``httpx.AsyncClient`` (connection pooling, explicit timeouts on
+every phase). The transport is injectable so unit tests run on
+``httpx.MockTransport`` without sockets. Third-party exceptions are translated
+here, at the boundary, into a :class:`ProbeClass` and a one-line reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import ssl
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from oomguard.errors import InputError
+from oomguard.probe.classes import ProbeClass
+
+if TYPE_CHECKING:  # httpx is imported lazily: `oomguard --help` must stay light
+    import httpx
+
+# Endpoint paths people paste as a "base URL"; we cut them off and say so.
+_ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models", "/embeddings")
+REDACTED = "***"
+
+
+@dataclass(frozen=True)
+class ServerURL:
+    """A base URL split into the server root and its OpenAI ``/v1`` prefix.
+
+    ``root`` serves ``/health``, ``/metrics`` and ``/tokenize``; ``api`` is
+    ``root + "/v1"``. ``doubled_v1`` and ``notes`` record what was wrong with
+    the URL as given, so the chain can report it with the fix.
+    """
+
+    given: str
+    root: str
+    api: str
+    had_v1: bool
+    doubled_v1: bool
+    notes: tuple[str, ...] = ()
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.root).hostname or ""
+
+    @property
+    def port(self) -> int:
+        parts = urlsplit(self.root)
+        if parts.port:
+            return parts.port
+        return 443 if parts.scheme == "https" else 80
+
+    @property
+    def scheme(self) -> str:
+        return urlsplit(self.root).scheme
+
+
+def normalize_base_url(text: str) -> ServerURL:
+    """Accept ``host:port``, ``http://host:port``, ``.../v1``, ``.../v1/v1``, endpoint URLs."""
+    raw = (text or "").strip()
+    if not raw:
+        raise InputError("--base-url is empty")
+    notes: list[str] = []
+    if "://" not in raw:
+        raw = "http://" + raw
+        notes.append("no scheme given; assumed http://")
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https"):
+        raise InputError(f"--base-url {text!r}: scheme must be http or https")
+    if not parts.hostname:
+        raise InputError(f"--base-url {text!r}: no host")
+    try:
+        parts.port  # noqa: B018 - raises on a non-numeric port
+    except ValueError as exc:
+        raise InputError(f"--base-url {text!r}: {exc}") from None
+    path = re.sub(r"/+", "/", parts.path).rstrip("/")
+    for suffix in _ENDPOINT_SUFFIXES:
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            notes.append(f"base URL included the endpoint path {suffix!r}; cut it off")
+            break
+    segments = [s for s in path.split("/") if s]
+    n_v1 = 0
+    while segments and segments[-1] == "v1":
+        segments.pop()
+        n_v1 += 1
+    prefix = "/" + "/".join(segments) if segments else ""
+    # Drop user:password@ from what we keep; it must never reach output.
+    netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+    if ":" in (parts.hostname or "") and not netloc.startswith("["):
+        netloc = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port else "")
+    root = urlunsplit((parts.scheme, netloc, prefix, "", ""))
+    given = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+    return ServerURL(
+        given=given,
+        root=root,
+        api=root + "/v1",
+        had_v1=n_v1 >= 1,
+        doubled_v1=n_v1 >= 2,
+        notes=tuple(notes),
+    )
+
+
+class Redactor:
+    """Replace secrets in any text that leaves the process.
+
+    The key itself (with and without surrounding whitespace) and anything
+    after ``Bearer`` are replaced, so even an error message that echoes a
+    header stays clean.
+    """
+
+    _BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',}]+")
+    _SK = re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}")
+
+    def __init__(self, secrets: list[str] | tuple[str, ...] = ()):
+        forms: set[str] = set()
+        for secret in secrets:
+            if not secret:
+                continue
+            for form in (secret, secret.strip()):
+                if len(form) >= 4:  # a 1-3 char "key" would shred ordinary text
+                    forms.add(form)
+        self._forms = sorted(forms, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for form in self._forms:
+            text = text.replace(form, REDACTED)
+        text = self._BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+        return self._SK.sub(REDACTED, text)
+
+    def scrub(self, obj: Any) -> Any:
+        """Redact every string inside a JSON-like structure."""
+        if isinstance(obj, str):
+            return self(obj)
+        if isinstance(obj, dict):
+            return {self.scrub(k): self.scrub(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self.scrub(v) for v in obj]
+        return obj
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds. ``read`` bounds each wait for bytes, so it is also the stall limit."""
+
+    connect: float = 5.0
+    read: float = 30.0
+    write: float = 30.0
+    pool: float = 30.0
+
+    def to_httpx(self) -> httpx.Timeout:
+        import httpx
+
+        return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.pool)
+
+
+@dataclass
+class ClientFailure(Exception):
+    """A request that did not produce a usable answer, already classified."""
+
+    cls: ProbeClass
+    detail: str
+    status: int | None = None
+    body: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.cls.value}: {self.detail}"
+
+
+def _chain_text(exc: BaseException) -> str:
+    """The messages of an exception and its causes, joined (httpx wraps OSErrors)."""
+    seen: list[str] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(seen) < 6:
+        seen.append(f"{type(cur).__name__}: {cur}")
+        cur = cur.__cause__ or cur.__context__
+    return " <- ".join(seen)
+
+
+def _has_cause(exc: BaseException, kind: type) -> bool:
+    cur: BaseException | None = exc
+    for _ in range(8):
+        if cur is None:
+            return False
+        if isinstance(cur, kind):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def classify_exception(exc: BaseException, *, mid_stream: bool = False) -> ClientFailure:
+    """Map an httpx (or asyncio) exception to a probe class and a plain reason."""
+    import asyncio
+
+    import httpx
+
+    text = _chain_text(exc)
+    low = text.lower()
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) and not isinstance(
+        exc, httpx.TimeoutException
+    ):
+        return ClientFailure(ProbeClass.TIMEOUT, "request exceeded its time bound")
+    if isinstance(exc, httpx.ConnectTimeout):
+        return ClientFailure(
+            ProbeClass.UNREACHABLE,
+            "connect timed out: the host dropped the connection attempt (firewall, wrong host or port)",
+        )
+    if isinstance(exc, httpx.PoolTimeout):
+        return ClientFailure(ProbeClass.TIMEOUT, "no free connection in the client pool in time")
+    if isinstance(exc, httpx.ReadTimeout):
+        where = "the stream stalled" if mid_stream else "the server accepted the connection but did not answer"
+        return ClientFailure(ProbeClass.TIMEOUT, f"{where} within the read timeout")
+    if isinstance(exc, httpx.WriteTimeout):
+        return ClientFailure(ProbeClass.TIMEOUT, "sending the request timed out")
+    if isinstance(exc, httpx.ProxyError):
+        return ClientFailure(ProbeClass.UNREACHABLE, f"the HTTP proxy failed: {exc}")
+    if isinstance(exc, httpx.ConnectError):
+        if _has_cause(exc, ssl.SSLError) or "ssl" in low or "certificate" in low:
+            return ClientFailure(ProbeClass.UNREACHABLE, f"TLS handshake failed: {exc}")
+        if any(
+            s in low
+            for s in (
+                "name or service not known",
+                "nodename nor servname",
+                "temporary failure in name resolution",
+                "no address associated",
+                "getaddrinfo failed",
+                "name resolution",
+            )
+        ):
+            return ClientFailure(ProbeClass.UNREACHABLE, f"DNS lookup failed: {exc}")
+        if "refused" in low:
+            return ClientFailure(
+                ProbeClass.UNREACHABLE, "connection refused: nothing listens on that host and port"
+            )
+        return ClientFailure(ProbeClass.UNREACHABLE, f"cannot connect: {exc}")
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+        if mid_stream:
+            return ClientFailure(ProbeClass.STREAM_BROKEN, f"connection cut mid-stream: {exc}")
+        return ClientFailure(ProbeClass.SERVER_ERROR, f"server closed the connection without answering: {exc}")
+    if isinstance(exc, httpx.WriteError):
+        return ClientFailure(ProbeClass.SERVER_ERROR, f"server closed the connection while we sent: {exc}")
+    if isinstance(exc, httpx.HTTPError):
+        return ClientFailure(ProbeClass.SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+    return ClientFailure(ProbeClass.UNKNOWN, text)
+
+
+def error_message(body: Any) -> str:
+    """The human message inside vLLM/OpenAI error bodies of any vintage."""
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            for key in ("message", "detail", "msg"):
+                if isinstance(err.get(key), str):
+                    return err[key]
+        if isinstance(err, str):
+            return err
+        detail = body.get("detail")
+        if isinstance(detail, str):
+            return detail
+        if isinstance(detail, list) and detail and isinstance(detail[0], dict):
+            return str(detail[0].get("msg", detail[0]))
+        if isinstance(body.get("message"), str):
+            return body["message"]
+    if isinstance(body, str):
+        return body[:300]
+    return ""
+
+
+_CONTEXT = re.compile(
+    r"maximum context length|exceeds (the )?model'?s maximum|context length|max_model_len|"
+    r"too long|maximum number of tokens",
+    re.IGNORECASE,
+)
+
+
+def classify_status(status: int, body: Any) -> ClientFailure:
+    """Map a non-2xx answer to a class; the message is kept for the evidence."""
+    msg = error_message(body) or f"HTTP {status}"
+    if status in (401, 403):
+        return ClientFailure(ProbeClass.AUTH, f"HTTP {status}: {msg}", status=status, body=body)
+    if status == 404 and ("model" in msg.lower() and "exist" in msg.lower()):
+        return ClientFailure(ProbeClass.MODEL_NOT_FOUND, msg, status=status, body=body)
+    if status == 404:
+        return ClientFailure(ProbeClass.BAD_URL, f"HTTP 404: {msg}", status=status, body=body)
+    if status in (400, 413, 422) and _CONTEXT.search(msg):
+        return ClientFailure(ProbeClass.CONTEXT_TOO_LONG, msg, status=status, body=body)
+    if 400 <= status < 500:
+        return ClientFailure(ProbeClass.BAD_REQUEST, f"HTTP {status}: {msg}", status=status, body=body)
+    return ClientFailure(ProbeClass.SERVER_ERROR, f"HTTP {status}: {msg}", status=status, body=body)
+
+
+def proxy_for(url: ServerURL, env: dict[str, str] | None = None) -> str | None:
+    """The proxy variable that would carry requests to ``url``, if any (httpx's rules)."""
+    env = dict(os.environ if env is None else env)
+    lower = {k.lower(): v for k, v in env.items() if v}
+    key = "https_proxy" if url.scheme == "https" else "http_proxy"
+    proxy = lower.get(key) or lower.get("all_proxy")
+    if not proxy:
+        return None
+    no_proxy = lower.get("no_proxy", "")
+    host = url.host.lower()
+    for entry in (e.strip().lower() for e in no_proxy.split(",")):
+        if not entry:
+            continue
+        if entry == "*":
+            return None
+        bare = entry.split("://")[-1].split(":")[0].lstrip(".")
+        if host == bare or host.endswith("." + bare):
+            return None
+    return proxy
+
+
+class ProbeClient:
+    """One pooled async HTTP client for the whole probe, with the key attached.
+
+    ``trust_env`` follows the environment's proxy variables like the user's
+    own OpenAI client would; the chain retries without them to tell "the proxy
+    is in the way" from "the server is down".
+    """
+
+    def __init__(
+        self,
+        url: ServerURL,
+        api_key: str | None = None,
+        *,
+        timeouts: Timeouts | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        trust_env: bool = True,
+        max_connections: int = 64,
+    ):
+        import httpx
+
+        self.url = url
+        self.timeouts = timeouts or Timeouts()
+        headers = {"User-Agent": "oomguard-probe"}
+        if api_key is not None:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._http = httpx.AsyncClient(
+            headers=headers,
+            timeout=self.timeouts.to_httpx(),
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            transport=transport,
+            trust_env=trust_env,
+            follow_redirects=False,
+        )
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        return self._http
+
+    def full(self, path: str, *, api: bool = True) -> str:
+        if path.startswith("http://") or path.startswith("https://"):
+            return path
+        return (self.url.api if api else self.url.root) + path
+
+    async def request(
+        self, method: str, path: str, *, api: bool = True, json: Any = None, timeout: float | None = None
+    ) -> tuple[int, Any]:
+        """Send one request; return (status, decoded body). Raises :class:`ClientFailure`."""
+        kwargs: dict[str, Any] = {}
+        if json is not None:
+            kwargs["json"] = json
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        try:
+            resp = await self._http.request(method, self.full(path, api=api), **kwargs)
+        except Exception as exc:  # noqa: BLE001 - translated at the boundary
+            raise classify_exception(exc) from None
+        return resp.status_code, decode_body(resp)
+
+    async def get(self, path: str, *, api: bool = True, timeout: float | None = None) -> tuple[int, Any]:
+        return await self.request("GET", path, api=api, timeout=timeout)
+
+    async def post(self, path: str, json: Any, *, timeout: float | None = None) -> tuple[int, Any]:
+        return await self.request("POST", path, json=json, timeout=timeout)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> ProbeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def decode_body(resp: httpx.Response) -> Any:
+    """JSON when it parses, else the first 2 kB of text (error pages are often HTML)."""
+    try:
+        return resp.json()
+    except Exception:  # noqa: BLE001 - any non-JSON body is kept as text
+        try:
+            return resp.text[:2048]
+        except Exception:  # noqa: BLE001
+            return None

@@ -1,0 +1,264 @@
+"""Streaming completions: a strict SSE reader and one timed request.
+
+vLLM streams ``data: {json}`` events separated by blank lines and ends with
+``data: [DONE]``; with ``stream_options.include_usage`` the last JSON chunk
+carries ``usage``. Anything else (a line that is not an SSE field, a payload
+that is not JSON, an end without ``[DONE]``, a cut connection) is a broken
+stream: S2's "non-streaming works, streaming fails". Errors raised inside a
+stream arrive as ``data: {"error": {...}}`` and are classified like HTTP errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from oomguard.probe.classes import ProbeClass
+from oomguard.probe.client import ClientFailure, classify_exception, classify_status, decode_body
+
+if TYPE_CHECKING:
+    from oomguard.probe.client import ProbeClient
+
+DONE = "[DONE]"
+_FIELDS = ("data", "event", "id", "retry")
+
+
+class MalformedSSE(Exception):
+    pass
+
+
+class SSEParser:
+    """Line-at-a-time SSE decoder returning each event's data payload."""
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+
+    def feed(self, line: str) -> str | None:
+        """Feed one line (without its newline). Returns a complete payload or None."""
+        line = line.rstrip("\r")
+        if line == "":
+            if not self._data:
+                return None
+            payload, self._data = "\n".join(self._data), []
+            return payload
+        if line.startswith(":"):
+            return None  # comment / keep-alive
+        name, sep, value = line.partition(":")
+        if not sep or name not in _FIELDS:
+            raise MalformedSSE(f"not an SSE line: {line[:120]!r}")
+        if name == "data":
+            self._data.append(value[1:] if value.startswith(" ") else value)
+        return None
+
+    def flush(self) -> str | None:
+        """A payload left without its terminating blank line (tolerated at EOF)."""
+        if not self._data:
+            return None
+        payload, self._data = "\n".join(self._data), []
+        return payload
+
+
+@dataclass
+class RequestRecord:
+    """One request as the load generator saw it. Times are seconds since run start."""
+
+    id: int
+    stage: str
+    prompt_tokens: int
+    max_tokens: int
+    t_start: float
+    t_end: float = 0.0
+    ok: bool = False
+    status: int | None = None
+    cls: str | None = None
+    error: str | None = None
+    ttft_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    output_chunks: int = 0
+    usage_prompt_tokens: int | None = None
+    usage_completion_tokens: int | None = None
+    done_seen: bool = False
+    usage_seen: bool = False
+
+    @property
+    def latency_s(self) -> float:
+        return max(0.0, self.t_end - self.t_start)
+
+    @property
+    def output_tokens(self) -> int:
+        return self.usage_completion_tokens if self.usage_completion_tokens is not None else self.output_chunks
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("itl_s")
+        itl = sorted(self.itl_s)
+        d["itl_mean_s"] = sum(itl) / len(itl) if itl else None
+        d["itl_p50_s"] = itl[len(itl) // 2] if itl else None
+        d["itl_max_s"] = itl[-1] if itl else None
+        d["latency_s"] = self.latency_s
+        d["output_tokens"] = self.output_tokens
+        return d
+
+    def fail(self, failure: ClientFailure) -> None:
+        self.ok = False
+        self.cls = failure.cls.value
+        self.error = failure.detail
+        if failure.status is not None:
+            self.status = failure.status
+
+
+def chunk_text(chunk: dict[str, Any]) -> str | None:
+    """Text of a completions or chat chunk; None when the chunk has no choices."""
+    choices = chunk.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return None
+    c0 = choices[0] if isinstance(choices[0], dict) else {}
+    if "text" in c0:
+        return c0.get("text") or ""
+    delta = c0.get("delta")
+    if isinstance(delta, dict):
+        return delta.get("content") or delta.get("reasoning_content") or ""
+    return ""
+
+
+async def stream_request(
+    client: ProbeClient,
+    path: str,
+    payload: dict[str, Any],
+    record: RequestRecord,
+    *,
+    clock_zero: float,
+    deadline_s: float,
+    on_first_token: Any = None,
+) -> RequestRecord:
+    """Send one streaming request and fill ``record``. Never raises; never outlives ``deadline_s``."""
+    try:
+        await asyncio.wait_for(
+            _stream(client, path, payload, record, clock_zero, on_first_token),
+            timeout=max(0.001, deadline_s),
+        )
+    except ClientFailure as failure:
+        record.fail(failure)
+    except (asyncio.TimeoutError, TimeoutError):
+        record.fail(
+            ClientFailure(ProbeClass.TIMEOUT, f"request did not finish within {deadline_s:.1f}s")
+        )
+    except asyncio.CancelledError:
+        record.fail(ClientFailure(ProbeClass.TIMEOUT, "cancelled at the run's time bound"))
+        record.t_end = time.perf_counter() - clock_zero
+        raise
+    except Exception as exc:  # noqa: BLE001 - a probe must classify, not crash
+        record.fail(classify_exception(exc, mid_stream=record.ttft_s is not None))
+    record.t_end = time.perf_counter() - clock_zero
+    return record
+
+
+async def _stream(
+    client: ProbeClient,
+    path: str,
+    payload: dict[str, Any],
+    record: RequestRecord,
+    clock_zero: float,
+    on_first_token: Any,
+) -> None:
+    parser = SSEParser()
+    last_token_t: float | None = None
+    headers_seen = False
+    try:
+        async with client.http.stream("POST", client.full(path), json=payload) as resp:
+            headers_seen = True
+            record.status = resp.status_code
+            if resp.status_code >= 400:
+                await resp.aread()
+                raise classify_status(resp.status_code, decode_body(resp))
+            ctype = resp.headers.get("content-type", "")
+            if "text/event-stream" not in ctype:
+                await resp.aread()
+                body = decode_body(resp)
+                raise ClientFailure(
+                    ProbeClass.STREAM_BROKEN,
+                    f"asked for a stream but got content-type {ctype or 'none'!r}",
+                    status=resp.status_code,
+                    body=body,
+                )
+            async for line in resp.aiter_lines():
+                try:
+                    data = parser.feed(line)
+                except MalformedSSE as exc:
+                    raise ClientFailure(ProbeClass.STREAM_BROKEN, f"malformed SSE: {exc}") from None
+                if data is None:
+                    continue
+                if _handle(data, record, clock_zero, on_first_token, last_token_t):
+                    last_token_t = time.perf_counter() - clock_zero
+                if record.done_seen:
+                    break
+            if not record.done_seen:
+                tail = parser.flush()
+                if tail is not None:
+                    _handle(tail, record, clock_zero, on_first_token, last_token_t)
+            if not record.done_seen:
+                raise ClientFailure(
+                    ProbeClass.STREAM_BROKEN,
+                    f"stream ended without [DONE] after {record.output_chunks} chunks",
+                    status=record.status,
+                )
+    except ClientFailure:
+        raise
+    except Exception as exc:  # noqa: BLE001 - translated at the boundary
+        raise classify_exception(exc, mid_stream=headers_seen) from None
+    record.ok = True
+
+
+def _handle(
+    data: str,
+    record: RequestRecord,
+    clock_zero: float,
+    on_first_token: Any,
+    last_token_t: float | None,
+) -> bool:
+    """Account one SSE payload; True when it carried generated text."""
+    if data.strip() == DONE:
+        record.done_seen = True
+        return False
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        raise ClientFailure(ProbeClass.STREAM_BROKEN, f"malformed SSE: payload is not JSON: {data[:120]!r}") from None
+    if not isinstance(chunk, dict):
+        raise ClientFailure(ProbeClass.STREAM_BROKEN, f"malformed SSE: payload is not an object: {data[:120]!r}")
+    if "error" in chunk and not chunk.get("choices"):
+        err = chunk["error"]
+        code = err.get("code") if isinstance(err, dict) else None
+        status = code if isinstance(code, int) and code >= 400 else 500
+        failure = classify_status(status, chunk)
+        failure.detail = f"error inside the stream: {failure.detail}"
+        raise failure
+    usage = chunk.get("usage")
+    if isinstance(usage, dict):
+        record.usage_seen = True
+        if isinstance(usage.get("prompt_tokens"), int):
+            record.usage_prompt_tokens = usage["prompt_tokens"]
+        if isinstance(usage.get("completion_tokens"), int):
+            record.usage_completion_tokens = usage["completion_tokens"]
+    text = chunk_text(chunk)
+    if text is None:
+        if not isinstance(usage, dict):
+            raise ClientFailure(
+                ProbeClass.STREAM_BROKEN, "chunk without choices (S2's 'reading choices' failure)"
+            )
+        return False
+    # An empty text still marks a generated token (byte-level BPE can emit
+    # half a UTF-8 character), so every chunk with choices counts.
+    now = time.perf_counter() - clock_zero
+    record.output_chunks += 1
+    if record.ttft_s is None:
+        record.ttft_s = now - record.t_start
+        if on_first_token is not None:
+            on_first_token(record)
+    elif last_token_t is not None:
+        record.itl_s.append(now - last_token_t)
+    return True
+
