@@ -55,7 +55,23 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, tail = argv[:i], argv[i + 1 :]
-    args, unknown = parser.parse_known_args(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    module = importlib.import_module(SUBCOMMANDS[command][0]) if command in SUBCOMMANDS else None
+    if module is not None and getattr(module, "ACCEPTS_VLLM_FLAGS", False):
+        # Our options and vLLM's share the command line: split them ourselves.
+        from oomguard.cli.common import split_argv
+
+        rest = argv[argv.index(command) + 1 :]
+        sub_parser = module._PARSER  # noqa: SLF001
+        if any(a in ("-h", "--help") for a in rest):
+            sub_parser.print_help()
+            return 0
+        ours, theirs = split_argv(sub_parser, rest)
+        args = sub_parser.parse_args(ours)
+        args.command = command
+        unknown = theirs
+    else:
+        args, unknown = parser.parse_known_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
         return 0

@@ -124,6 +124,8 @@ class ModelDescription:
     checkpoint_bytes: int | None = None
     checkpoint_dtype_bytes: dict | None = None
     mrope: bool = False
+    # bytes per parameter by module category under the checkpoint's quantization
+    category_bytes: dict | None = None
     notes: tuple[str, ...] = ()
 
     @property

@@ -54,4 +54,10 @@ def describe(config: dict, *, source: str, name: str, hf_quant: dict | None = No
             + (f" / text model_type {text_type!r}" if text_type else "")
             + f" ({arch}) is not modelled by oomguard; supported: {', '.join(supported_model_types())}"
         )
-    return adapter(config, text, source=source, name=name, hf_quant=hf_quant)
+    from dataclasses import replace
+
+    from oomguard.model.quantization import weight_costs
+
+    desc = adapter(config, text, source=source, name=name, hf_quant=hf_quant)
+    costs = weight_costs(desc.quantization, desc.dtype_bytes, config, hf_quant)
+    return replace(desc, category_bytes=dict(costs.per_category))

@@ -1,0 +1,126 @@
+"""Shared CLI plumbing: split oomguard's options from vLLM's, and build a plan context.
+
+``plan``, ``check`` and ``fit`` accept vLLM's own flags mixed with ours
+(``oomguard plan --gpu A100 --max-model-len 32768``). We split the argument
+list ourselves: argparse would swallow a vLLM flag's value as our positional.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from typing import Any
+
+
+def split_argv(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], list[str]]:
+    """(ours, vllm) — options our parser declares stay ours, the rest is vLLM's."""
+    takes_value: dict[str, bool] = {}
+    for action in parser._actions:  # noqa: SLF001  (argparse has no public API for this)
+        for opt in action.option_strings:
+            takes_value[opt] = action.nargs != 0
+    ours: list[str] = []
+    theirs: list[str] = []
+    positional_taken = False
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        name = tok.split("=", 1)[0]
+        if name in takes_value:
+            ours.append(tok)
+            if takes_value[name] and "=" not in tok and i + 1 < len(argv):
+                ours.append(argv[i + 1])
+                i += 1
+        elif tok.startswith("-") and len(tok) > 1:
+            theirs.append(tok)
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            if "=" not in tok and nxt is not None and not nxt.startswith("--") and not (not positional_taken and os.path.isfile(nxt)):
+                # value of a vLLM flag (booleans are resolved later with the flag table)
+                theirs.append(argv[i + 1])
+                i += 1
+        elif not positional_taken and os.path.exists(tok):
+            ours.append(tok)
+            positional_taken = True
+        else:
+            theirs.append(tok)
+        i += 1
+    return ours, theirs
+
+
+def add_target_options(p: argparse.ArgumentParser, *, positional: bool = True) -> None:
+    if positional:
+        p.add_argument("launch_file", nargs="?", metavar="LAUNCH_FILE", help="start_api.sh or a vLLM --config YAML")
+    p.add_argument("--model", dest="og_model", metavar="PATH|HF_ID", help="config.json, model dir, HF id (cache, catalog or Hub)")
+    p.add_argument("--gpu", metavar="NAME", help="GPU name, e.g. A100-80GB, H100, RTX-4090")
+    p.add_argument("--gpu-memory-gib", type=float, metavar="X", help="total GPU memory in GiB as your log prints it")
+    p.add_argument("--num-gpus", type=int, metavar="N", help="GPUs available to the launch (default: TP × PP)")
+    p.add_argument("--vllm-version", metavar="V", help="vLLM release to model (default: newest supported)")
+    p.add_argument("--other-gpu-use-gib", type=float, default=0.0, metavar="X", help="GPU memory held by other processes")
+    p.add_argument("--usage", choices=["serve", "llm"], default="serve", help="vllm serve (default) or the LLM class")
+
+
+@dataclass
+class Context:
+    launch: Any
+    model: Any
+    gpu: Any
+    version: str | None
+    num_gpus: int | None
+    other_gpu_use_bytes: int
+    usage: str
+
+    def plan(self, flags: dict | None = None, env: dict | None = None):
+        from oomguard.model.planner import plan_launch
+
+        return plan_launch(
+            self.model,
+            self.gpu,
+            self.launch.flags if flags is None else flags,
+            self.launch.env if env is None else env,
+            version=self.version,
+            num_gpus=self.num_gpus,
+            other_gpu_use_bytes=self.other_gpu_use_bytes,
+            usage=self.usage,
+        )
+
+
+def read_target(args: argparse.Namespace, vllm_args: list[str]):
+    """The launch from a file, a command after ``--``, or flags given directly."""
+    from oomguard.errors import InputError
+    from oomguard.inputs.launch import parse_command, parse_flags, read_launch
+
+    version = getattr(args, "vllm_version", None)
+    launch_file = getattr(args, "launch_file", None)
+    tail = getattr(args, "launch_tail", []) or []
+    if launch_file:
+        launch = read_launch(launch_file, version=version)
+        if vllm_args:
+            extra = parse_flags(vllm_args, version=version)
+            launch.flags.update(extra.flags)
+            launch.sites.update(extra.sites)
+    elif tail:
+        launch = parse_command(tail, version=version)
+    else:
+        launch = parse_flags(vllm_args, version=version)
+    if launch.kind == "flags" and not vllm_args and not getattr(args, "og_model", None):
+        raise InputError("nothing to plan: give a launch file, a command after --, or --model with vLLM flags")
+    return launch
+
+
+def build_context(args: argparse.Namespace, vllm_args: list[str], *, need_gpu: bool = True) -> Context:
+    from oomguard.errors import InputError
+    from oomguard.inputs.hardware import lookup_gpu
+    from oomguard.inputs.model_config import load_model
+    from oomguard.units import GiB
+
+    launch = read_target(args, vllm_args)
+    model_spec = getattr(args, "og_model", None) or launch.model
+    if not model_spec:
+        raise InputError("no model: name it in the launch (vllm serve MODEL) or pass --model")
+    model = load_model(model_spec)
+    gpu = None
+    if need_gpu or args.gpu or args.gpu_memory_gib:
+        gpu = lookup_gpu(args.gpu, args.gpu_memory_gib)
+    if args.other_gpu_use_gib < 0:
+        raise InputError("--other-gpu-use-gib must not be negative")
+    return Context(launch, model, gpu, args.vllm_version, args.num_gpus, int(args.other_gpu_use_gib * GiB), args.usage)

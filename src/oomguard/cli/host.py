@@ -1,0 +1,115 @@
+"""``oomguard host``: check the machine around the GPUs (RAM, kernel settings, topology).
+
+Exit codes: 0 no error findings, 1 error findings, 2 bad input. Nothing on the
+host is changed; every fix is printed for the operator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_BAD_INPUT = 2
+
+
+def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    p = subparsers.add_parser(
+        name,
+        help=help_text,
+        description="Check host RAM, cgroup limits, kernel settings, /dev/shm, open files, NUMA and GPU "
+        "topology, and GPU processes on the machine that will run vLLM. With --launch, compare the host RAM "
+        "the launch needs against what the machine and its cgroup allow. Changes nothing.",
+    )
+    p.add_argument("--root", default="/", metavar="DIR", help="read /proc, /sys and /dev under DIR (default /)")
+    p.add_argument("--launch", metavar="FILE", help="a launch script or --config YAML (or give the command after --)")
+    p.add_argument("--topo", metavar="FILE", help="output of `nvidia-smi topo -m` (default: run it when present)")
+    p.add_argument(
+        "--nvidia-smi",
+        dest="nvidia_smi",
+        metavar="FILE",
+        help="CSV of `nvidia-smi --query-gpu=index,uuid,name,memory.total,memory.used --format=csv` "
+        "followed by `--query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv`",
+    )
+    p.add_argument("--vllm-version", metavar="V", help="vLLM version of the launch (defaults follow it)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def _read_launch(args: argparse.Namespace):
+    """The parsed launch, or None; InputError when the parser is missing or rejects it."""
+    from oomguard.errors import InputError
+
+    tail = getattr(args, "launch_tail", None) or []
+    if not args.launch and not tail:
+        return None
+    try:
+        from oomguard.inputs import launch as launch_mod
+    except ImportError as exc:  # the launch reader ships with the plan command
+        raise InputError(f"--launch needs oomguard.inputs.launch, which failed to import ({exc})") from None
+    try:
+        if args.launch:
+            return launch_mod.read_launch(args.launch, version=args.vllm_version)
+        return launch_mod.parse_command(tail, version=args.vllm_version)
+    except ImportError as exc:
+        raise InputError(f"the launch reader is incomplete in this build ({exc})", file=args.launch) from None
+
+
+def _planner_weights_bytes(launch) -> tuple[int | None, str | None]:
+    """Whole-model weight bytes from the memory model, when the checkpoint is not on this disk."""
+    try:
+        from oomguard.model.planner import plan_launch
+    except ImportError:
+        return None, "the memory model (oomguard.model.planner) is not available: weights not counted"
+    from oomguard.errors import OomguardError
+
+    try:
+        plan = plan_launch(launch)
+    except OomguardError as exc:
+        return None, f"weights not counted: {exc}"
+    for attr in ("checkpoint_bytes", "weights_total_bytes"):
+        value = getattr(plan, attr, None)
+        if isinstance(value, int):
+            return value, None
+    return None, "the memory model gave no whole-model weight bytes: weights not counted"
+
+
+def run(args: argparse.Namespace) -> int:
+    from oomguard.host.checks import run_checks
+    from oomguard.host.facts import read_host_facts
+    from oomguard.host.findings import Severity
+    from oomguard.host.launchview import checkpoint_on_disk, launch_view
+    from oomguard.host.render import render_text, to_json
+    from oomguard.host.root import Root
+
+    root = Root(args.root)
+    facts = read_host_facts(root, topo_file=args.topo, nvidia_smi_file=args.nvidia_smi)
+    launch = _read_launch(args)
+    view = None
+    if launch is not None:
+        weights = None
+        notes: list[str] = []
+        if checkpoint_on_disk(root, launch.model, launch.env) is None:
+            weights, note = _planner_weights_bytes(launch)
+            if note:
+                notes.append(note)
+        view = launch_view(
+            source=launch.path or "command",
+            flags=launch.flags,
+            env=launch.env,
+            model=launch.model,
+            version=launch.version or args.vllm_version,
+            text=launch.text or " ".join(getattr(args, "launch_tail", None) or []),
+            root=root,
+            weights_bytes=weights,
+        )
+        if notes:
+            from dataclasses import replace
+
+            view = replace(view, notes=view.notes + tuple(notes))
+    findings = run_checks(facts, view)
+    if args.format == "json":
+        sys.stdout.write(to_json(facts, findings, view) + "\n")
+    else:
+        render_text(facts, findings, view, sys.stdout)
+    return EXIT_FINDINGS if any(f.severity is Severity.ERROR for f in findings) else EXIT_OK

@@ -1,0 +1,49 @@
+"""``oomguard plan``: predict vLLM's start-up memory ledger per GPU."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+ACCEPTS_VLLM_FLAGS = True
+EXIT_STARTS, EXIT_FAILS, EXIT_BAD_INPUT = 0, 1, 2
+
+_PARSER: argparse.ArgumentParser | None = None
+
+
+def register(sub, name: str, help_text: str) -> None:
+    from oomguard.cli.common import add_target_options
+
+    global _PARSER
+    p = sub.add_parser(
+        name,
+        help=help_text,
+        description="Predict, per GPU, what vLLM will allocate at start-up and whether it starts. "
+        "vLLM's own flags may be given directly, as a launch file, or as a command after --.",
+        epilog="examples:\n  oomguard plan --model Qwen/Qwen3-8B --gpu A100-80GB --max-model-len 32768\n"
+        "  oomguard plan start_api.sh --gpu H100 --num-gpus 4\n  oomguard plan --gpu 4090 -- vllm serve Qwen/Qwen3-8B --max-model-len 8192",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    add_target_options(p)
+    p.add_argument("--json", action="store_true", help="print the plan as JSON (docs/json.md)")
+    p.add_argument("--explain", action="store_true", help="show every term's formula and source")
+    _PARSER = p
+
+
+def run(args: argparse.Namespace) -> int:
+    from oomguard.cli.common import build_context
+
+    ctx = build_context(args, list(args.unknown or []))
+    plan = ctx.plan()
+    if args.json:
+        d = plan.to_dict()
+        d["launch_notes"] = list(ctx.launch.notes)
+        json.dump(d, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        from oomguard.report.plan_text import render_plan
+
+        render_plan(plan, explain=args.explain, notes=ctx.launch.notes)
+    return EXIT_STARTS if plan.starts else EXIT_FAILS

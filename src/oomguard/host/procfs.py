@@ -1,0 +1,161 @@
+"""Parsers for the text formats of /proc files: text in, values out, no I/O.
+
+Each raises InputError naming the file and line when the text is not what the
+kernel writes, so a hand-made fake tree with a typo fails clearly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from oomguard.errors import InputError
+from oomguard.units import KiB, parse_size
+
+__all__ = [
+    "MemInfo",
+    "SwapArea",
+    "parse_meminfo",
+    "parse_swaps",
+    "parse_limits_nofile",
+    "parse_shm_mount",
+    "parse_node_meminfo",
+]
+
+
+@dataclass(frozen=True)
+class MemInfo:
+    mem_total_bytes: int
+    mem_available_bytes: int
+    mem_free_bytes: int
+    swap_total_bytes: int
+    swap_free_bytes: int
+    commit_limit_bytes: int | None
+    committed_as_bytes: int | None
+    available_estimated: bool  # True on kernels without MemAvailable (< 3.14)
+
+
+@dataclass(frozen=True)
+class SwapArea:
+    filename: str
+    kind: str  # partition / file
+    size_bytes: int
+    used_bytes: int
+    priority: int
+
+
+_MEMINFO_LINE = re.compile(r"^([A-Za-z0-9_()]+):\s+(\d+)(?:\s+kB)?\s*$")
+
+
+def _kv_kib(text: str, source: str) -> dict[str, int]:
+    values: dict[str, int] = {}
+    for no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        m = _MEMINFO_LINE.match(line.strip())
+        if not m:
+            raise InputError(f"not a meminfo line: {line.strip()[:60]!r}", file=source, line=no)
+        key, number = m.groups()
+        # Values with a kB unit are KiB; unit-less ones (HugePages_Total) are counts.
+        values[key] = int(number) * KiB if line.rstrip().endswith("kB") else int(number)
+    return values
+
+
+def parse_meminfo(text: str, source: str = "/proc/meminfo") -> MemInfo:
+    v = _kv_kib(text, source)
+    if "MemTotal" not in v:
+        raise InputError("no MemTotal line", file=source)
+    estimated = "MemAvailable" not in v
+    available = v.get("MemAvailable")
+    if available is None:
+        # Pre-3.14 kernels: free plus page cache is the usual approximation.
+        available = v.get("MemFree", 0) + v.get("Cached", 0) + v.get("Buffers", 0)
+    return MemInfo(
+        mem_total_bytes=v["MemTotal"],
+        mem_available_bytes=available,
+        mem_free_bytes=v.get("MemFree", available),
+        swap_total_bytes=v.get("SwapTotal", 0),
+        swap_free_bytes=v.get("SwapFree", 0),
+        commit_limit_bytes=v.get("CommitLimit"),
+        committed_as_bytes=v.get("Committed_AS"),
+        available_estimated=estimated,
+    )
+
+
+def parse_node_meminfo(text: str, source: str) -> tuple[int | None, int | None]:
+    """MemTotal and MemFree of a NUMA node's meminfo ('Node 0 MemTotal:  123 kB')."""
+    total = free = None
+    for line in text.splitlines():
+        m = re.match(r"^Node\s+\d+\s+(MemTotal|MemFree):\s+(\d+)\s*kB", line.strip())
+        if m:
+            if m.group(1) == "MemTotal":
+                total = int(m.group(2)) * KiB
+            else:
+                free = int(m.group(2)) * KiB
+    return total, free
+
+
+def parse_swaps(text: str, source: str = "/proc/swaps") -> tuple[SwapArea, ...]:
+    areas = []
+    for no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.startswith("Filename"):
+            continue
+        cells = line.split()
+        if len(cells) < 5:
+            raise InputError(f"expected 5 columns, found {len(cells)}", file=source, line=no)
+        try:
+            size, used, prio = int(cells[2]), int(cells[3]), int(cells[4])
+        except ValueError:
+            raise InputError(f"not a swap line: {line.strip()[:60]!r}", file=source, line=no) from None
+        # Paths with spaces are escaped by the kernel (\040), so cells[0] is whole.
+        areas.append(SwapArea(cells[0], cells[1], size * KiB, used * KiB, prio))
+    return tuple(areas)
+
+
+def parse_limits_nofile(text: str, source: str = "/proc/self/limits") -> tuple[int | None, int | None]:
+    """Soft and hard 'Max open files' of /proc/PID/limits (None means unlimited)."""
+    for no, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("Max open files"):
+            cells = line[len("Max open files") :].split()
+            if len(cells) < 2:
+                raise InputError("'Max open files' has no soft/hard values", file=source, line=no)
+            return _limit(cells[0], source, no), _limit(cells[1], source, no)
+    raise InputError("no 'Max open files' line", file=source)
+
+
+def _limit(cell: str, source: str, line: int) -> int | None:
+    if cell == "unlimited":
+        return None
+    try:
+        return int(cell)
+    except ValueError:
+        raise InputError(f"not a limit: {cell!r}", file=source, line=line) from None
+
+
+def parse_shm_mount(text: str, mem_total_bytes: int, source: str = "/proc/mounts") -> int | None:
+    """Size of the /dev/shm tmpfs from /proc/mounts, or None when nothing is mounted there.
+
+    tmpfs without ``size=`` gets half of RAM; ``size=`` takes k/m/g suffixes
+    (binary) or a percentage of RAM.
+    """
+    size: int | None = None
+    for no, line in enumerate(text.splitlines(), start=1):
+        cells = line.split()
+        if len(cells) < 4 or cells[1] != "/dev/shm":
+            continue
+        options = dict(
+            (opt.split("=", 1) + [""])[:2] for opt in cells[3].split(",")
+        )
+        raw = options.get("size")
+        if not raw:
+            size = mem_total_bytes // 2
+        elif raw.endswith("%"):
+            size = mem_total_bytes * int(raw[:-1]) // 100
+        else:
+            try:
+                # mount(8) suffixes are binary whatever their case.
+                size = parse_size(raw.upper())
+            except ValueError:
+                raise InputError(f"bad tmpfs size option {raw!r}", file=source, line=no) from None
+        # The last mount at a path hides the earlier ones; keep looping.
+    return size

@@ -1,0 +1,107 @@
+"""The profile run's transient peak, non-torch growth and the CUDA-graph estimate.
+
+These are estimates (vllm-memory.md §5, §1.4): each returns a ``Term`` with a
+range. The forward term follows the dense-transformer peak
+``b·T·[2H + max(3I/TP, (2Hq+2Hkv)D/TP + H)]``; the sampler term
+``N·V·(b + 4c)`` with N = min(S, T) rows; MoE workspaces and GDN scan scratch
+scale with T. Coefficients were calibrated on tests/data/calibration (see
+benchmarks/calibration.py).
+"""
+
+from __future__ import annotations
+
+from oomguard.model.description import ModelDescription
+from oomguard.model.engine import EngineSettings
+from oomguard.model.estimate import Term
+from oomguard.units import GiB, MiB
+
+FORWARD_ALPHA = 1.2  # temporaries beyond the named tensors (rotary, index buffers)
+SAMPLER_C_V1 = 3.0  # fp32 copies in the V1 / MRV2 samplers
+SAMPLER_C_V0 = 10.0  # V0 sorted top-k/top-p and logprobs (PR #10511: 1.26 GiB at S=256, V=128k)
+BASE_OVERHEAD = 150 * MiB
+
+
+def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool = True) -> Term:
+    b = 2
+    T, S, tp = e.max_num_batched_tokens, e.max_num_seqs, e.tensor_parallel_size
+    H, D = m.hidden_size, m.head_size
+    N = min(S, T)
+    if e.engine == "V0":
+        # V0 profiles max_num_seqs sequences totalling max_num_batched_tokens.
+        N = min(S, T)
+    inter = m.intermediate_size or 4 * H
+    mlp = 3 * inter / tp
+    if m.moe is not None:
+        k = m.moe.top_k
+        ie = m.moe.expert_intermediate_size
+        mlp = max(mlp if m.moe.num_dense_layers else 0, k * max(2 * ie / tp, H) + 3 * m.moe.shared_intermediate_size / tp)
+    attn = (2 * m.num_attention_heads + 2 * m.num_kv_heads) * D / tp + H
+    fwd = FORWARD_ALPHA * b * T * (2 * H + max(mlp, attn))
+    c = SAMPLER_C_V0 if e.engine == "V0" else SAMPLER_C_V1
+    sampler = N * m.vocab_size * (b + 4 * c) if last_stage else 0
+    if e.model_runner_v2 and e.version >= (0, 29, 0) and last_stage:
+        sampler += int(0.8 * N * m.vocab_size * 4)  # second warm-up sampler pass (PR #57926)
+    extra = 0.0
+    parts = []
+    if m.is_hybrid:
+        # GDN chunked-scan scratch grows with T (issue #52872: ~2 GiB intercept at T=2048).
+        layer = next(l for l in m.layers if l.mamba is not None)
+        st = layer.mamba
+        extra += T * (st.conv_dim / tp) * 4 * 6
+        parts.append("GDN scan scratch T·conv_dim/TP·24")
+    if m.is_multimodal:
+        extra += T * H * b * 2  # encoder outputs retained at the token budget
+        parts.append("encoder outputs 2·T·H·b")
+    peak = max(fwd, sampler) + extra + BASE_OVERHEAD
+    formula = (
+        f"max(fwd {FORWARD_ALPHA}·{b}·{T}·(2·{H} + max(mlp {mlp:.0f}, attn {attn:.0f})) = {fwd / GiB:.2f} GiB, "
+        f"sampler {N}·{m.vocab_size}·({b}+4·{c:g}) = {sampler / GiB:.2f} GiB)"
+        + (f" + {' + '.join(parts)} = {extra / GiB:.2f} GiB" if parts else "")
+        + f" + {BASE_OVERHEAD // MiB} MiB"
+    )
+    return Term(
+        "activation peak (profile run)",
+        int(peak),
+        formula,
+        "vllm-memory.md §5; v1/worker/gpu_model_runner.py::profile_run",
+        exact=False,
+        low=int(peak * 0.6),
+        high=int(peak * 1.6 + 256 * MiB),
+    )
+
+
+def non_torch(m: ModelDescription, e: EngineSettings, *, nvlink: bool = True) -> Term:
+    tp = e.tensor_parallel_size
+    if tp == 1 and e.pipeline_parallel_size == 1:
+        val, lo, hi = 0.2 * GiB, 0.0, 0.6 * GiB
+        formula = "cuBLAS/attention workspaces after the start-up snapshot ≈ 0.2 GiB"
+    else:
+        val = 0.3 * GiB + (1.0 * GiB if (nvlink or tp <= 2) else 0.0)
+        lo, hi = 0.15 * GiB, 2.0 * GiB
+        formula = "NCCL buffers + custom all-reduce ≈ 0.3 GiB (+1 GiB custom all-reduce / graph buffers with NVLink or TP≤2)"
+    if e.engine == "V1" and e.version < (0, 10, 0):
+        # 0.8.x counted everything on the device, CUDA context included.
+        val += 0.5 * GiB
+        hi += 0.5 * GiB
+        formula += " + CUDA context 0.5 GiB (0.8.x counts it)"
+    return Term("non-torch memory", int(val), formula, "vllm-memory.md §1.2/§1.7 (NCCL, cuBLAS, custom all-reduce)", exact=False, low=int(lo), high=int(hi))
+
+
+def cudagraph_estimate(m: ModelDescription, e: EngineSettings) -> Term:
+    if e.cudagraph_mode == "NONE" or e.num_capture_sizes == 0:
+        return Term("CUDA graphs", 0, "--enforce-eager / cudagraph_mode NONE: no graphs", "config/vllm.py")
+    per = 11 * MiB * (m.num_layers / 32) ** 0.5
+    if m.moe is not None or m.is_hybrid:
+        per *= 1.6
+    if e.cudagraph_mode == "FULL_AND_PIECEWISE":
+        per *= 1.2
+    val = 100 * MiB + e.num_capture_sizes * per
+    return Term(
+        "CUDA graphs",
+        int(val),
+        f"100 MiB + {e.num_capture_sizes} capture sizes × {per / MiB:.1f} MiB (max size {e.max_cudagraph_capture_size}, {e.cudagraph_mode})",
+        "vllm-memory.md §1.4; calibrated on logged 'Graph capturing finished ... took X GiB'",
+        exact=False,
+        low=int(val * 0.4),
+        high=int(val * 2.5),
+    )

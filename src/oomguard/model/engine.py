@@ -1,0 +1,280 @@
+"""Resolve the engine settings vLLM will actually use, per version and GPU.
+
+Flags the user set win; otherwise vLLM's defaults apply, several of which
+depend on the release, the GPU's memory and the usage context (``vllm serve``
+vs the ``LLM`` class). Sources: vllm-memory.md §3.1 and §3.3
+(``engine/arg_utils.py::_set_default_max_num_seqs_and_batched_tokens_args``,
+``config/cache.py``, ``config/vllm.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from oomguard.errors import InputError
+from oomguard.model.description import LayerKind, ModelDescription
+from oomguard.units import GiB
+
+NEWEST = "0.33.0"
+
+
+def parse_version(v: str | None) -> tuple[int, int, int]:
+    if not v or v in ("latest", "newest"):
+        v = NEWEST
+    parts = str(v).lstrip("v").split("+")[0].split(".")
+    nums = []
+    for p in parts[:3]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        nums.append(int(digits) if digits else 0)
+    while len(nums) < 3:
+        nums.append(0)
+    return (nums[0], nums[1], nums[2])
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    version: tuple[int, int, int]
+    engine: str  # "V0" | "V1"
+    gpu_memory_utilization: float
+    max_model_len: int
+    max_model_len_source: str
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    enable_chunked_prefill: bool
+    enable_prefix_caching: bool
+    enforce_eager: bool
+    cudagraph_mode: str
+    kv_cache_dtype: str
+    block_size: int | None  # None = default (16 / backend / hybrid)
+    kv_cache_memory_bytes: int | None
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    data_parallel_size: int
+    expert_parallel: bool
+    num_speculative_tokens: int
+    speculative_method: str | None
+    cpu_offload_gb: float
+    swap_space_gib: float
+    estimate_cudagraphs: bool  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS in effect
+    model_runner_v2: bool
+    async_scheduling: bool
+    disable_hybrid_kv_cache_manager: bool
+    num_gpu_blocks_override: int | None
+    max_cudagraph_capture_size: int
+    num_capture_sizes: int
+    allow_long_max_model_len: bool
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def world_size(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def max_concurrent_batches(self) -> int:
+        # MRV2 with async scheduling keeps PP+1 batches in flight (sliding-window reservation).
+        if self.async_scheduling and self.model_runner_v2:
+            return self.pipeline_parallel_size + 1
+        return self.pipeline_parallel_size
+
+
+def default_utilization(version: tuple[int, int, int]) -> float:
+    return 0.92 if version >= (0, 20, 0) else 0.9
+
+
+def default_batch_limits(version: tuple[int, int, int], total_bytes: int, gpu_name: str, *, usage: str = "serve", chunked: bool = True) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) defaults before the S·L cap (§3.1)."""
+    gib = total_bytes / GiB
+    serve = usage == "serve"
+    if version < (0, 8, 0):
+        return (512 if version < (0, 7, 0) else 2048) if chunked else 2048, 256
+    if version >= (0, 28, 0) and gib >= 160:
+        return 16384, 1024
+    a100_excluded = version >= (0, 10, 0) and gpu_name.startswith("A100")
+    if gib >= 70 and not a100_excluded and "GB10" not in gpu_name:
+        return (8192 if serve else 16384), 1024
+    return (2048 if serve else 8192), 256
+
+
+def capture_sizes(max_size: int, num_seqs: int, tokens: int) -> list[int]:
+    """``[1,2,4] + range(8, min(M+1,256), 8) + range(256, M+1, 16)`` (config/vllm.py)."""
+    sizes = [s for s in (1, 2, 4) if s <= max_size]
+    sizes += list(range(8, min(max_size + 1, 256), 8))
+    sizes += list(range(256, max_size + 1, 16))
+    if tokens <= max_size and tokens not in sizes:
+        sizes.append(tokens)
+    return sorted(set(sizes))
+
+
+def _json(value: Any) -> dict:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            out = json.loads(value)
+        except ValueError:
+            return {}
+        return out if isinstance(out, dict) else {}
+    return {}
+
+
+def resolve(
+    model: ModelDescription,
+    flags: dict,
+    env: dict,
+    *,
+    version: str | None,
+    gpu_total_bytes: int,
+    gpu_name: str,
+    gpu_cc: tuple[int, int] = (9, 0),
+    usage: str = "serve",
+) -> EngineSettings:
+    v = parse_version(version)
+    notes: list[str] = []
+    tp = int(flags.get("tensor_parallel_size") or 1)
+    pp = int(flags.get("pipeline_parallel_size") or 1)
+    dp = int(flags.get("data_parallel_size") or 1)
+    if tp < 1 or pp < 1:
+        raise InputError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1")
+    engine = "V1"
+    if v < (0, 8, 0):
+        engine = "V0"
+    elif v < (0, 11, 0):
+        if str(env.get("VLLM_USE_V1", "1")) == "0":
+            engine = "V0"
+        elif gpu_cc < (8, 0) and v < (0, 10, 0):
+            engine = "V0"
+            notes.append("compute capability < 8.0: vLLM 0.8-0.9 falls back to the V0 engine")
+        elif model.quantization.method == "bitsandbytes" and v < (0, 9, 0):
+            engine = "V0"
+    util = flags.get("gpu_memory_utilization")
+    if util is None:
+        util = default_utilization(v)
+    util = float(util)
+    if not 0 < util <= 1:
+        raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
+
+    # max_model_len (§3.2)
+    derived = derive_len(model, v)
+    allow_long = str(env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0")) in ("1", "true", "True")
+    raw_len = flags.get("max_model_len")
+    if raw_len in (None, -1, "-1", "auto"):
+        max_len, len_src = derived, "derived from the model config"
+        if raw_len in (-1, "-1", "auto"):
+            len_src = "auto-fit (-1/auto)"
+    else:
+        max_len, len_src = int(raw_len), "--max-model-len"
+
+    spec = _json(flags.get("speculative_config"))
+    num_spec = int(spec.get("num_speculative_tokens") or 0)
+    spec_method = spec.get("method") or (spec.get("model") and "draft") or None
+
+    chunked_flag = flags.get("enable_chunked_prefill")
+    if engine == "V0":
+        chunked = bool(chunked_flag) if chunked_flag is not None else max_len > 32768
+    else:
+        chunked = True if chunked_flag is None else bool(chunked_flag)
+    t_default, s_default = default_batch_limits(v, gpu_total_bytes, gpu_name, usage=usage, chunked=chunked)
+    S = flags.get("max_num_seqs")
+    S = int(S) if S is not None else s_default
+    T = flags.get("max_num_batched_tokens")
+    if T is None:
+        T = t_default
+        if not chunked:
+            T = max(max_len, t_default)
+        if engine == "V1":
+            T = min(T, S * max_len)
+    T = int(T)
+    if flags.get("max_num_seqs") is None:
+        S = min(S, T) if engine == "V1" else S
+
+    prefix = flags.get("enable_prefix_caching")
+    if prefix is None:
+        if engine == "V0":
+            prefix = False
+        elif model.is_hybrid:
+            prefix = v >= (0, 25, 0)
+        else:
+            prefix = True
+    eager = bool(flags.get("enforce_eager") or False)
+    comp = _json(flags.get("compilation_config"))
+    mode = str(comp.get("cudagraph_mode") or ("NONE" if eager else ("PIECEWISE" if v < (0, 11, 0) else "FULL_AND_PIECEWISE"))).upper()
+    if eager:
+        mode = "NONE"
+    q = 1 + num_spec
+    max_cap = comp.get("max_cudagraph_capture_size") or flags.get("max_cudagraph_capture_size")
+    if not max_cap:
+        cap_limit = 1024 if gpu_cc[0] == 10 else 512
+        max_cap = min(T, min(S * q * 2, cap_limit)) if v >= (0, 11, 0) else min(S, 512)
+    max_cap = int(max_cap)
+    n_sizes = 0 if mode == "NONE" else len(capture_sizes(max_cap, S, T))
+    est_env = env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
+    estimate = v >= (0, 20, 0) if est_env is None else str(est_env) == "1" and v >= (0, 18, 0)
+    mrv2_env = env.get("VLLM_USE_V2_MODEL_RUNNER")
+    if mrv2_env is not None:
+        mrv2 = str(mrv2_env) == "1"
+    elif v >= (0, 29, 0):
+        mrv2 = spec_method not in ("suffix", "ngram") or True
+    elif v >= (0, 25, 0):
+        mrv2 = model.moe is None and not model.is_hybrid
+    else:
+        mrv2 = False
+    kv_bytes = flags.get("kv_cache_memory_bytes")
+    swap = flags.get("swap_space")
+    if swap is None:
+        swap = 4.0 if v < (0, 18, 0) else 0.0
+    return EngineSettings(
+        version=v,
+        engine=engine,
+        gpu_memory_utilization=util,
+        max_model_len=max_len,
+        max_model_len_source=len_src,
+        max_num_seqs=S,
+        max_num_batched_tokens=T,
+        enable_chunked_prefill=chunked,
+        enable_prefix_caching=bool(prefix),
+        enforce_eager=eager,
+        cudagraph_mode=mode,
+        kv_cache_dtype=str(flags.get("kv_cache_dtype") or _auto_kv_dtype(model, v)),
+        block_size=int(flags["block_size"]) if flags.get("block_size") else None,
+        kv_cache_memory_bytes=int(kv_bytes) if kv_bytes is not None else None,
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        data_parallel_size=dp,
+        expert_parallel=bool(flags.get("enable_expert_parallel") or False),
+        num_speculative_tokens=num_spec,
+        speculative_method=spec_method,
+        cpu_offload_gb=float(flags.get("cpu_offload_gb") or 0.0),
+        swap_space_gib=float(swap),
+        estimate_cudagraphs=bool(estimate),
+        model_runner_v2=bool(mrv2),
+        async_scheduling=v >= (0, 29, 0) and flags.get("async_scheduling") is not False,
+        disable_hybrid_kv_cache_manager=bool(flags.get("disable_hybrid_kv_cache_manager") or False),
+        num_gpu_blocks_override=flags.get("num_gpu_blocks_override"),
+        max_cudagraph_capture_size=max_cap,
+        num_capture_sizes=n_sizes,
+        allow_long_max_model_len=allow_long,
+        notes=tuple(notes),
+    )
+
+
+def _auto_kv_dtype(model: ModelDescription, v: tuple[int, int, int]) -> str:
+    return "auto"
+
+
+def derive_len(model: ModelDescription, v: tuple[int, int, int]) -> int:
+    from oomguard.model.architectures.common import derive_max_model_len
+
+    return derive_max_model_len(model.max_position_embeddings, model.rope_scaling, model.model_type, new_rules=v >= (0, 30, 0))
+
+
+def has_sliding(model: ModelDescription) -> bool:
+    return any(l.kind is LayerKind.SLIDING_WINDOW for l in model.layers)
+
+
+def ceil_requested(total_bytes: int, util: float, v: tuple[int, int, int]) -> int:
+    """requested = total × util (float through 0.13, ceil from 0.14)."""
+    x = total_bytes * util
+    return math.ceil(x) if v >= (0, 14, 0) else int(x)

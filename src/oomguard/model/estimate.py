@@ -1,0 +1,49 @@
+"""Named, sourced components: how every number explains itself.
+
+A ``Term`` carries bytes, the formula with its values substituted, where the
+rule comes from (a vLLM code path, a log, a spec) and, for estimates, the
+range the true value is expected to fall in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Term:
+    name: str
+    bytes: int
+    formula: str
+    source: str
+    exact: bool = True
+    low: int | None = None
+    high: int | None = None
+
+    def to_dict(self) -> dict:
+        from oomguard.units import GiB
+
+        d = {
+            "name": self.name,
+            "gib": round(self.bytes / GiB, 3),
+            "bytes": int(self.bytes),
+            "formula": self.formula,
+            "source": self.source,
+            "estimate": not self.exact,
+        }
+        if not self.exact:
+            d["range_gib"] = [round((self.low if self.low is not None else self.bytes) / GiB, 3), round((self.high if self.high is not None else self.bytes) / GiB, 3)]
+        return d
+
+
+@dataclass
+class Breakdown:
+    terms: list[Term] = field(default_factory=list)
+
+    def add(self, term: Term) -> Term:
+        self.terms.append(term)
+        return term
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.terms)

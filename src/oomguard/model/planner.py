@@ -1,0 +1,402 @@
+"""The start-up ledger: what vLLM will allocate on each GPU, and whether it starts.
+
+``plan_launch`` is pure: it takes a ``ModelDescription``, a GPU, the launch's
+flags and environment, and returns a ``Plan``. The arithmetic follows
+vllm-memory.md §1.2 and §7:
+
+    requested = ceil(total × gpu_memory_utilization)
+    KV        = requested − weights − non-torch − activation peak [− CUDA graphs, ≥ 0.20]
+              (or --kv-cache-memory-bytes)
+    blocks    = KV // bytes_per_block   (minimum over ranks)
+    tokens    = int(blocks / blocks_per_request × max_model_len)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from oomguard.model import activation as act
+from oomguard.model.engine import EngineSettings, ceil_requested, resolve
+from oomguard.model.estimate import Term
+from oomguard.model.failures import FailureClass
+from oomguard.model.kv_spec import KVLayout, blocks_per_request, kv_layout, layer_kv_specs, per_token_bytes
+from oomguard.model.quantization import WeightCosts, override_quantization, weight_costs
+from oomguard.model.weights import pp_layer_ranges, weight_split
+from oomguard.units import GiB, MiB, cdiv
+
+SCHEMA_VERSION = 1
+CUDA_CONTEXT_BYTES = 500 * MiB  # baseline before vLLM's snapshot (never charged, reduces free)
+
+
+@dataclass
+class RankLedger:
+    stage: int
+    total_bytes: int
+    requested_bytes: int
+    weights: Term
+    activation: Term
+    non_torch: Term
+    cuda_graph: Term
+    kv_bytes: int
+    kv_source: str
+    layout: KVLayout
+    num_blocks: int
+    other_use_bytes: int = 0
+
+    @property
+    def graphs_in_budget(self) -> bool:
+        return self.cuda_graph.bytes > 0 and self.kv_source == "profiled" and self._est
+
+    _est: bool = False
+
+    def to_dict(self) -> dict:
+        return {
+            "stage": self.stage,
+            "total_gib": round(self.total_bytes / GiB, 2),
+            "requested_gib": round(self.requested_bytes / GiB, 2),
+            "weights_gib": round(self.weights.bytes / GiB, 2),
+            "activation_peak_gib": round(self.activation.bytes / GiB, 2),
+            "non_torch_gib": round(self.non_torch.bytes / GiB, 2),
+            "cuda_graph_gib": round(self.cuda_graph.bytes / GiB, 2),
+            "kv_cache_gib": round(self.kv_bytes / GiB, 2),
+            "kv_cache_source": self.kv_source,
+            "num_blocks": self.num_blocks,
+            "bytes_per_block": self.layout.bytes_per_block,
+            "terms": [t.to_dict() for t in (self.weights, self.non_torch, self.activation, self.cuda_graph)],
+        }
+
+
+@dataclass
+class Plan:
+    model: object
+    gpu: object
+    settings: EngineSettings
+    ranks: list[RankLedger]
+    layout: KVLayout
+    block_size: int
+    num_gpu_blocks: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    blocks_per_request: int
+    kv_bytes_per_token: float
+    starts: bool
+    failure: FailureClass | None
+    error: str | None
+    messages: list[str] = field(default_factory=list)
+    log_lines: list[str] = field(default_factory=list)
+    max_fitting_len: int | None = None
+    one_request_bytes: int = 0
+    num_gpus: int = 1
+
+    @property
+    def tight_rank(self) -> RankLedger:
+        return min(self.ranks, key=lambda r: r.num_blocks)
+
+    def to_dict(self) -> dict:
+        s = self.settings
+        r = self.tight_rank
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "vllm_version": ".".join(map(str, s.version)),
+            "engine": s.engine,
+            "model": getattr(self.model, "name", None),
+            "model_source": getattr(self.model, "source", None),
+            "gpu": {"name": self.gpu.name, "total_gib": round(self.gpu.total_bytes / GiB, 2), "count": self.num_gpus, "total_source": self.gpu.total_source},
+            "tensor_parallel_size": s.tensor_parallel_size,
+            "pipeline_parallel_size": s.pipeline_parallel_size,
+            "max_model_len": s.max_model_len,
+            "max_num_seqs": s.max_num_seqs,
+            "max_num_batched_tokens": s.max_num_batched_tokens,
+            "gpu_memory_utilization": s.gpu_memory_utilization,
+            "kv_cache_dtype": s.kv_cache_dtype,
+            "block_size": self.block_size,
+            "per_gpu": r.to_dict(),
+            "per_stage": [x.to_dict() for x in self.ranks],
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_cache_tokens": self.kv_cache_tokens,
+            "num_gpu_blocks": self.num_gpu_blocks,
+            "blocks_per_request": self.blocks_per_request,
+            "max_concurrency": round(self.max_concurrency, 2),
+            "max_fitting_model_len": self.max_fitting_len,
+            "one_request_kv_gib": round(self.one_request_bytes / GiB, 2),
+            "kv_groups": [{"kind": g.kind, "layers": len(g.specs), "group_size": g.group_size, "page_size_bytes": g.page_size_bytes, "block_size": g.block_size} for g in self.layout.groups],
+            "starts": self.starts,
+            "failure": self.failure.value if self.failure else None,
+            "error": self.error,
+            "messages": list(self.messages),
+            "log_lines": list(self.log_lines),
+            "settings": {
+                "enable_chunked_prefill": s.enable_chunked_prefill,
+                "enable_prefix_caching": s.enable_prefix_caching,
+                "enforce_eager": s.enforce_eager,
+                "cudagraph_mode": s.cudagraph_mode,
+                "kv_cache_memory_bytes": s.kv_cache_memory_bytes,
+                "num_speculative_tokens": s.num_speculative_tokens,
+                "model_runner_v2": s.model_runner_v2,
+                "cuda_graph_estimate_in_budget": s.estimate_cudagraphs,
+                "max_model_len_source": s.max_model_len_source,
+            },
+        }
+
+
+def _fmt_gib(b: float) -> str:
+    return str(round(b / GiB, 2))
+
+
+def _max_fitting_len(layout: KVLayout, avail: int, s: EngineSettings, mamba_blocks: int, upper: int) -> int:
+    """vLLM's binary search for the largest L whose one request fits (kv_cache_planning.py)."""
+    budget = avail - layout.bytes_per_block
+    if budget <= 0 or layout.bytes_per_block == 0:
+        return 0
+    lo, hi = 0, max(upper, 1)
+    kw = dict(max_num_batched_tokens=s.max_num_batched_tokens, max_concurrent_batches=s.max_concurrent_batches, mamba_blocks=mamba_blocks)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if layout.bytes_per_block * blocks_per_request(layout, mid, **kw) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def plan_launch(
+    model,
+    gpu,
+    flags: dict | None = None,
+    env: dict | None = None,
+    *,
+    version: str | None = None,
+    num_gpus: int | None = None,
+    other_gpu_use_bytes: int = 0,
+    usage: str = "serve",
+    nvlink: bool = True,
+) -> Plan:
+    flags = dict(flags or {})
+    env = dict(env or {})
+    s = resolve(model, flags, env, version=version, gpu_total_bytes=gpu.total_bytes, gpu_name=gpu.name, gpu_cc=gpu.cc_major_minor, usage=usage)
+    messages: list[str] = list(s.notes)
+    failure: FailureClass | None = None
+    error: str | None = None
+    tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
+    world = tp * pp
+    gpus = num_gpus or world
+
+    def fail(cls: FailureClass, text: str) -> None:
+        nonlocal failure, error
+        if failure is None:
+            failure, error = cls, text
+
+    # --- configuration errors vLLM raises before touching memory
+    if world > gpus:
+        fail(FailureClass.CONFIG_ERROR, f"tensor_parallel_size × pipeline_parallel_size = {world} but only {gpus} GPU(s) are available")
+    if model.family != "mla" and model.num_attention_heads % tp:
+        fail(FailureClass.CONFIG_ERROR, f"Total number of attention heads ({model.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
+    if model.family != "mla" and tp > model.num_kv_heads and tp % model.num_kv_heads:
+        fail(FailureClass.CONFIG_ERROR, f"Total number of KV heads ({model.num_kv_heads}) must divide tensor parallel size ({tp}) when TP exceeds it.")
+    derived = model.derived_max_model_len
+    from oomguard.model.engine import derive_len
+
+    derived = derive_len(model, s.version)
+    if s.max_model_len > derived and not s.allow_long_max_model_len:
+        fail(
+            FailureClass.MAX_LEN_EXCEEDS_MODEL,
+            f"User-specified max_model_len ({s.max_model_len}) is greater than the derived max_model_len ({derived}) from the model's config.json. "
+            "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",
+        )
+
+    q = override_quantization(model.quantization, flags.get("quantization"))
+    if q is model.quantization and model.category_bytes:
+        costs = WeightCosts(dict(model.category_bytes))
+    else:
+        costs = weight_costs(q, model.dtype_bytes, {}, None)
+    with_mtp = s.speculative_method in ("mtp", "deepseek_mtp", "qwen3_next_mtp") and model.num_mtp_layers > 0
+    total = gpu.total_bytes
+    requested = ceil_requested(total, s.gpu_memory_utilization, s.version)
+    specs_all = layer_kv_specs(model, tp, s.kv_cache_dtype, s.block_size, num_spec=s.num_speculative_tokens if model.is_hybrid else 0, disable_hybrid=s.disable_hybrid_kv_cache_manager or s.engine == "V0")
+    if s.engine == "V0":
+        specs_all = [sp for sp in specs_all]  # V0 allocates every attention layer as full
+    layout_all = kv_layout(specs_all)
+    block_size = layout_all.block_size
+    mamba_blocks = 1 + (s.num_speculative_tokens if model.is_hybrid else 0)
+    if model.is_hybrid and s.enable_prefix_caching and s.version >= (0, 25, 0):
+        mamba_blocks += 1  # align mode keeps one extra state block per request
+    ranges = pp_layer_ranges(model.num_layers, pp, env.get("VLLM_PP_LAYER_PARTITION"))
+    ranks: list[RankLedger] = []
+    cpu_off = int(s.cpu_offload_gb * GiB)
+    for stage in range(pp):
+        last = stage == pp - 1
+        split = weight_split(model, costs, tp=tp, pp=pp, pp_rank=stage, ep=tp if s.expert_parallel else 1, with_mtp=with_mtp, pp_partition=env.get("VLLM_PP_LAYER_PARTITION"))
+        w_bytes = max(0, split.total_bytes - cpu_off)
+        w_formula = (
+            f"embed {_fmt_gib(split.embed_bytes)} + {split.num_layers} layers {_fmt_gib(split.layers_bytes)} + lm_head {_fmt_gib(split.lm_head_bytes)}"
+            + (f" + vision {_fmt_gib(split.vision_bytes)}" if split.vision_bytes else "")
+            + (f" + MTP {_fmt_gib(split.mtp_bytes)}" if split.mtp_bytes else "")
+            + f" GiB at TP {tp}" + (f", quantization {q.method}" if q.is_quantized else "")
+            + (f" − cpu_offload_gb {s.cpu_offload_gb:g}" if cpu_off else "")
+        )
+        exact = model.checkpoint_bytes is not None
+        weights = Term(
+            "weights",
+            w_bytes,
+            w_formula + (f" (scaled ×{split.scale:.3f} to the safetensors total)" if exact else ""),
+            "safetensors headers" if exact else "config.json × vllm-memory.md §6 bytes per parameter",
+            exact=exact,
+            low=int(w_bytes * 0.98),
+            high=int(w_bytes * 1.03),
+        )
+        a = act.activation_peak(model, s, last_stage=last)
+        nt = act.non_torch(model, s, nvlink=nvlink)
+        g = act.cudagraph_estimate(model, s)
+        stage_specs = [sp for sp in specs_all if sp.layer_index in ranges[stage] or (sp.name == "indexer" and sp.layer_index in ranges[stage])]
+        layout = kv_layout(stage_specs) if pp > 1 else layout_all
+        graphs_in_budget = s.estimate_cudagraphs and g.bytes > 0
+        if s.kv_cache_memory_bytes is not None:
+            kv, src = s.kv_cache_memory_bytes, "--kv-cache-memory-bytes"
+        else:
+            kv = requested - w_bytes - nt.bytes - a.bytes - (g.bytes if graphs_in_budget else 0)
+            src = "profiled"
+            if s.engine == "V1" and s.version < (0, 10, 0):
+                kv -= CUDA_CONTEXT_BYTES + other_gpu_use_bytes  # 0.8.x charged everything on the device
+        n_blocks = max(0, kv // layout.bytes_per_block) if layout.bytes_per_block else 0
+        if s.num_gpu_blocks_override:
+            n_blocks = int(s.num_gpu_blocks_override)
+        ranks.append(RankLedger(stage, total, requested, weights, a, nt, g, int(kv), src, layout, int(n_blocks), other_gpu_use_bytes))
+
+    tight = min(ranks, key=lambda r: r.num_blocks)
+    num_blocks = tight.num_blocks
+    L = s.max_model_len
+    bpr_kw = dict(max_num_batched_tokens=s.max_num_batched_tokens, max_concurrent_batches=s.max_concurrent_batches, mamba_blocks=mamba_blocks)
+    bpr = blocks_per_request(layout_all, L, **bpr_kw) if layout_all.groups else 1
+    concurrency = num_blocks / bpr if bpr else 0.0
+    if s.engine == "V0" or (s.version < (0, 25, 0) and layout_all.num_groups > 1):
+        tokens = (num_blocks // max(1, layout_all.num_groups)) * block_size
+    else:
+        tokens = int(concurrency * L)
+    if s.engine == "V0":
+        concurrency = num_blocks * block_size / L
+    one_req = layout_all.bytes_per_block * bpr
+    fit_len = _max_fitting_len(tight.layout, tight.kv_bytes, s, mamba_blocks, max(L, derived))
+
+    # --- memory verdicts, in the order vLLM would hit them
+    context = CUDA_CONTEXT_BYTES + (200 * MiB if world > 1 else 0)
+    free_at_start = total - context - other_gpu_use_bytes
+    r0 = tight
+    if free_at_start < requested and s.version >= (0, 10, 2):
+        fail(
+            FailureClass.STARTUP_FREE_MEMORY,
+            f"Free memory on device cuda:0 ({_fmt_gib(free_at_start)}/{_fmt_gib(total)} GiB) on startup is less than desired GPU memory utilization "
+            f"({s.gpu_memory_utilization}, {_fmt_gib(requested)} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+        )
+    heaviest = max(ranks, key=lambda r: r.weights.bytes)
+    if heaviest.weights.bytes + context + other_gpu_use_bytes > total:
+        fail(
+            FailureClass.WEIGHTS_OOM,
+            f"CUDA out of memory while loading weights: {_fmt_gib(heaviest.weights.bytes)} GiB of weights per GPU do not fit in "
+            f"{_fmt_gib(total - context - other_gpu_use_bytes)} GiB free. Increase --tensor-parallel-size, quantize, or use --cpu-offload-gb.",
+        )
+    peak_rank = max(ranks, key=lambda r: r.weights.bytes + r.activation.bytes + r.non_torch.bytes)
+    profile_peak = peak_rank.weights.bytes + peak_rank.activation.bytes + peak_rank.non_torch.bytes + context + other_gpu_use_bytes
+    if s.kv_cache_memory_bytes is not None:
+        profile_peak = peak_rank.weights.bytes + peak_rank.activation.bytes + peak_rank.non_torch.bytes + context + other_gpu_use_bytes
+    if profile_peak > total:
+        fail(
+            FailureClass.PROFILE_OOM,
+            f"torch.OutOfMemoryError: CUDA out of memory in the profile run: weights {_fmt_gib(peak_rank.weights.bytes)} + activation "
+            f"{_fmt_gib(peak_rank.activation.bytes)} + non-torch {_fmt_gib(peak_rank.non_torch.bytes)} GiB exceed the {_fmt_gib(total)} GiB card "
+            f"(max_num_batched_tokens={s.max_num_batched_tokens}, max_num_seqs={s.max_num_seqs}).",
+        )
+    if s.kv_cache_memory_bytes is not None:
+        resident = tight.weights.bytes + tight.non_torch.bytes + s.kv_cache_memory_bytes + tight.cuda_graph.bytes + context + other_gpu_use_bytes
+        if resident + tight.activation.bytes > total:
+            fail(
+                FailureClass.PROFILE_OOM if resident <= total else FailureClass.NO_KV_MEMORY,
+                f"--kv-cache-memory-bytes {_fmt_gib(s.kv_cache_memory_bytes)} GiB + weights {_fmt_gib(tight.weights.bytes)} GiB + graphs and activations "
+                f"({_fmt_gib(tight.cuda_graph.bytes + tight.activation.bytes)} GiB) exceed the {_fmt_gib(total)} GiB card: vLLM skips its check, so this OOMs.",
+            )
+    if failure is None and (r0.kv_bytes - r0.layout.bytes_per_block <= 0):
+        fail(
+            FailureClass.NO_KV_MEMORY,
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. "
+            f"(requested {_fmt_gib(requested)} GiB − weights {_fmt_gib(r0.weights.bytes)} − non-torch {_fmt_gib(r0.non_torch.bytes)} − "
+            f"activation {_fmt_gib(r0.activation.bytes)}" + (f" − CUDA graphs {_fmt_gib(r0.cuda_graph.bytes)}" if s.estimate_cudagraphs and r0.cuda_graph.bytes else "") + f" = {_fmt_gib(r0.kv_bytes)} GiB)",
+        )
+    if failure is None and s.engine == "V0":
+        cap = num_blocks * block_size
+        if L > cap:
+            fail(
+                FailureClass.KV_TOO_SMALL,
+                f"The model's max seq len ({L}) is larger than the maximum number of tokens that can be stored in KV cache ({cap}). "
+                "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+            )
+    elif failure is None and one_req > tight.kv_bytes - tight.layout.bytes_per_block:
+        models = "model's" if s.version >= (0, 25, 0) else "models's"
+        fail(
+            FailureClass.KV_TOO_SMALL,
+            f"To serve at least one request with the {models} max seq len ({L}), ({_fmt_gib(one_req)} GiB KV cache is needed, which is larger than "
+            f"the available KV cache memory ({_fmt_gib(tight.kv_bytes - tight.layout.bytes_per_block)} GiB). Based on the available memory, the estimated "
+            f"maximum model length is {fit_len}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+        )
+    if failure is None and model.is_hybrid and s.version >= (0, 25, 0):
+        mamba_groups = sum(1 for g in layout_all.groups if g.kind == "mamba")
+        if mamba_groups and num_blocks - 1 < s.max_num_seqs * mamba_blocks:
+            messages.append(
+                f"hybrid model: the pool holds {num_blocks} blocks; {s.max_num_seqs} sequences need {s.max_num_seqs * mamba_blocks} Mamba state blocks "
+                "per group: vLLM caps concurrency by the state blocks (mamba-state-limit); lower --max-num-seqs"
+            )
+    # Graphs captured after the KV pool is allocated and outside the budget (< 0.20, or estimate off).
+    if failure is None and tight.cuda_graph.bytes and not s.estimate_cudagraphs and s.kv_cache_memory_bytes is None:
+        after = requested + context + other_gpu_use_bytes + tight.cuda_graph.bytes
+        if after > total:
+            fail(
+                FailureClass.CUDAGRAPH_OOM,
+                f"CUDA out of memory while capturing CUDA graphs: the budget {_fmt_gib(requested)} GiB + graphs ≈{_fmt_gib(tight.cuda_graph.bytes)} GiB + "
+                f"CUDA context exceed the {_fmt_gib(total)} GiB card (graphs sit outside --gpu-memory-utilization in this version).",
+            )
+    starts = failure is None
+
+    # --- the lines vLLM will log
+    logs = []
+    loading = "Loading model weights took {} GB" if s.engine == "V0" else "Model loading took {} GiB memory"
+    logs.append(loading.format(f"{tight.weights.bytes / GiB:.4f}"))
+    if s.kv_cache_memory_bytes is None:
+        logs.append(f"Available KV cache memory: {_fmt_gib(tight.kv_bytes)} GiB")
+    else:
+        logs.append(f"reserved {_fmt_gib(s.kv_cache_memory_bytes)} GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling")
+    if s.engine == "V0":
+        logs.append(f"# GPU blocks: {num_blocks}")
+        logs.append(f"Maximum concurrency for {L} tokens per request: {concurrency:.2f}x")
+    elif s.version >= (0, 28, 0):
+        logs.append(f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {L:,} tokens per request: {concurrency:.2f}x")
+    else:
+        logs.append(f"GPU KV cache size: {tokens:,} tokens")
+        logs.append(f"Maximum concurrency for {L:,} tokens per request: {concurrency:.2f}x")
+
+    if s.kv_cache_memory_bytes is not None:
+        messages.append(
+            "--kv-cache-memory-bytes is set: --gpu-memory-utilization no longer sizes the KV pool but still caps start-up "
+            f"(free memory must be ≥ {_fmt_gib(requested)} GiB); the profile-run headroom is now yours to keep"
+        )
+    kv_per_token = per_token_bytes(specs_all)
+    return Plan(
+        model=model,
+        gpu=gpu,
+        settings=s,
+        ranks=ranks,
+        layout=layout_all,
+        block_size=block_size,
+        num_gpu_blocks=num_blocks,
+        kv_cache_tokens=tokens,
+        max_concurrency=concurrency,
+        blocks_per_request=bpr,
+        kv_bytes_per_token=kv_per_token,
+        starts=starts,
+        failure=failure,
+        error=error,
+        messages=messages,
+        log_lines=logs,
+        max_fitting_len=fit_len,
+        one_request_bytes=one_req,
+        num_gpus=gpus,
+    )
+
+

@@ -1,0 +1,167 @@
+"""Weight bytes per rank, from the config (and scaled to safetensors totals when present).
+
+vLLM's "Model loading took X GiB" is the torch memory allocated while building
+the model and loading weights (vllm-memory.md §6). Per-rank numel follows the
+parallel linear layers: column/row-parallel weights split by TP, KV projections
+keep max(1, Hkv/TP) heads per rank, vocab padded to 64 and split by TP,
+norms/routers replicated; PP puts the embedding on the first stage and the LM
+head on the last (§6.1); quantized bytes per parameter from §6.2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oomguard.model.architectures.common import pad_vocab
+from oomguard.model.description import LayerKind, ModelDescription
+from oomguard.model.quantization import WeightCosts
+
+@dataclass(frozen=True)
+class WeightSplit:
+    """Bytes on one rank, by part (for the ledger)."""
+
+    embed_bytes: float
+    lm_head_bytes: float
+    layers_bytes: float
+    vision_bytes: float
+    mtp_bytes: float
+    num_layers: int
+    scale: float = 1.0  # safetensors total / config formula (1.0 when no checkpoint)
+
+    @property
+    def total_bytes(self) -> int:
+        return int(self.embed_bytes + self.lm_head_bytes + self.layers_bytes + self.vision_bytes + self.mtp_bytes)
+
+
+def pp_layer_ranges(num_layers: int, pp: int, partition: str | None = None) -> list[range]:
+    """vLLM distributed/utils.py::get_pp_indices (>= 0.8.5): remainder goes to stages -2, -3, ..."""
+    if partition:
+        sizes = [int(x) for x in partition.split(",")]
+    else:
+        base = num_layers // pp
+        sizes = [base] * pp
+        rem = num_layers % pp
+        i = pp - 2
+        while rem > 0:
+            sizes[i % pp] += 1
+            rem -= 1
+            i -= 1
+    out, start = [], 0
+    for s in sizes:
+        out.append(range(start, start + s))
+        start += s
+    return out
+
+
+def _attention_params(m: ModelDescription, layer_kind: LayerKind, tp: int) -> float:
+    H, D = m.hidden_size, m.head_size
+    if layer_kind is LayerKind.MLA and m.mla:
+        a = m.mla
+        hq = m.num_attention_heads / tp
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        q = (H * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * hq * qk) if a.q_lora_rank else H * hq * qk
+        kv = H * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank + a.kv_lora_rank * hq * (a.qk_nope_head_dim + a.v_head_dim)
+        o = hq * a.v_head_dim * H
+        return q + kv + o
+    if layer_kind is LayerKind.MAMBA:
+        layer = next(l for l in m.layers if l.kind is LayerKind.MAMBA)
+        st = layer.mamba
+        nk_dk = st.n_groups * st.head_k_dim
+        nv_dv = st.num_heads * st.head_v_dim
+        in_proj = H * (2 * nk_dk + 2 * nv_dv + 2 * st.num_heads) / tp
+        conv = st.conv_dim * st.conv_kernel / tp
+        out = nv_dv / tp * H
+        return in_proj + conv + out + 2 * st.num_heads / tp + st.head_v_dim
+    hq = m.num_attention_heads / tp
+    kv_rank = max(1, m.num_kv_heads // tp)
+    gate = 2 if m.attn_output_gate else 1
+    q = H * hq * D * gate
+    kv = 2 * H * kv_rank * D
+    o = hq * D * H
+    bias = (hq * D + 2 * kv_rank * D) if m.qkv_bias else 0
+    return q + kv + o + bias + 2 * D  # q/k norms where present (tiny)
+
+
+def _mlp_params(m: ModelDescription, is_moe: bool, tp: int, ep: int) -> tuple[float, float, float, float]:
+    """(dense mlp, experts, shared experts, router) parameters on one rank."""
+    H = m.hidden_size
+    if not is_moe or m.moe is None:
+        inter = m.moe.dense_intermediate_size if (m.moe and m.moe.dense_intermediate_size) else m.intermediate_size
+        return 3 * H * inter / tp, 0.0, 0.0, 0.0
+    e = m.moe
+    if ep > 1:
+        experts = (e.num_experts / ep) * 3 * H * e.expert_intermediate_size
+    else:
+        experts = e.num_experts * 3 * H * e.expert_intermediate_size / tp
+    shared = 3 * H * e.shared_intermediate_size / tp + (H if e.shared_intermediate_size else 0)
+    router = e.num_experts * H
+    return 0.0, experts, shared, router
+
+
+def layer_bytes(m: ModelDescription, index: int, costs: WeightCosts, tp: int, ep: int = 1) -> float:
+    layer = m.layers[index]
+    kind = layer.kind if layer.kind in (LayerKind.MLA, LayerKind.MAMBA) else LayerKind.FULL
+    attn = _attention_params(m, kind, tp)
+    attn_cat = "linear_attn" if kind is LayerKind.MAMBA else "attn"
+    dense, experts, shared, router = _mlp_params(m, layer.moe, tp, ep)
+    b = m.dtype_bytes
+    total = attn * costs.bytes_per_param(attn_cat)
+    total += dense * costs.bytes_per_param("mlp") + experts * costs.bytes_per_param("experts")
+    total += shared * costs.bytes_per_param("shared_experts") + router * b
+    total += 2 * m.hidden_size * b  # input / post-attention norms
+    return total
+
+
+def weight_split(
+    m: ModelDescription,
+    costs: WeightCosts,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    pp_rank: int = 0,
+    ep: int = 1,
+    with_mtp: bool = False,
+    pp_partition: str | None = None,
+) -> WeightSplit:
+    b = m.dtype_bytes
+    vocab_rows = pad_vocab(m.vocab_size) / tp
+    text_layers = [i for i, l in enumerate(m.layers) if l.name != "indexer"][: m.num_layers]
+    ranges = pp_layer_ranges(len(text_layers), pp, pp_partition)
+    mine = ranges[pp_rank]
+    first, last = pp_rank == 0, pp_rank == pp - 1
+    embed = vocab_rows * m.hidden_size * costs.bytes_per_param("embed") if first else 0.0
+    lm_head = 0.0
+    if last and (not m.tie_word_embeddings or pp > 1):
+        lm_head = vocab_rows * m.hidden_size * costs.bytes_per_param("lm_head")
+    layers = sum(layer_bytes(m, text_layers[i], costs, tp, ep) for i in mine)
+    if last:
+        layers += m.hidden_size * b  # final norm
+    vision = m.vision_params * b / tp if first else 0.0
+    mtp = 0.0
+    if with_mtp and last and m.num_mtp_layers:
+        one = layer_bytes(m, text_layers[-1], costs, tp, ep) + 2 * m.hidden_size * m.hidden_size * b / tp
+        mtp = m.num_mtp_layers * one
+    scale = 1.0
+    if m.checkpoint_bytes:
+        # Scale the per-rank structure so the whole model matches the checkpoint exactly.
+        whole = weight_split_unscaled_total(m, costs)
+        groups = m.checkpoint_dtype_bytes or {}
+        ckpt = m.checkpoint_bytes
+        mtp_ck = groups.get("mtp")
+        if mtp_ck:
+            ckpt -= mtp_ck[0] * m.dtype_bytes + mtp_ck[1]
+        if whole > 0:
+            scale = ckpt / whole
+    return WeightSplit(embed * scale, lm_head * scale, layers * scale, vision * scale, mtp * scale, len(mine), scale)
+
+
+def weight_split_unscaled_total(m: ModelDescription, costs: WeightCosts) -> float:
+    b = m.dtype_bytes
+    v = m.vocab_size * m.hidden_size
+    total = v * costs.bytes_per_param("embed")
+    if not m.tie_word_embeddings:
+        total += v * costs.bytes_per_param("lm_head")
+    text_layers = [i for i, l in enumerate(m.layers) if l.name != "indexer"][: m.num_layers]
+    total += sum(layer_bytes(m, i, costs, 1) for i in text_layers) + m.hidden_size * b
+    total += m.vision_params * b
+    return total

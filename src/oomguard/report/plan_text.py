@@ -1,0 +1,57 @@
+"""Terminal view of a plan: a per-GPU ledger that adds up, the verdict, the log lines."""
+
+from __future__ import annotations
+
+from oomguard.units import GiB
+
+
+def _g(b: float) -> str:
+    return f"{b / GiB:,.2f}"
+
+
+def render_plan(plan, *, explain: bool = False, notes: list[str] | None = None, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(highlight=False)
+    s = plan.settings
+    m = plan.model
+    head = (
+        f"[bold]{m.name}[/] on {plan.num_gpus}× {plan.gpu.name} ({_g(plan.gpu.total_bytes)} GiB)  "
+        f"vLLM {'.'.join(map(str, s.version))} {s.engine}  TP {s.tensor_parallel_size} PP {s.pipeline_parallel_size}"
+    )
+    console.print(head)
+    console.print(
+        f"max_model_len {s.max_model_len:,} ({s.max_model_len_source})  max_num_batched_tokens {s.max_num_batched_tokens:,}  "
+        f"max_num_seqs {s.max_num_seqs}  util {s.gpu_memory_utilization}  kv dtype {s.kv_cache_dtype}  "
+        f"{'eager' if s.enforce_eager else 'CUDA graphs ' + s.cudagraph_mode}"
+    )
+    for r in plan.ranks:
+        t = Table(title=f"per GPU (stage {r.stage})" if len(plan.ranks) > 1 else "per GPU", show_edge=False, pad_edge=False)
+        t.add_column("term")
+        t.add_column("GiB", justify="right")
+        t.add_column("range", justify="right")
+        t.add_column("how")
+        t.add_row("card total", _g(r.total_bytes), "", plan.gpu.total_source)
+        t.add_row("requested (× util)", _g(r.requested_bytes), "", f"ceil({_g(r.total_bytes)} × {s.gpu_memory_utilization})")
+        for term in (r.weights, r.non_torch, r.activation, r.cuda_graph):
+            rng = "" if term.exact else f"{_g(term.low or term.bytes)}–{_g(term.high or term.bytes)}"
+            in_budget = term is not r.cuda_graph or (s.estimate_cudagraphs and r.kv_source == "profiled")
+            label = "− " + term.name if in_budget else "  " + term.name + " (outside budget)"
+            t.add_row(label, _g(term.bytes), rng, term.formula if explain else term.source)
+        t.add_row("[bold]= KV cache pool[/]", f"[bold]{_g(r.kv_bytes)}[/]", "", r.kv_source)
+        console.print(t)
+    console.print(
+        f"KV: {plan.kv_bytes_per_token:,.0f} B/token/GPU, block {plan.block_size} tokens, {len(plan.layout.groups)} group(s), "
+        f"{plan.num_gpu_blocks:,} blocks; one {s.max_model_len:,}-token request needs {_g(plan.one_request_bytes)} GiB; "
+        f"largest max-model-len that fits: {plan.max_fitting_len:,}"
+    )
+    if plan.starts:
+        console.print(f"[green bold]STARTS[/]: {plan.kv_cache_tokens:,} tokens of KV cache, {plan.max_concurrency:.2f}x concurrency at {s.max_model_len:,} tokens")
+    else:
+        console.print(f"[red bold]WILL NOT START[/] ({plan.failure.value}): {plan.error}")
+    console.print("[dim]vLLM will log:[/]")
+    for line in plan.log_lines:
+        console.print(f"  {line}", markup=False)
+    for msg in list(plan.messages) + list(notes or []):
+        console.print(f"[yellow]note:[/] {msg}")
