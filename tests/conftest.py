@@ -1,0 +1,31 @@
+"""Shared test helpers: run the real CLI in-process or as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "tests" / "scenarios"
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 60) -> subprocess.CompletedProcess:
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "oomguard.cli.main", *args],
+        capture_output=True,
+        text=True,
+        cwd=str(cwd or ROOT),
+        env=e,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def cli():
+    return run_cli

@@ -1,0 +1,96 @@
+"""The start-up ledger: budget identity, verdicts, versions."""
+
+import pytest
+
+from oomguard.inputs.hardware import lookup_gpu
+from oomguard.inputs.model_config import load_model
+from oomguard.model.planner import plan_launch
+from oomguard.units import GiB
+
+
+@pytest.fixture(scope="module")
+def llama8b():
+    return load_model("meta-llama/Llama-3.1-8B-Instruct")
+
+
+def test_ledger_adds_up_to_requested(llama8b):
+    p = plan_launch(llama8b, lookup_gpu("H100"), {"max_model_len": 32768})
+    r = p.tight_rank
+    spent = r.weights.bytes + r.non_torch.bytes + r.activation.bytes + r.cuda_graph.bytes
+    assert abs(r.requested_bytes - spent - r.kv_bytes) <= 1
+    assert p.starts and p.failure is None
+    assert p.settings.gpu_memory_utilization == 0.92  # default from 0.20
+    assert p.settings.max_num_batched_tokens == 8192  # H100 serve tier
+
+
+def test_older_version_defaults(llama8b):
+    p = plan_launch(llama8b, lookup_gpu("A100-80GB"), {"max_model_len": 8192}, version="0.11.0")
+    assert p.settings.gpu_memory_utilization == 0.9
+    assert p.settings.max_num_batched_tokens == 2048  # A100 excluded from the 70 GiB tier
+    assert p.tight_rank.cuda_graph.bytes > 0 and not p.settings.estimate_cudagraphs
+
+
+def test_graph_estimate_changes_pool_from_020(llama8b):
+    before = plan_launch(llama8b, lookup_gpu("L40S"), {"gpu_memory_utilization": 0.9, "max_model_len": 8192}, version="0.19.0")
+    after = plan_launch(llama8b, lookup_gpu("L40S"), {"gpu_memory_utilization": 0.9, "max_model_len": 8192}, version="0.20.0")
+    assert after.tight_rank.kv_bytes < before.tight_rank.kv_bytes
+
+
+def test_max_num_batched_tokens_moves_the_pool(llama8b):
+    small = plan_launch(llama8b, lookup_gpu("A100"), {"max_model_len": 32768, "max_num_batched_tokens": 2048})
+    big = plan_launch(llama8b, lookup_gpu("A100"), {"max_model_len": 32768, "max_num_batched_tokens": 65536})
+    assert big.tight_rank.activation.bytes > small.tight_rank.activation.bytes
+    assert big.kv_cache_tokens < small.kv_cache_tokens
+
+
+def test_weights_do_not_fit(llama8b):
+    p = plan_launch(load_model("meta-llama/Meta-Llama-3.1-70B"), lookup_gpu("A100-80GB"), {})
+    assert not p.starts and p.failure.value == "weights-oom"
+
+
+def test_kv_too_small_gives_vllm_message_and_largest_len(llama8b):
+    p = plan_launch(llama8b, lookup_gpu("RTX-4090"), {"max_model_len": 131072})
+    assert p.failure.value == "kv-too-small"
+    assert "estimated maximum model length is" in p.error
+    assert 0 < p.max_fitting_len < 131072
+    ok = plan_launch(llama8b, lookup_gpu("RTX-4090"), {"max_model_len": p.max_fitting_len})
+    assert ok.starts
+
+
+def test_no_kv_memory(llama8b):
+    p = plan_launch(llama8b, lookup_gpu("RTX-4090"), {"gpu_memory_utilization": 0.6, "max_model_len": 4096})
+    assert p.failure.value == "no-kv-memory"
+    assert "No available memory for the cache blocks" in p.error
+
+
+def test_max_len_exceeds_model_and_env_override():
+    m = load_model("meta-llama/Llama-2-7b-chat-hf")
+    p = plan_launch(m, lookup_gpu("A100"), {"max_model_len": 8192})
+    assert p.failure.value == "max-len-exceeds-model"
+    p2 = plan_launch(m, lookup_gpu("A100"), {"max_model_len": 8192}, {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    assert p2.failure is None
+
+
+def test_tp_must_divide_heads():
+    m = load_model("Qwen/Qwen2.5-7B")  # 28 heads
+    p = plan_launch(m, lookup_gpu("A100"), {"tensor_parallel_size": 8}, num_gpus=8)
+    assert p.failure.value == "config-error"
+
+
+def test_startup_free_memory_with_other_process(llama8b):
+    p = plan_launch(llama8b, lookup_gpu("A100"), {"gpu_memory_utilization": 0.9}, other_gpu_use_bytes=10 * GiB)
+    assert p.failure.value == "startup-free-memory"
+
+
+def test_v0_profiles_max_len_without_chunked_prefill(llama8b):
+    p = plan_launch(llama8b, lookup_gpu("RTX-3090"), {"max_model_len": 20000, "gpu_memory_utilization": 0.9}, version="0.6.6")
+    assert p.settings.engine == "V0"
+    assert p.settings.max_num_batched_tokens == 20000  # max(L, 2048) without chunked prefill
+
+
+def test_json_contract_names(llama8b):
+    d = plan_launch(llama8b, lookup_gpu("H100"), {}).to_dict()
+    for k in ("vllm_version", "max_model_len", "block_size", "per_gpu", "kv_cache_tokens", "num_gpu_blocks", "max_concurrency", "starts", "failure", "messages"):
+        assert k in d
+    for k in ("total_gib", "requested_gib", "weights_gib", "activation_peak_gib", "non_torch_gib", "cuda_graph_gib", "kv_cache_gib"):
+        assert k in d["per_gpu"]
