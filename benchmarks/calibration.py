@@ -75,6 +75,17 @@ def _flags(r: dict) -> dict:
     return f
 
 
+def _quant_flag(r: dict, model) -> str | None:
+    """Records whose checkpoint was quantized differently from the bundled config (config_note)."""
+    q = str(r.get("quantization") or "").lower()
+    if not q or model.quantization.is_quantized:
+        return None
+    for key, flag in (("nvfp4", "modelopt_fp4"), ("gptq", "gptq"), ("awq", "awq"), ("fp8", "fp8"), ("bitsandbytes", "bitsandbytes")):
+        if key in q:
+            return flag
+    return None
+
+
 def pct(pred: float, real: float) -> float:
     return abs(pred - real) / abs(real) * 100 if real else float("inf")
 
@@ -99,7 +110,13 @@ def evaluate(verbose: bool = False) -> dict:
         if r.get("tp") is None and (r.get("num_gpus") or 1) > 1:
             skipped.append((rid, "parallel layout not stated"))
             continue
+        if _version(r) is None:
+            skipped.append((rid, "vLLM version not stated (defaults and accounting differ by release)"))
+            continue
         flags = _flags(r)
+        qflag = _quant_flag(r, model)
+        if qflag:
+            flags["quantization"] = qflag
         env = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
         version = _version(r)
         if "V0" in str(r.get("engine", "")) and version and version >= "0.8":

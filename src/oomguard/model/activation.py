@@ -43,6 +43,14 @@ def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool 
         sampler += int(0.8 * N * m.vocab_size * 4)  # second warm-up sampler pass (PR #57926)
     extra = 0.0
     parts = []
+    if m.moe is not None:
+        # Triton fused-MoE workspaces (fused_moe/experts/triton_moe.py::workspace_shapes): two
+        # [T·k, max(I_e/TP, H)]-class buffers plus the [T, H] output; kept by the workspace
+        # manager (charged to C from 0.27, to X before): subtracted from the pool either way.
+        k, ie = m.moe.top_k, m.moe.expert_intermediate_size
+        ws = T * k * (max(ie / tp, H) + max(2 * ie / tp, H)) * b + T * H * b
+        extra += ws
+        parts.append(f"MoE workspace {T}·{k}·(max(I_e/TP,H)+max(2I_e/TP,H))·{b}")
     if m.is_hybrid:
         # GDN chunked-scan scratch grows with T (issue #52872: ~2 GiB intercept at T=2048).
         layer = next(l for l in m.layers if l.mamba is not None)

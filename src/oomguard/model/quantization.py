@@ -122,8 +122,14 @@ def override_quantization(q: Quantization, flag: str | None) -> Quantization:
     flag = flag.lower()
     if flag == "fp8" and not q.is_quantized:
         return Quantization("fp8", bits=8, source="--quantization fp8 (online)")
-    if flag.startswith(("awq", "gptq", "marlin", "compressed", "modelopt", "fp8", "mxfp4", "bitsandbytes")):
-        return q if q.is_quantized else Quantization(flag, bits=4, group_size=128, source=f"--quantization {flag}")
+    if q.is_quantized:
+        return q
+    if flag.startswith(("awq", "gptq", "marlin", "compressed")):
+        return Quantization("gptq", bits=4, group_size=128, source=f"--quantization {flag} (4-bit, group 128 assumed)")
+    if flag.startswith(("modelopt_fp4", "nvfp4")):
+        return Quantization("nvfp4", bits=4, group_size=16, source=f"--quantization {flag}")
+    if flag == "bitsandbytes":
+        return Quantization("bitsandbytes", bits=4, group_size=64, source="--quantization bitsandbytes (4-bit assumed)")
     return q
 
 
