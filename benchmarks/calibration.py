@@ -145,7 +145,7 @@ def evaluate(verbose: bool = False) -> dict:
                 bpr = plan.blocks_per_request
                 cand = set()
                 for nb in range(lo_b, hi_b + 1):
-                    if plan.settings.version < (0, 25, 0) and lay.num_groups > 1:
+                    if plan.settings.version < (0, 21, 0) and lay.num_groups > 1:
                         cand.add((nb // lay.num_groups) * plan.block_size)
                     else:
                         cand.add(int(nb / bpr * L))

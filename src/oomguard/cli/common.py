@@ -57,6 +57,7 @@ def add_target_options(p: argparse.ArgumentParser, *, positional: bool = True) -
     p.add_argument("--vllm-version", metavar="V", help="vLLM release to model (default: newest supported)")
     p.add_argument("--other-gpu-use-gib", type=float, default=0.0, metavar="X", help="GPU memory held by other processes")
     p.add_argument("--usage", choices=["serve", "llm"], default="serve", help="vllm serve (default) or the LLM class")
+    p.add_argument("--lenient", action="store_true", help="skip flags this vLLM version does not know (reported as notes) instead of failing")
 
 
 @dataclass
@@ -90,18 +91,20 @@ def read_target(args: argparse.Namespace, vllm_args: list[str]):
     from oomguard.inputs.launch import parse_command, parse_flags, read_launch
 
     version = getattr(args, "vllm_version", None)
+    lenient = bool(getattr(args, "lenient", False))
     launch_file = getattr(args, "launch_file", None)
     tail = getattr(args, "launch_tail", []) or []
     if launch_file:
-        launch = read_launch(launch_file, version=version)
+        launch = read_launch(launch_file, version=version, lenient=lenient)
         if vllm_args:
-            extra = parse_flags(vllm_args, version=version)
+            extra = parse_flags(vllm_args, version=version, lenient=lenient)
             launch.flags.update(extra.flags)
             launch.sites.update(extra.sites)
     elif tail:
-        launch = parse_command(tail, version=version)
+        launch = parse_command(tail, version=version, lenient=lenient)
     else:
-        launch = parse_flags(vllm_args, version=version)
+        launch = parse_flags(vllm_args, version=version, lenient=lenient)
+    _carry_removed_flags(launch)
     if launch.kind == "flags" and not vllm_args and not getattr(args, "og_model", None):
         raise InputError("nothing to plan: give a launch file, a command after --, or --model with vLLM flags")
     return launch
@@ -124,3 +127,20 @@ def build_context(args: argparse.Namespace, vllm_args: list[str], *, need_gpu: b
     if args.other_gpu_use_gib < 0:
         raise InputError("--other-gpu-use-gib must not be negative")
     return Context(launch, model, gpu, args.vllm_version, args.num_gpus, int(args.other_gpu_use_gib * GiB), args.usage)
+
+
+def _carry_removed_flags(launch) -> None:
+    """Honour removed flags whose meaning survives elsewhere (lenient mode only)."""
+    import json
+
+    for opt, value, _file, _line in getattr(launch, "unknown", []):
+        if opt.replace("_", "-") == "--rope-scaling" and value:
+            try:
+                rope = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(rope, dict):
+                over = dict(launch.flags.get("hf_overrides") or {})
+                over.setdefault("rope_scaling", rope)
+                launch.flags["hf_overrides"] = over
+                launch.notes.append("--rope-scaling applied as --hf-overrides '{\"rope_scaling\": ...}' for the plan")

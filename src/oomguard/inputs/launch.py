@@ -53,6 +53,8 @@ class Launch:
     notes: list[str] = field(default_factory=list)
     model_site: FlagSite | None = None
     command_line: int | None = None
+    lenient: bool = False  # unknown flags become notes instead of errors
+    unknown: list = field(default_factory=list)  # (option, value text, file, line) skipped in lenient mode
 
     def get(self, dest: str, default: Any = None) -> Any:
         return self.flags.get(dest, default)
@@ -140,7 +142,17 @@ def parse_flag_words(
             except InputError as exc:
                 exc.file, exc.line = file, line
                 exc.args = (str(exc),)
-                raise
+                if not launch.lenient:
+                    raise
+                # Lenient mode: record the problem, skip the flag and its likely value.
+                launch.notes.append(str(exc))
+                value_text = inline if eq else None
+                i += 1
+                if not eq and i < len(ws) and not ws[i].text.startswith("-"):
+                    value_text = ws[i].text
+                    i += 1
+                launch.unknown.append((opt, value_text, file, line))
+                continue
             flag = res.flag
             site = FlagSite(opt, file, line, option_word=w)
             if flag.type == "bool" and not flag.takes_value:
@@ -239,7 +251,12 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, version: str | None, 
         try:
             res = rel.resolve_option(opt)
         except InputError as exc:
-            raise InputError(f"YAML key {key!r} is not a vLLM flag: {exc}", file=file, line=line) from None
+            err = InputError(f"YAML key {key!r} is not a vLLM flag: {exc}", file=file, line=line)
+            if not launch.lenient:
+                raise err from None
+            launch.notes.append(str(err))
+            launch.unknown.append((opt, None if isinstance(value, (dict, list)) else str(value), file, line))
+            continue
         flag = res.flag
         if flag.type == "json" and isinstance(value, str):
             value = convert_value(flag, value, file=file, line=line, option=opt)
@@ -284,18 +301,18 @@ def _find_vllm(words: list[Word]) -> tuple[int, str] | None:
     return None
 
 
-def read_launch(path: str | Path, *, version: str | None = None) -> Launch:
-    """Read a launch script or a ``--config`` YAML."""
+def read_launch(path: str | Path, *, version: str | None = None, lenient: bool = False) -> Launch:
+    """Read a launch script or a ``--config`` YAML (``lenient``: unknown flags become notes)."""
     p = Path(path)
     if not p.exists():
         raise InputError("no such file", file=str(p))
     text = _read_text(p)
     if p.suffix in (".yaml", ".yml") or (not text.lstrip().startswith(("#!", "vllm", "python", "export")) and _looks_like_yaml(text)):
-        launch = Launch("yaml", str(p), None, text=text, version=version)
+        launch = Launch("yaml", str(p), None, text=text, version=version, lenient=lenient)
         data, lines = read_yaml_mapping(p)
         apply_yaml(data, lines, launch, version=version, file=str(p))
         return launch
-    return parse_script(text, path=str(p), version=version)
+    return parse_script(text, path=str(p), version=version, lenient=lenient)
 
 
 def _looks_like_yaml(text: str) -> bool:
@@ -303,9 +320,9 @@ def _looks_like_yaml(text: str) -> bool:
     return bool(lines) and all(re.match(r"^[A-Za-z0-9_\-]+\s*:", ln) or ln.startswith((" ", "-")) for ln in lines)
 
 
-def parse_script(text: str, *, path: str | None, version: str | None) -> Launch:
+def parse_script(text: str, *, path: str | None, version: str | None, lenient: bool = False) -> Launch:
     script = lex(text, path=path)
-    launch = Launch("script", path, None, text=text, version=version)
+    launch = Launch("script", path, None, text=text, version=version, lenient=lenient)
     for line, comment in script.comments:
         m = re.search(r"oomguard:\s*ignore\s+([A-Z0-9, ]+)", comment)
         if m:
@@ -335,12 +352,12 @@ def parse_script(text: str, *, path: str | None, version: str | None) -> Launch:
     raise InputError("no vLLM command found (expected `vllm serve MODEL ...` or `python -m vllm.entrypoints.openai.api_server ...`)", file=path)
 
 
-def parse_command(argv: list[str], *, version: str | None = None) -> Launch:
+def parse_command(argv: list[str], *, version: str | None = None, lenient: bool = False) -> Launch:
     """Parse a command given after ``--`` (already split into words)."""
     if len(argv) == 1 and " " in argv[0]:
-        return parse_script(argv[0], path=None, version=version)
+        return parse_script(argv[0], path=None, version=version, lenient=lenient)
     words = [Word(a, a, 0, 0, 0) for a in argv]
-    launch = Launch("command", None, None, version=version)
+    launch = Launch("command", None, None, version=version, lenient=lenient)
     env_words = []
     while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0].text):
         env_words.append(words.pop(0))
@@ -356,8 +373,8 @@ def parse_command(argv: list[str], *, version: str | None = None) -> Launch:
     return launch
 
 
-def parse_flags(argv: list[str], *, version: str | None = None) -> Launch:
+def parse_flags(argv: list[str], *, version: str | None = None, lenient: bool = False) -> Launch:
     """vLLM flags given directly to an oomguard command (no program name)."""
-    launch = Launch("flags", None, None, version=version)
+    launch = Launch("flags", None, None, version=version, lenient=lenient)
     parse_flag_words([Word(a, a, 0, 0, 0) for a in argv], launch, version=version, file=None, allow_positional_model=False)
     return launch

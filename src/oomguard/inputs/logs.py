@@ -177,10 +177,15 @@ def iter_blocks(
     chunk_bytes: int = CHUNK_BYTES,
     max_carry_bytes: int = MAX_CARRY_BYTES,
 ) -> Iterator[Block]:
-    """Yield blocks of whole lines; bounded memory whatever the line lengths."""
+    """Yield blocks of whole lines; bounded memory whatever the line lengths.
+
+    The last block also carries a final line without a newline, so that a
+    parser looking at "the next line" sees it.
+    """
     carry = b""
     line_no = 1
     in_long_line = False
+    pending: Block | None = None
     while True:
         try:
             chunk = stream.read(chunk_bytes)
@@ -195,6 +200,9 @@ def iter_blocks(
         if cut < 0:
             if len(buf) > max_carry_bytes:
                 # One line longer than we are willing to hold: scan it in pieces.
+                if pending is not None:
+                    yield pending
+                    pending = None
                 notes.note_long_line(line_no, len(buf) + (max_carry_bytes if in_long_line else 0))
                 yield Block(buf, line_no, long_line_piece=True)
                 carry = b""
@@ -207,15 +215,22 @@ def iter_blocks(
             first_nl = whole.find(b"\n")
             notes.note_long_line(line_no, first_nl + max_carry_bytes)
             in_long_line = False
-        yield Block(whole, line_no)
+        if pending is not None:
+            yield pending
+        pending = Block(whole, line_no)
         line_no += whole.count(b"\n")
         if len(carry) > max_carry_bytes:
+            yield pending
+            pending = None
             notes.note_long_line(line_no, len(carry))
             yield Block(carry, line_no, long_line_piece=True)
             carry = b""
             in_long_line = True
-    if carry:
+    if pending is not None:
+        yield Block(pending.data + carry, pending.first_line) if carry else pending
+    elif carry:
         yield Block(carry, line_no)
+    if carry:
         line_no += 1
     notes.lines = line_no - 1
     if notes.bytes_read == 0:

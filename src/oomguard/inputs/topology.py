@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Sequence
+from collections.abc import Sequence
 
 from oomguard.errors import InputError
 
@@ -286,7 +286,7 @@ def parse_topology(text: str, source: str | None = None) -> Topology:
                 file=source,
                 line=offset,
             )
-        for dev, cell in zip(devices, cells[1 : 1 + len(devices)]):
+        for dev, cell in zip(devices, cells[1 : 1 + len(devices)], strict=True):
             try:
                 links[(name, dev)] = Link.parse(cell)
             except ValueError as exc:
@@ -297,7 +297,7 @@ def parse_topology(text: str, source: str | None = None) -> Topology:
             gpu = int(m.group(1))
             gpus.append(gpu)
             rest = cells[1 + len(devices) :]
-            values = dict(zip(affinity_headers, rest))
+            values = dict(zip(affinity_headers, rest, strict=False))  # trailing cells may be missing
             cpu_affinity[gpu] = _na(values.get("CPU Affinity"))
             numa_affinity[gpu] = _parse_nodes(_na(values.get("NUMA Affinity")))
 

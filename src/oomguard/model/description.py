@@ -38,6 +38,7 @@ class AttentionLayer:
     kv_shared: bool = False  # reuses another layer's cache (Gemma-3n/4 YOCO)
     fixed_dtype_bytes: int | None = None  # cache stored in a fixed dtype (e.g. the fp8 V3.2 indexer)
     name: str = ""  # e.g. "indexer" for auxiliary caches
+    k_eq_v: bool = False  # keys double as values (Gemma-4 global layers): no v_proj
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class MoE:
     num_moe_layers: int = 0
     num_dense_layers: int = 0  # layers with a dense MLP instead of experts
     dense_intermediate_size: int = 0
+    dense_alongside: bool = False  # a dense MLP runs in parallel with the experts (Gemma-4)
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ class ModelDescription:
     mrope: bool = False
     # bytes per parameter by module category under the checkpoint's quantization
     category_bytes: dict | None = None
+    per_layer_embed_params: int = 0  # Gemma-3n/4 per-layer input embeddings
     notes: tuple[str, ...] = ()
 
     @property

@@ -173,6 +173,7 @@ def plan_launch(
 ) -> Plan:
     flags = dict(flags or {})
     env = dict(env or {})
+    model = apply_overrides(model, flags)
     s = resolve(model, flags, env, version=version, gpu_total_bytes=gpu.total_bytes, gpu_name=gpu.name, gpu_cc=gpu.cc_major_minor, usage=usage)
     messages: list[str] = list(s.notes)
     failure: FailureClass | None = None
@@ -268,7 +269,9 @@ def plan_launch(
     bpr_kw = dict(max_num_batched_tokens=s.max_num_batched_tokens, max_concurrent_batches=s.max_concurrent_batches, mamba_blocks=mamba_blocks)
     bpr = blocks_per_request(layout_all, L, **bpr_kw) if layout_all.groups else 1
     concurrency = num_blocks / bpr if bpr else 0.0
-    if s.engine == "V0" or (s.version < (0, 25, 0) and layout_all.num_groups > 1):
+    # 0.8.5-0.11 logged num_blocks // num_groups × block_size for multi-group models (S059, 0.11);
+    # by 0.21 it is int(concurrency × L) (S028); the switch lies between the two.
+    if s.engine == "V0" or (s.version < (0, 21, 0) and layout_all.num_groups > 1):
         tokens = (num_blocks // max(1, layout_all.num_groups)) * block_size
     else:
         tokens = int(concurrency * L)
@@ -354,15 +357,21 @@ def plan_launch(
             )
     starts = failure is None
 
-    # --- the lines vLLM will log
+    # --- the lines vLLM will log, up to the point where it fails
     logs = []
+    reaches_kv = failure not in (FailureClass.CONFIG_ERROR, FailureClass.MAX_LEN_EXCEEDS_MODEL, FailureClass.STARTUP_FREE_MEMORY, FailureClass.WEIGHTS_OOM, FailureClass.PROFILE_OOM)
     loading = "Loading model weights took {} GB" if s.engine == "V0" else "Model loading took {} GiB memory"
-    logs.append(loading.format(f"{tight.weights.bytes / GiB:.4f}"))
-    if s.kv_cache_memory_bytes is None:
+    if failure not in (FailureClass.CONFIG_ERROR, FailureClass.MAX_LEN_EXCEEDS_MODEL, FailureClass.STARTUP_FREE_MEMORY, FailureClass.WEIGHTS_OOM):
+        logs.append(loading.format(f"{tight.weights.bytes / GiB:.4f}"))
+    if not reaches_kv:
+        pass
+    elif s.kv_cache_memory_bytes is None:
         logs.append(f"Available KV cache memory: {_fmt_gib(tight.kv_bytes)} GiB")
     else:
         logs.append(f"reserved {_fmt_gib(s.kv_cache_memory_bytes)} GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling")
-    if s.engine == "V0":
+    if not reaches_kv or failure is FailureClass.NO_KV_MEMORY:
+        pass
+    elif s.engine == "V0":
         logs.append(f"# GPU blocks: {num_blocks}")
         logs.append(f"Maximum concurrency for {L} tokens per request: {concurrency:.2f}x")
     elif s.version >= (0, 28, 0):
@@ -400,3 +409,26 @@ def plan_launch(
     )
 
 
+
+
+def apply_overrides(model, flags: dict):
+    """``--hf-overrides`` (and the old ``--rope-scaling``) change the config vLLM reads."""
+    from dataclasses import replace
+
+    from oomguard.model.architectures.common import derive_max_model_len, rope_scaling
+
+    over = flags.get("hf_overrides")
+    over = dict(over) if isinstance(over, dict) else {}
+    if isinstance(flags.get("rope_scaling"), dict):
+        over.setdefault("rope_scaling", flags["rope_scaling"])
+    if not over:
+        return model
+    changes: dict = {}
+    if isinstance(over.get("rope_scaling"), dict):
+        changes["rope_scaling"] = rope_scaling({"rope_scaling": over["rope_scaling"]})
+    if isinstance(over.get("max_position_embeddings"), int):
+        changes["max_position_embeddings"] = over["max_position_embeddings"]
+    if not changes:
+        return model
+    m = replace(model, **changes)
+    return replace(m, derived_max_model_len=derive_max_model_len(m.max_position_embeddings, m.rope_scaling, m.model_type))

@@ -53,8 +53,11 @@ def pp_layer_ranges(num_layers: int, pp: int, partition: str | None = None) -> l
     return out
 
 
-def _attention_params(m: ModelDescription, layer_kind: LayerKind, tp: int) -> float:
+def _attention_params(m: ModelDescription, layer_kind: LayerKind, tp: int, layer=None) -> float:
     H, D = m.hidden_size, m.head_size
+    kv_heads = m.num_kv_heads
+    if layer is not None and layer.head_size:
+        D, kv_heads = layer.head_size, layer.num_kv_heads or kv_heads
     if layer_kind is LayerKind.MLA and m.mla:
         a = m.mla
         hq = m.num_attention_heads / tp
@@ -73,10 +76,10 @@ def _attention_params(m: ModelDescription, layer_kind: LayerKind, tp: int) -> fl
         out = nv_dv / tp * H
         return in_proj + conv + out + 2 * st.num_heads / tp + st.head_v_dim
     hq = m.num_attention_heads / tp
-    kv_rank = max(1, m.num_kv_heads // tp)
+    kv_rank = max(1, kv_heads // tp)
     gate = 2 if m.attn_output_gate else 1
     q = H * hq * D * gate
-    kv = 2 * H * kv_rank * D
+    kv = (1 if (layer is not None and layer.k_eq_v) else 2) * H * kv_rank * D
     o = hq * D * H
     bias = (hq * D + 2 * kv_rank * D) if m.qkv_bias else 0
     return q + kv + o + bias + 2 * D  # q/k norms where present (tiny)
@@ -88,6 +91,7 @@ def _mlp_params(m: ModelDescription, is_moe: bool, tp: int, ep: int) -> tuple[fl
     if not is_moe or m.moe is None:
         inter = m.moe.dense_intermediate_size if (m.moe and m.moe.dense_intermediate_size) else m.intermediate_size
         return 3 * H * inter / tp, 0.0, 0.0, 0.0
+    parallel_dense = 3 * H * m.moe.dense_intermediate_size / tp if m.moe.dense_alongside else 0.0
     e = m.moe
     if ep > 1:
         experts = (e.num_experts / ep) * 3 * H * e.expert_intermediate_size
@@ -95,13 +99,13 @@ def _mlp_params(m: ModelDescription, is_moe: bool, tp: int, ep: int) -> tuple[fl
         experts = e.num_experts * 3 * H * e.expert_intermediate_size / tp
     shared = 3 * H * e.shared_intermediate_size / tp + (H if e.shared_intermediate_size else 0)
     router = e.num_experts * H
-    return 0.0, experts, shared, router
+    return parallel_dense, experts, shared, router
 
 
 def layer_bytes(m: ModelDescription, index: int, costs: WeightCosts, tp: int, ep: int = 1) -> float:
     layer = m.layers[index]
     kind = layer.kind if layer.kind in (LayerKind.MLA, LayerKind.MAMBA) else LayerKind.FULL
-    attn = _attention_params(m, kind, tp)
+    attn = _attention_params(m, kind, tp, layer if kind is LayerKind.FULL else None)
     attn_cat = "linear_attn" if kind is LayerKind.MAMBA else "attn"
     dense, experts, shared, router = _mlp_params(m, layer.moe, tp, ep)
     b = m.dtype_bytes
@@ -130,6 +134,8 @@ def weight_split(
     mine = ranges[pp_rank]
     first, last = pp_rank == 0, pp_rank == pp - 1
     embed = vocab_rows * m.hidden_size * costs.bytes_per_param("embed") if first else 0.0
+    if first and m.per_layer_embed_params:
+        embed += m.per_layer_embed_params / tp * costs.bytes_per_param("embed")
     lm_head = 0.0
     if last and (not m.tie_word_embeddings or pp > 1):
         lm_head = vocab_rows * m.hidden_size * costs.bytes_per_param("lm_head")
@@ -158,7 +164,7 @@ def weight_split(
 def weight_split_unscaled_total(m: ModelDescription, costs: WeightCosts) -> float:
     b = m.dtype_bytes
     v = m.vocab_size * m.hidden_size
-    total = v * costs.bytes_per_param("embed")
+    total = (v + m.per_layer_embed_params) * costs.bytes_per_param("embed")
     if not m.tie_word_embeddings:
         total += v * costs.bytes_per_param("lm_head")
     text_layers = [i for i, l in enumerate(m.layers) if l.name != "indexer"][: m.num_layers]

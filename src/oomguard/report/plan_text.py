@@ -13,7 +13,10 @@ def render_plan(plan, *, explain: bool = False, notes: list[str] | None = None, 
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(highlight=False)
+    if console is None:
+        import shutil
+
+        console = Console(highlight=False, width=max(110, shutil.get_terminal_size((110, 40)).columns))
     s = plan.settings
     m = plan.model
     head = (

@@ -11,8 +11,6 @@ from oomguard.model.architectures import register
 _REASONS = {
     "deepseek_v4": "DeepSeek-V4 compressed/indexed MLA caches (packed KV groups) are not modelled yet",
     "deepseek_ref": "DeepSeek-V4 compressed/indexed MLA caches (packed KV groups) are not modelled yet",
-    "gemma4": "Gemma-4 KV-shared layers, per-layer embeddings and global head dims are not modelled yet",
-    "gemma4_text": "Gemma-4 KV-shared layers, per-layer embeddings and global head dims are not modelled yet",
     "mllama": "Llama-3.2-Vision cross-attention layers (encoder-length caches) are not modelled yet",
     "mllama_text_model": "Llama-3.2-Vision cross-attention layers (encoder-length caches) are not modelled yet",
 }

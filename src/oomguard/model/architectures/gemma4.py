@@ -1,0 +1,97 @@
+"""Gemma-4 (gemma4 / gemma4_text): mixed head sizes, KV-shared layers, per-layer embeddings.
+
+Differences from the plain decoder, from the config fields:
+- sliding layers use ``head_dim`` and ``num_key_value_heads``; full (global) layers use
+  ``global_head_dim`` and ``num_global_key_value_heads`` (falling back to the sliding values);
+  with ``attention_k_eq_v`` the global layers have no v_proj (keys double as values);
+- the last ``num_kv_shared_layers`` layers reuse an earlier layer's cache: no KV spec;
+- ``hidden_size_per_layer_input`` > 0 adds per-layer embeddings of
+  ``vocab_size_per_layer_input × num_layers × hidden_size_per_layer_input`` parameters;
+- ``enable_moe_block`` runs experts alongside the dense MLP in every layer.
+Cache layout of k_eq_v layers (whether vLLM stores V separately) is not verified against
+vLLM yet; we assume K and V are both stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from oomguard.model.architectures import register
+from oomguard.model.architectures.common import derive_max_model_len, max_len_from_keys, model_dtype, need, rope_scaling
+from oomguard.model.architectures.vision import vision_params
+from oomguard.model.description import AttentionLayer, LayerKind, ModelDescription, MoE
+from oomguard.model.quantization import parse_quantization
+
+
+@register("gemma4", "gemma4_text")
+def describe_gemma4(config: dict, cfg: dict, *, source: str, name: str, hf_quant: dict | None) -> ModelDescription:
+    mt = str(cfg.get("model_type"))
+    hidden = int(need(cfg, "hidden_size", what="hidden size", model_type=mt))
+    n = int(need(cfg, "num_hidden_layers", what="layer count", model_type=mt))
+    heads = int(need(cfg, "num_attention_heads", what="attention heads", model_type=mt))
+    kv = int(need(cfg, "num_key_value_heads", what="KV heads", model_type=mt))
+    hd = int(need(cfg, "head_dim", what="head dim", model_type=mt))
+    ghd = int(cfg.get("global_head_dim") or hd)
+    gkv = int(cfg.get("num_global_key_value_heads") or kv)
+    window = int(need(cfg, "sliding_window", what="sliding window", model_type=mt))
+    types = cfg.get("layer_types") or []
+    if len(types) < n:
+        from oomguard.errors import UnsupportedModelError
+
+        raise UnsupportedModelError(f"{source}: gemma4 config without layer_types for all {n} layers")
+    shared_from = n - int(cfg.get("num_kv_shared_layers") or 0)
+    k_eq_v = bool(cfg.get("attention_k_eq_v"))
+    moe = None
+    is_moe = bool(cfg.get("enable_moe_block")) and bool(cfg.get("num_experts"))
+    if is_moe:
+        moe = MoE(
+            num_experts=int(cfg["num_experts"]),
+            top_k=int(cfg.get("top_k_experts") or cfg.get("num_experts_per_tok") or 8),
+            expert_intermediate_size=int(cfg.get("moe_intermediate_size") or cfg.get("expert_intermediate_size")),
+            num_moe_layers=n,
+            dense_intermediate_size=int(cfg.get("intermediate_size") or 0),
+            dense_alongside=True,
+        )
+    layers = []
+    for i, t in enumerate(types[:n]):
+        shared = i >= shared_from
+        if t == "sliding_attention":
+            layer = AttentionLayer(LayerKind.SLIDING_WINDOW, kv, hd, hd, sliding_window=window, moe=is_moe, kv_shared=shared)
+        else:
+            layer = AttentionLayer(LayerKind.FULL, gkv, ghd, ghd, moe=is_moe, kv_shared=shared, k_eq_v=k_eq_v)
+        if shared:
+            layer = replace(layer, kind=LayerKind.NONE, kv_shared=True)
+        layers.append(layer)
+    ple = int(cfg.get("hidden_size_per_layer_input") or 0)
+    ple_params = int(cfg.get("vocab_size_per_layer_input") or 0) * n * ple if ple else 0
+    inter = int(cfg.get("intermediate_size") or 0)
+    if cfg.get("use_double_wide_mlp"):
+        inter *= 2  # KV-shared layers use a double-width MLP; approximated as all layers
+    rope = rope_scaling(cfg)
+    base = max_len_from_keys(cfg)
+    return ModelDescription(
+        name=name,
+        source=source,
+        model_type=mt,
+        architecture=(config.get("architectures") or [""])[0],
+        family="gemma4",
+        hidden_size=hidden,
+        num_layers=n,
+        num_attention_heads=heads,
+        num_kv_heads=kv,
+        head_size=hd,
+        intermediate_size=inter,
+        vocab_size=int(cfg["vocab_size"]),
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        dtype=model_dtype(config, cfg),
+        layers=tuple(layers),
+        max_position_embeddings=base,
+        derived_max_model_len=derive_max_model_len(base, rope, mt),
+        rope_scaling=rope,
+        moe=moe,
+        quantization=parse_quantization(config, hf_quant, cfg),
+        is_multimodal="vision_config" in config,
+        vision_params=vision_params(config),
+        per_layer_embed_params=ple_params,
+        notes=("Gemma-4 k_eq_v cache layout assumed K and V both stored (not verified against vLLM)",),
+    )
