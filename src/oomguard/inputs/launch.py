@@ -101,7 +101,7 @@ def convert_value(flag, text: str, *, file: str | None, line: int | None, option
         else:
             v = text
     except (ValueError, TypeError) as exc:
-        kind = {"int": "an integer", "size": "a size (e.g. 10G)", "float": "a number", "json": "valid JSON", "bool": "true/false"}.get(t, t)
+        kind = {"int": "an integer", "size": "an integer (k/m/g suffixes allowed, e.g. 32k, 10G)", "float": "a number", "json": "valid JSON", "bool": "true/false"}.get(t, t)
         detail = f" ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else ""
         raise InputError(f"{option}: {text!r} is not {kind}{detail}", file=file, line=line) from None
     choices = getattr(flag, "choices", None)

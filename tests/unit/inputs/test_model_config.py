@@ -1,0 +1,88 @@
+"""Model input: files, directories, HF cache, catalog; refusals with one clear line."""
+
+import json
+import os
+
+import pytest
+
+from oomguard.errors import InputError, UnsupportedModelError
+from oomguard.inputs.model_config import load_model
+
+
+def test_catalog_id_case_insensitive():
+    assert load_model("qwen/qwen3-8b").num_layers == 36
+
+
+def test_config_json_path(tmp_path):
+    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000,
+           "max_position_embeddings": 2048}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    m = load_model(str(p))
+    assert m.head_size == 16 and m.num_kv_heads == 2
+
+
+def test_explicit_head_dim_wins(tmp_path):
+    cfg = {"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "head_dim": 128, "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 2048}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert load_model(str(tmp_path)).head_size == 128
+
+
+def test_hf_cache_respects_hf_home(tmp_path, monkeypatch):
+    snap = tmp_path / "hub" / "models--acme--tiny" / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (tmp_path / "hub" / "models--acme--tiny" / "refs").mkdir()
+    (tmp_path / "hub" / "models--acme--tiny" / "refs" / "main").write_text("abc123")
+    (snap / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+                                                  "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 512}))
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    assert load_model("acme/tiny", allow_hub=False).num_layers == 3
+
+
+def test_safetensors_header_gives_exact_bytes(tmp_path):
+    import struct
+
+    cfg = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+           "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 512, "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    header = json.dumps({"model.embed_tokens.weight": {"dtype": "F32", "shape": [100, 64], "data_offsets": [0, 25600]},
+                         "model.layers.0.mlp.gate_proj.weight": {"dtype": "BF16", "shape": [128, 64], "data_offsets": [25600, 41984]}}).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    m = load_model(str(tmp_path))
+    assert m.checkpoint_bytes == (100 * 64 + 128 * 64) * 2  # fp32 tensors load in the model dtype
+
+
+def test_malformed_json_names_line(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text('{\n  "model_type": "llama",\n  "hidden_size": ,\n}\n')
+    with pytest.raises(InputError) as e:
+        load_model(str(p))
+    assert f"{p}:3:" in str(e.value)
+
+
+def test_huge_binary_file_as_config(tmp_path):
+    p = tmp_path / "weights.bin"
+    with open(p, "wb") as fh:
+        fh.truncate(2 * 1024**3)  # sparse: 2 GB of nothing on disk
+    with pytest.raises(InputError, match="not a config file"):
+        load_model(str(p))
+
+
+def test_unknown_architecture_is_refused_not_guessed(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mystery", "hidden_size": 64, "num_hidden_layers": 2}))
+    with pytest.raises(UnsupportedModelError, match="mystery"):
+        load_model(str(tmp_path))
+
+
+def test_missing_model_lists_close_matches():
+    with pytest.raises(InputError, match="Qwen/Qwen3-8B"):
+        load_model("Qwen/Qwen3-8", allow_hub=False)
+
+
+def test_hub_not_used_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(InputError, match="not found"):
+        load_model("someone/not-in-catalog")
