@@ -30,6 +30,7 @@ class GPU:
     total_source: str = "catalog"
     no_bf16: bool = False
     unified_memory: bool = False
+    nvlink: bool = False  # all GPUs of a node linked (SXM / OAM): custom all-reduce beyond 2 GPUs
 
     @property
     def cc_major_minor(self) -> tuple[int, int]:
@@ -85,6 +86,7 @@ def _to_gpu(e: dict, total_gib: float | None) -> GPU:
         total_source="--gpu-memory-gib" if total_gib is not None else e.get("total_source", "catalog"),
         no_bf16=bool(e.get("no_bf16")),
         unified_memory=bool(e.get("unified_memory")),
+        nvlink=bool(e.get("nvlink")),
     )
 
 

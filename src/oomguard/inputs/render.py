@@ -23,8 +23,9 @@ from typing import Any
 
 # Flags whose value is a credential: never written out; renderers move them to
 # an environment variable the operator fills in (vLLM reads VLLM_API_KEY itself).
-SECRET_DEST = re.compile(r"(^|_)(api_key|token|secret|password)s?$")
-SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+# (max_num_batched_tokens and ssl_keyfile are not secrets: match whole name parts only)
+SECRET_DEST = re.compile(r"^(api_key|hf_token)$|(^|_)(api_key|password|secret|auth_token)$")
+SECRET_ENV = re.compile(r"(^|_)(API_KEY|TOKEN|SECRET|PASSWORD|ACCESS_KEY)(_|$)", re.IGNORECASE)
 SECRET_DEST_ENV = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
 
 

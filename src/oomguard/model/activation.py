@@ -16,7 +16,8 @@ from oomguard.model.estimate import Term
 from oomguard.units import GiB, MiB
 
 FORWARD_ALPHA = 1.2  # temporaries beyond the named tensors (rotary, index buffers)
-SAMPLER_C_V1 = 3.0  # fp32 copies in the V1 / MRV2 samplers
+SAMPLER_C_V1_EARLY = 6.0  # V1 < 0.20: PyTorch sort path for top-k/top-p (values + int64 indices)
+SAMPLER_C_V1 = 3.0  # >= 0.20: Triton / FlashInfer top-k/top-p kernels, fp32 copies only
 SAMPLER_C_V0 = 10.0  # V0 sorted top-k/top-p and logprobs (PR #10511: 1.26 GiB at S=256, V=128k)
 BASE_OVERHEAD = 150 * MiB
 
@@ -37,7 +38,10 @@ def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool 
         mlp = max(mlp if m.moe.num_dense_layers else 0, k * max(2 * ie / tp, H) + 3 * m.moe.shared_intermediate_size / tp)
     attn = (2 * m.num_attention_heads + 2 * m.num_kv_heads) * D / tp + H
     fwd = FORWARD_ALPHA * b * T * (2 * H + max(mlp, attn))
-    c = SAMPLER_C_V0 if e.engine == "V0" else SAMPLER_C_V1
+    if e.engine == "V0":
+        c = SAMPLER_C_V0
+    else:
+        c = SAMPLER_C_V1_EARLY if e.version < (0, 20, 0) else SAMPLER_C_V1
     sampler = N * m.vocab_size * (b + 4 * c) if last_stage else 0
     if e.model_runner_v2 and e.version >= (0, 29, 0) and last_stage:
         sampler += int(0.8 * N * m.vocab_size * 4)  # second warm-up sampler pass (PR #57926)
@@ -60,12 +64,15 @@ def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool 
     if m.is_multimodal:
         extra += T * H * b * 2  # encoder outputs retained at the token budget
         parts.append("encoder outputs 2·T·H·b")
-    peak = max(fwd, sampler) + extra + BASE_OVERHEAD
+    # V0's summary reports the sampler-dominated peak alone (PR #10511: 1.26 GiB at S=256,
+    # V=128k); V1 adds index buffers, rotary caches and allocator slack.
+    base = 0 if e.engine == "V0" else BASE_OVERHEAD
+    peak = max(fwd, sampler) + extra + base
     formula = (
         f"max(fwd {FORWARD_ALPHA}·{b}·{T}·(2·{H} + max(mlp {mlp:.0f}, attn {attn:.0f})) = {fwd / GiB:.2f} GiB, "
         f"sampler {N}·{m.vocab_size}·({b}+4·{c:g}) = {sampler / GiB:.2f} GiB)"
         + (f" + {' + '.join(parts)} = {extra / GiB:.2f} GiB" if parts else "")
-        + f" + {BASE_OVERHEAD // MiB} MiB"
+        + (f" + {base // MiB} MiB" if base else "")
     )
     return Term(
         "activation peak (profile run)",
@@ -78,15 +85,18 @@ def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool 
     )
 
 
-def non_torch(m: ModelDescription, e: EngineSettings, *, nvlink: bool = True) -> Term:
+def non_torch(m: ModelDescription, e: EngineSettings, *, nvlink: bool = True, custom_all_reduce: bool = True) -> Term:
     tp = e.tensor_parallel_size
+    # vLLM enables custom all-reduce only when every GPU pair is NVLink-connected, or for
+    # two PCIe GPUs (distributed/device_communicators/custom_all_reduce.py).
+    custom_ar = custom_all_reduce and tp > 1 and (nvlink or tp <= 2)
     if tp == 1 and e.pipeline_parallel_size == 1:
         val, lo, hi = 0.2 * GiB, 0.0, 0.6 * GiB
         formula = "cuBLAS/attention workspaces after the start-up snapshot ≈ 0.2 GiB"
     else:
-        val = 0.3 * GiB + (1.0 * GiB if (nvlink or tp <= 2) else 0.0)
-        lo, hi = 0.15 * GiB, 2.0 * GiB
-        formula = "NCCL buffers + custom all-reduce ≈ 0.3 GiB (+1 GiB custom all-reduce / graph buffers with NVLink or TP≤2)"
+        val = 0.2 * GiB + (1.0 * GiB if custom_ar else 0.0)
+        lo, hi = 0.1 * GiB, 2.0 * GiB
+        formula = "NCCL buffers ≈ 0.2 GiB" + (" + custom all-reduce buffers ≈ 1 GiB (NVLink or TP≤2)" if custom_ar else " (custom all-reduce off: PCIe beyond 2 GPUs or disabled)")
     if e.engine == "V1" and e.version < (0, 10, 0):
         # 0.8.x counted everything on the device, CUDA context included.
         val += 0.5 * GiB

@@ -38,6 +38,7 @@ class AttentionLayer:
     kv_shared: bool = False  # reuses another layer's cache (Gemma-3n/4 YOCO)
     fixed_dtype_bytes: int | None = None  # cache stored in a fixed dtype (e.g. the fp8 V3.2 indexer)
     name: str = ""  # e.g. "indexer" for auxiliary caches
+    mlp_multiplier: int = 1  # Gemma-4 KV-shared layers use a double-wide MLP
     k_eq_v: bool = False  # keys double as values (Gemma-4 global layers): no v_proj
 
 

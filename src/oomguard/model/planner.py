@@ -246,7 +246,7 @@ def plan_launch(
             high=int(w_bytes * 1.03),
         )
         a = act.activation_peak(model, s, last_stage=last)
-        nt = act.non_torch(model, s, nvlink=nvlink)
+        nt = act.non_torch(model, s, nvlink=getattr(gpu, "nvlink", nvlink), custom_all_reduce=not flags.get("disable_custom_all_reduce"))
         g = act.cudagraph_estimate(model, s)
         stage_specs = [sp for sp in specs_all if sp.layer_index in ranges[stage] or (sp.name == "indexer" and sp.layer_index in ranges[stage])]
         layout = kv_layout(stage_specs) if pp > 1 else layout_all

@@ -108,6 +108,7 @@ def layer_bytes(m: ModelDescription, index: int, costs: WeightCosts, tp: int, ep
     attn = _attention_params(m, kind, tp, layer if kind is LayerKind.FULL else None)
     attn_cat = "linear_attn" if kind is LayerKind.MAMBA else "attn"
     dense, experts, shared, router = _mlp_params(m, layer.moe, tp, ep)
+    dense *= layer.mlp_multiplier
     b = m.dtype_bytes
     total = attn * costs.bytes_per_param(attn_cat)
     total += dense * costs.bytes_per_param("mlp") + experts * costs.bytes_per_param("experts")

@@ -60,13 +60,11 @@ def describe_gemma4(config: dict, cfg: dict, *, source: str, name: str, hf_quant
         else:
             layer = AttentionLayer(LayerKind.FULL, gkv, ghd, ghd, moe=is_moe, kv_shared=shared, k_eq_v=k_eq_v)
         if shared:
-            layer = replace(layer, kind=LayerKind.NONE, kv_shared=True)
+            layer = replace(layer, kind=LayerKind.NONE, kv_shared=True, mlp_multiplier=2 if cfg.get("use_double_wide_mlp") else 1)
         layers.append(layer)
     ple = int(cfg.get("hidden_size_per_layer_input") or 0)
     ple_params = int(cfg.get("vocab_size_per_layer_input") or 0) * n * ple if ple else 0
     inter = int(cfg.get("intermediate_size") or 0)
-    if cfg.get("use_double_wide_mlp"):
-        inter *= 2  # KV-shared layers use a double-width MLP; approximated as all layers
     rope = rope_scaling(cfg)
     base = max_len_from_keys(cfg)
     return ModelDescription(
