@@ -57,6 +57,7 @@ def add_target_options(p: argparse.ArgumentParser, *, positional: bool = True) -
     p.add_argument("--vllm-version", metavar="V", help="vLLM release to model (default: newest supported)")
     p.add_argument("--other-gpu-use-gib", type=float, default=0.0, metavar="X", help="GPU memory held by other processes")
     p.add_argument("--usage", choices=["serve", "llm"], default="serve", help="vllm serve (default) or the LLM class")
+    p.add_argument("--engine-python", metavar="PATH", help="python of an installed vLLM: ask it for its exact resolved defaults")
     p.add_argument("--lenient", action="store_true", help="skip flags this vLLM version does not know (reported as notes) instead of failing")
 
 
@@ -126,21 +127,23 @@ def build_context(args: argparse.Namespace, vllm_args: list[str], *, need_gpu: b
         gpu = lookup_gpu(args.gpu, args.gpu_memory_gib)
     if args.other_gpu_use_gib < 0:
         raise InputError("--other-gpu-use-gib must not be negative")
-    return Context(launch, model, gpu, args.vllm_version, args.num_gpus, int(args.other_gpu_use_gib * GiB), args.usage)
+    version = args.vllm_version
+    if getattr(args, "engine_python", None):
+        from oomguard.inputs.engine_python import merge_engine_defaults, query_engine
+
+        cfg = _config_path_of(model)
+        resolved = query_engine(args.engine_python, cfg, launch.flags, usage=args.usage)
+        launch.flags, engine_version = merge_engine_defaults(launch.flags, resolved)
+        version = version or engine_version.split("+")[0] or None
+        launch.notes.append(f"defaults resolved by vLLM {engine_version} ({resolved.get('platform')}) via --engine-python")
+    return Context(launch, model, gpu, version, args.num_gpus, int(args.other_gpu_use_gib * GiB), args.usage)
 
 
-def _carry_removed_flags(launch) -> None:
-    """Honour removed flags whose meaning survives elsewhere (lenient mode only)."""
-    import json
+def _config_path_of(model):
+    from pathlib import Path
 
-    for opt, value, _file, _line in getattr(launch, "unknown", []):
-        if opt.replace("_", "-") == "--rope-scaling" and value:
-            try:
-                rope = json.loads(value)
-            except ValueError:
-                continue
-            if isinstance(rope, dict):
-                over = dict(launch.flags.get("hf_overrides") or {})
-                over.setdefault("rope_scaling", rope)
-                launch.flags["hf_overrides"] = over
-                launch.notes.append("--rope-scaling applied as --hf-overrides '{\"rope_scaling\": ...}' for the plan")
+    from oomguard.errors import InputError
+
+    if not model.config_path or not Path(model.config_path).is_file():
+        raise InputError(f"--engine-python needs a local config.json for {model.name}")
+    return Path(model.config_path)

@@ -104,7 +104,7 @@ def _from_dir(directory: Path, source: str, name: str) -> ModelDescription:
     config = read_json(cfg_path)
     hq_path = directory / "hf_quant_config.json"
     hf_quant = read_json(hq_path) if hq_path.is_file() else None
-    desc = describe(config, source=source, name=name, hf_quant=hf_quant)
+    desc = replace(describe(config, source=source, name=name, hf_quant=hf_quant), config_path=str(cfg_path))
     stats = scan_dir(directory)
     if stats is not None:
         desc = replace(
@@ -126,7 +126,8 @@ def load_model(spec: str, *, allow_hub: bool = True) -> ModelDescription:
         config = read_json(path)
         hq = path.with_name("hf_quant_config.json")
         hf_quant = read_json(hq) if hq.is_file() and hq != path else None
-        return describe(config, source=str(path), name=path.parent.name or path.stem, hf_quant=hf_quant)
+        desc = describe(config, source=str(path), name=path.parent.name or path.stem, hf_quant=hf_quant)
+        return replace(desc, config_path=str(path))
     if path.is_dir():
         return _from_dir(path, str(path), path.name)
     cached = _hf_cache_dir(spec)

@@ -129,7 +129,8 @@ class ModelDescription:
     mrope: bool = False
     # bytes per parameter by module category under the checkpoint's quantization
     category_bytes: dict | None = None
-    per_layer_embed_params: int = 0  # Gemma-3n/4 per-layer input embeddings
+    per_layer_embed_params: int = 0
+    config_path: str | None = None  # the config.json read (for --engine-python)  # Gemma-3n/4 per-layer input embeddings
     notes: tuple[str, ...] = ()
 
     @property
