@@ -147,3 +147,20 @@ def _config_path_of(model):
     if not model.config_path or not Path(model.config_path).is_file():
         raise InputError(f"--engine-python needs a local config.json for {model.name}")
     return Path(model.config_path)
+
+
+def _carry_removed_flags(launch) -> None:
+    """Honour removed flags whose meaning survives elsewhere (lenient mode only)."""
+    import json
+
+    for opt, value, _file, _line in getattr(launch, "unknown", []):
+        if opt.replace("_", "-") == "--rope-scaling" and value:
+            try:
+                rope = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(rope, dict):
+                over = dict(launch.flags.get("hf_overrides") or {})
+                over.setdefault("rope_scaling", rope)
+                launch.flags["hf_overrides"] = over
+                launch.notes.append("--rope-scaling applied as --hf-overrides '{\"rope_scaling\": ...}' for the plan")
