@@ -9,9 +9,12 @@ tokenizer.json, tokenizer_config.json with a chat template, generation_config.js
 entirely offline: the byte-level BPE tokenizer is trained here on generated text, the weights are
 seeded random numbers. Same arguments, same files (seeded, no timestamps in the outputs).
 
-Shape: 2 layers, hidden 64, 4 query heads, 2 KV heads (GQA), head_dim 16, vocab 512,
-max_position_embeddings 2048. Per token of KV cache that is 2 layers * 2 (K,V) * 2 heads * 16 * 2 B
-= 256 B in bf16, so a 64 MiB KV budget holds 262144 tokens: plenty for tests.
+Shape: 2 layers, hidden 128, 4 query heads, 2 KV heads (GQA), head_dim 32, vocab 512,
+max_position_embeddings 2048. head_dim 32 is the smallest the vLLM CPU attention backend accepts
+(CPUAttentionBackend.get_supported_head_sizes: 32, 64, 80, ...). Per token of KV cache that is
+2 layers * 2 (K,V) * 2 heads * 32 * 2 B = 512 B in bf16, so a 64 MiB KV budget holds
+131072 tokens: plenty for tests. bf16 is the default because that is what real checkpoints use;
+the CPU backend also serves float32 (--dtype float32) on CPUs without AVX512-BF16.
 """
 
 from __future__ import annotations
@@ -92,12 +95,12 @@ def build_model(out_dir: Path, tokenizer, dtype_name: str) -> None:
     dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[dtype_name]
     config = LlamaConfig(
         vocab_size=VOCAB_SIZE,
-        hidden_size=64,
-        intermediate_size=128,
+        hidden_size=128,
+        intermediate_size=256,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        head_dim=16,
+        head_dim=32,
         max_position_embeddings=2048,
         rms_norm_eps=1e-5,
         rope_theta=10000.0,

@@ -48,30 +48,60 @@ def _read_launch(args: argparse.Namespace):
     except ImportError as exc:  # the launch reader ships with the plan command
         raise InputError(f"--launch needs oomguard.inputs.launch, which failed to import ({exc})") from None
     try:
+        # Lenient: a flag unknown to the assumed version is `check`'s business, not a reason to
+        # skip the host checks.
         if args.launch:
-            return launch_mod.read_launch(args.launch, version=args.vllm_version)
-        return launch_mod.parse_command(tail, version=args.vllm_version)
+            return launch_mod.read_launch(args.launch, version=args.vllm_version, lenient=True)
+        return launch_mod.parse_command(tail, version=args.vllm_version, lenient=True)
     except ImportError as exc:
         raise InputError(f"the launch reader is incomplete in this build ({exc})", file=args.launch) from None
 
 
-def _planner_weights_bytes(launch) -> tuple[int | None, str | None]:
-    """Whole-model weight bytes from the memory model, when the checkpoint is not on this disk."""
-    try:
-        from oomguard.model.planner import plan_launch
-    except ImportError:
-        return None, "the memory model (oomguard.model.planner) is not available: weights not counted"
+def _host_flags(launch) -> tuple[dict, list[str]]:
+    """The launch's flags, plus --swap-space when the reader set it aside as removed (>= 0.18).
+
+    A script that still passes --swap-space runs on a vLLM that accepts it
+    (<= 0.17), where it pins that much host RAM per GPU, so it is counted.
+    """
+    flags = dict(launch.flags)
+    notes = []
+    for entry in getattr(launch, "unknown", None) or []:
+        option, value = entry[0], entry[1]
+        if option == "--swap-space" and value is not None:
+            try:
+                flags["swap_space"] = float(value)
+            except ValueError:
+                continue
+            notes.append("--swap-space counted: a launch that passes it runs vLLM <= 0.17 (removed in 0.18)")
+    return flags, notes
+
+
+def _model_weights_bytes(launch) -> tuple[int | None, str | None]:
+    """Whole-model weight bytes from the model's config (the memory model), when not on this disk.
+
+    Returns (bytes, None) or (None, a note saying why the weights are not counted).
+    """
     from oomguard.errors import OomguardError
 
     try:
-        plan = plan_launch(launch)
+        from oomguard.inputs.model_config import load_model
+        from oomguard.model.quantization import WeightCosts, override_quantization, weight_costs
+        from oomguard.model.weights import weight_split
+    except ImportError as exc:
+        return None, f"the memory model is not available ({exc}): weights page cache not counted"
+    try:
+        model = load_model(launch.model, allow_hub=False)
     except OomguardError as exc:
-        return None, f"weights not counted: {exc}"
-    for attr in ("checkpoint_bytes", "weights_total_bytes"):
-        value = getattr(plan, attr, None)
-        if isinstance(value, int):
-            return value, None
-    return None, "the memory model gave no whole-model weight bytes: weights not counted"
+        return None, f"weights page cache not counted: {exc}"
+    if model.checkpoint_bytes:
+        return int(model.checkpoint_bytes), None
+    # The same cost choice as the planner, at TP1/PP1: the whole checkpoint.
+    quant = override_quantization(model.quantization, launch.flags.get("quantization"))
+    if quant is model.quantization and model.category_bytes:
+        costs = WeightCosts(dict(model.category_bytes))
+    else:
+        costs = weight_costs(quant, model.dtype_bytes, {}, None)
+    return int(weight_split(model, costs).total_bytes), None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,14 +118,15 @@ def run(args: argparse.Namespace) -> int:
     view = None
     if launch is not None:
         weights = None
-        notes: list[str] = []
+        flags, notes = _host_flags(launch)
+        notes = [*getattr(launch, "notes", []), *notes]
         if checkpoint_on_disk(root, launch.model, launch.env) is None:
-            weights, note = _planner_weights_bytes(launch)
+            weights, note = _model_weights_bytes(launch)
             if note:
                 notes.append(note)
         view = launch_view(
             source=launch.path or "command",
-            flags=launch.flags,
+            flags=flags,
             env=launch.env,
             model=launch.model,
             version=launch.version or args.vllm_version,

@@ -18,7 +18,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
+from collections.abc import Callable
 
 from oomguard.errors import InputError
 from oomguard.units import MiB
@@ -200,7 +201,7 @@ def parse_nvidia_smi_csv(text: str, source: str = "nvidia-smi") -> GpuSnapshot:
             )
         if len(cells) < len(columns):
             raise InputError(f"expected {len(columns)} columns, found {len(cells)}", file=source, line=no)
-        row = dict(zip(columns, cells))
+        row = dict(zip(columns, cells, strict=False))  # extra cells: a name with a comma
         if "index" in columns:
             total = _mib(row.get("memory.total", ""), source, no)
             used = _mib(row.get("memory.used", ""), source, no)
@@ -229,7 +230,10 @@ Runner = Callable[[list[str]], str]
 
 
 def _run(argv: list[str]) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=15, check=False)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=15, check=False)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{' '.join(argv)} did not answer within 15 s") from None
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip() or f"{argv[0]} exited with {done.returncode}")
     return done.stdout

@@ -11,7 +11,8 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from oomguard.host.requirements import HostRamNeed, host_ram_needed, world_size_of
 from oomguard.host.root import Root

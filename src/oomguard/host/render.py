@@ -14,7 +14,7 @@ from typing import IO
 from oomguard.host.facts import HostFacts
 from oomguard.host.findings import Finding, Severity
 from oomguard.host.launchview import LaunchView
-from oomguard.units import GiB
+from oomguard.units import GiB, MiB
 
 __all__ = ["to_json", "render_text"]
 
@@ -30,7 +30,17 @@ def to_json(facts: HostFacts, findings: list[Finding], launch: LaunchView | None
 
 
 def _gib(n: int | None) -> str:
-    return "?" if n is None else f"{n / GiB:.1f} GiB"
+    if n is None:
+        return "?"
+    if 0 < n < GiB:
+        return f"{n / MiB:.0f} MiB"
+    return f"{n / GiB:.1f} GiB"
+
+
+def _range(lo: int, hi: int) -> str:
+    if hi < GiB:
+        return f"{lo / MiB:.0f}-{hi / MiB:.0f} MiB"
+    return f"{lo / GiB:.1f}-{hi / GiB:.1f} GiB"
 
 
 def fact_rows(facts: HostFacts) -> list[tuple[str, str]]:
@@ -78,7 +88,9 @@ def render_text(facts: HostFacts, findings: list[Finding], launch: LaunchView | 
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(file=file, highlight=False, soft_wrap=False)
+    # Piped output gets a fixed width wide enough for the RAM table; a terminal keeps its own.
+    width = None if getattr(file, "isatty", lambda: False)() else 120
+    console = Console(file=file, highlight=False, soft_wrap=False, width=width)
     table = Table(title="host facts", show_header=False, title_justify="left")
     table.add_column("fact", style="bold")
     table.add_column("value")
@@ -94,9 +106,9 @@ def render_text(facts: HostFacts, findings: list[Finding], launch: LaunchView | 
         ram.add_column("range", justify="right")
         ram.add_column("how")
         for c in launch.ram.components:
-            ram.add_row(c.name, c.kind.value, _gib(c.expected_bytes), f"{_gib(c.low_bytes)}-{_gib(c.high_bytes)}", c.formula)
+            ram.add_row(c.name, c.kind.value, _gib(c.expected_bytes), _range(c.low_bytes, c.high_bytes), c.formula)
         ram.add_row(
-            "resident total", "", _gib(launch.ram.expected_bytes), f"{_gib(launch.ram.low_bytes)}-{_gib(launch.ram.high_bytes)}",
+            "resident total", "", _gib(launch.ram.expected_bytes), _range(launch.ram.low_bytes, launch.ram.high_bytes),
             f"against {_gib(facts.ram_budget_bytes)} allowed",
         )
         console.print(ram)

@@ -123,6 +123,7 @@ class Chain:
     async def run(self) -> tuple[ChainOutcome, ProbeClient]:
         self.client = self.make_client(True)
         steps = (
+            self._key,
             self._base_url,
             self._reachable,
             self._health,
@@ -143,6 +144,22 @@ class Chain:
         return self.out, self.client
 
     # -- the checks ---------------------------------------------------------
+
+    async def _key(self) -> bool:
+        key = self.api_key
+        if key is None or key == key.strip():
+            return True
+        self.add(
+            CheckResult(
+                "auth",
+                False,
+                "the API key has leading/trailing whitespace (a newline from `cat keyfile` is common); "
+                "vLLM compares the exact string after 'Bearer ', so it is refused",
+                fix="strip the key: export KEY=\"$(tr -d '[:space:]' < keyfile)\"",
+                cls=ProbeClass.AUTH,
+            )
+        )
+        return False
 
     async def _base_url(self) -> bool:
         url = self.url
@@ -341,9 +358,6 @@ class Chain:
         if self.api_key is None:
             detail = f"HTTP {status} ({msg}) with no key: the server was started with --api-key"
             fix = "export the key into a variable and pass --api-key-env NAME"
-        elif self.api_key != self.api_key.strip():
-            detail = f"HTTP {status} ({msg}): the key has leading/trailing whitespace"
-            fix = "strip the whitespace (a newline from `cat keyfile` is common)"
         else:
             detail = f"HTTP {status} ({msg}): the key {REDACTED} was refused"
             fix = "use the value given to the server's --api-key / VLLM_API_KEY"
@@ -390,6 +404,8 @@ class Chain:
             "temperature": 0,
         }
         result = await self._post("/chat/completions", payload)
+        if not isinstance(result, ClientFailure) and result[0] >= 400:
+            result = classify_status(*result)
         if isinstance(result, ClientFailure) and "chat template" in result.detail.lower():
             self.add(
                 CheckResult(
@@ -574,12 +590,13 @@ def _unreachable_fix(failure: ClientFailure, url: ServerURL, container: bool, pr
         scheme = "http" if url.scheme == "https" else "https"
         return f"the server may speak {scheme}, not {url.scheme}; or pass the right CA"
     if "refused" in detail:
+        hint = f"is the server running and listening on port {url.port}? (ss -ltnp | grep {url.port})"
         if url.host in _LOCAL_NAMES and container:
-            return (
-                f"{url.host} inside a container is the container itself: use the host's address "
-                "(host.docker.internal, the service name, or --network host)"
+            hint += (
+                f"; this runs in a container, where {url.host} is the container itself: if the server runs "
+                "on the host, use the host's address (host.docker.internal, the service name, or --network host)"
             )
-        return f"is the server running and listening on port {url.port}? (ss -ltnp | grep {url.port})"
+        return hint
     if proxy:
         return "a proxy variable is set: export NO_PROXY for this host"
     return "check host, port, firewall"

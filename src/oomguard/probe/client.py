@@ -182,6 +182,20 @@ def _chain_text(exc: BaseException) -> str:
     return " <- ".join(seen)
 
 
+def _reason(exc: BaseException) -> str:
+    """The first non-empty message along the cause chain (httpx often wraps an empty one)."""
+    cur: BaseException | None = exc
+    for _ in range(6):
+        if cur is None:
+            break
+        if str(cur):
+            return str(cur)
+        if isinstance(cur, ConnectionResetError):
+            return "connection reset by peer"
+        cur = cur.__cause__ or cur.__context__
+    return type(exc).__name__
+
+
 def _has_cause(exc: BaseException, kind: type) -> bool:
     cur: BaseException | None = exc
     for _ in range(8):
@@ -213,8 +227,11 @@ def classify_exception(exc: BaseException, *, mid_stream: bool = False) -> Clien
     if isinstance(exc, httpx.PoolTimeout):
         return ClientFailure(ProbeClass.TIMEOUT, "no free connection in the client pool in time")
     if isinstance(exc, httpx.ReadTimeout):
-        where = "the stream stalled" if mid_stream else "the server accepted the connection but did not answer"
-        return ClientFailure(ProbeClass.TIMEOUT, f"{where} within the read timeout")
+        if mid_stream:
+            return ClientFailure(ProbeClass.TIMEOUT, "the stream stalled: no bytes within the stall timeout")
+        return ClientFailure(
+            ProbeClass.TIMEOUT, "the server accepted the connection but did not answer within the read timeout"
+        )
     if isinstance(exc, httpx.WriteTimeout):
         return ClientFailure(ProbeClass.TIMEOUT, "sending the request timed out")
     if isinstance(exc, httpx.ProxyError):
@@ -240,9 +257,12 @@ def classify_exception(exc: BaseException, *, mid_stream: bool = False) -> Clien
             )
         return ClientFailure(ProbeClass.UNREACHABLE, f"cannot connect: {exc}")
     if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+        why = _reason(exc)
         if mid_stream:
-            return ClientFailure(ProbeClass.STREAM_BROKEN, f"connection cut mid-stream: {exc}")
-        return ClientFailure(ProbeClass.SERVER_ERROR, f"server closed the connection without answering: {exc}")
+            return ClientFailure(ProbeClass.STREAM_BROKEN, f"connection cut mid-stream ({why})")
+        return ClientFailure(ProbeClass.SERVER_ERROR, f"server closed the connection without answering ({why})")
+    if isinstance(exc, httpx.LocalProtocolError):
+        return ClientFailure(ProbeClass.BAD_REQUEST, f"the client could not send the request: {exc}")
     if isinstance(exc, httpx.WriteError):
         return ClientFailure(ProbeClass.SERVER_ERROR, f"server closed the connection while we sent: {exc}")
     if isinstance(exc, httpx.HTTPError):
@@ -393,11 +413,11 @@ class ProbeClient:
 
 
 def decode_body(resp: httpx.Response) -> Any:
-    """JSON when it parses, else the first 2 kB of text (error pages are often HTML)."""
+    """JSON when it parses, else the text; an error page is cut to 2 kB (they are often HTML)."""
     try:
         return resp.json()
     except Exception:  # noqa: BLE001 - any non-JSON body is kept as text
         try:
-            return resp.text[:2048]
+            return resp.text if resp.status_code < 400 else resp.text[:2048]
         except Exception:  # noqa: BLE001
             return None

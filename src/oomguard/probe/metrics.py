@@ -108,8 +108,11 @@ class MetricsSampler:
         self.errors = 0
 
     async def sample(self, t: float) -> list[Sample]:
+        import time
+
         from oomguard.probe.client import ClientFailure
 
+        start = time.perf_counter()
         try:
             status, body = await self._client.get("/metrics", api=False, timeout=self._timeout_s)
         except ClientFailure:
@@ -124,6 +127,8 @@ class MetricsSampler:
             self.errors += 1
             return []
         self.last = reading
+        # A busy server answers late; stamp the reading when it arrived, not when it was asked for.
+        t += time.perf_counter() - start
         values: dict[str, Any] = dict(reading.values)
         if reading.kv_cache_tokens:
             values["kv_cache_tokens"] = float(reading.kv_cache_tokens)

@@ -11,6 +11,7 @@ only repeat the failure, and a dying server should be left alone).
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 import time
 import zlib
@@ -344,7 +345,7 @@ async def _stage_two(
                 run.stages.append(StageResult(stage, not_started=stage.num_requests, note="--duration reached"))
                 break
             progress.stage(stage, i, len(stages))
-            result = await _run_stage(stage, load, builder, outcome.model, zero, deadline, config, in_flight, progress)
+            result = await run_stage(stage, load, builder, outcome.model, zero, deadline, config, in_flight, progress)
             run.stages.append(result)
             if result.not_started:
                 run.hit_duration = True
@@ -380,7 +381,7 @@ def _rss(samplers: list[MemorySampler]) -> Any:
     return None
 
 
-async def _run_stage(
+async def run_stage(
     stage: Stage,
     client: ProbeClient,
     builder: PromptBuilder,
@@ -391,9 +392,11 @@ async def _run_stage(
     in_flight: list[int],
     progress: Progress,
 ) -> StageResult:
+    """One stage: ``num_requests`` streams, at most ``concurrency`` at once, each bounded by the deadline."""
     result = StageResult(stage, t_start=time.perf_counter() - zero)
     gate = asyncio.Semaphore(stage.concurrency)
-    base_seed = zlib.crc32(stage.name.encode()) & 0xFFFF
+    # A fresh seed per run: a repeated probe must not hit the prefix cache its predecessor filled.
+    base_seed = (zlib.crc32(stage.name.encode()) ^ random.SystemRandom().getrandbits(31)) & 0x7FFFFFFF
 
     async def one(k: int) -> RequestRecord | None:
         async with gate:

@@ -40,12 +40,12 @@ class Chart:
     y_max: float | None = None
     bands: list[Band] = field(default_factory=list)
     hlines: list[tuple[float, str, str]] = field(default_factory=list)  # (y, label, color)
-    width: int = 860
+    width: int = 940
     height: int = 240
     step: bool = True
 
 
-_PAD_L, _PAD_R, _PAD_T, _PAD_B = 70, 150, 28, 30
+_PAD_L, _PAD_R, _PAD_T, _PAD_B = 70, 210, 28, 30
 
 
 def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
@@ -149,7 +149,7 @@ def line_chart(chart: Chart) -> str:
     return "".join(out)
 
 
-def histogram(title: str, values: list[float], *, bins: int = 20, fmt: Callable[[float], str] = lambda v: f"{v:.3g}s", width: int = 860, height: int = 200) -> str:
+def histogram(title: str, values: list[float], *, bins: int = 20, fmt: Callable[[float], str] = lambda v: f"{v:.3g}s", width: int = 940, height: int = 200) -> str:
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">',

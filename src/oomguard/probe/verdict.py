@@ -284,7 +284,7 @@ def decide(run: ProbeRun, limits: Limits) -> Verdict:
     host_low = _host_low(pk)
     oom_errors = [r for r in records if r.error and "out of memory" in r.error.lower()]
     if run.server_alive is False:
-        evidence = [run.alive_detail] + [f"{r.stage} #{r.id}: {r.error}" for r in _failed(records)[:3]]
+        evidence = [run.alive_detail] + [_evidence(r) for r in _failed(records)[:3]]
         if any(f.cls is ProbeClass.HOST_OOM for f in memory):
             memory[0].evidence = evidence + memory[0].evidence
         elif gpu_full or oom_errors:
@@ -305,7 +305,7 @@ def decide(run: ProbeRun, limits: Limits) -> Verdict:
             Finding(
                 ProbeClass.RUNTIME_OOM,
                 f"{len(oom_errors)} request(s) failed with 'out of memory' (server survived)",
-                [f"{r.stage} #{r.id}: {r.error}" for r in oom_errors[:3]],
+                [_evidence(r) for r in oom_errors[:3]],
                 FIXES[ProbeClass.RUNTIME_OOM],
             )
         )
@@ -358,7 +358,7 @@ def decide(run: ProbeRun, limits: Limits) -> Verdict:
             Finding(
                 cls,
                 f"{n} request(s) failed: {cls.value} ({examples[0].error})",
-                [f"{r.stage} #{r.id}: HTTP {r.status}: {r.error}" for r in examples[:3]],
+                [_evidence(r) for r in examples[:3]],
                 FIXES.get(cls),
             )
         )
@@ -380,6 +380,11 @@ def decide(run: ProbeRun, limits: Limits) -> Verdict:
     if run.stages and run.server_alive is None:
         notes.append("server liveness after the load was not checked")
     return Verdict(memory + chain + request_findings, notes)
+
+
+def _evidence(r: Any) -> str:
+    status = f" HTTP {r.status}" if r.status and not (r.error or "").startswith("HTTP") else ""
+    return f"{r.stage} #{r.id}:{status} {r.error}"
 
 
 def _failed(records: list[Any]) -> list[Any]:

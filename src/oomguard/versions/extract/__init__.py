@@ -11,8 +11,9 @@ null`` with a ``default_repr``), never guessed.
 Pieces:
 - :mod:`.source`    — the unpacked source tree, module globals, value types;
 - :mod:`.evaluator` — expression/statement interpreter over that tree;
-- :mod:`.argspec`   — ``get_kwargs`` rules and the argparse registry that turns
-  ``add_argument`` calls into flag records;
+- :mod:`.runtime`, :mod:`.classmodel`, :mod:`.calls`, :mod:`.statements` — its parts;
+- :mod:`.kwargs`    — vLLM's ``get_kwargs`` rules (config dataclass field -> argparse kwargs);
+- :mod:`.argspec`   — the argparse stand-in that turns ``add_argument`` calls into flag records;
 - :mod:`.envvars`   — ``vllm/envs.py`` variables and their defaults;
 - :mod:`.fetch`     — ``pip download`` + extraction of the ``.py`` files;
 - :mod:`.release`   — puts it together into one table (a JSON-able dict).

@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from .argspec import flatten_hints, to_json
+from .argspec import to_json
+from .kwargs import flatten_hints
 from .evaluator import Evaluator, Frame
 from .source import FuncRef, Unknown
 

@@ -15,19 +15,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .argspec import (
-    FieldSpec,
-    ParserToken,
-    Session,
-    SubparsersToken,
-    compute_kwargs,
-    flag_records,
-    size_fields_of,
-    to_json,
-)
+from .argspec import ParserToken, Session, SubparsersToken, flag_records, to_json
 from .envvars import extract_env
-from .evaluator import BudgetExceeded, Evaluator, Frame
-from .source import MISSING, ClassRef, FuncRef, Instance, SourceTree, Unknown
+from .kwargs import compute_kwargs, size_fields_of
+from .evaluator import BudgetExceeded, Evaluator
+from .source import MISSING, ClassRef, FieldSpec, FuncRef, Instance, SourceTree, Unknown
 
 FORMAT_VERSION = 1
 

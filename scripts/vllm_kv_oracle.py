@@ -1,0 +1,608 @@
+"""Ask real vLLM 0.32 for the per-layer KV-cache specs of model configs, without weights or a GPU.
+
+Run it with the vLLM CPU venv (scripts/setup_vllm_cpu.sh):
+
+    .venv-vllm/bin/python scripts/vllm_kv_oracle.py                       # all CASES -> JSON
+    .venv-vllm/bin/python scripts/vllm_kv_oracle.py --case Qwen__Qwen3-8B:2:fp8 --out -
+    .venv-vllm/bin/python scripts/vllm_kv_oracle.py --check tests/data/oracle/kv_specs_vllm-0.32.0.json \\
+        --case meta-llama__Llama-3.1-8B-Instruct:1:auto                   # re-run, compare
+
+Default output: tests/data/oracle/kv_specs_vllm-0.32.0.json. The file is committed data that
+tests/unit/test_kv_oracle.py compares oomguard's kv_spec model against.
+
+How one case is computed (each case runs in its own subprocess, so a refusal or crash in one
+cannot leak global vLLM state into another; 2 at a time):
+
+1. config.json is copied alone into a temp dir (no weights, no tokenizer).
+2. ``EngineArgs(model=DIR, load_format="dummy", skip_tokenizer_init=True,
+   tensor_parallel_size=TP, kv_cache_dtype=DTYPE, enforce_eager=True, max_model_len=4096)
+   .create_engine_config()`` builds the VllmConfig exactly as ``vllm serve`` would, including
+   model-specific hooks (hybrid/mamba defaults, NemotronH SSM dtype, ...). max_model_len is pinned
+   to 4096 only so that configs with huge contexts do not trip context checks; it does not enter
+   any page size.
+3. A single-process gloo "distributed" environment is initialised (world size 1), then the
+   tensor-parallel GroupCoordinator's ``world_size`` is overwritten with TP (rank stays 0). Every
+   vLLM layer asks ``get_tensor_model_parallel_world_size()``/``_rank()``, which read that object
+   at call time, so the layers are built with rank 0's TP shard. No collective ever runs: only
+   module construction happens. (Patching the getter functions instead does not work, since
+   model files import them by name.)
+4. The model is constructed with vLLM's own ``initialize_model(vllm_config)`` under
+   ``torch.device("meta")``: no memory, no weights. Construction registers every attention/Mamba
+   layer in the config's static forward context.
+5. ``current_platform.update_block_size_for_backend(vllm_config)`` runs, as the worker does after
+   loading: backend block-size preference and hybrid attention/Mamba block-size alignment.
+6. For every ``AttentionLayerBase`` layer, as ``GPUModelRunner.get_kv_cache_spec`` does: skip
+   KV-sharing layers, call ``layer.get_kv_cache_spec(vllm_config)`` and
+   ``customize_attention_spec(backend, spec)``. Then vLLM's
+   ``kv_cache_utils.get_kv_cache_groups`` groups them (page-size unification included).
+
+Two platform variants are recorded per case:
+
+``cpu``
+    vLLM as the CPU build really runs on this host (CPU_ATTN / CPU_MLA backends, block size 128,
+    16 for CPU MLA; on AVX512-BF16 hosts the GDN SSM state is forced to float32). Verbatim.
+``cuda_sim``
+    The same real vLLM code with the CPU platform's own overrides undone, to reproduce what a CUDA
+    (H100, sm90) engine computes: block size back to the default 16 (unless user-set),
+    ``mamba_ssm_cache_dtype``, prefix caching and chunked prefill restored to what the engine
+    hooks chose before the CPU platform hook, the CPU's conv-state-layout env choice dropped;
+    each attention layer's backend swapped for the sm90 first choice
+    (non-MLA: FLASH_ATTN, the real class; MLA with auto/bf16 KV: FLASH_ATTN_MLA, whose module
+    needs CUDA kernels to import, so TRITON_MLA stands in: same MLACommonBackend spec code, same
+    kernel block sizes MultipleOf(16); MLA with fp8 KV: FLASHMLA, the real class, block 64,
+    since FLASH_ATTN_MLA rejects fp8); then the generic ``Platform.update_block_size_for_backend``
+    (CudaPlatform does not override it) runs. What it cannot see: backend choices that depend
+    on installed CUDA kernels (FlashInfer, other GPUs), and validate_configuration refusals.
+
+Per case the JSON records the resolved block sizes (``block_size`` is the attention block size
+after hybrid alignment; ``mamba_block_size`` and ``mamba_page_size_padded`` too), per-layer specs
+compressed into runs of identical consecutive layers, and the KV-cache groups with their page
+sizes. A case vLLM refuses is recorded with ``"error"`` (exception type and first line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MODELS_DIR = REPO_ROOT / "src" / "oomguard" / "data" / "models"
+DEFAULT_OUT = REPO_ROOT / "tests" / "data" / "oracle" / "kv_specs_vllm-0.32.0.json"
+VLLM_VERSION = "0.32.0"
+MAX_MODEL_LEN = 4096
+PLATFORMS = ("cpu", "cuda_sim")
+
+# (config slug, tensor parallel size, --kv-cache-dtype)
+CASES: list[tuple[str, int, str]] = [
+    # dense GQA
+    ("meta-llama__Llama-3.1-8B-Instruct", 1, "auto"),
+    ("meta-llama__Llama-3.1-8B-Instruct", 2, "fp8"),
+    ("meta-llama__Meta-Llama-3.1-70B", 4, "auto"),
+    ("meta-llama__Llama-3.2-1B", 1, "auto"),
+    ("Qwen__Qwen3-8B", 1, "auto"),
+    ("Qwen__Qwen3-8B", 4, "fp8"),
+    ("Qwen__Qwen2.5-7B", 1, "fp8"),
+    ("Qwen__Qwen2.5-7B", 4, "auto"),
+    ("microsoft__Phi-4-mini-instruct", 2, "auto"),
+    # MHA
+    ("facebook__opt-125m", 1, "auto"),
+    ("facebook__opt-125m", 2, "fp8"),
+    ("meta-llama__Llama-2-7b-chat-hf", 2, "auto"),
+    # MLA
+    ("deepseek-ai__DeepSeek-V3", 1, "auto"),
+    ("deepseek-ai__DeepSeek-V3", 4, "fp8"),
+    ("deepseek-ai__DeepSeek-R1", 2, "auto"),
+    # sliding window
+    ("google__gemma-2-9b", 1, "auto"),
+    ("google__gemma-2-9b", 2, "fp8"),
+    ("google__gemma-3-27b-it", 1, "auto"),
+    ("google__gemma-3-27b-it", 4, "auto"),
+    # hybrid attention + GDN (Mamba-like state)
+    ("Qwen__Qwen3-Next-80B-A3B-Instruct", 1, "auto"),
+    ("Qwen__Qwen3-Next-80B-A3B-Instruct", 4, "fp8"),
+    ("Qwen__Qwen3.5-9B", 1, "auto"),
+    ("Qwen__Qwen3.5-27B", 2, "auto"),
+    ("Qwen__Qwen3.5-35B-A3B", 4, "auto"),
+    # MoE
+    ("Qwen__Qwen3-30B-A3B", 1, "auto"),
+    ("Qwen__Qwen3-30B-A3B", 4, "fp8"),
+    ("openai__gpt-oss-20b", 1, "auto"),
+    ("openai__gpt-oss-120b", 2, "auto"),
+    ("mistralai__Mixtral-8x7B-v0.1", 2, "auto"),
+    # likely refusals or special paths, recorded either way
+    ("Qwen__Qwen3-30B-A3B-FP8", 1, "auto"),
+    ("google__gemma-4-E2B-it", 1, "auto"),
+    ("deepseek-ai__DeepSeek-V3.2", 1, "auto"),
+    ("meta-llama__Llama-3.2-11B-Vision-Instruct", 1, "auto"),
+]
+
+LAYER_INDEX_RE = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+def case_id(slug: str, tp: int, kv_dtype: str) -> str:
+    return f"{slug}:{tp}:{kv_dtype}"
+
+
+def parse_case(text: str) -> tuple[str, int, str]:
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[1].isdigit():
+        raise SystemExit(f"bad --case {text!r}; expected SLUG:TP:KV_DTYPE")
+    return parts[0], int(parts[1]), parts[2]
+
+
+# --------------------------------------------------------------------------------------------
+# Worker side: runs inside one subprocess per case, imports vLLM.
+# --------------------------------------------------------------------------------------------
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def _spec_record(spec) -> dict:
+    """The fields of a vLLM KVCacheSpec that matter for memory, as plain JSON."""
+    from vllm.v1.kv_cache_interface import AttentionSpec, MambaSpec
+
+    rec: dict = {"spec": type(spec).__name__, "block_size": spec.block_size}
+    if isinstance(spec, AttentionSpec):
+        rec.update(
+            num_kv_heads=spec.num_kv_heads,
+            head_size=spec.head_size,
+            head_size_v=getattr(spec, "head_size_v", spec.head_size),
+            dtype=_dtype_name(spec.dtype),
+            sliding_window=getattr(spec, "sliding_window", None),
+            attention_chunk_size=getattr(spec, "attention_chunk_size", None),
+            kv_quant_mode=getattr(getattr(spec, "kv_quant_mode", None), "name", None),
+            cache_dtype_str=getattr(spec, "cache_dtype_str", None),
+            page_size_padded=getattr(spec, "page_size_padded", None),
+            max_tp_shards=getattr(spec, "max_tp_shards", None),
+        )
+        rec["real_page_size_bytes"] = spec.real_page_size_bytes
+    elif isinstance(spec, MambaSpec):
+        rec.update(
+            shapes=[list(s) for s in spec.shapes],
+            dtypes=[_dtype_name(d) for d in spec.dtypes],
+            mamba_type=str(spec.mamba_type),
+            page_size_padded=spec.page_size_padded,
+            mamba_cache_mode=spec.mamba_cache_mode,
+            tp_replicated=getattr(spec, "tp_replicated", None),
+        )
+        # Unpadded state bytes: the sum over state tensors.
+        rec["real_page_size_bytes"] = sum(
+            _prod(shape) * _dtype_size(dt) for shape, dt in zip(spec.shapes, spec.dtypes)
+        )
+    rec["page_size_bytes"] = spec.page_size_bytes
+    return rec
+
+
+def _prod(shape) -> int:
+    out = 1
+    for d in shape:
+        out *= int(d)
+    return out
+
+
+def _dtype_size(dtype) -> int:
+    import torch
+
+    return torch.tensor([], dtype=dtype).element_size()
+
+
+def _compress_layers(layers: list[dict]) -> list[dict]:
+    """Merge consecutive layers with identical specs (and the same name pattern) into runs."""
+    runs: list[dict] = []
+    for layer in layers:
+        body = {k: v for k, v in layer.items() if k not in ("name", "layer_index")}
+        pattern = layer["name"]
+        if layer["layer_index"] is not None:
+            pattern = LAYER_INDEX_RE.sub(lambda m: m.group(0).replace(m.group(1), "{i}"), pattern, 1)
+        if (
+            runs
+            and runs[-1]["_body"] == body
+            and runs[-1]["name_pattern"] == pattern
+            and layer["layer_index"] is not None
+            and runs[-1]["layer_indices"][-1] == layer["layer_index"] - 1
+        ):
+            runs[-1]["layer_indices"][-1] = layer["layer_index"]
+            runs[-1]["count"] += 1
+            continue
+        idx = layer["layer_index"]
+        runs.append(
+            {
+                "_body": body,
+                "name_pattern": pattern,
+                "layer_indices": [idx, idx],
+                "count": 1,
+            }
+        )
+    out = []
+    for run in runs:
+        body = run.pop("_body")
+        out.append({**run, **body})
+    return out
+
+
+def _ranges(indices: list[int]) -> list[list[int]]:
+    """[0,1,2,5,6] -> [[0,2],[5,6]]: layer index sets written compactly."""
+    out: list[list[int]] = []
+    for i in indices:
+        if out and out[-1][1] == i - 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
+def _group_records(groups, layer_index_of: dict[str, int | None]) -> list[dict]:
+    records = []
+    for group in groups:
+        spec = group.kv_cache_spec
+        indices = sorted(
+            i for i in (layer_index_of.get(n) for n in group.layer_names) if i is not None
+        )
+        rec = {
+            "spec": type(spec).__name__,
+            "block_size": spec.block_size,
+            "page_size_bytes": spec.page_size_bytes,
+            "num_layers": len(group.layer_names),
+            "layer_ranges": _ranges(indices),
+        }
+        inner = getattr(spec, "kv_cache_specs", None)
+        if inner:
+            rec["member_specs"] = sorted({type(s).__name__ for s in inner.values()})
+        records.append(rec)
+    return records
+
+
+def _install_platform_hook(platform_variant: str, saved: dict) -> None:
+    """Wrap the CPU platform's config hook: remember what the engine hooks chose before it and,
+    for cuda_sim, undo the CPU-only overrides right after it."""
+    from vllm.platforms.cpu import CpuPlatform
+
+    original = CpuPlatform.check_and_update_config.__func__
+
+    def hooked(cls, vllm_config):
+        cache = vllm_config.cache_config
+        sched = vllm_config.scheduler_config
+        before = {
+            "block_size": cache.block_size,
+            "user_specified_block_size": cache.user_specified_block_size,
+            "mamba_ssm_cache_dtype": cache.mamba_ssm_cache_dtype,
+            "enable_prefix_caching": cache.enable_prefix_caching,
+            "enable_chunked_prefill": sched.enable_chunked_prefill,
+            "max_num_batched_tokens": sched.max_num_batched_tokens,
+            "conv_layout_env": os.environ.get("VLLM_SSM_CONV_STATE_LAYOUT"),
+        }
+        saved["before_platform_hook"] = {k: v for k, v in before.items() if k != "conv_layout_env"}
+        original(cls, vllm_config)
+        if platform_variant == "cuda_sim":
+            cache.block_size = before["block_size"]
+            cache.mamba_ssm_cache_dtype = before["mamba_ssm_cache_dtype"]
+            cache.enable_prefix_caching = before["enable_prefix_caching"]
+            sched.enable_chunked_prefill = before["enable_chunked_prefill"]
+            sched.max_num_batched_tokens = before["max_num_batched_tokens"]
+            if before["conv_layout_env"] is None:
+                os.environ.pop("VLLM_SSM_CONV_STATE_LAYOUT", None)
+
+    CpuPlatform.check_and_update_config = classmethod(hooked)
+
+
+def _init_fake_tp(vllm_config, tp: int) -> None:
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed import parallel_state as ps
+
+    if ps._TP is None:
+        init_file = Path(tempfile.mkdtemp(prefix="oracle-dist-")) / "init"
+        with set_current_vllm_config(vllm_config):
+            ps.init_distributed_environment(
+                world_size=1,
+                rank=0,
+                local_rank=0,
+                distributed_init_method=f"file://{init_file}",
+                backend="gloo",
+            )
+            ps.initialize_model_parallel(1, 1)
+    # Rank 0 of a TP-way group: layers shard heads/experts by this world size.
+    ps._TP.world_size = tp
+    ps._TP.rank_in_group = 0
+
+
+def _cuda_sim_backend(layer, kv_cache_dtype: str):
+    """The sm90 first-choice backend class for this layer (see module docstring)."""
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    backend = layer.get_attn_backend()
+    if backend.is_ssm():
+        return None
+    if backend.is_mla():
+        if kv_cache_dtype.startswith("fp8"):
+            return AttentionBackendEnum.FLASHMLA.get_class()
+        return AttentionBackendEnum.TRITON_MLA.get_class()  # stands in for FLASH_ATTN_MLA
+    return AttentionBackendEnum.FLASH_ATTN.get_class()
+
+
+def run_case(slug: str, tp: int, kv_dtype: str, platform_variant: str, models_dir: Path) -> dict:
+    import torch
+
+    record: dict = {"platform": platform_variant}
+    saved: dict = {}
+    _install_platform_hook(platform_variant, saved)
+
+    from vllm.config import get_layers_from_vllm_config, set_current_vllm_config
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.layers.attention.attention import Attention
+    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.platforms import current_platform
+    from vllm.platforms.interface import Platform
+    from vllm.utils.torch_utils import set_default_torch_dtype
+    from vllm.v1.core.kv_cache_utils import get_kv_cache_groups
+    from vllm.v1.kv_cache_interface import AttentionSpec
+    from vllm.v1.worker.utils import customize_attention_spec
+
+    src = models_dir / slug / "config.json"
+    tmp = Path(tempfile.mkdtemp(prefix="oracle-model-"))
+    try:
+        shutil.copy(src, tmp / "config.json")
+        engine_args = EngineArgs(
+            model=str(tmp),
+            load_format="dummy",
+            skip_tokenizer_init=True,
+            tensor_parallel_size=tp,
+            kv_cache_dtype=kv_dtype,
+            enforce_eager=True,
+            max_model_len=MAX_MODEL_LEN,
+        )
+        vllm_config = engine_args.create_engine_config()
+        model_config = vllm_config.model_config
+        cache_config = vllm_config.cache_config
+        record.update(
+            architecture=model_config.architecture,
+            model_dtype=_dtype_name(model_config.dtype),
+            use_mla=bool(model_config.use_mla),
+            is_hybrid=bool(model_config.is_hybrid),
+            total_num_kv_heads=model_config.get_total_num_kv_heads(),
+            num_kv_heads_per_rank=model_config.get_num_kv_heads(vllm_config.parallel_config),
+            head_size=model_config.get_head_size(),
+            cache_dtype=cache_config.cache_dtype,
+            before_platform_hook=saved.get("before_platform_hook"),
+        )
+
+        _init_fake_tp(vllm_config, tp)
+        with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
+            initialize_model(vllm_config)
+
+        attn_layers = get_layers_from_vllm_config(vllm_config, AttentionLayerBase)
+        if platform_variant == "cuda_sim":
+            for layer in attn_layers.values():
+                sim = _cuda_sim_backend(layer, cache_config.cache_dtype)
+                if sim is not None:
+                    layer.attn_backend = sim
+            with set_current_vllm_config(vllm_config):
+                Platform.update_block_size_for_backend(vllm_config)
+        else:
+            with set_current_vllm_config(vllm_config):
+                current_platform.update_block_size_for_backend(vllm_config)
+
+        record["attention_backends"] = sorted(
+            {layer.get_attn_backend().get_name() for layer in attn_layers.values()}
+        )
+        record.update(
+            block_size=cache_config.block_size,
+            mamba_block_size=cache_config.mamba_block_size,
+            mamba_page_size_padded=cache_config.mamba_page_size_padded,
+            mamba_cache_mode=cache_config.mamba_cache_mode,
+            mamba_ssm_cache_dtype=cache_config.mamba_ssm_cache_dtype,
+            enable_prefix_caching=cache_config.enable_prefix_caching,
+        )
+
+        specs = {}
+        layers: list[dict] = []
+        layer_index_of: dict[str, int | None] = {}
+        shared: list[str] = []
+        with set_current_vllm_config(vllm_config):
+            for name, layer in attn_layers.items():
+                if isinstance(layer, Attention) and layer.kv_sharing_target_layer_name:
+                    shared.append(name)
+                    continue
+                spec = layer.get_kv_cache_spec(vllm_config)
+                if spec is None:
+                    continue
+                if isinstance(spec, AttentionSpec):
+                    spec = customize_attention_spec(layer.get_attn_backend(), spec)
+                specs[name] = spec
+                m = LAYER_INDEX_RE.search(name)
+                idx = int(m.group(1)) if m else None
+                layer_index_of[name] = idx
+                layers.append({"name": name, "layer_index": idx, **_spec_record(spec)})
+            record["num_kv_layers"] = len(layers)
+            record["kv_sharing_layers"] = shared
+            record["layers"] = _compress_layers(layers)
+            try:
+                groups = get_kv_cache_groups(vllm_config, dict(specs))
+                record["groups"] = _group_records(groups, layer_index_of)
+            except Exception as exc:  # grouping refusals are data too
+                record["groups_error"] = f"{type(exc).__name__}: {_first_line(exc)}"
+        record["bytes_per_token_all_layers"] = _bytes_per_token(specs)
+    except Exception as exc:
+        record["error"] = f"{type(exc).__name__}: {_first_line(exc)}"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return record
+
+
+def _bytes_per_token(specs: dict) -> int | None:
+    """Sum over attention layers of page bytes per token (Mamba layers excluded)."""
+    from vllm.v1.kv_cache_interface import AttentionSpec
+
+    total = 0
+    for spec in specs.values():
+        if isinstance(spec, AttentionSpec):
+            total += spec.page_size_bytes // spec.block_size
+    return total or None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:500] if text else ""
+
+
+def _variant_main(case: str, variant: str, models_dir: Path) -> int:
+    slug, tp, kv_dtype = parse_case(case)
+    rec = run_case(slug, tp, kv_dtype, variant, models_dir)
+    sys.stdout.write("\n@@ORACLE@@" + json.dumps(rec) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "VLLM_HOST_IP": "127.0.0.1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_LOGGING_LEVEL": env.get("VLLM_LOGGING_LEVEL", "WARNING"),
+            "TOKENIZERS_PARALLELISM": "false",
+            "OMP_NUM_THREADS": "1",
+        }
+    )
+    return env
+
+
+def _run_variant_subprocess(
+    slug: str, tp: int, kv_dtype: str, variant: str, models_dir: Path, timeout_s: float = 600
+) -> dict:
+    argv = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--variant-worker",
+        case_id(slug, tp, kv_dtype),
+        variant,
+        "--models-dir",
+        str(models_dir),
+    ]
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout_s, env=_worker_env()
+        )
+    except subprocess.TimeoutExpired:
+        return {"platform": variant, "error": f"Timeout: no result after {timeout_s:.0f} s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith("@@ORACLE@@"):
+            return json.loads(line[len("@@ORACLE@@") :])
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+    return {"platform": variant, "error": f"WorkerCrash(rc={proc.returncode}): {tail[0][:500]}"}
+
+
+# --------------------------------------------------------------------------------------------
+# Driver side.
+# --------------------------------------------------------------------------------------------
+
+
+def _vllm_version() -> str:
+    try:
+        import importlib.metadata as md
+
+        return md.version("vllm-cpu")
+    except Exception:
+        return "unknown"
+
+
+def run_cases(cases: list[tuple[str, int, str]], models_dir: Path, jobs: int) -> list[dict]:
+    def one(case):
+        slug, tp, kv_dtype = case
+        started = time.monotonic()
+        variants = {
+            v: _run_variant_subprocess(slug, tp, kv_dtype, v, models_dir) for v in PLATFORMS
+        }
+        elapsed = time.monotonic() - started
+        status = ", ".join(
+            f"{v}: {'ERROR ' + r['error'][:80] if 'error' in r else 'block ' + str(r['block_size'])}"
+            for v, r in variants.items()
+        )
+        print(f"[oracle] {case_id(*case)} ({elapsed:.0f} s) {status}", file=sys.stderr)
+        return {"case": case_id(*case), "slug": slug, "tp": tp, "kv_cache_dtype": kv_dtype, **variants}
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, cases))
+
+
+def _strip_volatile(entry: dict) -> dict:
+    return {k: v for k, v in entry.items() if k not in ("timing_s",)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", action="append", default=[], help="SLUG:TP:KV_DTYPE (repeatable)")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output JSON path, or - for stdout")
+    parser.add_argument("--models-dir", default=str(MODELS_DIR))
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--check",
+        metavar="JSON",
+        help="compare the selected cases against this committed JSON instead of writing; "
+        "exit 1 on any difference",
+    )
+    parser.add_argument("--variant-worker", nargs=2, metavar=("CASE", "VARIANT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    models_dir = Path(args.models_dir)
+
+    if args.variant_worker:
+        return _variant_main(args.variant_worker[0], args.variant_worker[1], models_dir)
+
+    cases = [parse_case(c) for c in args.case] if args.case else CASES
+    for slug, _, _ in cases:
+        if not (models_dir / slug / "config.json").is_file():
+            raise SystemExit(f"{models_dir / slug / 'config.json'}: not found")
+    results = run_cases(cases, models_dir, args.jobs)
+
+    if args.check:
+        committed = {c["case"]: c for c in json.loads(Path(args.check).read_text())["cases"]}
+        bad = 0
+        for entry in results:
+            want = committed.get(entry["case"])
+            if want is None:
+                print(f"[oracle] {entry['case']}: not in {args.check}", file=sys.stderr)
+                bad += 1
+            elif _strip_volatile(want) != _strip_volatile(entry):
+                print(f"[oracle] {entry['case']}: differs from {args.check}", file=sys.stderr)
+                bad += 1
+            else:
+                print(f"[oracle] {entry['case']}: matches", file=sys.stderr)
+        return 1 if bad else 0
+
+    doc = {
+        "vllm_version": _vllm_version(),
+        "generator": "scripts/vllm_kv_oracle.py",
+        "max_model_len": MAX_MODEL_LEN,
+        "platforms": {
+            "cpu": "vLLM CPU build as run on the generating host (CPU_ATTN/CPU_MLA backends)",
+            "cuda_sim": "same vLLM code with CPU overrides undone and sm90 first-choice backends "
+            "(FLASH_ATTN; MLA: FLASH_ATTN_MLA via TRITON_MLA stand-in, FLASHMLA for fp8)",
+        },
+        "cases": results,
+    }
+    text = json.dumps(doc, indent=1, sort_keys=False) + "\n"
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+        print(f"[oracle] wrote {args.out} ({len(text)} bytes, {len(results)} cases)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

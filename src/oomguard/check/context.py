@@ -1,0 +1,409 @@
+"""Everything a check rule may look at, built once per launch.
+
+``build_check_context`` reads the launch leniently (``check.lenient``), finds the
+model and the GPU the way ``plan`` does, reads the optional evidence
+(``nvidia-smi`` output, ``nvidia-smi topo -m``, host RAM) and exposes the memory
+plan. Rules never do I/O: they ask the context, and re-plan with edited flags
+through ``plan_with`` (plans are pure and cheap).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterable
+
+from oomguard.check.finding import Edit, Finding
+from oomguard.check.lenient import LaunchRead
+from oomguard.check.registry import Needs
+from oomguard.errors import InputError, OomguardError
+from oomguard.units import GiB
+
+
+@dataclass
+class CheckOptions:
+    """What the user told ``check`` beyond the launch itself."""
+
+    version: str | None = None
+    model: str | None = None
+    gpu: str | None = None
+    gpu_memory_gib: float | None = None
+    num_gpus: int | None = None
+    other_gpu_use_gib: float | None = None
+    usage: str = "serve"
+    host_ram_gib: str | float | None = None  # a number, or "auto" (/proc/meminfo)
+    avg_input_len: int | None = None
+    avg_output_len: int | None = None
+    concurrency: int | None = None
+    nvidia_smi: str | None = None  # path
+    topo: str | None = None  # path
+    meminfo_path: str = "/proc/meminfo"
+
+
+@dataclass
+class CheckContext:
+    read: LaunchRead
+    options: CheckOptions
+    model: Any = None
+    gpu: Any = None
+    release: Any = None
+    version_tuple: tuple[int, int, int] = (0, 0, 0)
+    num_gpus: int | None = None  # GPUs the launch may use (None: TP × PP)
+    visible_gpus: list[int] | None = None  # from CUDA_VISIBLE_DEVICES, when set
+    other_gpu_use_bytes: int = 0
+    other_gpu_use_source: str = ""
+    host_ram_bytes: int | None = None
+    host_ram_source: str = ""
+    topology: Any = None
+    smi: Any = None
+    notes: list[str] = field(default_factory=list)
+    model_note: str = ""
+    gpu_note: str = ""
+    plan_error: str | None = None
+    _plan: Any = None
+    _plans: dict = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def launch(self):
+        return self.read.launch
+
+    @property
+    def flags(self) -> dict:
+        return self.read.launch.flags
+
+    @property
+    def env(self) -> dict:
+        return self.read.launch.env
+
+    @property
+    def version_label(self) -> str:
+        return ".".join(map(str, self.version_tuple))
+
+    def is_set(self, dest: str) -> bool:
+        return dest in self.read.launch.flags
+
+    def missing(self, needs: Iterable[Needs]) -> str:
+        """Why a rule with these needs cannot run ("" when it can)."""
+        for n in needs:
+            if n in (Needs.MODEL, Needs.PLAN) and self.model is None:
+                return self.model_note or "no model config"
+            if n in (Needs.GPU, Needs.PLAN) and self.gpu is None:
+                return self.gpu_note or "no GPU given (--gpu)"
+            if n is Needs.PLAN and self.plan is None:
+                return f"the launch could not be planned: {self.plan_error}"
+            if n is Needs.TOPOLOGY and self.topology is None:
+                return "no topology given (--topo FILE with `nvidia-smi topo -m` output)"
+        return ""
+
+    # ------------------------------------------------------------- spellings
+    def option_for(self, dest: str) -> str:
+        """How this release spells the flag with this dest (env var names pass through)."""
+        if not dest or dest.isupper() or dest.startswith("-"):
+            return dest
+        if self.release is not None:
+            try:
+                return self.release.flag(dest).name
+            except KeyError:
+                pass
+        return "--" + dest.replace("_", "-")
+
+    def has_flag(self, dest: str) -> bool:
+        if self.release is None:
+            return True
+        try:
+            self.release.flag(dest)
+            return True
+        except KeyError:
+            return False
+
+    def edit(self, dest: str, value: Any) -> Edit:
+        """A fix that sets (or, with None, removes) the flag with this dest."""
+        if dest.isupper():
+            return Edit(dest, value, dest=dest)
+        return Edit(self.option_for(dest), value, dest=dest)
+
+    def location_of(self, dests: Iterable[str]) -> tuple[str | None, int | None]:
+        launch = self.read.launch
+        for d in dests:
+            site = launch.sites.get(d)
+            if site is not None:
+                return site.file, site.line
+        return launch.path, launch.command_line
+
+    def inline_ignored(self, f: Finding) -> bool:
+        r = self.read
+        keys = {f.rule.upper(), f.name.upper()}
+        if keys & r.ignore_file:
+            return True
+        if f.line is not None and f.file in (None, self.read.launch.path):
+            return bool(keys & r.ignore_lines.get(f.line, set()))
+        return False
+
+    # ------------------------------------------------------------------ plans
+    @property
+    def plan(self):
+        if self._plan is None and self.model is not None and self.gpu is not None and self.plan_error is None:
+            try:
+                self._plan = self.plan_with(self.flags, self.env)
+            except OomguardError as exc:
+                self.plan_error = str(exc)
+        return self._plan
+
+    def model_for(self, flags: dict):
+        """The model as vLLM will see it after --hf-overrides / --rope-scaling."""
+        rope = rope_override(flags, self.read)
+        mpe = None
+        hf = json_value(flags.get("hf_overrides"))
+        if isinstance(hf, dict):
+            mpe = hf.get("max_position_embeddings") or (hf.get("text_config") or {}).get("max_position_embeddings")
+        if rope is None and mpe is None:
+            return self.model
+        changes: dict[str, Any] = {}
+        if rope is not None:
+            changes["rope_scaling"] = rope
+        if mpe:
+            changes["max_position_embeddings"] = int(mpe)
+        return replace(self.model, **changes)
+
+    def plan_with(self, flags: dict, env: dict | None = None):
+        """The plan of the launch with these flags (cached by value; plans are pure)."""
+        from oomguard.model.planner import plan_launch
+
+        env = self.env if env is None else env
+        key = (_freeze(flags), _freeze(env))
+        hit = self._plans.get(key)
+        if hit is None:
+            hit = plan_launch(
+                self.model_for(flags),
+                self.gpu,
+                flags,
+                env,
+                version=self.version_label,
+                num_gpus=self.num_gpus,
+                other_gpu_use_bytes=self.other_gpu_use_bytes,
+                usage=self.options.usage,
+            )
+            self._plans[key] = hit
+        return hit
+
+    def edited(self, edits: Iterable[Edit]) -> tuple[dict, dict]:
+        """The launch's flags and environment after ``edits``."""
+        flags = dict(self.flags)
+        env = dict(self.env)
+        for e in edits:
+            if e.is_env:
+                if e.value is None:
+                    env.pop(e.flag, None)
+                else:
+                    env[e.flag] = str(e.value)
+                continue
+            if e.dest is None:
+                continue
+            if e.value is None:
+                flags.pop(e.dest, None)
+            else:
+                flags[e.dest] = e.value
+        return flags, env
+
+    def replan(self, edits: Iterable[Edit]):
+        flags, env = self.edited(edits)
+        return self.plan_with(flags, env)
+
+
+def _freeze(d: dict) -> tuple:
+    import json
+
+    return tuple(sorted((k, json.dumps(v, sort_keys=True, default=str)) for k, v in d.items()))
+
+
+# ---------------------------------------------------------------------------
+# helpers shared by rules
+
+
+def json_value(value: Any) -> Any:
+    """A JSON flag's value as data (some flags, like --hf-overrides, are typed as strings)."""
+    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        import json
+
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def rope_override(flags: dict, read: LaunchRead | None = None) -> dict | None:
+    """RoPE scaling the launch applies on top of the config (--hf-overrides, --rope-scaling,
+    or a --rope-scaling this release no longer knows, read from its JSON value)."""
+    hf = json_value(flags.get("hf_overrides"))
+    if isinstance(hf, dict):
+        for key in ("rope_scaling", "rope_parameters"):
+            if isinstance(hf.get(key), dict):
+                return hf[key]
+        tc = hf.get("text_config")
+        if isinstance(tc, dict) and isinstance(tc.get("rope_scaling"), dict):
+            return tc["rope_scaling"]
+    rs = json_value(flags.get("rope_scaling"))
+    if isinstance(rs, dict):
+        return rs
+    if read is not None:
+        for p in read.problems:
+            if p.option.lstrip("-").replace("_", "-") == "rope-scaling" and p.value_word is not None:
+                import json
+
+                try:
+                    val = json.loads(p.value_word.text)
+                except ValueError:
+                    return None
+                return val if isinstance(val, dict) else None
+    return None
+
+
+def _read_host_ram(path: str) -> tuple[int | None, str]:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read host memory: {exc.strerror}", file=path) from None
+    vals = {}
+    for line in text.splitlines():
+        m = re.match(r"^(\w+):\s+(\d+)\s*kB", line)
+        if m:
+            vals[m.group(1)] = int(m.group(2)) * 1024
+    if "MemAvailable" in vals:
+        return vals["MemAvailable"], f"MemAvailable in {path}"
+    if "MemTotal" in vals:
+        return vals["MemTotal"], f"MemTotal in {path}"
+    raise InputError("no MemAvailable/MemTotal line", file=path)
+
+
+def _read_evidence_text(path: str, what: str) -> str:
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror}", file=path) from None
+    if b"\x00" in raw[:4096]:
+        raise InputError(f"binary file, expected {what}", file=path)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"not UTF-8 text, expected {what}", file=path) from None
+
+
+def build_check_context(read: LaunchRead, options: CheckOptions) -> CheckContext:
+    """Resolve the release, model, GPU and evidence for a launch already read."""
+    from oomguard.model.engine import parse_version
+
+    ctx = CheckContext(read, options)
+    from oomguard.versions import get_release
+
+    ctx.release = get_release(options.version)
+    ctx.version_tuple = parse_version(ctx.release.version if options.version is None else options.version)
+    if getattr(ctx.release, "note", ""):
+        ctx.notes.append(ctx.release.note)
+
+    # --- evidence files first: nvidia-smi can name the GPU
+    if options.nvidia_smi:
+        from oomguard.inputs.nvidia_smi import parse_nvidia_smi
+
+        text = _read_evidence_text(options.nvidia_smi, "nvidia-smi output")
+        ctx.smi = parse_nvidia_smi(text)
+        if not ctx.smi.gpus:
+            raise InputError("no GPU rows found in the nvidia-smi output", file=options.nvidia_smi)
+    if options.topo:
+        from oomguard.inputs.topology import parse_topology
+
+        ctx.topology = parse_topology(_read_evidence_text(options.topo, "`nvidia-smi topo -m` output"), source=options.topo)
+
+    env = read.launch.env
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None and re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", cvd or ""):
+        ctx.visible_gpus = [int(x) for x in cvd.split(",")]
+    ctx.num_gpus = options.num_gpus
+    if ctx.num_gpus is None and ctx.visible_gpus is not None:
+        ctx.num_gpus = len(ctx.visible_gpus)
+    if ctx.num_gpus is None and ctx.smi is not None:
+        ctx.num_gpus = len(ctx.smi.gpus)
+    if ctx.num_gpus is None and ctx.topology is not None:
+        ctx.num_gpus = len(ctx.topology.gpus)
+
+    # --- model
+    spec = options.model or read.launch.model
+    if not spec:
+        ctx.model_note = "no model: name it in the launch or pass --model"
+    else:
+        from oomguard.inputs.model_config import load_model
+
+        try:
+            ctx.model = load_model(spec)
+        except OomguardError as exc:
+            if options.model:
+                raise  # the user named it explicitly: bad input
+            ctx.model_note = f"model config not found ({exc}); pass --model PATH/config.json to run the memory rules"
+
+    # --- GPU
+    from oomguard.inputs.hardware import lookup_gpu
+
+    if options.gpu or options.gpu_memory_gib:
+        ctx.gpu = lookup_gpu(options.gpu, options.gpu_memory_gib)
+    elif ctx.smi is not None:
+        series = next(iter(ctx.smi.gpus.values()))
+        try:
+            ctx.gpu = lookup_gpu(series.name or "", None)
+        except OomguardError:
+            if series.memory_total_bytes:
+                ctx.gpu = lookup_gpu(None, series.memory_total_bytes / GiB)
+        if ctx.gpu is not None:
+            ctx.notes.append(f"GPU taken from the nvidia-smi output: {ctx.gpu.name}")
+    if ctx.gpu is None:
+        ctx.gpu_note = "no GPU given: pass --gpu NAME (or --gpu-memory-gib X, or --nvidia-smi FILE) to run the memory rules"
+
+    # --- memory held by others
+    if options.other_gpu_use_gib is not None:
+        if options.other_gpu_use_gib < 0:
+            raise InputError("--other-gpu-use-gib must not be negative")
+        ctx.other_gpu_use_bytes = int(options.other_gpu_use_gib * GiB)
+        ctx.other_gpu_use_source = "--other-gpu-use-gib"
+    elif ctx.smi is not None:
+        ctx.other_gpu_use_bytes, ctx.other_gpu_use_source = _other_use_from_smi(ctx)
+
+    # --- host RAM
+    h = options.host_ram_gib
+    if h is not None:
+        if str(h).lower() == "auto":
+            ctx.host_ram_bytes, ctx.host_ram_source = _read_host_ram(options.meminfo_path)
+        else:
+            try:
+                gib = float(h)
+            except ValueError:
+                raise InputError(f"--host-ram-gib expects a number of GiB or 'auto', got {h!r}") from None
+            if gib <= 0:
+                raise InputError("--host-ram-gib must be positive")
+            ctx.host_ram_bytes, ctx.host_ram_source = int(gib * GiB), "--host-ram-gib"
+    for name in ("avg_input_len", "avg_output_len", "concurrency"):
+        v = getattr(options, name)
+        if v is not None and v <= 0:
+            raise InputError(f"--{name.replace('_', '-')} must be positive")
+    return ctx
+
+
+def _other_use_from_smi(ctx: CheckContext) -> tuple[int, str]:
+    """Memory already used on the launch's GPUs in the nvidia-smi snapshot (before vLLM starts)."""
+    smi = ctx.smi
+    world = int(ctx.flags.get("tensor_parallel_size") or 1) * int(ctx.flags.get("pipeline_parallel_size") or 1)
+    indices = ctx.visible_gpus or sorted(i for i in smi.gpus if i is not None)[:world] or list(smi.gpus)
+    worst, worst_idx = 0, None
+    for idx in indices:
+        series = smi.gpus.get(idx)
+        if series is None or series.last is None or series.last.memory_used_bytes is None:
+            continue
+        used = series.last.memory_used_bytes
+        # a vLLM already running there is the launch itself, not another tenant
+        used -= sum(p.used_memory_bytes or 0 for p in smi.processes if p.gpu_index == idx and "vllm" in p.name.lower())
+        if used > worst:
+            worst, worst_idx = used, idx
+    if worst_idx is None:
+        return 0, ""
+    return worst, f"nvidia-smi: GPU{worst_idx} has {worst / GiB:.2f} GiB in use"

@@ -1,0 +1,277 @@
+"""OG8xx: model features with memory or hardware consequences.
+
+Speculative decoding (draft / MTP weights and extra KV slots), multimodal
+profile budgets, and quantization or dtype kernels the GPU's compute capability
+cannot run natively.
+"""
+
+from __future__ import annotations
+
+from oomguard.check.context import json_value
+from oomguard.check.finding import Severity
+from oomguard.check.registry import Needs, rule
+from oomguard.check.rules.common import gib
+from oomguard.model.failures import FailureClass as F
+from oomguard.units import GiB
+
+_MTP = ("mtp", "deepseek_mtp", "qwen3_next_mtp", "ernie_mtp", "glm4_moe_mtp", "mimo_mtp", "qwen3_5_mtp")
+
+
+def _quant_method(ctx) -> str:
+    q = ctx.flags.get("quantization")
+    if q:
+        return str(q).lower()
+    return ctx.model.quantization.method
+
+
+@rule(
+    "OG801",
+    "speculative-decoding-memory",
+    title="Speculative decoding takes memory from the KV pool",
+    severity=Severity.INFO,
+    why="""A draft model or MTP head is loaded next to the target (its weights, and for a separate
+    draft its own KV cache), and each running sequence reserves `num_speculative_tokens` extra
+    slots per step (and, on hybrid models, extra state blocks). Reports that "the KV cache shrank"
+    after enabling it are this.""",
+    fix="""None automatic; the message gives what it costs.""",
+    example="""vllm serve MODEL --speculative-config '{"method":"mtp","num_speculative_tokens":3}'""",
+)
+def spec_memory(ctx):
+    r = spec_memory.rule
+    spec = json_value(ctx.flags.get("speculative_config"))
+    if not isinstance(spec, dict) or not spec:
+        return
+    plan = ctx.plan
+    base = ctx.replan([ctx.edit("speculative_config", None)])
+    dw = max(x.weights.bytes for x in plan.ranks) - max(x.weights.bytes for x in base.ranks)
+    dkv = base.kv_cache_tokens - plan.kv_cache_tokens
+    k = spec.get("num_speculative_tokens")
+    yield r.finding(
+        ctx,
+        f"speculative decoding ({spec.get('method') or spec.get('model') or 'draft'}, {k} tokens): about {gib(dw)} more weights per GPU"
+        + (f" and {dkv:,} fewer KV tokens ({base.kv_cache_tokens:,} without it)" if plan.starts and base.starts else "")
+        + "; a separate draft model's own weights and KV are not included.",
+        dests=["speculative_config"],
+        numbers={"extra_weights_gib": round(dw / GiB, 2), "kv_tokens_without": base.kv_cache_tokens, "kv_tokens_with": plan.kv_cache_tokens},
+    )
+
+
+@rule(
+    "OG802",
+    "mtp-without-mtp-layers",
+    title="MTP speculative decoding on a checkpoint without MTP layers",
+    severity=Severity.ERROR,
+    needs=(Needs.MODEL,),
+    why="""Multi-token-prediction speculative decoding runs the checkpoint's own MTP layers
+    (`num_nextn_predict_layers`, `mtp_num_hidden_layers`). A config without them (many quantized
+    or distilled re-uploads drop them) fails at start-up when vLLM builds the drafter.""",
+    fix="""Remove `--speculative-config` (or use a checkpoint that keeps the MTP layers).""",
+    example="""vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-config '{"method":"mtp","num_speculative_tokens":1}'""",
+    use_instead="vllm serve meta-llama/Llama-3.1-8B-Instruct",
+    predicts=(F.CONFIG_ERROR,),
+)
+def mtp_missing(ctx):
+    r = mtp_missing.rule
+    spec = json_value(ctx.flags.get("speculative_config"))
+    if not isinstance(spec, dict) or str(spec.get("method") or "") not in _MTP or ctx.model.num_mtp_layers > 0:
+        return
+    yield r.finding(
+        ctx,
+        f"--speculative-config method {spec.get('method')} needs MTP layers, and {ctx.model.name}'s config has none: vLLM fails to build the drafter.",
+        dests=["speculative_config"],
+        fix=[ctx.edit("speculative_config", None)],
+    )
+
+
+@rule(
+    "OG803",
+    "multimodal-profile-budget",
+    title="Multimodal inputs inflate the profile run",
+    severity=Severity.WARNING,
+    why="""For a multimodal model vLLM's profile run also encodes the largest inputs
+    `--limit-mm-per-prompt` allows (images, video frames) and keeps an encoder cache of that
+    budget: the activation peak and the reserved memory grow with the limits, and the KV pool
+    shrinks. Text-only deployments should say so; image-only ones should cap video.""",
+    fix="""For the warning (many items per prompt): one image and no video. The info suggests
+    `--limit-mm-per-prompt` (or `--language-model-only` where the release has it) for text-only
+    serving.""",
+    example="""vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt '{"image":16,"video":4}'""",
+    use_instead="""vllm serve Qwen/Qwen2.5-VL-7B-Instruct --limit-mm-per-prompt '{"image":1,"video":0}'""",
+    needs=(Needs.MODEL,),
+)
+def mm_budget(ctx):
+    r = mm_budget.rule
+    if not ctx.model.is_multimodal or ctx.flags.get("language_model_only"):
+        return
+    lim = json_value(ctx.flags.get("limit_mm_per_prompt"))
+    if isinstance(lim, dict) and lim:
+        counts = {k: (v.get("count", 1) if isinstance(v, dict) else v) for k, v in lim.items()}
+        total = sum(int(v) for v in counts.values() if isinstance(v, (int, float)))
+        if total > 8 or int(counts.get("video", 0) or 0) > 2:
+            yield r.finding(
+                ctx,
+                f"--limit-mm-per-prompt {counts}: the profile run encodes that many items at their largest size; "
+                "the peak and encoder cache grow with it. Cap it to what clients send.",
+                dests=["limit_mm_per_prompt"],
+                fix=[ctx.edit("limit_mm_per_prompt", {"image": 1, "video": 0})],
+            )
+        return
+    alt = "--language-model-only" if ctx.has_flag("language_model_only") else "--limit-mm-per-prompt '{\"image\":0,\"video\":0}'"
+    yield r.finding(
+        ctx,
+        f"{ctx.model.name} is multimodal: the profile run reserves room for the largest image/video inputs. If you serve text only, add {alt}; "
+        "otherwise cap --limit-mm-per-prompt to what clients send.",
+        dests=["limit_mm_per_prompt"],
+        severity=Severity.INFO,
+    )
+
+
+@rule(
+    "OG804",
+    "fp8-below-ada",
+    title="FP8 weights on a GPU without FP8 tensor cores",
+    severity=Severity.ERROR,
+    needs=(Needs.MODEL, Needs.GPU),
+    why="""FP8 matmuls need compute capability 8.9 (Ada, Hopper) or newer. On Ampere (8.0/8.6) vLLM
+    falls back to Marlin weight-only kernels: the weights stay FP8-sized, activations run in
+    16 bit, and throughput drops. Below 8.0 (V100, T4) there is no FP8 kernel at all.""",
+    fix="""None automatic on 8.x (it works, slower); on older GPUs remove `--quantization fp8` /
+    use a 16-bit or AWQ/GPTQ checkpoint.""",
+    example="vllm serve Qwen/Qwen3-32B-FP8   # A100",
+    predicts=(F.CONFIG_ERROR,),
+)
+def fp8_old_gpu(ctx):
+    r = fp8_old_gpu.rule
+    if _quant_method(ctx) not in ("fp8", "fbgemm_fp8", "ptpc_fp8"):
+        return
+    cc = ctx.gpu.cc_major_minor
+    if ctx.gpu.supports_fp8:
+        return
+    if cc >= (8, 0):
+        yield r.finding(
+            ctx,
+            f"{ctx.gpu.name} (compute capability {ctx.gpu.compute_capability}) has no FP8 tensor cores: vLLM runs the FP8 weights through "
+            "Marlin weight-only kernels (16-bit activations, slower).",
+            dests=["quantization"],
+            severity=Severity.WARNING,
+        )
+        return
+    fix = [ctx.edit("quantization", None)] if ctx.flags.get("quantization") else []
+    yield r.finding(
+        ctx,
+        f"{ctx.gpu.name} (compute capability {ctx.gpu.compute_capability}) cannot run FP8 weights: vLLM stops at start-up."
+        + (" Remove --quantization fp8." if fix else " Use a 16-bit, AWQ or GPTQ checkpoint."),
+        dests=["quantization"],
+        fix=fix,
+    )
+
+
+@rule(
+    "OG805",
+    "nvfp4-not-native",
+    title="NVFP4 weights on a GPU before Blackwell",
+    severity=Severity.ERROR,
+    needs=(Needs.MODEL, Needs.GPU),
+    why="""NVFP4 runs natively only on Blackwell (compute capability 10.0+). Older GPUs from 8.0 use
+    emulation or Marlin W4A16 fallbacks (weight-only, slower, and not in every release); below
+    8.0 there is no kernel.""",
+    fix="""None automatic: a Blackwell GPU, or an AWQ/GPTQ/FP8 checkpoint for this one.""",
+    example="vllm serve nvidia/Qwen3.6-35B-A3B-NVFP4   # H100",
+    predicts=(F.CONFIG_ERROR,),
+)
+def nvfp4_old_gpu(ctx):
+    r = nvfp4_old_gpu.rule
+    if _quant_method(ctx) not in ("nvfp4", "modelopt_fp4"):
+        return
+    if ctx.gpu.native_fp4:
+        return
+    cc = ctx.gpu.cc_major_minor
+    yield r.finding(
+        ctx,
+        f"{ctx.gpu.name} (compute capability {ctx.gpu.compute_capability}) has no native FP4: "
+        + ("vLLM falls back to weight-only kernels (slower)." if cc >= (8, 0) else "no NVFP4 kernel runs on it; vLLM stops at start-up."),
+        dests=["quantization"],
+        severity=Severity.WARNING if cc >= (8, 0) else Severity.ERROR,
+    )
+
+
+@rule(
+    "OG806",
+    "bf16-unsupported",
+    title="bfloat16 on a GPU below compute capability 8.0",
+    severity=Severity.ERROR,
+    needs=(Needs.MODEL, Needs.GPU),
+    why="""bfloat16 needs compute capability 8.0 (Ampere) or newer. On V100, T4 and older vLLM stops
+    with "Bfloat16 is only supported on GPUs with compute capability of at least 8.0" when
+    `--dtype bfloat16` is given; with `--dtype auto` it casts a bfloat16 checkpoint to float16,
+    which some models (trained in bf16) overflow in.""",
+    fix="""`--dtype half`.""",
+    example="vllm serve Qwen/Qwen3-8B --dtype bfloat16   # Tesla T4",
+    use_instead="vllm serve Qwen/Qwen3-8B --dtype half",
+    predicts=(F.CONFIG_ERROR,),
+)
+def bf16_old_gpu(ctx):
+    r = bf16_old_gpu.rule
+    g = ctx.gpu
+    if not (g.no_bf16 or g.cc_major_minor < (8, 0)) or g.vendor != "nvidia":
+        return
+    dtype = str(ctx.flags.get("dtype") or "auto").lower()
+    if dtype == "bfloat16":
+        yield r.finding(
+            ctx,
+            f"{g.name} (compute capability {g.compute_capability}) has no bfloat16: vLLM stops at start-up. Use --dtype half.",
+            dests=["dtype"],
+            fix=[ctx.edit("dtype", "half")],
+        )
+    elif dtype == "auto" and ctx.model.dtype == "bfloat16":
+        yield r.finding(
+            ctx,
+            f"{ctx.model.name} is bfloat16 and {g.name} has no bfloat16: vLLM will run it in float16; watch for overflow (NaN / garbage output).",
+            dests=["dtype"],
+            severity=Severity.INFO,
+        )
+
+
+_COMPATIBLE = {
+    "gptq": {"gptq", "gptq_marlin", "gptq_bitblas", "marlin"},
+    "awq": {"awq", "awq_marlin"},
+    "fp8": {"fp8", "fbgemm_fp8"},
+    "compressed-tensors": {"compressed-tensors", "compressed_tensors"},
+    "bitsandbytes": {"bitsandbytes"},
+    "gguf": {"gguf"},
+    "nvfp4": {"modelopt_fp4", "nvfp4", "modelopt"},
+    "mxfp4": {"mxfp4"},
+}
+
+
+@rule(
+    "OG807",
+    "quantization-mismatch",
+    title="--quantization contradicts the checkpoint's quantization",
+    severity=Severity.ERROR,
+    needs=(Needs.MODEL,),
+    why="""When a checkpoint is already quantized, `--quantization` must name the same method (or one
+    of its kernels, e.g. `awq_marlin` for AWQ): vLLM stops with "Quantization method specified in
+    the model config (X) does not match the quantization method specified in the `quantization`
+    argument (Y)".""",
+    fix="""Remove `--quantization` (vLLM reads the method from the checkpoint).""",
+    example="vllm serve TheBloke/Mistral-7B-Instruct-v0.2-AWQ --quantization gptq",
+    use_instead="vllm serve TheBloke/Mistral-7B-Instruct-v0.2-AWQ",
+    predicts=(F.CONFIG_ERROR,),
+)
+def quant_mismatch(ctx):
+    r = quant_mismatch.rule
+    q = ctx.flags.get("quantization")
+    m = ctx.model.quantization.method
+    if not q or m == "none":
+        return
+    q = str(q).lower()
+    if q in _COMPATIBLE.get(m, {m}):
+        return
+    yield r.finding(
+        ctx,
+        f"{ctx.model.name} is quantized with {m}, but --quantization {q}: vLLM refuses to start. Remove --quantization.",
+        dests=["quantization"],
+        fix=[ctx.edit("quantization", None)],
+        numbers={"checkpoint_method": m, "flag": q},
+    )

@@ -1,0 +1,83 @@
+"""``oomguard diagnose``: say which failure a dead vLLM server left behind, why, and what to change.
+
+Exit codes: 0 no failure found (a clean start), 1 at least one failure
+verdict, 2 bad input (a missing or unreadable file, or nothing readable at all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_CLEAN = 0
+EXIT_FAILURE_FOUND = 1
+EXIT_BAD_INPUT = 2
+
+
+def add_common_options(p: argparse.ArgumentParser) -> None:
+    """Options shared with ``oomguard bundle``."""
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="vLLM logs, dmesg/journalctl -k output, nvidia-smi output, in any order; '-' reads stdin")
+    p.add_argument("--launch", metavar="SCRIPT", help="the launch script or command file that started vLLM")
+    p.add_argument("--model", help="model id or config directory (enables predicted effects of fixes)")
+    p.add_argument("--gpu", help="GPU name, e.g. 'H100 80GB' (enables predicted effects of fixes)")
+    p.add_argument("--num-gpus", type=int, metavar="N", help="number of GPUs")
+    p.add_argument("--vllm-version", metavar="X.Y.Z", help="vLLM version, when the log does not print it")
+    p.add_argument("--exit-code", type=int, metavar="N", help="exit status of the vLLM process, if known (137 = SIGKILL)")
+
+
+def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    p = subparsers.add_parser(
+        name, help=help_text, description=help_text + ". Exit status: 0 clean, 1 failure found, 2 bad input.",
+    )
+    add_common_options(p)
+    p.add_argument("--format", choices=["text", "json", "markdown"], default="text", help="output format (default text)")
+
+
+def run_diagnosis(args: argparse.Namespace):  # -> Diagnosis
+    from oomguard.diagnose.diagnosis import diagnose
+    from oomguard.diagnose.planning import apply_plan, make_plan_callback
+    from oomguard.errors import InputError
+
+    files = list(args.files or [])
+    launch_text = None
+    if args.launch:
+        try:
+            with open(args.launch, encoding="utf-8", errors="replace") as fh:
+                launch_text = fh.read(1 << 20)
+        except OSError as exc:
+            raise InputError(f"cannot read launch script: {exc.strerror or exc}", file=args.launch) from None
+    tail = getattr(args, "launch_tail", None)
+    if tail:
+        import shlex
+
+        launch_text = (launch_text + "\n" if launch_text else "") + shlex.join(tail)
+    if not files:
+        if sys.stdin is not None and not sys.stdin.isatty():
+            files = ["-"]
+        else:
+            raise InputError("no input files given (pass log files, or '-' to read stdin)")
+    diagnosis = diagnose(files, launch_text=launch_text, model=args.model, gpu=args.gpu, num_gpus=args.num_gpus,
+                         vllm_version=args.vllm_version, exit_code=args.exit_code)
+    # Predicted effects need the arguments that actually ran, known only after reading the logs.
+    plan = make_plan_callback(model=args.model, gpu=args.gpu, num_gpus=args.num_gpus,
+                              args=dict(diagnosis.context.args), vllm_version=diagnosis.context.version)
+    apply_plan(diagnosis.verdicts, plan)
+    return diagnosis
+
+
+def run(args: argparse.Namespace) -> int:
+    from oomguard.diagnose import render
+
+    diagnosis = run_diagnosis(args)
+    out = sys.stdout
+    if args.format == "json":
+        render.render_json(diagnosis, out)
+    elif args.format == "markdown":
+        render.render_markdown(diagnosis, out)
+    else:
+        render.render_text(diagnosis, out)
+    if not diagnosis.readable:
+        print("oomguard diagnose: error: no input could be read (see the notes above)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_FAILURE_FOUND if diagnosis.failed else EXIT_CLEAN

@@ -1,0 +1,259 @@
+"""``oomguard probe``: verify a live OpenAI-compatible server, then load it while watching memory.
+
+Exit codes: 0 pass, 1 fail (the class and evidence are printed), 2 bad input.
+The API key is read from the environment variable named by ``--api-key-env``
+and never printed: every output (text, JSON, HTML) passes through one redactor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def register(sub: Any, name: str, help_text: str) -> None:
+    p = sub.add_parser(
+        name,
+        help=help_text,
+        description="Stage 1 walks the client chain (URL, proxy, health, auth, model id, completion, chat, "
+        "stream, error bodies). Stage 2 sends one prompt at max-model-len and concurrency steps up to the "
+        "claimed concurrency, sampling GPU memory, /metrics, server RSS and kernel OOM lines, then gives a "
+        "pass/fail verdict with the failure class.",
+        epilog="examples:\n"
+        "  oomguard probe --base-url http://127.0.0.1:8000 --max-model-len 8192 --concurrency 8\n"
+        "  VLLM_KEY=... oomguard probe --base-url http://gpu01:8000/v1 --api-key-env VLLM_KEY --report probe.html\n"
+        "  oomguard probe --base-url http://127.0.0.1:8000 --launch start_api.sh --gpu RTX-3090 --format json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    g = p.add_argument_group("server")
+    g.add_argument("--base-url", required=True, metavar="URL", help="server root or its /v1 base")
+    g.add_argument("--api-key-env", metavar="NAME", help="environment variable holding the API key")
+    g.add_argument("--model", metavar="ID", help="served model name (default: the first one served)")
+    g.add_argument("--server-pid", type=int, metavar="PID", help="API server pid (default: found by port)")
+    g.add_argument(
+        "--local",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the server runs on this host: sample GPU, RSS and kernel log (default: judged from the URL)",
+    )
+    c = p.add_argument_group("claims and plan")
+    c.add_argument("--launch", metavar="FILE", help="start_api.sh or --config YAML: claims and memory plan")
+    c.add_argument("--max-model-len", type=int, metavar="N", help="claimed context (default: served max_model_len)")
+    c.add_argument("--concurrency", type=int, metavar="C", help="claimed concurrency (default: --max-num-seqs of --launch, else 8)")
+    c.add_argument("--gpu", metavar="NAME", help="GPU for the plan comparison, with --launch")
+    c.add_argument("--gpu-memory-gib", type=float, metavar="X", help="GPU total for the plan comparison")
+    c.add_argument("--plan-model", metavar="PATH|HF_ID", help="model config for the plan (default: the launch's model)")
+    c.add_argument("--kv-cache-tokens", type=int, metavar="N", help="predicted KV pool in tokens (instead of a plan)")
+    c.add_argument("--block-size", type=int, default=16, metavar="N", help="KV block size for --kv-cache-tokens (default 16)")
+    w = p.add_argument_group("workload and bounds")
+    w.add_argument("--output-tokens", type=int, default=16, metavar="N", help="output budget per request (default 16)")
+    w.add_argument("--prompt-tokens", type=int, metavar="N", help="prompt length in concurrency stages (default: max-model-len minus output)")
+    w.add_argument("--waves", type=int, default=1, metavar="N", help="requests per concurrency step = C x N (default 1)")
+    w.add_argument("--find-limit", action="store_true", help="keep raising concurrency past the claim until something fails")
+    w.add_argument("--duration", type=float, default=600.0, metavar="S", help="hard bound on the whole run (default 600)")
+    w.add_argument("--max-requests", type=int, default=200, metavar="N", help="hard bound on stage-2 requests (default 200)")
+    w.add_argument("--request-timeout", type=float, metavar="S", help="bound per request (default: --duration)")
+    w.add_argument("--stall-timeout", type=float, default=300.0, metavar="S", help="longest wait for the next stream bytes (default 300)")
+    w.add_argument("--timeout", type=float, default=30.0, metavar="S", help="bound per stage-1 call (default 30)")
+    w.add_argument("--connect-timeout", type=float, default=5.0, metavar="S", help="TCP/TLS connect bound (default 5)")
+    w.add_argument("--sample-interval", type=float, default=1.0, metavar="S", help="memory sampling period (default 1)")
+    v = p.add_argument_group("verdict")
+    v.add_argument("--max-gpu-mem-gib", type=float, metavar="X", help="GPU memory limit per GPU (default: total minus margin)")
+    v.add_argument("--gpu-margin-gib", type=float, default=1.0, metavar="X", help="margin below the card total (default 1)")
+    v.add_argument("--max-preemptions", type=int, metavar="N", help="preemptions tolerated (default: max(2, 10%% of requests))")
+    o = p.add_argument_group("output")
+    o.add_argument("--format", choices=["text", "json"], default="text", help="stdout format (default text)")
+    o.add_argument("--report", metavar="FILE.html", help="also write a self-contained HTML report")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def _positive(name: str, value: float | int | None, *, zero_ok: bool = False) -> None:
+    from oomguard.errors import InputError
+
+    if value is None:
+        return
+    if value < 0 or (value == 0 and not zero_ok):
+        raise InputError(f"{name} must be {'non-negative' if zero_ok else 'positive'}, got {value}")
+
+
+def _api_key(name: str | None) -> str | None:
+    from oomguard.errors import InputError
+
+    if not name:
+        return None
+    value = os.environ.get(name)
+    if value is None:
+        raise InputError(f"--api-key-env {name}: that environment variable is not set")
+    if value == "":
+        raise InputError(f"--api-key-env {name}: that environment variable is empty")
+    return value
+
+
+def _launch_claims(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """Read --launch; return (launch, claims) where claims hold max_model_len, concurrency, model."""
+    if not args.launch:
+        return None, {}
+    from oomguard.inputs.launch import read_launch
+
+    launch = read_launch(args.launch)
+    claims: dict[str, Any] = {}
+    if launch.get("max_model_len"):
+        claims["max_model_len"] = int(launch.get("max_model_len"))
+    if launch.is_set("max_num_seqs"):
+        claims["concurrency"] = int(launch.get("max_num_seqs"))
+    served = launch.get("served_model_name")
+    if isinstance(served, (list, tuple)) and served:
+        served = served[0]
+    if isinstance(served, str):
+        claims["model"] = served
+    return launch, claims
+
+
+def _plan_numbers(args: argparse.Namespace, launch: Any, notes: list[str]) -> Any:
+    from oomguard.probe.verdict import PlanNumbers
+
+    if args.kv_cache_tokens:
+        return PlanNumbers(args.kv_cache_tokens, None, args.block_size, "--kv-cache-tokens")
+    if launch is None:
+        return None
+    if not (args.gpu or args.gpu_memory_gib):
+        notes.append("no plan comparison: give --gpu NAME (or --gpu-memory-gib) with --launch")
+        return None
+    from oomguard.inputs.hardware import lookup_gpu
+    from oomguard.inputs.model_config import load_model
+    from oomguard.model.planner import plan_launch
+
+    spec = args.plan_model or launch.model
+    if not spec:
+        notes.append("no plan comparison: the launch names no model (use --plan-model)")
+        return None
+    plan = plan_launch(load_model(spec), lookup_gpu(args.gpu, args.gpu_memory_gib), launch.flags, launch.env, version=launch.version)
+    if not plan.starts:
+        notes.append(f"the plan predicts this launch does not start ({plan.failure}): {plan.error}")
+    return PlanNumbers(plan.kv_cache_tokens, plan.max_concurrency, plan.block_size, f"oomguard plan of {args.launch}")
+
+
+class _RichProgress:
+    """A transient progress bar on stderr; only on a terminal."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(file=sys.stderr),
+            transient=True,
+        )
+        self._task = None
+
+    def __enter__(self) -> _RichProgress:
+        self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.stop()
+
+    def message(self, text: str) -> None:
+        if self._task is None:
+            self._task = self._bar.add_task(text, total=None)
+
+    def stage(self, stage: Any, index: int, total: int) -> None:
+        desc = f"stage {index + 1}/{total} {stage.name} ({stage.prompt_tokens:,} tok x {stage.concurrency})"
+        if self._task is not None:
+            self._bar.remove_task(self._task)
+        self._task = self._bar.add_task(desc, total=stage.num_requests)
+
+    def request_done(self, record: Any) -> None:
+        if self._task is not None:
+            self._bar.advance(self._task)
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+    from contextlib import nullcontext
+
+    from oomguard.probe.client import Redactor, normalize_base_url
+    from oomguard.probe.report_html import render_html
+    from oomguard.probe.report_text import render_text
+    from oomguard.probe.result import build_result
+    from oomguard.probe.runner import ProbeConfig, probe
+    from oomguard.probe.schedule import Bounds
+    from oomguard.probe.verdict import Limits, decide
+    from oomguard.units import GiB
+
+    for name in ("max_model_len", "concurrency", "output_tokens", "prompt_tokens", "waves", "max_requests", "kv_cache_tokens", "block_size"):
+        _positive("--" + name.replace("_", "-"), getattr(args, name))
+    for name in ("duration", "request_timeout", "stall_timeout", "timeout", "connect_timeout", "sample_interval", "max_gpu_mem_gib"):
+        _positive("--" + name.replace("_", "-"), getattr(args, name))
+    _positive("--gpu-margin-gib", args.gpu_margin_gib, zero_ok=True)
+    _positive("--max-preemptions", args.max_preemptions, zero_ok=True)
+
+    url = normalize_base_url(args.base_url)
+    api_key = _api_key(args.api_key_env)
+    launch, claims = _launch_claims(args)
+    notes: list[str] = []
+    plan = _plan_numbers(args, launch, notes)
+    secrets = [api_key] if api_key else []
+    if launch is not None and isinstance(launch.get("api_key"), str):
+        secrets.append(launch.get("api_key"))
+    redact = Redactor(secrets)
+
+    config = ProbeConfig(
+        url=url,
+        api_key=api_key,
+        model=args.model or claims.get("model"),
+        max_model_len=args.max_model_len or claims.get("max_model_len"),
+        concurrency=args.concurrency or claims.get("concurrency") or 8,
+        output_tokens=args.output_tokens,
+        prompt_tokens=args.prompt_tokens,
+        waves=args.waves,
+        find_limit=args.find_limit,
+        bounds=Bounds(
+            duration_s=args.duration,
+            max_requests=args.max_requests,
+            request_timeout_s=args.request_timeout or args.duration,
+            sample_interval_s=args.sample_interval,
+        ),
+        connect_timeout_s=args.connect_timeout,
+        chain_timeout_s=args.timeout,
+        stall_timeout_s=args.stall_timeout,
+        local=args.local,
+        server_pid=args.server_pid,
+    )
+    limits = Limits(
+        max_gpu_mem_bytes=int(args.max_gpu_mem_gib * GiB) if args.max_gpu_mem_gib else None,
+        gpu_margin_bytes=int(args.gpu_margin_gib * GiB),
+        max_preemptions=args.max_preemptions,
+    )
+    show_progress = not args.no_progress and sys.stderr.isatty()
+    progress = _RichProgress() if show_progress else None
+    with progress if progress is not None else nullcontext():
+        run_result = asyncio.run(probe(config, progress=progress))
+    verdict = decide(run_result, limits)
+    verdict.notes.extend(notes)
+    result = build_result(run_result, verdict, limits, plan, redact)
+    if args.report:
+        try:
+            with open(args.report, "w", encoding="utf-8") as fh:
+                fh.write(redact(render_html(result)))
+        except OSError as exc:
+            from oomguard.errors import InputError
+
+            raise InputError(f"cannot write the report: {exc.strerror}", file=args.report) from None
+    if args.format == "json":
+        sys.stdout.write(redact(json.dumps(result, indent=2)) + "\n")
+    else:
+        sys.stdout.write(redact(render_text(result, color=sys.stdout.isatty())))
+        if args.report:
+            sys.stdout.write(f"report: {args.report}\n")
+    return EXIT_PASS if verdict.passed else EXIT_FAIL

@@ -1,0 +1,200 @@
+"""What diagnose knows beyond the logs: the launch, the model, the GPU, the exit status.
+
+``Context`` merges the arguments vLLM printed with those of ``--launch`` (the
+log wins: it is what actually ran), the GPU size from the OOM message,
+vLLM's profile lines, nvidia-smi or ``--gpu``, and a rough weights estimate
+from the model name when nothing better is known.
+
+The estimate is deliberately crude (parameters read from the name, bytes per
+parameter from the quantization words in it); it only decides between "the
+weights cannot fit" and "they fit" when a log gives no phase. When the memory
+model is connected (see ``planning``), its numbers replace these.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from oomguard.diagnose.facts import Collector
+
+# Memory of well-known GPUs in GiB as vLLM/PyTorch report it (total capacity).
+_GPU_GIB: tuple[tuple[re.Pattern[str], float], ...] = tuple(
+    (re.compile(p, re.IGNORECASE), gib)
+    for p, gib in (
+        (r"GB200", 184.0), (r"B200", 178.0), (r"B300", 268.0), (r"GH200", 94.5), (r"H200", 139.8),
+        (r"H100.*NVL|H100NVL", 93.1), (r"H100|H800", 79.2), (r"A100.*40|A100-SXM4-40|A100-PCIE-40", 39.4),
+        (r"A100|A800", 79.2), (r"L40S?|A6000|RTX 6000 Ada|A40\b", 44.5), (r"RTX PRO 6000", 94.97),
+        (r"A10G|A10\b|L4\b|RTX ?3090|RTX ?4090", 23.6), (r"RTX ?5090", 31.4), (r"A30\b", 23.5),
+        (r"V100.*16", 15.8), (r"V100", 31.7), (r"T4\b", 14.6), (r"RTX ?4080|RTX ?5070 ?Ti|RTX ?5080", 15.6),
+        (r"RTX ?3080 ?Ti|RTX ?3060|RTX ?4070", 11.7), (r"GTX ?1080 ?Ti", 10.9), (r"GTX ?1080|RTX ?2080|RTX ?3070", 7.9),
+        (r"MI300X", 191.5), (r"MI325X", 255.0), (r"MI250", 63.9), (r"MI210", 63.9), (r"RX ?7900 ?XTX", 23.98),
+        (r"RX ?7900 ?XT\b", 19.98),
+    )
+)
+_EXPLICIT_GB = re.compile(r"(\d+(?:\.\d+)?)\s*(GiB|GB|G)\b", re.IGNORECASE)
+_COUNT = re.compile(r"(\d+)\s*[x×]\s*\S|\bTP\s*=?\s*(\d+)|\(TP(\d+)", re.IGNORECASE)
+_PARAMS = re.compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
+_MULTIMODAL = re.compile(r"VL\b|-V\b|-V-|-V\d|Vision|vision|llava|LLaVA|Omni|Pixtral|InternVL|MiniCPM-V|Phi-3\.5-vision|"
+                         r"Qwen2-VL|Qwen2\.5-VL|Qwen3-VL|gemma-3|Gemma-3|Llama-4|Idefics|paligemma|Molmo", re.IGNORECASE)
+
+
+def gpu_total_gib_from_name(name: str) -> float | None:
+    """GPU memory from a name or a free-form description ("1x A100 80GB", "RTX 4090 24GB")."""
+    m = _EXPLICIT_GB.search(name)
+    if m:
+        value = float(m.group(1))
+        if 4 <= value <= 300:
+            # Marketing GB: the usable total PyTorch reports is about 1% lower.
+            return round(value * 0.99, 2)
+    for rx, gib in _GPU_GIB:
+        if rx.search(name):
+            return gib
+    return None
+
+
+def gpu_count_from_text(text: str) -> int | None:
+    m = _COUNT.search(text)
+    if not m:
+        return None
+    return int(next(g for g in m.groups() if g))
+
+
+def params_from_name(model: str) -> float | None:
+    """Billions of parameters read from a model name ("Llama-3-70B" -> 70, "Mixtral-8x7B" -> 56)."""
+    best = None
+    for m in _PARAMS.finditer(model):
+        experts = int(m.group(1)) if m.group(1) else 1
+        value = float(m.group(2)) * experts
+        if value > 0.05:
+            # "Qwen3-30B-A3B": the first count is the total, the A-count is active parameters.
+            best = value if best is None else best
+    return best
+
+
+def bytes_per_param_from_name(model: str) -> float:
+    name = model.lower()
+    if re.search(r"awq|gptq|int4|4bit|4-bit|w4a16|bnb|nf4|mxfp4|nvfp4|fp4|q4", name):
+        return 0.6
+    if re.search(r"fp8|int8|8bit|8-bit|w8a8|w8a16|q8", name):
+        return 1.05
+    return 2.0
+
+
+def is_multimodal(model: str | None) -> bool:
+    return bool(model and _MULTIMODAL.search(model))
+
+
+@dataclass
+class Context:
+    args: dict[str, Any] = field(default_factory=dict)
+    launch_flags: list[str] = field(default_factory=list)
+    version: str | None = None
+    engine: str | None = None
+    platform: str | None = None
+    model: str | None = None
+    gpu_name: str | None = None
+    gpu_total_gib: float | None = None
+    num_gpus: int | None = None
+    exit_code: int | None = None
+
+    # --- arguments -----------------------------------------------------
+    def arg(self, name: str, default: Any = None) -> Any:
+        return self.args.get(name, default)
+
+    @property
+    def tensor_parallel_size(self) -> int:
+        value = self.arg("tensor_parallel_size") or self.arg("tp") or 1
+        try:
+            return max(1, int(value))
+        except (TypeError, ValueError):
+            return 1
+
+    @property
+    def enforce_eager(self) -> bool | None:
+        value = self.arg("enforce_eager")
+        return None if value is None else bool(value)
+
+    @property
+    def gpu_memory_utilization(self) -> float | None:
+        value = self.arg("gpu_memory_utilization")
+        try:
+            return float(value) if value is not None else None
+        except (TypeError, ValueError):
+            return None
+
+    def version_tuple(self) -> tuple[int, int] | None:
+        if not self.version:
+            return None
+        m = re.match(r"v?(\d+)\.(\d+)", self.version)
+        return (int(m.group(1)), int(m.group(2))) if m else None
+
+    # --- model / GPU ---------------------------------------------------
+    @property
+    def multimodal(self) -> bool:
+        return is_multimodal(self.model) or any(k in self.args for k in ("limit_mm_per_prompt", "mm_processor_kwargs"))
+
+    def weights_per_gpu_gib(self, collector: Collector | None = None) -> tuple[float, str] | None:
+        """Weights per GPU: vLLM's own figure when logged, else an estimate from the model name."""
+        if collector is not None:
+            fact = collector.latest("weights")
+            if fact is not None:
+                return fact.value, "logged"
+        if not self.model:
+            return None
+        params = params_from_name(self.model)
+        if params is None:
+            return None
+        gpus = self.tensor_parallel_size * int(self.arg("pipeline_parallel_size") or 1)
+        if gpus == 1 and self.num_gpus and self.arg("tensor_parallel_size") is None:
+            gpus = 1  # several GPUs present but no TP given: one GPU holds everything
+        gib = params * 1e9 * bytes_per_param_from_name(self.model) / (1 << 30) / gpus
+        return gib, "estimated from the model name"
+
+
+def build_context(
+    collector: Collector,
+    launch_args: dict[str, Any] | None = None,
+    launch_flags: list[str] | None = None,
+    *,
+    model: str | None = None,
+    gpu: str | None = None,
+    num_gpus: int | None = None,
+    vllm_version: str | None = None,
+    exit_code: int | None = None,
+) -> Context:
+    args = dict(launch_args or {})
+    args.update({k: v for k, v in collector.args.items() if v is not None})
+    ctx = Context(
+        args=args,
+        launch_flags=list(launch_flags or []),
+        version=collector.version or vllm_version,
+        engine=collector.engine,
+        platform=collector.platform,
+        model=collector.model or model or (args.get("model") if isinstance(args.get("model"), str) else None),
+        exit_code=exit_code,
+    )
+    if model and not collector.model:
+        ctx.model = model
+    if vllm_version and not collector.version:
+        ctx.version = vllm_version
+    # GPU size: the OOM message / vLLM's own lines, then nvidia-smi, then --gpu.
+    for gpu_info in collector.gpus.values():
+        if gpu_info.get("total_bytes"):
+            ctx.gpu_total_gib = gpu_info["total_bytes"] / (1 << 30)
+            ctx.gpu_name = gpu_info.get("name") or ctx.gpu_name
+            break
+    fact = collector.latest("total_gpu")
+    if ctx.gpu_total_gib is None and fact is not None:
+        ctx.gpu_total_gib = fact.value
+    if gpu:
+        ctx.gpu_name = ctx.gpu_name or gpu
+        if ctx.gpu_total_gib is None:
+            ctx.gpu_total_gib = gpu_total_gib_from_name(gpu)
+        ctx.num_gpus = gpu_count_from_text(gpu)
+    if num_gpus:
+        ctx.num_gpus = num_gpus
+    if ctx.num_gpus is None and collector.gpus:
+        ctx.num_gpus = len(collector.gpus)
+    return ctx

@@ -1,0 +1,100 @@
+"""The diagnose pipeline: inputs -> facts and signals -> verdicts with fixes.
+
+``diagnose()`` is the library entry point used by ``oomguard diagnose`` and
+``oomguard bundle``; it performs no printing. Its result serialises to the
+JSON contract (``verdicts``, ``facts``, ``inputs``), with secrets redacted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from oomguard.diagnose.classifier import classify
+from oomguard.diagnose.context import Context, build_context
+from oomguard.diagnose.events import Verdict
+from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.fixes import attach_fixes
+from oomguard.diagnose.launch import Launch, parse_launch
+from oomguard.diagnose.planning import PlanCallback, apply_plan
+from oomguard.diagnose.readers import InputReport, read_input
+from oomguard.diagnose.redact import redact_obj
+
+
+@dataclass
+class Diagnosis:
+    verdicts: list[Verdict]
+    collector: Collector
+    context: Context
+    inputs: list[InputReport] = field(default_factory=list)
+    launch: Launch | None = None
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.verdicts)
+
+    @property
+    def readable(self) -> bool:
+        """At least one input held something we could read."""
+        return any(r.kind.value not in ("empty", "binary", "unreadable") for r in self.inputs) or not self.inputs
+
+    def facts(self) -> dict[str, Any]:
+        facts = self.collector.to_dict()
+        facts["args"] = dict(self.context.args)
+        facts["model"] = self.context.model
+        facts["version"] = self.context.version
+        if self.context.gpu_name or self.context.gpu_total_gib:
+            facts["gpu"] = {"name": self.context.gpu_name, "total_gib": round(self.context.gpu_total_gib, 2)
+                            if self.context.gpu_total_gib else None, "count": self.context.num_gpus}
+        if self.context.exit_code is not None:
+            facts["exit_code"] = self.context.exit_code
+        if self.launch is not None and self.launch.found:
+            facts["launch"] = {"entrypoint": self.launch.entrypoint, "flags": self.launch.flags,
+                               "env": sorted(self.launch.env)}
+        return facts
+
+    def to_dict(self) -> dict[str, Any]:
+        return redact_obj({
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "facts": self.facts(),
+            "inputs": [r.to_dict() for r in self.inputs],
+        })
+
+
+def diagnose(
+    paths: list[str],
+    *,
+    launch_text: str | None = None,
+    model: str | None = None,
+    gpu: str | None = None,
+    num_gpus: int | None = None,
+    vllm_version: str | None = None,
+    exit_code: int | None = None,
+    plan: PlanCallback | None = None,
+) -> Diagnosis:
+    """Read ``paths`` (``-`` is stdin) in order and classify what they show.
+
+    Raises ``InputError`` for a missing or unreadable file; odd content (empty,
+    binary, invalid UTF-8, huge lines) is reported in the inputs' notes instead.
+    """
+    col = Collector()
+    reports = []
+    launch_texts = [launch_text] if launch_text else []
+    for path in paths:
+        report, text = read_input(path, col)
+        reports.append(report)
+        if text:
+            launch_texts.append(text)
+    launch = Launch()
+    for text in launch_texts:
+        parsed = parse_launch(text)
+        if parsed.found:
+            parsed.args.update({k: v for k, v in launch.args.items() if k not in parsed.args})
+            parsed.flags = launch.flags + parsed.flags
+            launch = parsed
+    ctx = build_context(col, launch.args, launch.flags, model=model, gpu=gpu, num_gpus=num_gpus,
+                        vllm_version=vllm_version, exit_code=exit_code)
+    verdicts = classify(col, ctx)
+    attach_fixes(verdicts, col, ctx)
+    apply_plan(verdicts, plan)
+    return Diagnosis(verdicts, col, ctx, reports, launch)

@@ -1,0 +1,128 @@
+"""What the readers produce and the classifier consumes.
+
+Readers turn interesting raw lines into ``LogLine``s; parsers turn those into
+``SignalEvent``s (something went wrong, or a fact that points at a cause) and
+facts. The classifier turns signals into ``Verdict``s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from oomguard.diagnose.classes import FailureClass, Phase
+
+
+class Signal(str, Enum):
+    """One kind of failure evidence found in a line."""
+
+    CUDA_OOM = "cuda-oom"  # PyTorch / HIP OOM, cuBLAS alloc failure
+    LOAD_OOM = "load-oom"  # vLLM's "Failed to load model - not enough GPU memory"
+    SAMPLER_WARMUP_OOM = "sampler-warmup-oom"
+    ALLOCATOR_FAILURE = "allocator-failure"  # CUDACachingAllocator internal assert
+    OOM_PROSE = "oom-prose"  # a person wrote "OOM" / "out of memory"
+    STARTUP_FREE_MEMORY = "startup-free-memory"
+    PROFILING_INCONSISTENT = "profiling-inconsistent"
+    KV_ALLOCATION_OOM = "kv-allocation-oom"
+    NO_KV_MEMORY = "no-kv-memory"
+    NEGATIVE_KV = "negative-kv"
+    ZERO_BLOCKS = "zero-blocks"
+    KV_TOO_SMALL = "kv-too-small"
+    KV_PROSE = "kv-prose"
+    MAMBA_LIMIT = "mamba-limit"
+    MAX_LEN_EXCEEDS = "max-len-exceeds"
+    UNRECOGNIZED_ARGS = "unrecognized-args"
+    INVALID_ARG_VALUE = "invalid-arg-value"
+    MODEL_NOT_FOUND = "model-not-found"
+    CONFIG_REJECTED = "config-rejected"
+    ILLEGAL_MEMORY_ACCESS = "illegal-memory-access"
+    KERNEL_OOM_KILL = "kernel-oom-kill"
+    HOST_ALLOC_FAILURE = "host-alloc-failure"
+    HOST_PROSE = "host-prose"
+    SIGKILL = "sigkill"
+    ENGINE_DIED = "engine-died"  # secondary: the engine / a worker reported death
+    GENERIC_EXCEPTION = "generic-exception"
+
+
+@dataclass
+class LogLine:
+    """One interesting line after prefixes, colours and timestamps were stripped."""
+
+    file: str
+    line: int
+    raw: str  # as in the file (decoded, ANSI removed), for evidence
+    message: str  # without docker / vLLM / level prefixes
+    proc: str = ""  # "EngineCore_DP0 pid=12" style key, "" when unprefixed
+    level: str | None = None
+    src: str | None = None  # vLLM source "gpu_worker.py:298"
+    time: str | None = None
+    kernel: bool = False  # came from a kernel / journald kernel line
+    prose: bool = False  # not a log record at all (pasted text, issue title)
+    following: str = ""  # the next line(s), for wrapped messages
+    truncated: bool = False
+
+
+@dataclass
+class SignalEvent:
+    signal: Signal
+    file: str
+    line: int
+    text: str
+    proc: str = ""
+    phase: Phase = Phase.UNKNOWN
+    run: int = 0
+    seq: int = 0
+    frames: tuple[str, ...] = ()
+    numbers: dict[str, Any] = field(default_factory=dict)
+    hints: frozenset[str] = frozenset()
+    prose: bool = False
+
+
+@dataclass(frozen=True)
+class Evidence:
+    file: str
+    line: int
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "text": self.text}
+
+
+@dataclass
+class Fix:
+    """One flag edit. ``value`` None means "remove this flag"; True means "add this switch"."""
+
+    flag: str
+    value: Any
+    why: str
+    effect: str | None = None  # filled by a plan callback when the model and GPU are known
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"flag": self.flag, "value": self.value, "why": self.why}
+        if self.effect:
+            out["effect"] = self.effect
+        return out
+
+
+@dataclass
+class Verdict:
+    cls: FailureClass
+    confidence: float
+    summary: str
+    evidence: list[Evidence] = field(default_factory=list)
+    fix: list[Fix] = field(default_factory=list)
+    numbers: list[str] = field(default_factory=list)
+    phase: Phase = Phase.UNKNOWN
+    first_seq: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "class": self.cls.value,
+            "confidence": round(self.confidence, 2),
+            "summary": self.summary,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "fix": [f.to_dict() for f in self.fix],
+            "numbers": list(self.numbers),
+            "phase": self.phase.label,
+        }

@@ -1,0 +1,152 @@
+"""Strip what wraps a log message: colours, container and journald prefixes, vLLM's own prefix.
+
+Handles, in any combination:
+- ANSI colour codes;
+- Docker ``json-file`` lines (``{"log": "...", "stream": ...}``), ``docker compose logs``
+  (``vllm-1  | ``), Kubernetes CRI files (``2024-05-01T12:00:00.1Z stderr F ``),
+  ``kubectl logs --timestamps`` / ``docker logs -t`` (ISO timestamp);
+- journald / syslog (``May 01 12:00:00 host kernel: ``) and ``dmesg`` (``[ 123.456]``,
+  ``dmesg -T``, ``dmesg -x``);
+- vLLM's process prefix (``(EngineCore_DP0 pid=12)``, ``(VllmWorkerProcess pid=5)``, Ray's
+  ``(RayWorkerWrapper pid=7, ip=10.0.0.1)``), possibly nested;
+- vLLM's level/time/source prefix in V0 (``INFO 04-08 19:52:46 llm_engine.py:74] ``) and V1
+  (``INFO 06-23 14:21:48 [gpu_worker.py:232] ``) spellings, with or without date or time, and
+  uvicorn's ``INFO:     ``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from oomguard.diagnose.events import LogLine
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]|\x1b\][^\x07]*\x07")
+_CRI = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)\s+(?:stdout|stderr)\s+[FP]\s")
+_ISO = re.compile(r"^(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+")
+_COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]*\s*\|\s")
+_JOURNAL = re.compile(
+    r"^([A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d)\s+\S+\s+([\w.@/:-]+?)(?:\[(\d+)\])?:\s"
+)
+_HOST_IDENT = re.compile(r"^\S+\s+(kernel):\s")  # rsyslog after an ISO timestamp
+_DMESG = re.compile(
+    r"^(?:<\d>)?(?:(?:kern|user|daemon|syslog)\s*:\s*\w+\s*:\s*)?"
+    r"\[\s*(\d+\.\d+|[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d+\s+\d\d:\d\d:\d\d\s+\d{4})\]\s?"
+)
+# "(EngineCore_DP0 pid=12)", "(VllmWorker TP0 pid=7)", "(VllmWorker rank=0 pid=7)", "(RayWorkerWrapper pid=7, ip=..)"
+_RANK = re.compile(r"^\[rank(\d+)\]:\s?")
+_PROC = re.compile(r"^\(([A-Za-z_][\w.:/=-]*(?:\s[\w.:/=-]+)*?)(?:\s+pid=(\d+))?(?:,\s*ip=[\w.:]+)?\)\s+")
+_LEVEL = re.compile(
+    r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?::\s+|\s+)"
+    r"(?:(\d\d-\d\d)\s+)?(?:(\d\d:\d\d:\d\d)(?:[.,]\d+)?\s+)?"
+    r"(?:\.\.\.\s+)?(?:\[?([\w./-]+\.py)(?::(\d+))?\]\s*)?"
+)
+_TIME_FIRST = re.compile(
+    r"^(\d\d:\d\d:\d\d)(?:\.\d+)?Z?\s+(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|\[\w+\s*\])\s+(?:\[([\w./-]+\.py):(\d+)\]\s*)?"
+)
+# Shapes that say "this is a log record or program output", as opposed to prose someone wrote.
+_RECORD_LIKE = re.compile(
+    r"^(?:Traceback|\s+File \"|\s|[\w.]+(?:Error|Exception|Warning|Interrupt)\b|usage:|[\w.-]+: error:|"
+    r"raise |torch\.|RuntimeError|ValueError|\[rank\d+\]|#|[\w.]+\.py|\S+=|Killed|Out of memory|oom|"
+    r"Memory cgroup|Loading|Model loading|Available KV|GPU KV|Maximum concurrency|Graph capturing|"
+    r"the current vLLM|model weights take|non_torch|PyTorch activation|\w+ KV cache size|"
+    r"NVML_SUCCESS|CUDA error|`)"
+)
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+def parse_line(file: str, line_no: int, text: str, following: str = "", truncated: bool = False) -> LogLine:
+    """Split ``text`` into the wrapped message and what we learned from its prefixes."""
+    raw = strip_ansi(text).rstrip("\r\n")
+    msg = raw
+    if msg.startswith('{"log":') or msg.startswith('{"log" :'):
+        try:
+            msg = str(json.loads(msg).get("log", "")).rstrip("\n")
+        except (ValueError, AttributeError):
+            pass
+    time = None
+    kernel = False
+    had_prefix = False
+    m = _CRI.match(msg)
+    if m:
+        msg = msg[m.end():]
+        had_prefix = True
+    m = _ISO.match(msg)
+    if m:
+        time = m.group(1)
+        msg = msg[m.end():]
+        had_prefix = True
+        h = _HOST_IDENT.match(msg)
+        if h:
+            kernel = True
+            msg = msg[h.end():]
+    m = _COMPOSE.match(msg)
+    if m and not msg.startswith(("INFO", "WARN", "ERROR", "DEBUG")):
+        msg = msg[m.end():]
+        had_prefix = True
+        m = _ISO.match(msg)
+        if m:
+            time = m.group(1)
+            msg = msg[m.end():]
+    m = _JOURNAL.match(msg)
+    if m:
+        time = m.group(1)
+        kernel = m.group(2) == "kernel"
+        msg = msg[m.end():]
+        had_prefix = True
+    m = _DMESG.match(msg)
+    if m:
+        time = time or m.group(1)
+        kernel = True
+        msg = msg[m.end():]
+        had_prefix = True
+    proc = ""
+    m = _RANK.match(msg)
+    if m:
+        proc = f"rank{m.group(1)}"
+        msg = msg[m.end():]
+        had_prefix = True
+    for _ in range(2):
+        m = _PROC.match(msg)
+        if not m:
+            break
+        proc = f"{m.group(1)} pid={m.group(2)}" if m.group(2) else m.group(1)
+        msg = msg[m.end():]
+        had_prefix = True
+    level = src = None
+    m = _LEVEL.match(msg)
+    if m and (m.group(2) or m.group(3) or m.group(4) or msg[m.end(1):m.end(1) + 1] == ":"):
+        level = "WARNING" if m.group(1) == "WARN" else m.group(1)
+        time = time or " ".join(x for x in (m.group(2), m.group(3)) if x) or None
+        if m.group(4):
+            src = f"{m.group(4)}:{m.group(5)}" if m.group(5) else m.group(4)
+        msg = msg[m.end():]
+        had_prefix = True
+    else:
+        m = _TIME_FIRST.match(msg)
+        if m:
+            time = m.group(1)
+            level = m.group(2).strip("[] ").upper()
+            if m.group(3):
+                src = f"{m.group(3)}:{m.group(4)}"
+            msg = msg[m.end():]
+            had_prefix = True
+    stripped = msg.strip()
+    prose = not had_prefix and not kernel and not _RECORD_LIKE.match(msg) and bool(stripped)
+    return LogLine(
+        file=file,
+        line=line_no,
+        raw=raw,
+        message=stripped if not msg.startswith(("  File", "    ")) else msg.rstrip(),
+        proc=proc,
+        level=level,
+        src=src,
+        time=time,
+        kernel=kernel,
+        prose=prose,
+        following=following,
+        truncated=truncated,
+    )

@@ -1,0 +1,28 @@
+"""Line parsers: each takes a ``LogLine`` and records facts and signals on a ``Collector``.
+
+``feed`` runs them in a fixed order: kernel records first (their wording
+overlaps with Python's), then memory lines, identity and phase markers, then
+errors. The parsers only run on lines the prefilter selected, so they may be
+thorough.
+"""
+
+from __future__ import annotations
+
+from oomguard.diagnose.events import LogLine
+from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.errors import parse_errors
+from oomguard.diagnose.parsers.identity import parse_identity
+from oomguard.diagnose.parsers.kernel import parse_kernel
+from oomguard.diagnose.parsers.memory import parse_memory
+
+__all__ = ["feed"]
+
+
+def feed(line: LogLine, col: Collector) -> None:
+    if not line.message:
+        return
+    if parse_kernel(line, col):
+        return
+    parse_memory(line, col)
+    parse_identity(line, col)
+    parse_errors(line, col)

@@ -1,0 +1,315 @@
+"""Error lines: exceptions, argparse errors, engine death, and the numbers inside them.
+
+Each recognised message becomes a ``Signal`` with the numbers it carries
+(requested vs free GiB, max_model_len vs KV tokens, the estimated maximum
+model length, the unrecognised flags...). Wrapped messages (a pasted log cut
+at 80 columns) are matched on the line joined with the next lines.
+Tracebacks are tracked so an exception carries the functions it passed
+through, which tells the classifier the start-up phase.
+"""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnose.events import LogLine, Signal
+from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.numbers import num, to_gib
+from oomguard.diagnose.parsers.prose import phase_hints
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+_METHOD = re.compile(r"Error executing method '?(\w+)'?")
+_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(.*))?$")
+
+# PyTorch's OOM, new (>= 2.1) and old wording.
+_OOM_NEW = re.compile(
+    r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)\b.*?GPU (\d+) has a total capacity of ([\d.]+) (GiB|MiB) "
+    r"of which ([\d.]+) (GiB|MiB|KiB|bytes|B) is free"
+)
+_OOM_IN_USE = re.compile(r"this process has ([\d.]+) (GiB|MiB) memory in use")
+_OOM_RESERVED = re.compile(r"([\d.]+) (GiB|MiB) is reserved by PyTorch but unallocated")
+_OOM_OLD = re.compile(
+    r"Tried to allocate ([\d.]+) (GiB|MiB|KiB)\s*\(GPU (\d+); ([\d.]+) (GiB|MiB) total capacity; "
+    r"([\d.]+) (GiB|MiB) already allocated; ([\d.]+) (GiB|MiB|KiB|bytes) free"
+)
+_OOM_ALLOC_ONLY = re.compile(r"Tried to allocate ([\d.]+)\s*(GiB|MiB|KiB)")
+_GPU_OOM_MARKERS = ("CUDA out of memory", "HIP out of memory", "XPU out of memory", "OutOfMemoryError",
+                    "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation",
+                    "hipErrorOutOfMemory", "CUDNN_STATUS_ALLOC_FAILED", "NCCL WARN Cuda failure 'out of memory'",
+                    "Tried to allocate")
+_HOST_WORDS = re.compile(r"\b(?:RAM|host memory|CPU memory|system memory|swap|memory is \d+\s*G|\d+\s*GB? of RAM)", re.IGNORECASE)
+_GPU_WORDS = re.compile(r"\b(?:GPU|CUDA|VRAM|HBM|KV cache|HIP)\b", re.IGNORECASE)
+_SHORTAGE = re.compile(r"insufficient|not enough|ran out of|run(?:ning)? out of|exhausted|out of memory|too little", re.IGNORECASE)
+_SAMPLER = re.compile(r"out of memory occurred when warming up (sampler|pooler)[^\d]*(\d+) dummy requests")
+_STARTUP_FREE = re.compile(
+    r"Free memory on device(?: [\w:]+)? \(([\d.]+)/([\d.]+) GiB\) on startup is less than desired GPU memory "
+    r"utilization \(([\d.]+), ([\d.]+) GiB\)"
+)
+_PROFILING_BAD = re.compile(r"Error in memory profiling\. Initial free memory ([\d.]+) GiB, current free memory ([\d.]+) GiB")
+_V0_KV = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)")
+_V1_MAXLEN = re.compile(r"max seq len \((\d+)\)")
+_V1_NEEDED = re.compile(r"([\d.]+)\s*GiB KV cache is\s+needed")
+_V1_AVAILABLE = re.compile(r"available KV cache\s+memory \(([\d.]+)\s*GiB\)")
+_V1_ESTIMATE = re.compile(r"estimated maximum model length is\s+([\d,]+)")
+_MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
+_MAX_LEN = re.compile(
+    r"(?:User-specified )?max_model_len \((\d+)\) is greater than the derived max_model_len "
+    r"\((?:(\w+)=)?([\d.]+|None)"
+)
+_UNRECOGNIZED = re.compile(r"(?:([\w./-]+): error: )?unrecognized arguments?:\s*(.+)$")
+_ARG_INVALID = re.compile(r"([\w./-]+): error: argument ([^:]+): (.+)$")
+_ARG_OTHER = re.compile(r"([\w./-]+): error: (ambiguous option: .+|the following arguments are required: .+|.+)$")
+_UNEXPECTED_KWARG = re.compile(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'")
+_VALIDATION = re.compile(r"validation errors? for (\w+)")
+_VALUE_ERROR = re.compile(r"^(?:Value error|Assertion failed|Input should be|Field required)[,:]?\s*(.*)")
+_WORLD = re.compile(r"World size \((\d+)\) is larger than the number of available GPUs \((\d+)\)")
+_DIVISIBLE = re.compile(r"(?:Total number of attention heads|number of \w+ heads|[\w ]+) \((\d+)\) must be divisible by tensor parallel size \((\d+)\)")
+_SIGKILL = re.compile(
+    r"exit ?code[:=]?\s*-9\b|exitcode[:=]\s*-9\b|(?:exit(?:ed)?(?: with)? (?:code|status)|code)[:=]?\s*137\b|"
+    r"status=9/KILL|\bsignal 9\b|SIGKILL|received signal 9|^Killed\b|\d+ Killed\s"
+)
+_EXIT_CODE = re.compile(
+    r"exit ?code[:=]?\s*(-?\d+)|exitcode[:=]\s*(-?\d+)|died with exit code (-?\d+)|Failed core proc\(s\): \{[^}]*?:\s*(-?\d+)"
+)
+_MODEL_NOT_FOUND = ("Invalid repository ID or local directory", "is not a local folder and is not a valid model identifier",
+                    "does not appear to have a file named config.json", "Repo id must be in the form",
+                    "Repo id must use alphanumeric", "RepositoryNotFoundError", "HFValidationError",
+                    "No such file or directory", "Can't load the configuration of", "not a valid model identifier",
+                    "Unrecognized model in")
+_CONFIG = ("not supported", "Not supported", "is unsupported", "Unsupported", "does not support", "No common block size",
+           "must be divisible", "is larger than the number of available GPUs", "exceeds the total number of available GPUs",
+           "compute capability", "is not compatible", "not implemented", "NotImplementedError", "is not divisible",
+           "only supported", "requires", "cannot be used with", "is not available")
+_IMA = ("illegal memory access", "device-side assert", "misaligned address", "illegal instruction",
+        "unspecified launch failure", "CUDA_ERROR_ILLEGAL_ADDRESS")
+_HOST_ALLOC = ("DefaultCPUAllocator: can't allocate memory", "Cannot allocate memory", "cannot allocate memory",
+               "std::bad_alloc", "node running low on memory", "OOMKilled", "killed by the OOM killer",
+               "Failed with result 'oom-kill'", "NODE_OUT_OF_MEMORY", "Unable to allocate pinned memory")
+_ENGINE_DIED = ("EngineCore failed to start", "Engine core initialization failed", "EngineCore encountered a fatal error",
+                "EngineDeadError", "died unexpectedly", "WorkerProc failed to start", "WorkerProc hit an exception",
+                "Engine process failed to start", "Error executing method")
+
+
+def parse_errors(line: LogLine, col: Collector) -> None:
+    msg = line.message
+    st = col.state
+    if msg.startswith("Traceback (most recent call last)"):
+        col.start_traceback(line)
+        return
+    m = _FRAME.match(msg)
+    if m:
+        col.add_frame(line, m.group(3))
+        return
+    if msg.startswith("usage: "):
+        st.prog = msg[7:].split()[0] if len(msg) > 7 else None
+        return
+    joined = f"{msg} {line.following}".strip() if line.following else msg
+    if _oom(line, col, msg, joined):
+        return
+    if _kv(line, col, msg, joined):
+        return
+    if _arguments(line, col, msg):
+        return
+    if any(k in msg for k in _IMA):
+        col.signal(Signal.ILLEGAL_MEMORY_ACCESS, line)
+        return
+    if not line.kernel and any(k in msg for k in _HOST_ALLOC) or (msg.startswith("MemoryError") and not line.kernel):
+        col.signal(Signal.HOST_ALLOC_FAILURE, line)
+        return
+    if "Killed" in msg or "KILL" in msg or "137" in msg or "-9" in msg or "signal 9" in msg:
+        if not line.kernel and _SIGKILL.search(msg):
+            col.signal(Signal.SIGKILL, line, numbers={"exit_code": 137})
+            return
+    if line.prose and "emory" in joined and _SHORTAGE.search(msg) and _HOST_WORDS.search(joined) and not _GPU_WORDS.search(joined):
+        col.signal(Signal.HOST_PROSE, line)
+        return
+    if any(k in msg for k in _ENGINE_DIED):
+        numbers = {}
+        e = _EXIT_CODE.search(msg)
+        if e:
+            code = int(next(g for g in e.groups() if g is not None))
+            numbers["exit_code"] = code
+        method = _METHOD.search(msg)
+        if method:
+            col.add_frame(line, method.group(1))
+        col.signal(Signal.ENGINE_DIED, line, numbers=numbers)
+        return
+    if _config(line, col, msg):
+        return
+    m = _EXCEPTION.match(msg)
+    if m and m.group(1) not in ("Exception", "KeyboardInterrupt", "SystemExit") or (m and m.group(2)):
+        if m.group(1) not in ("KeyboardInterrupt", "SystemExit", "CancelledError"):
+            col.signal(Signal.GENERIC_EXCEPTION, line, numbers={"exception": m.group(1)})
+
+
+def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
+    m = _SAMPLER.search(joined) if "warming up" in msg or "occurred when" in msg else None
+    if m:
+        col.signal(Signal.SAMPLER_WARMUP_OOM, line, numbers={"what": m.group(1), "num_dummy": int(m.group(2))})
+        return True
+    if "Failed to load model - not enough GPU memory" in msg:
+        col.signal(Signal.LOAD_OOM, line)
+        return True
+    if "node running low on memory" in msg or "ray.exceptions.OutOfMemoryError" in msg:
+        return False  # Ray's host-memory monitor: handled as host OOM
+    if any(k in msg for k in _GPU_OOM_MARKERS) or ("out of memory" in msg and not line.kernel and _gpu_context(msg)):
+        numbers = _oom_numbers(msg)
+        col.signal(Signal.CUDA_OOM, line, numbers=numbers, hints=phase_hints(joined) if line.prose else frozenset())
+        if "gpu" in numbers and "total_gib" in numbers:
+            col.add_gpu(numbers["gpu"], total_bytes=int(numbers["total_gib"] * (1 << 30)))
+        return True
+    if "INTERNAL ASSERT FAILED" in msg and "CUDACachingAllocator" in joined:
+        col.signal(Signal.ALLOCATOR_FAILURE, line)
+        return True
+    if line.kernel:
+        return False
+    if re.search(r"\bOOM(?:s|ed|ing)?\b", msg) or ("out of memory" in msg.lower() and "Out of memory: Kill" not in msg):
+        if not re.search(r"\b(?:RAM|host memory|CPU memory|system memory|swap)\b", msg):
+            col.signal(Signal.OOM_PROSE, line, hints=phase_hints(joined), numbers=_flags_mentioned(joined))
+            return True
+    return False
+
+
+def _gpu_context(msg: str) -> bool:
+    return not any(k in msg for k in ("Memory cgroup", "Killed process", "host", "RAM", "CPU"))
+
+
+def _oom_numbers(msg: str) -> dict[str, float | int]:
+    out: dict[str, float | int] = {}
+    m = _OOM_NEW.search(msg)
+    if m:
+        out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=int(m.group(3)),
+                   total_gib=to_gib(m.group(4), m.group(5)), free_gib=to_gib(m.group(6), m.group(7)))
+    else:
+        m = _OOM_OLD.search(msg)
+        if m:
+            out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=int(m.group(3)),
+                       total_gib=to_gib(m.group(4), m.group(5)), allocated_gib=to_gib(m.group(6), m.group(7)),
+                       free_gib=to_gib(m.group(8), m.group(9)))
+        else:
+            m = _OOM_ALLOC_ONLY.search(msg)
+            if m:
+                out["alloc_gib"] = to_gib(m.group(1), m.group(2))
+    m = _OOM_IN_USE.search(msg)
+    if m:
+        out["in_use_gib"] = to_gib(m.group(1), m.group(2))
+    m = _OOM_RESERVED.search(msg)
+    if m:
+        out["reserved_unallocated_gib"] = to_gib(m.group(1), m.group(2))
+    return out
+
+
+def _flags_mentioned(text: str) -> dict[str, object]:
+    flags = sorted(set(f.replace("_", "-").lstrip("-") for f in re.findall(r"--?[a-z][\w-]+", text)))
+    return {"flags_mentioned": flags} if flags else {}
+
+
+def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
+    if "No available memory" in msg or "not enough GPU memory available to serve even a single token" in msg:
+        col.signal(Signal.NO_KV_MEMORY, line)
+        return True
+    m = _V0_KV.search(joined) if "max seq len" in msg else None
+    if m:
+        col.signal(Signal.KV_TOO_SMALL, line, numbers={"max_model_len": int(m.group(1)), "kv_tokens": int(m.group(2))})
+        return True
+    if "KV cache is" in msg and _V1_NEEDED.search(joined):
+        numbers: dict[str, float | int] = {"needed_gib": float(_V1_NEEDED.search(joined).group(1))}  # type: ignore[union-attr]
+        for rx, key in ((_V1_AVAILABLE, "available_gib"), (_V1_ESTIMATE, "estimated_max_len"), (_V1_MAXLEN, "max_model_len")):
+            mm = rx.search(joined)
+            if mm:
+                numbers[key] = num(mm.group(1)) if key == "available_gib" else int(num(mm.group(1)))
+        col.signal(Signal.KV_TOO_SMALL, line, numbers=numbers)
+        return True
+    if "max seq len" in msg and "estimated maximum model length" in joined and "KV cache" in joined:
+        numbers = {}
+        mm = _V1_ESTIMATE.search(joined)
+        if mm:
+            numbers["estimated_max_len"] = int(num(mm.group(1)))
+        col.signal(Signal.KV_TOO_SMALL, line, numbers=numbers)
+        return True
+    if re.search(r"(?:insufficient|not enough|too small|too little)\W+(?:\w+\W+){0,2}KV cache|KV cache (?:is )?too small", joined, re.IGNORECASE):
+        col.signal(Signal.KV_PROSE, line, numbers=_flags_mentioned(joined))
+        return True
+    m = _MAMBA.search(msg)
+    if m:
+        col.signal(Signal.MAMBA_LIMIT, line, numbers={"max_num_seqs": int(m.group(1)), "mamba_blocks": int(m.group(2))})
+        return True
+    m = _STARTUP_FREE.search(joined) if "Free memory on device" in msg else None
+    if m:
+        col.signal(Signal.STARTUP_FREE_MEMORY, line, numbers={
+            "free_gib": float(m.group(1)), "total_gib": float(m.group(2)),
+            "gpu_memory_utilization": float(m.group(3)), "requested_gib": float(m.group(4))})
+        return True
+    m = _PROFILING_BAD.search(joined) if "Error in memory profiling" in msg else None
+    if m:
+        col.signal(Signal.PROFILING_INCONSISTENT, line, numbers={
+            "initial_free_gib": float(m.group(1)), "current_free_gib": float(m.group(2))})
+        return True
+    return False
+
+
+def _arguments(line: LogLine, col: Collector, msg: str) -> bool:
+    st = col.state
+    m = _MAX_LEN.search(msg)
+    if m:
+        derived = m.group(3)
+        col.signal(Signal.MAX_LEN_EXCEEDS, line, numbers={
+            "max_model_len": int(m.group(1)),
+            **({"derived_max_len": int(float(derived))} if derived != "None" else {}),
+            **({"derived_from": m.group(2)} if m.group(2) else {})})
+        return True
+    if "unrecognized argument" in msg:
+        m = _UNRECOGNIZED.search(msg)
+        if m:
+            col.signal(Signal.UNRECOGNIZED_ARGS, line, numbers={"args": m.group(2).strip(), "prog": m.group(1) or st.prog})
+            return True
+    m = _UNEXPECTED_KWARG.search(msg)
+    if m:
+        col.signal(Signal.UNRECOGNIZED_ARGS, line, numbers={"args": m.group(2), "prog": m.group(1), "keyword": True})
+        return True
+    if ": error: " in msg:
+        m = _ARG_INVALID.search(msg)
+        if m:
+            col.signal(Signal.INVALID_ARG_VALUE, line, numbers={"arg": m.group(2).strip(), "problem": m.group(3)})
+            return True
+        m = _ARG_OTHER.search(msg)
+        if m and (st.prog or m.group(1).endswith(("vllm", "serve", ".py"))):
+            col.signal(Signal.INVALID_ARG_VALUE, line, numbers={"problem": m.group(2)})
+            return True
+    m = _VALIDATION.search(msg)
+    if m:
+        st.pending_validation[line.proc] = m.group(1)
+        return True
+    if line.proc in st.pending_validation:
+        v = _VALUE_ERROR.match(msg)
+        if v:
+            config = st.pending_validation.pop(line.proc)
+            detail = v.group(1)
+            if any(k in detail for k in _MODEL_NOT_FOUND):
+                col.signal(Signal.MODEL_NOT_FOUND, line, numbers={"config": config})
+            elif any(k in detail for k in _CONFIG) and not re.search(r"must be|should be|got \w+:|invalid", detail):
+                col.signal(Signal.CONFIG_REJECTED, line, numbers={"config": config, "detail": detail[:300]})
+            else:
+                col.signal(Signal.INVALID_ARG_VALUE, line, numbers={"config": config, "problem": detail[:300]})
+            return True
+    if any(k in msg for k in _MODEL_NOT_FOUND) and ("model" in msg.lower() or "repo" in msg.lower() or "config" in msg):
+        col.signal(Signal.MODEL_NOT_FOUND, line)
+        return True
+    return False
+
+
+def _config(line: LogLine, col: Collector, msg: str) -> bool:
+    m = _WORLD.search(msg)
+    if m:
+        col.signal(Signal.CONFIG_REJECTED, line, numbers={"world_size": int(m.group(1)), "available_gpus": int(m.group(2))})
+        return True
+    m = _DIVISIBLE.search(msg)
+    if m:
+        col.signal(Signal.CONFIG_REJECTED, line, numbers={"heads": int(m.group(1)), "tensor_parallel_size": int(m.group(2))})
+        return True
+    exc = _EXCEPTION.match(msg)
+    is_exception = exc is not None and exc.group(1) in ("ValueError", "NotImplementedError", "AssertionError", "RuntimeError", "TypeError")
+    if any(k in msg for k in _CONFIG) and (is_exception or line.level == "ERROR"):
+        col.signal(Signal.CONFIG_REJECTED, line, numbers={"detail": msg[:300]})
+        return True
+    return False

@@ -1,0 +1,192 @@
+"""Who is running what, and how far it got: version, engine, model, arguments, phase markers.
+
+Arguments come from V1's ``non-default args: {...}`` (a Python dict literal),
+V0's ``args: Namespace(...)`` and the ``Initializing an LLM engine ... with
+config: key=value, ...`` line. Serving is recognised from the throughput
+line (which also gives the requests in flight), HTTP access lines and request
+bookkeeping.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from oomguard.diagnose.classes import Phase
+from oomguard.diagnose.events import LogLine
+from oomguard.diagnose.facts import Collector
+
+_VERSION_PATTERNS = (
+    re.compile(r"vLLM API server version\s+v?(\d+\.\d+[\w.+-]*)"),
+    re.compile(r"LLM engine \(v(\d+\.\d+[\w.+-]*)\)"),
+    re.compile(r"vLLM Version\s*:\s*v?(\d+\.\d+[\w.+-]*)"),
+    re.compile(r"\bvllm[ =-]+v?(\d+\.\d+\.\d+[\w.+-]*)", re.IGNORECASE),
+)
+_BANNER_VERSION = re.compile(r"\bversion\s+v?(\d+\.\d+(?:\.\d+)?[\w.+-]*)")
+_BANNER_MODEL = re.compile(r"\bmodel\s{2,}(\S+)")
+_ENGINE_CONFIG = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine(?: \(v([\w.+-]+)\))? with config: (.*)")
+_CONFIG_PAIR = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,]+)")
+_NON_DEFAULT = re.compile(r"non-default args:\s*(\{.*)")
+_NAMESPACE = re.compile(r"args:\s*Namespace\((.*)\)")
+_DICT_PAIR = re.compile(r"'(\w+)':\s*('(?:[^'\\]|\\.)*'|\"[^\"]*\"|\[[^\]]*\]|\{[^}]*\}|[^,}]+)")
+_PLATFORM = re.compile(r"detected platform\s+(\w+)")
+_MAX_LEN = re.compile(r"Using max model len\s+(\d+)")
+_CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
+_METRICS = re.compile(
+    r"Running:\s*(\d+)\s*reqs,\s*(?:Swapped:\s*(\d+)\s*reqs,\s*)?(?:Pending|Waiting):\s*(\d+)\s*reqs"
+    r"(?:,\s*GPU KV cache usage:\s*([\d.]+)%)?"
+)
+_THROUGHPUT = re.compile(r"Avg prompt throughput:\s*([\d.]+)\s*tokens/s,\s*Avg generation throughput:\s*([\d.]+)")
+_STARTING = ("vLLM API server version", "non-default args:", "args: Namespace(", "Initializing a V1 LLM engine",
+             "Initializing a V0 LLM engine", "Initializing an LLM engine")
+_LOADING = ("Starting to load model", "Loading model weights", "Loading weights", "Loading safetensors",
+            "Loading pt checkpoint", "Loading model from", "Using model weights format", "loading model",
+            "Loading checkpoint shards")
+_PROFILING = ("Memory profiling takes", "torch.compile takes", "Compiling a graph", "Dynamo bytecode transform",
+              "Encoder cache will be initialized", "profile run", "Profiling", "compiled graph")
+_READY = ("init engine (profile, create kv cache, warmup model) took", "Starting vLLM API server",
+          "Uvicorn running on", "Application startup complete", "Started server process", "Available routes are",
+          "Starting vLLM server on")
+_SERVING = ('"POST /', "Received request", "Added request", "Finished request")
+_MODEL_KEYS = ("model", "model_tag")
+_MAX_ARG_VALUE = 300
+
+
+def parse_identity(line: LogLine, col: Collector) -> None:
+    msg = line.message
+    _version(msg, col)
+    if "V1 LLM engine" in msg or "EngineCore" in line.proc or "EngineCore" in msg:
+        col.engine = col.engine or "V1"
+    elif "V0 LLM engine" in msg or "VllmWorkerProcess" in line.proc:
+        col.engine = col.engine or "V0"
+    m = _ENGINE_CONFIG.search(msg)
+    if m:
+        if m.group(1):
+            col.engine = m.group(1)
+        elif col.engine is None:
+            col.engine = "V0"
+        if m.group(2):
+            col.version = m.group(2)
+        for key, value in _CONFIG_PAIR.findall(m.group(3)):
+            _set_arg(col, key, value, from_config=True)
+    m = _NON_DEFAULT.search(msg)
+    if m:
+        _parse_dict_args(m.group(1), col)
+    m = _NAMESPACE.search(msg)
+    if m:
+        for key, value in _CONFIG_PAIR.findall(m.group(1)):
+            if value.strip() not in ("None", "False") or key in ("enforce_eager",):
+                _set_arg(col, key, value)
+    if "\u2588" in msg:  # the start-up banner
+        b = _BANNER_VERSION.search(msg)
+        if b:
+            col.version = col.version or b.group(1)
+        b = _BANNER_MODEL.search(msg)
+        if b:
+            col.model = col.model or b.group(1)
+    m = _PLATFORM.search(msg)
+    if m:
+        col.platform = m.group(1).lower()
+    m = _MAX_LEN.search(msg)
+    if m:
+        col.args.setdefault("max_model_len", int(m.group(1)))
+    m = _CHUNKED.search(msg)
+    if m:
+        col.args.setdefault("max_num_batched_tokens", int(m.group(1)))
+    _phase_markers(line, col)
+
+
+def _version(msg: str, col: Collector) -> None:
+    if "ersion" not in msg and "engine (v" not in msg and "vllm" not in msg.lower():
+        return
+    for rx in _VERSION_PATTERNS:
+        m = rx.search(msg)
+        if m:
+            col.version = m.group(1).rstrip(".,;)")
+            return
+
+
+def _phase_markers(line: LogLine, col: Collector) -> None:
+    msg = line.message
+    if any(k in msg for k in _STARTING):
+        col.set_phase(Phase.STARTING, line)
+        return
+    if "took" not in msg and any(k in msg for k in _LOADING):
+        col.advance_phase(Phase.LOADING, line)
+        return
+    if any(k in msg for k in _PROFILING) and "CUDA graph" not in msg:
+        col.advance_phase(Phase.PROFILING, line)
+        return
+    if any(k in msg for k in _READY):
+        col.advance_phase(Phase.READY, line)
+        return
+    m = _METRICS.search(msg)
+    if m:
+        running, swapped, waiting, kv_usage = m.groups()
+        t = _THROUGHPUT.search(msg)
+        col.requests = {
+            "running": int(running), "waiting": int(waiting),
+            **({"swapped": int(swapped)} if swapped else {}),
+            **({"kv_cache_usage_pct": float(kv_usage)} if kv_usage else {}),
+            **({"prompt_tokens_per_s": float(t.group(1)), "generation_tokens_per_s": float(t.group(2))} if t else {}),
+            "file": line.file, "line": line.line,
+        }
+        busy = int(running) > 0 or (t is not None and (float(t.group(1)) > 0 or float(t.group(2)) > 0))
+        col.advance_phase(Phase.SERVING if busy else Phase.READY, line)
+        return
+    if any(k in msg for k in _SERVING):
+        col.advance_phase(Phase.SERVING, line)
+
+
+def _parse_dict_args(text: str, col: Collector) -> None:
+    try:
+        value = ast.literal_eval(text.strip())
+        if isinstance(value, dict):
+            for key, v in value.items():
+                _set_arg(col, str(key), v)
+            return
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        pass
+    # Not a pure literal (objects in the repr): fall back to key: value pairs.
+    for key, v in _DICT_PAIR.findall(text):
+        _set_arg(col, key, v)
+
+
+def _coerce(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    if text in ("True", "False"):
+        return text == "True"
+    if text == "None":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _set_arg(col: Collector, key: str, value: Any, *, from_config: bool = False) -> None:
+    key = key.strip()
+    value = _coerce(value)
+    if isinstance(value, str) and len(value) > _MAX_ARG_VALUE:
+        value = value[:_MAX_ARG_VALUE] + "..."
+    if key in _MODEL_KEYS and isinstance(value, str) and value:
+        col.model = value
+    if from_config:
+        # The V0 config line uses the config names; map the few that differ from the CLI.
+        key = {"max_seq_len": "max_model_len", "quantization": "quantization"}.get(key, key)
+        if key not in ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "enforce_eager",
+                       "kv_cache_dtype", "quantization", "dtype", "model", "max_num_seqs", "enable_prefix_caching",
+                       "gpu_memory_utilization", "block_size", "seed", "device_config"):
+            return
+        if value is None:
+            return
+    col.args[key] = value

@@ -1,0 +1,179 @@
+"""vLLM's memory lines (every version from 0.2 to 0.33) and the phase each one implies.
+
+Formats are those listed in the reference (§4.1): weights, V0 profile summary
+(one-line, multi-line and table forms), V1 DEBUG profile summary, available
+KV, override, CUDA-graph estimate and capture, block counts, KV size and
+concurrency, the start-up suggestion line. Negative or zero KV values are
+failure signals in their own right.
+"""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnose.classes import Phase
+from oomguard.diagnose.events import LogLine, Signal
+from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.numbers import num, to_gib
+
+_WEIGHTS = re.compile(r"(?:Model loading took|Loading model weights took|model weights took)\s+(-?[\d.]+)\s*(GiB|GB|MiB)")
+_V0_PROFILE_ONE_LINE = re.compile(r"Memory profiling results:(.*)")
+_KV_PAIR = re.compile(r"(\w+)=(-?[\d.]+)(GiB|GB|MiB)?")
+_CAN_USE = re.compile(
+    r"total_gpu_memory\s*\(?\s*([\d.]+)\s*GiB\)?\s*x\s*gpu_memory_utilization\s*\(?\s*([\d.]+)\)?\s*=\s*([\d.]+)\s*GiB"
+)
+_V0_PIECES = {
+    "weights": re.compile(r"model weights take\s+(-?[\d.]+)\s*GiB"),
+    "non_torch": re.compile(r"non_torch_memory(?: takes)?\s+(-?[\d.]+)\s*GiB"),
+    "activation_peak": re.compile(r"activation peak memory(?: takes)?\s+(-?[\d.]+)\s*GiB"),
+    "kv_reserved": re.compile(r"reserved for KV Cache is\s+(-?[\d.]+)\s*GiB"),
+    "total_gpu": re.compile(r"^total_gpu_memory\s+([\d.]+)\s*GiB"),
+    "requested": re.compile(r"vLLM instance can use\s+([\d.]+)\s*GiB"),
+}
+_V0_UTIL = re.compile(r"^gpu_memory_utilization\s+([\d.]+)\s*$")
+_V1_PROFILE = {
+    "non_kv": re.compile(r"Total non KV cache memory:\s*(-?[\d.]+)\s*GiB"),
+    "activation_peak": re.compile(r"torch peak memory increase:\s*(-?[\d.]+)\s*GiB"),
+    "non_torch": re.compile(r"non-torch forward increase memory:\s*(-?[\d.]+)\s*GiB"),
+    "consumed": re.compile(r"total consumed \(from mem_get_info\):\s*(-?[\d.]+)\s*GiB"),
+    "weights": re.compile(r"weights memory:\s*(-?[\d.]+)\s*GiB"),
+}
+_AVAILABLE_KV = re.compile(r"Available KV cache memory:\s*(-?[\d.]+)\s*(GiB|GB|MiB)")
+_KV_OVERRIDE = re.compile(
+    r"Initial free memory\s+([\d.]+)\s*GiB, reserved\s+([\d.]+)\s*GiB memory for KV Cache as specified by kv_cache_memory_bytes"
+)
+_CG_ESTIMATE = re.compile(r"Estimated CUDA graph memory:\s*([\d.]+)\s*GiB")
+_CG_CAPTURED = re.compile(r"Graph capturing finished in\s+([\d.]+)\s*s(?:ecs?)?,?\s*(?:took\s+|\()(-?[\d.]+)\s*GiB")
+_CG_POOL = re.compile(r"CUDA graph pool memory:\s*([\d.]+)\s*GiB \(actual\)")
+_CG_UTIL = re.compile(r"current --gpu-memory-utilization=([\d.]+) is equivalent to --gpu-memory-utilization=([\d.]+)")
+_BLOCKS = re.compile(r"#\s*(GPU|CUDA|cuda|rocm|ROCm|xpu|XPU|npu|hpu|tpu|cpu|CPU|neuron)\s+blocks:\s*(\d+)(?:,\s*#\s*CPU blocks:\s*(\d+))?")
+_BARE_BLOCKS = re.compile(r"^GPU blocks:\s*(\d+)")
+_KV_SIZE = re.compile(r"(\w+) KV cache size:\s*([\d,]+)\s*tokens")
+_CONCURRENCY = re.compile(r"Maximum concurrency for\s+([\d,]+)\s+tokens per request:\s*([\d.]+)x")
+_SUGGESTION = re.compile(
+    r"Free memory on device(?: [\w:]+)? \(([\d.]+)/([\d.]+) GiB\) on startup\. Desired GPU memory utilization is \(([\d.]+), ([\d.]+) GiB\)"
+)
+_CACHE_INFO_BLOCKS = re.compile(r"num_gpu_blocks is:\s*(\d+)")
+_CAPTURING = ("Capturing cudagraphs", "Capturing CUDA graph", "Capturing the model for CUDA graphs",
+              "Capturing CUDA graphs", "capturing CUDA graph", "Profiling CUDA graph memory",
+              "CUDA graphs can take additional")
+
+
+def parse_memory(line: LogLine, col: Collector) -> None:
+    msg = line.message
+    if "took" in msg:
+        m = _WEIGHTS.search(msg)
+        if m:
+            col.add_memory("weights", to_gib(m.group(1), m.group(2)), "GiB", line)
+            col.advance_phase(Phase.PROFILING, line)
+            return
+        m = _CG_CAPTURED.search(msg)
+        if m:
+            col.add_memory("cuda_graph", float(m.group(2)), "GiB", line)
+            col.advance_phase(Phase.WARMUP, line)
+            return
+    if "Memory profiling results:" in msg:
+        m = _V0_PROFILE_ONE_LINE.search(msg)
+        if m:
+            for key, value, unit in _KV_PAIR.findall(m.group(1)):
+                name = {"total_gpu_memory": "total_gpu", "peak_torch_memory": "peak_torch",
+                        "non_torch_memory": "non_torch", "kv_cache_size": "kv_reserved",
+                        "initial_memory_usage": "initial_usage", "memory_usage_post_profile": "post_profile_usage",
+                        "gpu_memory_utilization": "gpu_memory_utilization"}.get(key)
+                if name:
+                    col.add_memory(name, float(value), "ratio" if not unit else "GiB", line)
+            col.advance_phase(Phase.KV_CACHE, line)
+            _check_negative_kv(line, col)
+            return
+    m = _CAN_USE.search(msg)
+    if m:
+        col.add_memory("total_gpu", float(m.group(1)), "GiB", line)
+        col.add_memory("gpu_memory_utilization", float(m.group(2)), "ratio", line)
+        col.add_memory("requested", float(m.group(3)), "GiB", line)
+        col.advance_phase(Phase.PROFILING, line)
+    found = False
+    for name, rx in _V0_PIECES.items():
+        m = rx.search(msg)
+        if m:
+            col.add_memory(name, float(m.group(1)), "GiB", line)
+            found = True
+    m = _V0_UTIL.match(msg)
+    if m:
+        col.add_memory("gpu_memory_utilization", float(m.group(1)), "ratio", line)
+        found = True
+    if found:
+        if "reserved for KV Cache" in msg:
+            col.advance_phase(Phase.KV_CACHE, line)
+            _check_negative_kv(line, col)
+        return
+    if "Total non KV cache memory" in msg:
+        for name, rx in _V1_PROFILE.items():
+            m = rx.search(msg)
+            if m:
+                col.add_memory(name, float(m.group(1)), "GiB", line)
+        return
+    m = _AVAILABLE_KV.search(msg)
+    if m:
+        value = to_gib(m.group(1), m.group(2))
+        col.add_memory("kv_available", value, "GiB", line)
+        col.advance_phase(Phase.KV_CACHE, line)
+        if value < 0:
+            col.signal(Signal.NEGATIVE_KV, line, numbers={"kv_available_gib": value})
+        return
+    m = _KV_OVERRIDE.search(msg)
+    if m:
+        col.add_memory("free_at_start", float(m.group(1)), "GiB", line)
+        col.add_memory("kv_available", float(m.group(2)), "GiB", line)
+        col.advance_phase(Phase.KV_CACHE, line)
+        return
+    m = _CG_ESTIMATE.search(msg)
+    if m:
+        col.add_memory("cuda_graph_estimate", float(m.group(1)), "GiB", line)
+        col.advance_phase(Phase.GRAPH_CAPTURE, line)
+        return
+    m = _CG_POOL.search(msg)
+    if m:
+        col.add_memory("cuda_graph", float(m.group(1)), "GiB", line)
+        return
+    m = _CG_UTIL.search(msg)
+    if m:
+        col.add_memory("gpu_memory_utilization", float(m.group(1)), "ratio", line)
+        return
+    m = _BLOCKS.search(msg) or _BARE_BLOCKS.search(msg)
+    if m:
+        blocks = int(m.group(2) if m.re is _BLOCKS else m.group(1))
+        col.add_memory("num_gpu_blocks", blocks, "blocks", line)
+        if m.re is _BLOCKS and m.group(3):
+            col.add_memory("num_cpu_blocks", int(m.group(3)), "blocks", line)
+        col.advance_phase(Phase.KV_CACHE, line)
+        if blocks == 0:
+            col.signal(Signal.ZERO_BLOCKS, line, numbers={"num_gpu_blocks": 0})
+    m = _KV_SIZE.search(msg)
+    if m:
+        col.add_memory("kv_tokens", num(m.group(2)), "tokens", line)
+        col.advance_phase(Phase.KV_CACHE, line)
+    m = _CONCURRENCY.search(msg)
+    if m:
+        col.add_memory("max_concurrency", float(m.group(2)), "x", line)
+        col.add_memory("concurrency_len", num(m.group(1)), "tokens", line)
+        col.advance_phase(Phase.KV_CACHE, line)
+        return
+    m = _SUGGESTION.search(msg)
+    if m:
+        col.add_memory("free_at_start", float(m.group(1)), "GiB", line)
+        col.add_memory("total_gpu", float(m.group(2)), "GiB", line)
+        col.add_memory("gpu_memory_utilization", float(m.group(3)), "ratio", line)
+        col.add_memory("requested", float(m.group(4)), "GiB", line)
+        return
+    m = _CACHE_INFO_BLOCKS.search(msg)
+    if m:
+        col.add_memory("num_gpu_blocks", int(m.group(1)), "blocks", line)
+        return
+    if any(marker in msg for marker in _CAPTURING):
+        col.advance_phase(Phase.GRAPH_CAPTURE, line)
+
+
+def _check_negative_kv(line: LogLine, col: Collector) -> None:
+    fact = col.latest("kv_reserved")
+    if fact is not None and fact.line == line.line and fact.value < 0:
+        col.signal(Signal.NEGATIVE_KV, line, numbers={"kv_available_gib": fact.value})

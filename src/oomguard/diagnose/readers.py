@@ -1,0 +1,264 @@
+"""Read each input: detect its kind from content, then stream it through the parsers.
+
+Kinds are decided from the first 64 KiB (never from the file name): a vLLM
+log, kernel messages (dmesg / journalctl -k), nvidia-smi's table or CSV
+series, ``nvidia-smi topo -m``, a launch script, plain text, or something
+unreadable (empty, binary). Log-like kinds all go through the same scanner,
+because real files mix them (journalctl with both vLLM and kernel lines,
+a pasted issue with a log inside).
+
+The scanner works on large blocks of bytes: one keyword search per block
+(see ``prefilter``), then only the matching lines are decoded and parsed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from oomguard.diagnose import parsers
+from oomguard.diagnose.classes import InputKind
+from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.lines import parse_line
+from oomguard.diagnose.prefilter import FREQUENT, compiled
+from oomguard.errors import InputError
+from oomguard.inputs import logs
+from oomguard.inputs.nvidia_smi import NvidiaSmiParser, looks_like_csv, looks_like_table
+
+_FOLLOW_LINES = 2
+_FOLLOW_BYTES = 2048
+_TOPO_RAW_BYTES = 8192
+
+
+@dataclass
+class InputReport:
+    """What we did with one input, for the ``inputs`` section of the output."""
+
+    name: str
+    kind: InputKind
+    bytes_read: int = 0
+    lines: int = 0
+    notes: list[str] = field(default_factory=list)
+    matched_lines: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.name, "kind": self.kind.value, "bytes": self.bytes_read, "lines": self.lines,
+                "matched_lines": self.matched_lines, "notes": self.notes}
+
+
+_VLLM_SIGNS = re.compile(
+    r"vllm|vLLM|EngineCore|\[gpu_model_runner\.py|\[gpu_worker\.py|llm_engine\.py|model_runner\.py|"
+    r"\(APIServer pid=|Avg prompt throughput|KV cache|CUDA out of memory|OutOfMemoryError|Traceback"
+)
+_KERNEL_SIGNS = re.compile(
+    r"^\[\s*\d+\.\d+\]|^\[[A-Z][a-z]{2} [A-Z][a-z]{2} |kernel: |oom-kill|invoked oom-killer|Killed process|"
+    r"Memory cgroup out of memory|^(?:kern|user|daemon)\s*:", re.MULTILINE
+)
+_TOPO_SIGNS = re.compile(r"^\s*GPU0(?:\s+GPU\d+)*\s+(?:NIC\d+\s+)*(?:CPU Affinity|mlx)|Legend:\s*\n\s*X\s+= Self", re.MULTILINE)
+_LAUNCH_SIGNS = re.compile(r"^(?:#!.*\n)?(?:.*\n){0,40}?.*(?:\bvllm\s+serve\b|-m\s+vllm\.entrypoints|vllm/vllm-openai)", re.MULTILINE)
+
+
+def detect_kind(sample: bytes) -> InputKind:
+    if not sample:
+        return InputKind.EMPTY
+    if logs.looks_binary(sample):
+        return InputKind.BINARY
+    text = sample.decode("utf-8", errors="replace")
+    if _TOPO_SIGNS.search(text):
+        return InputKind.NVIDIA_SMI_TOPO
+    if looks_like_table(text):
+        return InputKind.NVIDIA_SMI
+    if looks_like_csv(text):
+        return InputKind.NVIDIA_SMI_CSV
+    vllm_hits = len(_VLLM_SIGNS.findall(text))
+    kernel_hits = len(_KERNEL_SIGNS.findall(text))
+    if kernel_hits > vllm_hits:
+        return InputKind.KERNEL_LOG
+    if vllm_hits:
+        return InputKind.VLLM_LOG
+    if len(text) < 20000 and _LAUNCH_SIGNS.search(text) and text.count("\n") < 200:
+        return InputKind.LAUNCH
+    return InputKind.TEXT
+
+
+def read_input(path: str, col: Collector) -> tuple[InputReport, str | None]:
+    """Read one input into ``col``. Returns its report and, for a launch script, its text."""
+    name = logs.display_name(path)
+    notes = logs.ReadNotes()
+    try:
+        stream = logs.open_binary(path)
+    except InputError:
+        raise
+    try:
+        notes.gzip = logs.is_gzip(stream)
+        try:
+            sample = logs.sniff(stream)
+        except InputError as exc:
+            return InputReport(name, InputKind.UNREADABLE, notes=[str(exc)]), None
+        kind = detect_kind(sample)
+        report = InputReport(name, kind)
+        col.start_file(name)
+        launch_text = None
+        if kind == InputKind.EMPTY:
+            notes.empty = True
+        elif kind == InputKind.BINARY:
+            notes.binary = True
+        elif kind in (InputKind.NVIDIA_SMI, InputKind.NVIDIA_SMI_CSV):
+            _read_nvidia_smi(stream, kind, name, col, notes)
+        elif kind == InputKind.NVIDIA_SMI_TOPO:
+            _read_topology(stream, name, col, notes)
+        elif kind == InputKind.LAUNCH:
+            launch_text = stream.read(1 << 20).decode("utf-8", errors="replace")
+            notes.bytes_read = len(launch_text)
+        else:
+            report.matched_lines = scan(stream, name, col, notes)
+        report.bytes_read = notes.bytes_read
+        report.lines = notes.lines
+        if notes.gzip:
+            report.notes.append("gzip-compressed; decompressed while reading")
+        report.notes.extend(notes.summary())
+        if kind in (InputKind.TEXT,) and report.matched_lines == 0 and notes.bytes_read:
+            report.notes.append("no vLLM, kernel or nvidia-smi content recognised")
+        return report, launch_text
+    finally:
+        if path != "-":
+            stream.close()
+
+
+def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes) -> int:
+    """The fast path over a log: keyword search per block, parse only matching lines."""
+    matcher, _engine = compiled()
+    matched = 0
+    for block in logs.iter_blocks(stream, notes):
+        data = block.data
+        if block.long_line_piece:
+            m = matcher.search(data)
+            if m:
+                matched += 1
+                start = max(0, m.start() - logs.MAX_LINE_BYTES // 2)
+                text = logs.decode_line(data[start:start + logs.MAX_LINE_BYTES], block.first_line, notes)
+                parsers.feed(parse_line(name, block.first_line, text, truncated=True), col)
+            continue
+        cursor = _Cursor(data, block.first_line)
+        gap_start = 0
+        pos = 0
+        size = len(data)
+        while pos < size:
+            m = matcher.search(data, pos)
+            if m is None:
+                break
+            hit = m.start()
+            line_start = data.rfind(b"\n", 0, hit) + 1
+            line_end = data.find(b"\n", hit)
+            if line_end < 0:
+                line_end = size
+            if line_start > gap_start:
+                _frequent(data, gap_start, line_start, name, cursor, col, notes)
+            line_no = cursor.line_at(line_start)
+            raw = data[line_start:line_end]
+            text = logs.decode_line(raw, line_no, notes)
+            matched += 1
+            parsers.feed(parse_line(name, line_no, text, following=_following(data, line_end),
+                                    truncated=len(raw) > logs.MAX_LINE_BYTES), col)
+            # Continue after this line: other keywords on it add nothing.
+            pos = gap_start = line_end + 1
+        if gap_start < size:
+            _frequent(data, gap_start, size, name, cursor, col, notes)
+    return matched
+
+
+class _Cursor:
+    """Line numbers for positions in a block, counted incrementally (positions only move forward)."""
+
+    __slots__ = ("data", "pos", "line")
+
+    def __init__(self, data: bytes, first_line: int):
+        self.data = data
+        self.pos = 0
+        self.line = first_line
+
+    def line_at(self, line_start: int) -> int:
+        if line_start > self.pos:
+            self.line += self.data.count(b"\n", self.pos, line_start)
+            self.pos = line_start
+        return self.line
+
+
+def _following(data: bytes, line_end: int) -> str:
+    """The next couple of lines (for messages wrapped by a terminal or a paste)."""
+    if line_end >= len(data):
+        return ""
+    end = line_end + 1
+    for _ in range(_FOLLOW_LINES):
+        nxt = data.find(b"\n", end)
+        if nxt < 0:
+            end = len(data)
+            break
+        end = nxt + 1
+    chunk = data[line_end + 1:min(end, line_end + 1 + _FOLLOW_BYTES)]
+    return " ".join(part.strip() for part in chunk.decode("utf-8", errors="replace").splitlines())
+
+
+def _frequent(data: bytes, start: int, end: int, name: str, cursor: _Cursor, col: Collector, notes: logs.ReadNotes) -> None:
+    """Between two hits: feed only the last serving line of each frequent kind, in file order."""
+    found = []
+    for needle in FREQUENT:
+        pos = data.rfind(needle, start, end)
+        if pos >= 0:
+            found.append(data.rfind(b"\n", 0, pos) + 1)
+    for line_start in sorted(set(found)):
+        line_end = data.find(b"\n", line_start)
+        if line_end < 0:
+            line_end = len(data)
+        line_no = cursor.line_at(line_start)
+        text = logs.decode_line(data[line_start:line_end], line_no, notes)
+        parsers.feed(parse_line(name, line_no, text), col)
+
+
+def _read_nvidia_smi(stream: BinaryIO, kind: InputKind, name: str, col: Collector, notes: logs.ReadNotes) -> None:
+    parser = NvidiaSmiParser("csv" if kind == InputKind.NVIDIA_SMI_CSV else "table")
+    for line_no, text in logs.iter_text_lines(stream, notes):
+        parser.feed(line_no, text)
+    report = parser.report()
+    gpus = []
+    for series in report.gpus.values():
+        peak = series.peak
+        entry: dict[str, Any] = {
+            "index": series.index, "name": series.name, "total_bytes": series.memory_total_bytes,
+            "samples": series.num_samples,
+            "peak_used_bytes": peak.memory_used_bytes if peak else None,
+            "peak_at": (peak.timestamp or f"line {peak.source_line}") if peak else None,
+            "peak_line": peak.source_line if peak else None,
+            "first_used_bytes": series.first.memory_used_bytes if series.first else None,
+            "last_used_bytes": series.last.memory_used_bytes if series.last else None,
+            "steps": [{"from_bytes": s.from_bytes, "to_bytes": s.to_bytes, "at": s.timestamp, "line": s.source_line}
+                      for s in series.steps],
+        }
+        gpus.append(entry)
+        if series.index is not None:
+            col.add_gpu(series.index, name=series.name, total_bytes=series.memory_total_bytes)
+    col.nvidia_smi.append({
+        "file": name, "form": report.form, "snapshots": report.num_snapshots, "driver": report.driver_version,
+        "cuda": report.cuda_version, "gpus": gpus,
+        "processes": [{"gpu": p.gpu_index, "pid": p.pid, "name": p.name, "used_bytes": p.used_memory_bytes}
+                      for p in report.processes[:50]],
+    })
+
+
+def _read_topology(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes) -> None:
+    raw = stream.read(_TOPO_RAW_BYTES)
+    notes.bytes_read = len(raw)
+    text = raw.decode("utf-8", errors="replace")
+    entry: dict[str, Any] = {"file": name}
+    try:
+        from oomguard.inputs.topology import parse_topology  # type: ignore[import-not-found]
+
+        topo = parse_topology(text)
+        entry["parsed"] = topo.to_dict() if hasattr(topo, "to_dict") else repr(topo)
+    except ImportError:
+        entry["raw"] = text
+    except Exception as exc:  # noqa: BLE001 - a topology we cannot parse is a note, not a failure
+        entry["raw"] = text
+        entry["note"] = f"could not parse: {exc}"
+    col.topology.append(entry)

@@ -1,0 +1,155 @@
+"""Show a ``Diagnosis`` to people (text via rich, markdown) or programs (JSON).
+
+Every renderer works from ``Diagnosis.to_dict()``, which is already redacted,
+so no secret can reach the output whatever the format. ``rich`` is imported
+only when text output is produced.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from oomguard.diagnose.diagnosis import Diagnosis
+
+GiB = 1 << 30
+
+
+def fix_text(fix: dict[str, Any]) -> str:
+    """A fix as the user would type it: '--max-model-len 34736', 'remove --swap-space', 'VAR=1'."""
+    flag, value = fix["flag"], fix["value"]
+    if value is None:
+        return f"remove {flag}"
+    if not flag.startswith("-"):
+        return f"{flag}={value}"
+    if value is True:
+        return flag
+    if isinstance(value, str) and (" " in value or "{" in value):
+        return f"{flag} '{value}'"
+    return f"{flag} {value}"
+
+
+def _fact_line(data: dict[str, Any]) -> list[str]:
+    facts = data["facts"]
+    out = []
+    ident = []
+    if facts.get("version"):
+        ident.append(f"vLLM {facts['version']}")
+    if facts.get("engine"):
+        ident.append(facts["engine"])
+    if facts.get("platform"):
+        ident.append(f"platform {facts['platform']}")
+    if facts.get("model"):
+        ident.append(f"model {facts['model']}")
+    gpu = facts.get("gpu")
+    if gpu and (gpu.get("name") or gpu.get("total_gib")):
+        ident.append(f"GPU {gpu.get('name') or ''} {str(gpu['total_gib']) + ' GiB' if gpu.get('total_gib') else ''}".strip())
+    if ident:
+        out.append(" | ".join(ident))
+    out.append(f"phase reached: {facts.get('phase_reached', 'unknown')}")
+    mem = {}
+    for m in facts.get("memory", []):
+        mem[m["name"]] = m
+    shown = []
+    for name in ("weights", "activation_peak", "non_torch", "kv_available", "kv_reserved", "kv_tokens", "num_gpu_blocks",
+                 "max_concurrency", "cuda_graph_estimate", "cuda_graph", "free_at_start", "total_gpu"):
+        if name in mem:
+            m = mem[name]
+            unit = m["unit"]
+            value = f"{m['value']:g}"
+            shown.append(f"{name} {value}{'' if unit in ('ratio',) else ' ' + unit}")
+    if shown:
+        out.append("memory: " + ", ".join(shown))
+    req = facts.get("requests_in_flight")
+    if req:
+        out.append(f"requests in flight at last report: {req.get('running')} running, {req.get('waiting')} waiting")
+    for kill in facts.get("kernel_oom_kills", [])[-3:]:
+        rss = f", anon-rss {kill['anon_rss_bytes'] / GiB:.2f} GiB" if kill.get("anon_rss_bytes") else ""
+        out.append(f"kernel OOM kill: pid {kill['pid']} ({kill['name']}){rss}")
+    for smi in facts.get("nvidia_smi", []):
+        for g in smi.get("gpus", []):
+            if g.get("peak_used_bytes") is not None and g.get("total_bytes"):
+                out.append(f"nvidia-smi GPU {g['index']}: peak {g['peak_used_bytes'] / GiB:.2f} of "
+                           f"{g['total_bytes'] / GiB:.2f} GiB ({len(g.get('steps', []))} large steps)")
+    for note in facts.get("notes", []):
+        out.append(f"note: {note}")
+    return out
+
+
+def render_json(diagnosis: Diagnosis, out: TextIO) -> None:
+    json.dump(diagnosis.to_dict(), out, indent=2, default=str)
+    out.write("\n")
+
+
+def render_markdown(diagnosis: Diagnosis, out: TextIO, *, title: str = "oomguard diagnose") -> None:
+    out.write(markdown_text(diagnosis.to_dict(), title=title))
+
+
+def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evidence_limit: int | None = None) -> str:
+    lines = [f"# {title}", ""]
+    verdicts = data["verdicts"]
+    if not verdicts:
+        lines += ["**No failure found**: the inputs show no error oomguard recognises (a clean start).", ""]
+    for i, v in enumerate(verdicts, 1):
+        lines.append(f"## {i}. `{v['class']}` (confidence {v['confidence']:.2f}, phase {v['phase']})")
+        lines += ["", v["summary"], ""]
+        for n in v.get("numbers", []):
+            lines.append(f"- {n}")
+        if v.get("numbers"):
+            lines.append("")
+        if v["fix"]:
+            lines.append("**Fix**")
+            lines.append("")
+            for f in v["fix"]:
+                effect = f" (predicted: {f['effect']})" if f.get("effect") else ""
+                lines.append(f"- `{fix_text(f)}`: {f['why']}{effect}")
+            lines.append("")
+        evidence = v["evidence"][:evidence_limit] if evidence_limit else v["evidence"]
+        if evidence:
+            lines.append("**Evidence**")
+            lines.append("")
+            lines.append("```")
+            for e in evidence:
+                lines.append(f"{e['file']}:{e['line']}: {e['text']}")
+            lines.append("```")
+            lines.append("")
+    lines.append("## Facts")
+    lines.append("")
+    for fact in _fact_line(data):
+        lines.append(f"- {fact}")
+    lines += ["", "## Inputs", ""]
+    for inp in data["inputs"]:
+        notes = f" ({'; '.join(inp['notes'])})" if inp["notes"] else ""
+        lines.append(f"- `{inp['file']}`: {inp['kind']}, {inp['lines']} lines{notes}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def render_text(diagnosis: Diagnosis, out: TextIO) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    data = diagnosis.to_dict()
+    console = Console(file=out, highlight=False, soft_wrap=True)
+    verdicts = data["verdicts"]
+    if not verdicts:
+        console.print("[bold green]No failure found[/]: no error oomguard recognises (a clean start).")
+    else:
+        console.print(f"[bold]{len(verdicts)} failure(s) found[/], most likely root cause first:")
+    for i, v in enumerate(verdicts, 1):
+        console.print()
+        console.print(f"[bold red]{i}. {v['class']}[/]  [dim](confidence {v['confidence']:.2f}, phase {v['phase']})[/]")
+        console.print(f"   {escape(v['summary'])}")
+        for n in v.get("numbers", []):
+            console.print(f"   [cyan]numbers:[/] {escape(n)}")
+        for f in v["fix"]:
+            effect = f" [green](predicted: {escape(f['effect'])})[/]" if f.get("effect") else ""
+            console.print(f"   [bold green]fix:[/] [bold]{escape(fix_text(f))}[/]  [dim]{escape(f['why'])}[/]{effect}")
+        for e in v["evidence"]:
+            console.print(f"   [yellow]{escape(e['file'])}:{e['line']}[/] {escape(e['text'][:300])}")
+    console.print()
+    for fact in _fact_line(data):
+        console.print(f"[dim]{escape(fact)}[/]")
+    for inp in data["inputs"]:
+        notes = f" — {'; '.join(inp['notes'])}" if inp["notes"] else ""
+        console.print(f"[dim]input {escape(inp['file'])}: {inp['kind']}, {inp['lines']} lines{escape(notes)}[/]")

@@ -1,0 +1,88 @@
+"""What ``oomguard fit`` returns: ranked candidate launches, and the JSON contract.
+
+The JSON keys ``candidates`` (each with ``command``, ``flags``, ``plan`` — the
+plan JSON object — and ``tradeoffs``) and ``searched`` are a contract; the
+other keys are additions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "value") and not isinstance(value, (int, float, str, bool)):
+        return value.value  # enums
+    return value
+
+
+@dataclass
+class Candidate:
+    """One launch that fits, with its plan and the reasons to pick it or not."""
+
+    flags: dict
+    env: dict
+    command: str
+    plan: Any  # oomguard.model.planner.Plan
+    tradeoffs: list[str]
+    estimates: dict
+    summary: dict  # the numbers fit ranked on
+    edit: list = field(default_factory=list)  # oomguard.fit.command.Change, for --from
+    cpu_tier: dict | None = None
+
+    def to_dict(self) -> dict:
+        d = {
+            "command": self.command,
+            "flags": _jsonable(self.flags),
+            "env": dict(self.env),
+            "plan": self.plan.to_dict(),
+            "tradeoffs": list(self.tradeoffs),
+            "estimates": self.estimates,
+            "summary": _jsonable(self.summary),
+        }
+        if self.edit is not None:
+            d["edit"] = [c.to_dict() for c in self.edit]
+        if self.cpu_tier is not None:
+            d["cpu_tier"] = self.cpu_tier
+        return d
+
+
+@dataclass
+class FitResult:
+    candidates: list[Candidate]
+    searched: int
+    goal: dict
+    notes: list[str] = field(default_factory=list)
+    rejected: dict = field(default_factory=dict)  # reason -> count of launches that failed it
+    cpu_tier: dict | None = None  # one full request vs the GPU pool and host RAM
+    closest: list[Candidate] = field(default_factory=list)  # when nothing meets the goal: what fits if it is relaxed
+    launch_plan: Any = None  # the --from launch as written
+    elapsed_s: float = 0.0
+    from_launch: bool = False
+
+    @property
+    def found(self) -> bool:
+        return bool(self.candidates)
+
+    def to_dict(self) -> dict:
+        d = {
+            "candidates": [c.to_dict() for c in self.candidates],
+            "searched": self.searched,
+            "goal": _jsonable(self.goal),
+            "notes": list(self.notes),
+            "rejected": dict(self.rejected),
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
+        if self.cpu_tier is not None:
+            d["cpu_tier"] = self.cpu_tier
+        if self.closest:
+            d["closest"] = [c.to_dict() for c in self.closest]
+        if self.launch_plan is not None:
+            p = self.launch_plan
+            d["launch"] = {"starts": p.starts, "failure": p.failure.value if p.failure else None, "error": p.error}
+        return d

@@ -1,0 +1,344 @@
+"""The fast evaluator: ``plan_launch``'s verdict for many launches at arithmetic speed.
+
+``plan_launch`` builds the whole ledger (weights per rank, KV specs, grouping,
+formulas, log lines) in a few hundred microseconds. Most of it does not change
+when only the token budget T, ``max_num_seqs`` S, ``gpu_memory_utilization``,
+``kv_cache_memory_bytes`` or ``max_model_len`` L change. So:
+
+- a ``Base`` holds what one structural combination (TP, PP, KV dtype, eager)
+  fixes: weights and non-torch bytes per rank, the KV layout and bytes per
+  block, taken from one real ``plan_launch`` call;
+- a ``Step`` holds what (T, S) fixes: the activation peak per rank and the
+  CUDA-graph estimate, from the memory model's own functions;
+- ``evaluate`` redoes the planner's last lines (KV = requested − W − nt − X − G,
+  blocks, tokens, and the failure checks in vLLM's order) for one
+  (util, L, kv_cache_memory_bytes).
+
+Everything here is pure: functions take the varied quantity as a parameter and
+never mutate their inputs. tests/unit/fit/test_search.py checks ``evaluate``
+against ``plan_launch`` on samples of candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from oomguard.model import activation as act
+from oomguard.model.engine import ceil_requested, derive_len, resolve
+from oomguard.model.failures import FailureClass
+from oomguard.model.kv_spec import KVLayout, blocks_per_request
+from oomguard.model.planner import CUDA_CONTEXT_BYTES, plan_launch
+from oomguard.units import MiB, cdiv
+
+
+
+@dataclass(frozen=True)
+class RankCost:
+    """One pipeline stage's fixed bytes (every TP rank of a stage is the same)."""
+
+    weights_bytes: int
+    bytes_per_block: int
+    last_stage: bool
+
+
+@dataclass
+class Base:
+    """What one (TP, PP, KV dtype, eager) combination fixes, from one ``plan_launch``."""
+
+    flags: dict  # the launch flags this base was planned with (cheap axes overwritten per candidate)
+    env: dict
+    settings: object  # EngineSettings of the reference plan
+    ranks: tuple[RankCost, ...]
+    non_torch_bytes: int
+    layout: KVLayout  # whole model on one TP rank (blocks per request, one-request bytes)
+    block_size: int
+    kv_bytes_per_token: float
+    total_bytes: int
+    other_bytes: int
+    context_bytes: int  # CUDA context (+ NCCL) outside vLLM's budget
+    derived_len: int
+    allow_long: bool
+    config_failure: FailureClass | None  # rejected before memory (TP vs heads, GPUs): no cheap axis cures it
+    config_error: str | None
+    weights_oom: bool  # the heaviest rank's weights do not fit the card: no cheap axis cures it either
+    mamba_blocks: int
+    world_size: int
+    _bpr_cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def version(self) -> tuple[int, int, int]:
+        return self.settings.version
+
+    @property
+    def engine(self) -> str:
+        return self.settings.engine
+
+    @property
+    def single_full_group(self) -> bool:
+        g = self.layout.groups
+        return len(g) == 1 and g[0].kind in ("full", "mla", "cross")
+
+    def blocks_per_request(self, length: int, token_budget: int) -> int:
+        """vLLM's blocks for one request of ``length`` tokens (cached; T matters for sliding windows only)."""
+        if not self.layout.groups:
+            return 1
+        if self.single_full_group:
+            return cdiv(length, self.layout.groups[0].block_size)
+        key = (length, token_budget)
+        v = self._bpr_cache.get(key)
+        if v is None:
+            v = blocks_per_request(
+                self.layout,
+                length,
+                max_num_batched_tokens=token_budget,
+                max_concurrent_batches=self.settings.max_concurrent_batches,
+                mamba_blocks=self.mamba_blocks,
+            )
+            if len(self._bpr_cache) < 200_000:
+                self._bpr_cache[key] = v
+        return v
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the token budget T and max_num_seqs S fix for one parallel split."""
+
+    token_budget: int
+    num_seqs: int
+    activation_bytes: tuple[int, ...]  # per rank
+    activation_high_bytes: tuple[int, ...]
+    graphs_bytes: int  # CUDA-graph estimate with graphs on (0 is used for eager bases)
+    graphs_in_budget: bool  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS in effect
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """``plan_launch``'s verdict for one candidate, and the numbers fit ranks on."""
+
+    failure: FailureClass | None
+    num_blocks: int
+    tight_rank: int
+    tight_kv_bytes: int
+    blocks_per_request: int
+    one_request_bytes: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    footprint_bytes: int  # the heaviest rank's bytes at the prefill peak, CUDA context included
+    requested_bytes: int
+
+    @property
+    def starts(self) -> bool:
+        return self.failure is None
+
+
+def _mamba_blocks(model, s) -> int:
+    # Mirrors plan_launch: one state block per request, + spec tokens, + one in align mode.
+    k = 1 + (s.num_speculative_tokens if model.is_hybrid else 0)
+    if model.is_hybrid and s.enable_prefix_caching and s.version >= (0, 25, 0):
+        k += 1
+    return k
+
+
+def make_base(model, gpu, flags: dict, env: dict, *, version: str | None, num_gpus: int, other_gpu_use_bytes: int = 0, usage: str = "serve") -> Base:
+    """Plan ``flags`` once and keep the parts the cheap axes do not change."""
+    plan = plan_launch(model, gpu, flags, env, version=version, num_gpus=num_gpus, other_gpu_use_bytes=other_gpu_use_bytes, usage=usage)
+    s = plan.settings
+    pp = s.pipeline_parallel_size
+    ranks = tuple(RankCost(r.weights.bytes, r.layout.bytes_per_block, i == pp - 1) for i, r in enumerate(plan.ranks))
+    world = s.tensor_parallel_size * pp
+    context = CUDA_CONTEXT_BYTES + (200 * MiB if world > 1 else 0)
+    config = plan.failure if plan.failure is FailureClass.CONFIG_ERROR else None
+    heaviest = max(r.weights_bytes for r in ranks)
+    return Base(
+        flags=dict(flags),
+        env=dict(env),
+        settings=s,
+        ranks=ranks,
+        non_torch_bytes=plan.ranks[0].non_torch.bytes,
+        layout=plan.layout,
+        block_size=plan.block_size,
+        kv_bytes_per_token=plan.kv_bytes_per_token,
+        total_bytes=gpu.total_bytes,
+        other_bytes=other_gpu_use_bytes,
+        context_bytes=context,
+        derived_len=derive_len(model, s.version),
+        allow_long=s.allow_long_max_model_len,
+        config_failure=config,
+        config_error=plan.error if config else None,
+        weights_oom=heaviest + context + other_gpu_use_bytes > gpu.total_bytes,
+        mamba_blocks=_mamba_blocks(model, s),
+        world_size=world,
+    )
+
+
+def make_step(model, gpu, flags: dict, env: dict, *, version: str | None, token_budget: int, num_seqs: int, usage: str = "serve") -> Step:
+    """Activation per rank and the CUDA-graph estimate for (T, S), from the memory model's functions."""
+    f = dict(flags)
+    f["max_num_batched_tokens"] = token_budget
+    f["max_num_seqs"] = num_seqs
+    f["enforce_eager"] = False
+    s = resolve(model, f, env, version=version, gpu_total_bytes=gpu.total_bytes, gpu_name=gpu.name, gpu_cc=gpu.cc_major_minor, usage=usage)
+    pp = s.pipeline_parallel_size
+    terms = [act.activation_peak(model, s, last_stage=i == pp - 1) for i in range(pp)]
+    g = act.cudagraph_estimate(model, s)
+    return Step(
+        token_budget,
+        num_seqs,
+        tuple(t.bytes for t in terms),
+        tuple(t.high if t.high is not None else t.bytes for t in terms),
+        g.bytes,
+        bool(s.estimate_cudagraphs),
+    )
+
+
+def evaluate(base: Base, step: Step, utilization: float, max_model_len: int, kv_cache_memory_bytes: int | None = None, *, eager: bool | None = None) -> Outcome:
+    """``plan_launch``'s verdict and KV numbers for one candidate, by arithmetic.
+
+    ``eager`` defaults to the base's setting; graphs cost nothing when eager.
+    """
+    s = base.settings
+    v = s.version
+    L = max_model_len
+    T = step.token_budget
+    eager = s.enforce_eager if eager is None else eager
+    graphs = 0 if eager or s.cudagraph_mode == "NONE" else step.graphs_bytes
+    in_budget = step.graphs_in_budget and graphs > 0
+    total, other, ctx = base.total_bytes, base.other_bytes, base.context_bytes
+    requested = ceil_requested(total, utilization, v)
+    nt = base.non_torch_bytes
+    charge_ctx = s.engine == "V1" and v < (0, 10, 0)
+    override = s.num_gpu_blocks_override
+
+    nb_min = -1
+    tight = 0
+    tight_kv = 0
+    for i, r in enumerate(base.ranks):
+        if kv_cache_memory_bytes is not None:
+            kv = kv_cache_memory_bytes
+        else:
+            kv = requested - r.weights_bytes - nt - step.activation_bytes[i] - (graphs if in_budget else 0)
+            if charge_ctx:
+                kv -= CUDA_CONTEXT_BYTES + other
+        nb = max(0, kv // r.bytes_per_block) if r.bytes_per_block else 0
+        if override:
+            nb = int(override)
+        if nb_min < 0 or nb < nb_min:
+            nb_min, tight, tight_kv = int(nb), i, int(kv)
+    nb = nb_min
+    bpr = base.blocks_per_request(L, T)
+    conc = nb / bpr if bpr else 0.0
+    groups = base.layout.num_groups
+    if s.engine == "V0" or (v < (0, 25, 0) and groups > 1):
+        tokens = (nb // max(1, groups)) * base.block_size
+    else:
+        tokens = int(conc * L)
+    if s.engine == "V0":
+        conc = nb * base.block_size / L
+    one_req = base.layout.bytes_per_block * bpr
+    tr = base.ranks[tight]
+
+    # --- the failure checks, in plan_launch's order (the first one wins)
+    failure = base.config_failure
+    if failure is None and L > base.derived_len and not base.allow_long:
+        failure = FailureClass.MAX_LEN_EXCEEDS_MODEL
+    if failure is None and total - ctx - other < requested and v >= (0, 10, 2):
+        failure = FailureClass.STARTUP_FREE_MEMORY
+    if failure is None and base.weights_oom:
+        failure = FailureClass.WEIGHTS_OOM
+    if failure is None:
+        peak = max(r.weights_bytes + step.activation_bytes[i] + nt for i, r in enumerate(base.ranks))
+        if peak + ctx + other > total:
+            failure = FailureClass.PROFILE_OOM
+    if failure is None and kv_cache_memory_bytes is not None:
+        resident = tr.weights_bytes + nt + kv_cache_memory_bytes + graphs + ctx + other
+        if resident + step.activation_bytes[tight] > total:
+            failure = FailureClass.PROFILE_OOM if resident <= total else FailureClass.NO_KV_MEMORY
+    if failure is None and tight_kv - tr.bytes_per_block <= 0:
+        failure = FailureClass.NO_KV_MEMORY
+    if failure is None:
+        if s.engine == "V0":
+            if L > nb * base.block_size:
+                failure = FailureClass.KV_TOO_SMALL
+        elif one_req > tight_kv - tr.bytes_per_block:
+            failure = FailureClass.KV_TOO_SMALL
+    if failure is None and graphs and not step.graphs_in_budget and kv_cache_memory_bytes is None:
+        if requested + ctx + other + graphs > total:
+            failure = FailureClass.CUDAGRAPH_OOM
+
+    footprint = max(r.weights_bytes + nt + step.activation_bytes[i] + graphs + nb * r.bytes_per_block for i, r in enumerate(base.ranks)) + ctx
+    return Outcome(failure, nb, tight, tight_kv, bpr, one_req, tokens, conc, int(footprint), requested)
+
+
+def max_len(
+    base: Base,
+    step: Step,
+    utilization: float,
+    kv_cache_memory_bytes: int | None = None,
+    *,
+    cap: int,
+    eager: bool | None = None,
+    concurrency: int | None = None,
+    reserve_bytes: int = 0,
+) -> int:
+    """The largest max-model-len (≤ ``cap``) whose one request fits the KV pool, as vLLM's auto-fit finds it.
+
+    With ``concurrency``, that many requests at full length must fit together
+    (the average input length defaults to the context). ``reserve_bytes`` is
+    kept free in the pool (e.g. the activation estimate's error).
+    """
+    o = evaluate(base, step, utilization, base.block_size, kv_cache_memory_bytes, eager=eager)
+    kv, bpb = o.tight_kv_bytes - reserve_bytes, base.ranks[o.tight_rank].bytes_per_block
+    nb = kv // bpb if bpb else 0
+    budget = kv - bpb
+    if budget <= 0 or base.layout.bytes_per_block == 0:
+        return 0
+    page = base.layout.bytes_per_block
+    T = step.token_budget
+    many = concurrency is not None and concurrency > 1
+    if base.engine == "V0":
+        best = min(cap, nb * base.block_size)
+        if many:
+            best = min(best, ((nb - 1) // concurrency) * base.block_size)
+        return max(0, best)
+    if base.single_full_group and not many:
+        bs = base.layout.groups[0].block_size
+        return max(0, min(cap, (budget // page) * bs))
+
+    def fits(length: int) -> bool:
+        bpr = base.blocks_per_request(length, T)
+        if page * bpr > budget:
+            return False
+        return not many or nb - 1 >= concurrency * bpr
+
+    lo, hi = 0, max(1, cap)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def capacity(base: Base, outcome: Outcome, input_len: int, token_budget: int) -> int:
+    """How many requests of ``input_len`` tokens the pool holds at once (the null block excluded)."""
+    if input_len <= 0:
+        return 0
+    bpr = base.blocks_per_request(input_len, token_budget)
+    return max(0, (outcome.num_blocks - 1) // bpr) if bpr else 0
+
+
+def kv_bytes_for(base: Base, length: int, token_budget: int, concurrency: int = 1, input_len: int | None = None) -> int:
+    """``--kv-cache-memory-bytes`` that holds one ``length`` request and ``concurrency`` × ``input_len``.
+
+    One null block and one spare block on top, rounded up to 256 MiB so the
+    value reads well on a command line.
+    """
+    bpb = max(r.bytes_per_block for r in base.ranks)
+    one = base.layout.bytes_per_block * base.blocks_per_request(length, token_budget) + bpb
+    many = 0
+    if concurrency > 1:
+        many = (concurrency * base.blocks_per_request(input_len or length, token_budget) + 1) * bpb
+    need = max(one, many) + bpb
+    step_bytes = 256 * MiB
+    return cdiv(need, step_bytes) * step_bytes

@@ -1,0 +1,218 @@
+"""Host RAM checks: cgroup limits, memory now, the launch's host RAM, KV offload rounding, the OOM killer."""
+
+from __future__ import annotations
+
+import math
+
+from oomguard.host.cgroup import ContainerKind
+from oomguard.host.checks.common import gib_text as _g
+from oomguard.host.facts import HostFacts
+from oomguard.host.findings import Finding, Severity
+from oomguard.host.launchview import LaunchView
+from oomguard.host.requirements import (
+    largest_cpu_offload_gb_that_fits,
+    largest_kv_offload_that_fits,
+    next_power_of_two,
+)
+from oomguard.units import GiB
+
+
+def _raise_limit_fix(facts: HostFacts, gib: int) -> str:
+    if facts.container is ContainerKind.KUBERNETES:
+        return f"set resources.limits.memory: {gib}Gi (and requests.memory) in the pod spec"
+    if facts.container in (ContainerKind.DOCKER, ContainerKind.OTHER):
+        return f"docker run --memory={gib}g --memory-swap={gib}g ...   # or: docker update --memory={gib}g --memory-swap={gib}g CONTAINER"
+    return f"systemctl set-property UNIT MemoryMax={gib}G   # the unit that runs vLLM"
+
+
+def check_memory_high(facts: HostFacts, launch: LaunchView | None) -> list[Finding]:
+    cg = facts.cgroup
+    if cg is None or cg.high_bytes is None:
+        return []
+    if cg.limit_bytes is not None and cg.high_bytes >= cg.limit_bytes:
+        return []
+    limit = "no hard limit" if cg.limit_bytes is None else f"memory.max {_g(cg.limit_bytes)}"
+    return [
+        Finding(
+            "HOST006",
+            Severity.WARNING,
+            f"cgroup memory.high is {_g(cg.high_bytes)} ({limit}): above it the kernel throttles the server "
+            "and reclaims its page cache, so weight loading and KV offload slow to a crawl before any limit is hit.",
+            f"echo max > /sys/fs/cgroup{cg.path.rstrip('/')}/memory.high   # or MemoryHigh=infinity on the unit",
+        )
+    ]
+
+
+def check_memory_low(facts: HostFacts, launch: LaunchView | None) -> list[Finding]:
+    m = facts.meminfo
+    out = []
+    if m.mem_available_bytes < 0.10 * m.mem_total_bytes:
+        out.append(
+            f"MemAvailable is {_g(m.mem_available_bytes)} of {_g(m.mem_total_bytes)}"
+        )
+    cg = facts.cgroup
+    if cg and cg.limit_bytes and cg.current_bytes is not None and cg.current_bytes > 0.9 * cg.limit_bytes:
+        out.append(f"the cgroup uses {_g(cg.current_bytes)} of its {_g(cg.limit_bytes)} limit")
+    if not out:
+        return []
+    return [
+        Finding(
+            "HOST007",
+            Severity.WARNING,
+            "; ".join(out) + ": a new server has little room, and the next large allocation invokes the OOM killer.",
+            "ps -eo pid,rss,comm --sort=-rss | head   # find and stop what holds the RAM",
+        )
+    ]
+
+
+def check_container_limit(facts: HostFacts, launch: LaunchView | None) -> list[Finding]:
+    cg = facts.cgroup
+    if cg is None or cg.limit_bytes is None or cg.limit_bytes >= facts.meminfo.mem_total_bytes:
+        return []
+    need = launch.ram.expected_bytes if launch else None
+    target = math.ceil(max(need or 0, cg.limit_bytes) * 1.1 / GiB)
+    return [
+        Finding(
+            "HOST008",
+            Severity.INFO,
+            f"cgroup {cg.version.value} limit {_g(cg.limit_bytes)} (set at {cg.limit_from}) of {_g(facts.meminfo.mem_total_bytes)} "
+            "RAM: the kernel kills the server at the limit ('Memory cgroup out of memory' in dmesg, exit 137), "
+            "not when the machine runs out. /proc/meminfo inside the container does not show it.",
+            _raise_limit_fix(facts, target),
+        )
+    ]
+
+
+def _top_components(launch: LaunchView, n: int = 4) -> str:
+    comps = sorted(
+        (c for c in launch.ram.components if c.kind.value != "page_cache"),
+        key=lambda c: -c.expected_bytes,
+    )
+    return ", ".join(f"{c.name} {_g(c.expected_bytes)}" for c in comps[:n])
+
+
+def _budget_text(facts: HostFacts) -> str:
+    text = f"MemAvailable {_g(facts.meminfo.mem_available_bytes)}"
+    if facts.cgroup and facts.cgroup.limit_bytes is not None:
+        text += f", cgroup limit {_g(facts.cgroup.limit_bytes)}"
+    return text
+
+
+def _shrink_fix(facts: HostFacts, launch: LaunchView, budget: int) -> str | None:
+    """The flag edit that brings the launch within ``budget``, if one flag can."""
+    need = launch.ram
+    if need.component("kv offload (CPU tier)"):
+        fit = largest_kv_offload_that_fits(need, budget, launch.engine_workers, launch.dp)
+        if fit is None:
+            return None
+        if launch.flags.get("kv_offloading_size") is not None:
+            return f"--kv-offloading-size {fit // GiB}   # GiB in total, {fit // launch.engine_workers // GiB} GiB per worker"
+        return f'"cpu_bytes_to_use": {fit}   # in --kv-transfer-config: {fit // launch.engine_workers // GiB} GiB per worker'
+    if need.component("cpu offload (--cpu-offload-gb)"):
+        gb = largest_cpu_offload_gb_that_fits(need, budget)
+        return f"--cpu-offload-gb {gb}" if gb else "remove --cpu-offload-gb"
+    if need.component("swap space (--swap-space)"):
+        return "--swap-space 0"
+    if need.component("LMCache local CPU cache"):
+        return "LMCACHE_MAX_LOCAL_CPU_SIZE=5   # GB per worker"
+    return None
+
+
+def check_launch_ram(facts: HostFacts, launch: LaunchView | None) -> list[Finding]:
+    if launch is None:
+        return []
+    need = launch.ram
+    budget = facts.ram_budget_bytes
+    exp, low, high = need.expected_bytes, need.low_bytes, need.high_bytes
+    summary = (
+        f"the launch needs ~{_g(exp)} of resident host RAM (range {_g(low)}-{_g(high)}: {_top_components(launch)})"
+        f" against {_g(budget)} allowed ({_budget_text(facts)})"
+    )
+    if need.page_cache_bytes:
+        summary += f"; the {_g(need.page_cache_bytes)} checkpoint also passes through the page cache (reclaimable)"
+    cg = facts.cgroup
+    cgroup_binds = cg is not None and cg.limit_bytes is not None and cg.limit_bytes < facts.meminfo.mem_available_bytes
+    machine_room = facts.meminfo.mem_available_bytes
+    if exp > budget:
+        if cgroup_binds and machine_room >= exp * 1.1:
+            fix = _raise_limit_fix(facts, math.ceil(exp * 1.1 / GiB))
+        else:
+            fix = _shrink_fix(facts, launch, budget) or (
+                "run on a machine with more RAM, or lower the offload sizes of the launch"
+            )
+        kv = need.component("kv offload (CPU tier)")
+        caveat = ""
+        if kv is not None and low <= budget:
+            caveat = (
+                f" Only vLLM builds that pin the KV offload buffer at its exact size (vllm#50094) stay near the "
+                f"low estimate, {_g(low)}."
+            )
+        return [
+            Finding(
+                "HOST010",
+                Severity.ERROR,
+                summary + ". The kernel's OOM killer will end the server (dmesg: 'Out of memory: Killed process'), "
+                "typically while loading weights or filling the CPU tier, with GPU memory not full." + caveat,
+                fix,
+            )
+        ]
+    if high > budget or exp > 0.9 * budget:
+        fix = _shrink_fix(facts, launch, int(budget * 0.85)) or (
+            _raise_limit_fix(facts, math.ceil(high * 1.1 / GiB)) if cgroup_binds else "free RAM before starting"
+        )
+        return [
+            Finding(
+                "HOST011",
+                Severity.WARNING,
+                summary + ". Within the estimate's range the kernel may kill the server; leave margin.",
+                fix,
+            )
+        ]
+    return []
+
+
+def check_kv_rounding(facts: HostFacts, launch: LaunchView | None) -> list[Finding]:
+    if launch is None:
+        return []
+    comp = launch.ram.component("kv offload (CPU tier)")
+    if comp is None or comp.expected_bytes <= comp.low_bytes * 1.05:
+        return []
+    workers = launch.engine_workers
+    per_worker = comp.low_bytes // launch.dp // workers
+    up = next_power_of_two(per_worker)
+    down = up // 2
+    others = launch.ram.expected_bytes - comp.expected_bytes
+    use_up = others + up * workers * launch.dp <= facts.ram_budget_bytes
+    target = up if use_up else down
+    message = (
+        f"KV offload of {_g(comp.low_bytes // launch.dp)} over {workers} workers is {_g(per_worker)} each, "
+        f"which PyTorch's pinned allocator rounds up to {_g(up)}: {_g(comp.expected_bytes)} pinned instead of "
+        f"{_g(comp.low_bytes)} (vllm#48436). "
+        + (
+            f"You pay for {_g(up)} per worker anyway: ask for it and get a larger CPU tier for the same RAM."
+            if use_up
+            else f"{_g(up)} per worker does not fit; ask for {_g(down)} per worker so nothing is rounded."
+        )
+    )
+    total = target * workers
+    if launch.flags.get("kv_offloading_size") is not None:
+        fix = f"--kv-offloading-size {total // GiB}"
+    else:
+        fix = f'"cpu_bytes_to_use": {total}   # in --kv-transfer-config'
+    return [Finding("HOST012", Severity.WARNING, message, fix)]
+
+
+def check_oom_score(facts: HostFacts, launch: LaunchView | None) -> list[Finding]:
+    exposed = [p for p in facts.vllm_processes if p.oom_score_adj is None or p.oom_score_adj > -1000]
+    if not exposed:
+        return []
+    pids = ", ".join(f"{p.pid} (oom_score_adj {p.oom_score_adj})" for p in exposed)
+    return [
+        Finding(
+            "HOST040",
+            Severity.INFO,
+            f"running vLLM processes {pids} are the largest RSS on the machine and the OOM killer's first "
+            "choice. Protecting them makes the kernel kill something else instead; fix the RAM budget first.",
+            " && ".join(f"echo -1000 > /proc/{p.pid}/oom_score_adj" for p in exposed),
+        )
+    ]

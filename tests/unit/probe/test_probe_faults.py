@@ -1,0 +1,141 @@
+"""The probe against a loopback fault-injecting server: it must end within its bounds and classify.
+
+Each case is what real vLLM will not do on demand (a reset mid-stream, a
+stalled stream, 500s, malformed SSE, a server that never answers). The
+server lives in tests/integration/fault_server.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integration"))
+
+from fault_server import FaultServer, closed_port  # noqa: E402
+
+from oomguard.probe.classes import ProbeClass  # noqa: E402
+from oomguard.probe.client import normalize_base_url  # noqa: E402
+from oomguard.probe.runner import ProbeConfig, probe  # noqa: E402
+from oomguard.probe.schedule import Bounds  # noqa: E402
+from oomguard.probe.verdict import Limits, decide  # noqa: E402
+
+
+def run_probe(url: str, *, duration=8.0, request_timeout=None, stall=0.5, chain_timeout=1.0, local=False, **kw):
+    cfg = ProbeConfig(
+        url=normalize_base_url(url),
+        max_model_len=kw.pop("max_model_len", 256),
+        concurrency=kw.pop("concurrency", 4),
+        output_tokens=kw.pop("output_tokens", 8),
+        bounds=Bounds(duration_s=duration, max_requests=kw.pop("max_requests", 50), request_timeout_s=request_timeout or duration, sample_interval_s=0.1),
+        chain_timeout_s=chain_timeout,
+        stall_timeout_s=stall,
+        connect_timeout_s=1.0,
+        local=local,
+        env={},
+        container=False,
+        **kw,
+    )
+    t = time.perf_counter()
+    run = asyncio.run(probe(cfg))
+    return run, decide(run, Limits()), time.perf_counter() - t
+
+
+@pytest.mark.parametrize(
+    "fault, cls, word",
+    [
+        ("reset", ProbeClass.STREAM_BROKEN, "mid-stream"),
+        ("stall", ProbeClass.TIMEOUT, "stalled"),
+        ("500", ProbeClass.SERVER_ERROR, "HTTP 500"),
+        ("malformed", ProbeClass.STREAM_BROKEN, "not JSON"),
+        ("no-done", ProbeClass.STREAM_BROKEN, "without [DONE]"),
+        ("no-choices", ProbeClass.STREAM_BROKEN, "without choices"),
+    ],
+)
+def test_faults_under_load_are_classified_and_bounded(fault, cls, word):
+    with FaultServer(fault) as srv:
+        run, verdict, took = run_probe(srv.base_url)
+    assert not verdict.passed
+    assert verdict.cls is cls, [f.to_json() for f in verdict.findings]
+    assert word in verdict.summary
+    assert all(c.ok or c.severity.value == "warn" for c in run.chain.checks)  # the chain itself passed
+    assert len(run.stages) == 1  # a failed stage ends the schedule
+    assert took < 5.0
+
+
+def test_faults_in_the_chain_stop_it():
+    with FaultServer("reset", where="all") as srv:
+        run, verdict, took = run_probe(srv.base_url)
+    assert verdict.cls is ProbeClass.STREAM_BROKEN and verdict.summary.startswith("stream:")
+    assert run.stages == [] and took < 5.0
+    with FaultServer("500", where="all") as srv:
+        run, verdict, _ = run_probe(srv.base_url)
+    assert verdict.cls is ProbeClass.SERVER_ERROR and verdict.summary.startswith("completion:")
+
+
+def test_server_that_never_answers_ends_at_the_chain_timeout():
+    with FaultServer("never-answer", where="all") as srv:
+        run, verdict, took = run_probe(srv.base_url, chain_timeout=0.5)
+    assert verdict.cls is ProbeClass.TIMEOUT
+    assert "did not answer" in verdict.summary
+    assert took < 3.0
+
+
+def test_keepalive_trickle_is_bounded_by_the_request_timeout():
+    # Comments every 50 ms defeat any read timeout; only the per-request bound ends it.
+    with FaultServer("trickle") as srv:
+        run, verdict, took = run_probe(srv.base_url, duration=6.0, request_timeout=1.0, stall=5.0)
+    assert verdict.cls is ProbeClass.TIMEOUT and "within 1.0s" in verdict.summary
+    assert took < 4.0
+
+
+def test_duration_bounds_a_slow_run():
+    with FaultServer("slow") as srv:
+        run, verdict, took = run_probe(srv.base_url, duration=1.5, concurrency=8, output_tokens=20)
+    assert verdict.cls is ProbeClass.TIMEOUT
+    assert took < 1.5 + 2.0  # the after-load liveness check and the last sample
+    assert run.server_alive is True
+
+
+def test_oom_error_and_unhealthy_server_is_runtime_oom():
+    with FaultServer("oom") as srv:
+        run, verdict, _ = run_probe(srv.base_url)
+    assert run.server_alive is False
+    assert verdict.cls is ProbeClass.RUNTIME_OOM
+    assert any("CUDA out of memory" in e for e in verdict.findings[0].evidence)
+
+
+def test_preemptions_on_metrics_are_a_kv_storm():
+    with FaultServer("preempt") as srv:
+        run, verdict, _ = run_probe(srv.base_url, concurrency=8, output_tokens=40)
+    assert verdict.cls is ProbeClass.KV_TOO_SMALL
+    assert run.kv_cache_tokens_served == 512 * 16
+
+
+def test_claimed_context_above_the_server_is_context_too_long():
+    with FaultServer("ok") as srv:
+        run, verdict, _ = run_probe(srv.base_url, max_model_len=2048)
+    assert verdict.cls is ProbeClass.CONTEXT_TOO_LONG
+    assert run.stages[0].records[0].status == 400
+
+
+def test_connection_refused_is_unreachable():
+    run, verdict, took = run_probe(f"http://127.0.0.1:{closed_port()}")
+    assert verdict.cls is ProbeClass.UNREACHABLE and "refused" in verdict.summary
+    assert took < 3.0
+
+
+def test_healthy_run_passes_with_local_sampling():
+    with FaultServer("ok") as srv:
+        run, verdict, _ = run_probe(srv.base_url, local=True, concurrency=4, output_tokens=30)
+    assert verdict.passed, [f.to_json() for f in verdict.findings]
+    assert [s.stage.name for s in run.stages] == ["long-prompt", "concurrency-2", "concurrency-4"]
+    assert run.server_pid is not None  # the fault server runs in this process: found by its port
+    sources = {s.source.value for s in run.samples}
+    assert {"client", "metrics", "rss"} <= sources
+    assert run.prompt_method.startswith("exact")
+    assert all(r.usage_prompt_tokens == 256 - 30 for r in run.records)

@@ -1,0 +1,167 @@
+"""Compare oomguard's per-layer KV-cache specs with what real vLLM 0.32 computes.
+
+The expected values are committed in tests/data/oracle/kv_specs_vllm-0.32.0.json, produced by
+scripts/vllm_kv_oracle.py from the configs in src/oomguard/data/models/ (see that script's
+docstring for how vLLM is driven without weights or a GPU, and what the "cuda_sim" and "cpu"
+variants mean).
+
+- ``test_layer_specs_match_vllm_cuda_sim``: for every case vLLM accepted, oomguard's
+  ``layer_kv_specs(model, tp, kv_cache_dtype)`` with the default block size must give, layer by
+  layer, the same kind, KV heads per rank, head size, page size and (attention layers) block size
+  and sliding window as vLLM's CUDA-equivalent computation.
+- ``test_layer_specs_match_vllm_cpu_explicit_block``: for non-hybrid cases, passing the CPU
+  build's resolved block size explicitly must reproduce the CPU build's pages.
+- ``test_oracle_reproduces_committed_json`` (``@pytest.mark.vllm``): re-runs the oracle for a
+  few cases through the real vLLM venv and checks it still produces the committed JSON.
+
+If oomguard's kv_spec module does not exist yet, the comparison tests skip with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ORACLE_JSON = REPO_ROOT / "tests" / "data" / "oracle" / "kv_specs_vllm-0.32.0.json"
+MODELS_DIR = REPO_ROOT / "src" / "oomguard" / "data" / "models"
+ORACLE_SCRIPT = REPO_ROOT / "scripts" / "vllm_kv_oracle.py"
+
+# vLLM spec class -> oomguard LayerKVSpec.kind
+SPEC_KIND = {
+    "FullAttentionSpec": "full",
+    "SinkFullAttentionSpec": "full",
+    "SlidingWindowSpec": "sliding_window",
+    "ChunkedLocalAttentionSpec": "chunked_local",
+    "MLAAttentionSpec": "mla",
+    "MambaSpec": "mamba",
+    "CrossAttentionSpec": "cross",
+}
+ATTENTION_KINDS = {"full", "sliding_window", "chunked_local", "mla", "cross"}
+
+# Cases re-run through real vLLM by the @vllm test: dense+fp8+TP, MLA+fp8+TP4, hybrid GDN.
+RERUN_CASES = (
+    "meta-llama__Llama-3.1-8B-Instruct:2:fp8",
+    "deepseek-ai__DeepSeek-V3:4:fp8",
+    "Qwen__Qwen3-Next-80B-A3B-Instruct:1:auto",
+)
+
+
+def _oracle() -> dict:
+    return json.loads(ORACLE_JSON.read_text())
+
+
+def _cases(variant: str, *, skip_hybrid: bool = False) -> list:
+    params = []
+    for case in _oracle()["cases"]:
+        rec = case[variant]
+        if "error" in rec:
+            continue  # vLLM refused it; recorded in the JSON, nothing to compare
+        if skip_hybrid and rec["is_hybrid"]:
+            continue
+        params.append(pytest.param(case, id=case["case"]))
+    return params
+
+
+def _expand(layers: list[dict]) -> dict[int, dict]:
+    """Undo the oracle's run-length compression: layer index -> spec record."""
+    out: dict[int, dict] = {}
+    for run in layers:
+        first, last = run["layer_indices"]
+        assert first is not None, f"layer without index in oracle: {run['name_pattern']}"
+        for i in range(first, last + 1):
+            out[i] = run
+    return out
+
+
+def _oomguard_api():
+    try:
+        from oomguard.inputs.model_config import load_model
+        from oomguard.model.kv_spec import layer_kv_specs
+    except ImportError as exc:
+        pytest.skip(f"oomguard kv_spec API not available yet: {exc}")
+    return load_model, layer_kv_specs
+
+
+def _compare(case: dict, variant: str, block_size: int | None) -> None:
+    load_model, layer_kv_specs = _oomguard_api()
+    rec = case[variant]
+    model = load_model(MODELS_DIR / case["slug"])
+    ours = layer_kv_specs(
+        model, tp=case["tp"], kv_cache_dtype=case["kv_cache_dtype"], block_size=block_size
+    )
+    expected = _expand(rec["layers"])
+    got = {spec.layer_index: spec for spec in ours}
+    assert sorted(got) == sorted(expected), (
+        f"{case['case']}: layers with KV state differ: "
+        f"oomguard {sorted(got)} vs vLLM {sorted(expected)}"
+    )
+    problems = []
+    for idx in sorted(expected):
+        want, have = expected[idx], got[idx]
+        kind = SPEC_KIND.get(want["spec"])
+        assert kind is not None, f"oracle spec class {want['spec']} has no oomguard kind"
+        checks = {"kind": (have.kind, kind), "page_size_bytes": (have.page_size_bytes, want["page_size_bytes"])}
+        if kind in ATTENTION_KINDS:
+            checks.update(
+                num_kv_heads=(have.num_kv_heads, want["num_kv_heads"]),
+                head_size=(have.head_size, want["head_size"]),
+                block_size=(have.block_size, want["block_size"]),
+            )
+        if kind == "sliding_window":
+            checks["sliding_window"] = (have.sliding_window, want["sliding_window"])
+        for field, (a, b) in checks.items():
+            if a != b:
+                problems.append(f"layer {idx} {field}: oomguard {a!r} vs vLLM {b!r}")
+    assert not problems, f"{case['case']} ({variant}):\n" + "\n".join(problems[:20])
+
+
+def test_oracle_json_is_well_formed():
+    doc = _oracle()
+    assert doc["vllm_version"] == "0.32.0"
+    cases = doc["cases"]
+    assert len(cases) >= 20
+    ok = [c for c in cases if "error" not in c["cuda_sim"]]
+    assert len(ok) >= 20
+    kinds = {SPEC_KIND.get(run["spec"]) for c in ok for run in c["cuda_sim"]["layers"]}
+    assert {"full", "sliding_window", "mla", "mamba"} <= kinds
+    assert {c["tp"] for c in ok} >= {1, 2, 4}
+    assert {c["kv_cache_dtype"] for c in ok} >= {"auto", "fp8"}
+    assert ORACLE_JSON.stat().st_size < 1_000_000
+
+
+@pytest.mark.parametrize("case", _cases("cuda_sim"))
+def test_layer_specs_match_vllm_cuda_sim(case):
+    _compare(case, "cuda_sim", block_size=None)
+
+
+@pytest.mark.parametrize("case", _cases("cpu", skip_hybrid=True))
+def test_layer_specs_match_vllm_cpu_explicit_block(case):
+    _compare(case, "cpu", block_size=case["cpu"]["block_size"])
+
+
+def _vllm_python() -> Path:
+    venv = Path(os.environ.get("OOMGUARD_VLLM_VENV", str(REPO_ROOT / ".venv-vllm")))
+    return venv / "bin" / "python"
+
+
+@pytest.mark.vllm
+def test_oracle_reproduces_committed_json():
+    python = _vllm_python()
+    if not python.exists():
+        reason = f"vLLM CPU venv unavailable: {python} not found (run scripts/setup_vllm_cpu.sh)"
+        if os.environ.get("OOMGUARD_REQUIRE_VLLM") == "1":
+            pytest.fail("OOMGUARD_REQUIRE_VLLM=1 but " + reason)
+        pytest.skip(reason)
+    argv = [str(python), str(ORACLE_SCRIPT), "--check", str(ORACLE_JSON)]
+    for case in RERUN_CASES:
+        argv += ["--case", case]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for case in RERUN_CASES:
+        assert f"{case}: matches" in proc.stderr
