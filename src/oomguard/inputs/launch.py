@@ -82,6 +82,8 @@ def _release(version: str | None):
 def convert_value(flag, text: str, *, file: str | None, line: int | None, option: str) -> Any:
     """Type a flag value the way vLLM's argparse would, with a located error."""
     t = getattr(flag, "type", "str")
+    if getattr(flag, "accepts_auto", False) and text.strip().lower() == "auto":
+        return "auto"
     try:
         if t == "int":
             v = int(text) if re.fullmatch(r"-?\d+", text.strip()) else parse_size(text)

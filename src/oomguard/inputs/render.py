@@ -39,6 +39,7 @@ class FlagForm:
     value_type: str = "str"  # the table's type tag: int, float, bool, json, list, size, str
     multi_word: bool = False  # nargs '+' / '*': one word per item
     known: bool = False  # True when the flag table confirmed the spelling
+    has_positive: bool = True  # False for store_false flags that only have "--no-x"
 
 
 def is_secret_dest(dest: str) -> bool:
@@ -97,7 +98,7 @@ def flag_form(dest: str, version: str | None = None, *, release: Any = None) -> 
     nargs = getattr(flag, "nargs", None)
     takes_value = bool(getattr(flag, "takes_value", True))
     multi_word = nargs in ("+", "*") or (vtype == "list" and nargs is not None)
-    return FlagForm(option, neg, takes_value, vtype, multi_word, True)
+    return FlagForm(option, neg, takes_value, vtype, multi_word, True, bool(options))
 
 
 def format_value(value: Any) -> str:
@@ -121,7 +122,7 @@ def flag_words(dest: str, value: Any, form: FlagForm) -> list[str]:
         if form.known and form.takes_value:  # a "--x true|false" flag
             return [form.option, format_value(value)]
         if value:
-            return [form.option]
+            return [form.option] if form.has_positive else []  # True is a store_false flag's default
         # store_true flags have no negative: False is their default, so nothing is written
         return [form.negative] if form.negative else []
     if isinstance(value, (list, tuple)) and form.value_type != "json":

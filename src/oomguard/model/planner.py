@@ -280,6 +280,15 @@ def plan_launch(
     one_req = layout_all.bytes_per_block * bpr
     fit_len = _max_fitting_len(tight.layout, tight.kv_bytes, s, mamba_blocks, max(L, derived))
 
+    if s.max_model_len_source.startswith("auto-fit") and one_req > tight.kv_bytes - tight.layout.bytes_per_block and fit_len > 0:
+        # --max-model-len auto / -1 (>= 0.14): vLLM binary-searches the largest length that fits.
+        refit = dict(flags)
+        refit["max_model_len"] = fit_len
+        plan = plan_launch(model, gpu, refit, env, version=version, num_gpus=num_gpus, other_gpu_use_bytes=other_gpu_use_bytes, usage=usage, nvlink=nvlink)
+        plan.messages.insert(0, f"Auto-fit max_model_len: reduced from {L} to {fit_len} to fit in available KV cache memory ({_fmt_gib(tight.kv_bytes)} GiB GPU)")
+        plan.log_lines.insert(0, plan.messages[0])
+        return plan
+
     # --- memory verdicts, in the order vLLM would hit them
     context = CUDA_CONTEXT_BYTES + (200 * MiB if world > 1 else 0)
     free_at_start = total - context - other_gpu_use_bytes

@@ -94,3 +94,10 @@ def test_json_contract_names(llama8b):
         assert k in d
     for k in ("total_gib", "requested_gib", "weights_gib", "activation_peak_gib", "non_torch_gib", "cuda_graph_gib", "kv_cache_gib"):
         assert k in d["per_gpu"]
+
+
+def test_auto_fit_max_model_len(llama8b):
+    p = plan_launch(llama8b, lookup_gpu("RTX-4090"), {"max_model_len": -1})
+    assert p.starts
+    assert p.settings.max_model_len < 131072
+    assert p.messages[0].startswith("Auto-fit max_model_len: reduced from 131072 to")
