@@ -11,15 +11,14 @@ Default output: tests/data/oracle/kv_specs_vllm-0.32.0.json. The file is committ
 tests/unit/test_kv_oracle.py compares oomguard's kv_spec model against.
 
 How one case is computed (each case runs in its own subprocess, so a refusal or crash in one
-cannot leak global vLLM state into another; 2 at a time):
+cannot leak global vLLM state into another; 2 cases at a time; both platform variants below run
+one after the other inside that subprocess):
 
 1. config.json is copied alone into a temp dir (no weights, no tokenizer).
 2. ``EngineArgs(model=DIR, load_format="dummy", skip_tokenizer_init=True,
-   tensor_parallel_size=TP, kv_cache_dtype=DTYPE, enforce_eager=True, max_model_len=4096)
-   .create_engine_config()`` builds the VllmConfig exactly as ``vllm serve`` would, including
-   model-specific hooks (hybrid/mamba defaults, NemotronH SSM dtype, ...). max_model_len is pinned
-   to 4096 only so that configs with huge contexts do not trip context checks; it does not enter
-   any page size.
+   tensor_parallel_size=TP, kv_cache_dtype=DTYPE, enforce_eager=True).create_engine_config()``
+   builds the VllmConfig exactly as ``vllm serve`` would, including the model-specific hooks
+   (hybrid/Mamba defaults, NemotronH SSM dtype, ...). max_model_len is the config's own.
 3. A single-process gloo "distributed" environment is initialised (world size 1), then the
    tensor-parallel GroupCoordinator's ``world_size`` is overwritten with TP (rank stays 0). Every
    vLLM layer asks ``get_tensor_model_parallel_world_size()``/``_rank()``, which read that object
@@ -28,7 +27,12 @@ cannot leak global vLLM state into another; 2 at a time):
    model files import them by name.)
 4. The model is constructed with vLLM's own ``initialize_model(vllm_config)`` under
    ``torch.device("meta")``: no memory, no weights. Construction registers every attention/Mamba
-   layer in the config's static forward context.
+   layer in the config's static forward context. If construction fails in a weight-quantization
+   layer the CPU build has no kernel for (DeepSeek's block FP8, gpt-oss MXFP4, ...), the case is
+   retried with ``quantization_config`` removed from config.json and the result carries
+   ``quantization_stripped`` (the quant method) and ``error_with_quantization``. Weight
+   quantization does not enter the KV spec unless the checkpoint declares a KV-cache scheme;
+   none of the configs used here does.
 5. ``current_platform.update_block_size_for_backend(vllm_config)`` runs, as the worker does after
    loading: backend block-size preference and hybrid attention/Mamba block-size alignment.
 6. For every ``AttentionLayerBase`` layer, as ``GPUModelRunner.get_kv_cache_spec`` does: skip
@@ -78,7 +82,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 MODELS_DIR = REPO_ROOT / "src" / "oomguard" / "data" / "models"
 DEFAULT_OUT = REPO_ROOT / "tests" / "data" / "oracle" / "kv_specs_vllm-0.32.0.json"
 VLLM_VERSION = "0.32.0"
-MAX_MODEL_LEN = 4096
 PLATFORMS = ("cpu", "cuda_sim")
 
 # (config slug, tensor parallel size, --kv-cache-dtype)
@@ -263,9 +266,16 @@ def _group_records(groups, layer_index_of: dict[str, int | None]) -> list[dict]:
     return records
 
 
-def _install_platform_hook(platform_variant: str, saved: dict) -> None:
-    """Wrap the CPU platform's config hook: remember what the engine hooks chose before it and,
-    for cuda_sim, undo the CPU-only overrides right after it."""
+# The platform variant the next create_engine_config() runs under, and what the engine hooks had
+# chosen just before the CPU platform hook ran (filled in by the hook).
+_HOOK_STATE: dict = {"variant": "cpu", "before": None, "installed": False}
+
+
+def _install_platform_hook() -> None:
+    """Wrap the CPU platform's config hook (once per process): remember what the engine hooks
+    chose before it and, for cuda_sim, undo the CPU-only overrides right after it."""
+    if _HOOK_STATE["installed"]:
+        return
     from vllm.platforms.cpu import CpuPlatform
 
     original = CpuPlatform.check_and_update_config.__func__
@@ -280,20 +290,21 @@ def _install_platform_hook(platform_variant: str, saved: dict) -> None:
             "enable_prefix_caching": cache.enable_prefix_caching,
             "enable_chunked_prefill": sched.enable_chunked_prefill,
             "max_num_batched_tokens": sched.max_num_batched_tokens,
-            "conv_layout_env": os.environ.get("VLLM_SSM_CONV_STATE_LAYOUT"),
         }
-        saved["before_platform_hook"] = {k: v for k, v in before.items() if k != "conv_layout_env"}
+        _HOOK_STATE["before"] = dict(before)
+        conv_layout_env = os.environ.get("VLLM_SSM_CONV_STATE_LAYOUT")
         original(cls, vllm_config)
-        if platform_variant == "cuda_sim":
+        if _HOOK_STATE["variant"] == "cuda_sim":
             cache.block_size = before["block_size"]
             cache.mamba_ssm_cache_dtype = before["mamba_ssm_cache_dtype"]
             cache.enable_prefix_caching = before["enable_prefix_caching"]
             sched.enable_chunked_prefill = before["enable_chunked_prefill"]
             sched.max_num_batched_tokens = before["max_num_batched_tokens"]
-            if before["conv_layout_env"] is None:
+            if conv_layout_env is None:
                 os.environ.pop("VLLM_SSM_CONV_STATE_LAYOUT", None)
 
     CpuPlatform.check_and_update_config = classmethod(hooked)
+    _HOOK_STATE["installed"] = True
 
 
 def _init_fake_tp(vllm_config, tp: int) -> None:
@@ -330,12 +341,20 @@ def _cuda_sim_backend(layer, kv_cache_dtype: str):
     return AttentionBackendEnum.FLASH_ATTN.get_class()
 
 
-def run_case(slug: str, tp: int, kv_dtype: str, platform_variant: str, models_dir: Path) -> dict:
+def run_case(
+    slug: str,
+    tp: int,
+    kv_dtype: str,
+    platform_variant: str,
+    models_dir: Path,
+    strip_quantization: bool = False,
+) -> dict:
     import torch
 
     record: dict = {"platform": platform_variant}
-    saved: dict = {}
-    _install_platform_hook(platform_variant, saved)
+    _install_platform_hook()
+    _HOOK_STATE["variant"] = platform_variant
+    _HOOK_STATE["before"] = None
 
     from vllm.config import get_layers_from_vllm_config, set_current_vllm_config
     from vllm.engine.arg_utils import EngineArgs
@@ -352,7 +371,13 @@ def run_case(slug: str, tp: int, kv_dtype: str, platform_variant: str, models_di
     src = models_dir / slug / "config.json"
     tmp = Path(tempfile.mkdtemp(prefix="oracle-model-"))
     try:
-        shutil.copy(src, tmp / "config.json")
+        config = json.loads(src.read_text())
+        if strip_quantization:
+            for holder in (config, config.get("text_config") or {}):
+                method = (holder.pop("quantization_config", None) or {}).get("quant_method")
+                if method:
+                    record["quantization_stripped"] = method
+        (tmp / "config.json").write_text(json.dumps(config))
         engine_args = EngineArgs(
             model=str(tmp),
             load_format="dummy",
@@ -360,7 +385,6 @@ def run_case(slug: str, tp: int, kv_dtype: str, platform_variant: str, models_di
             tensor_parallel_size=tp,
             kv_cache_dtype=kv_dtype,
             enforce_eager=True,
-            max_model_len=MAX_MODEL_LEN,
         )
         vllm_config = engine_args.create_engine_config()
         model_config = vllm_config.model_config
@@ -374,7 +398,7 @@ def run_case(slug: str, tp: int, kv_dtype: str, platform_variant: str, models_di
             num_kv_heads_per_rank=model_config.get_num_kv_heads(vllm_config.parallel_config),
             head_size=model_config.get_head_size(),
             cache_dtype=cache_config.cache_dtype,
-            before_platform_hook=saved.get("before_platform_hook"),
+            before_platform_hook=_HOOK_STATE["before"],
         )
 
         _init_fake_tp(vllm_config, tp)
@@ -452,15 +476,32 @@ def _bytes_per_token(specs: dict) -> int | None:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:500] if text else ""
+    """The first few non-empty lines of an exception message (pydantic puts the reason on the
+    second or third line)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return " | ".join(lines[:3])[:500]
 
 
-def _variant_main(case: str, variant: str, models_dir: Path) -> int:
+# Weight-quantization layers that the CPU build cannot construct; KV specs do not depend on them,
+# so such a case is retried with quantization_config removed (recorded as quantization_stripped).
+_QUANT_KERNEL_ERRORS = ("Failed to find a kernel", "quantization", "Quantization", "mxfp4", "MXFP4")
+
+
+def _case_worker_main(case: str, models_dir: Path) -> int:
+    """Run every platform variant of one case in this process, one JSON line each."""
     slug, tp, kv_dtype = parse_case(case)
-    rec = run_case(slug, tp, kv_dtype, variant, models_dir)
-    sys.stdout.write("\n@@ORACLE@@" + json.dumps(rec) + "\n")
-    sys.stdout.flush()
+    env_before = os.environ.get("VLLM_SSM_CONV_STATE_LAYOUT")
+    for variant in PLATFORMS:
+        if env_before is None:
+            os.environ.pop("VLLM_SSM_CONV_STATE_LAYOUT", None)
+        rec = run_case(slug, tp, kv_dtype, variant, models_dir)
+        if "error" in rec and any(k in rec["error"] for k in _QUANT_KERNEL_ERRORS):
+            retry = run_case(slug, tp, kv_dtype, variant, models_dir, strip_quantization=True)
+            if "quantization_stripped" in retry:
+                retry["error_with_quantization"] = rec["error"]
+                rec = retry
+        sys.stdout.write("\n@@ORACLE@@" + json.dumps(rec) + "\n")
+        sys.stdout.flush()
     return 0
 
 
@@ -481,15 +522,14 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
-def _run_variant_subprocess(
-    slug: str, tp: int, kv_dtype: str, variant: str, models_dir: Path, timeout_s: float = 600
-) -> dict:
+def _run_case_subprocess(
+    slug: str, tp: int, kv_dtype: str, models_dir: Path, timeout_s: float = 900
+) -> dict[str, dict]:
     argv = [
         sys.executable,
         str(Path(__file__).resolve()),
-        "--variant-worker",
+        "--case-worker",
         case_id(slug, tp, kv_dtype),
-        variant,
         "--models-dir",
         str(models_dir),
     ]
@@ -497,13 +537,20 @@ def _run_variant_subprocess(
         proc = subprocess.run(
             argv, capture_output=True, text=True, timeout=timeout_s, env=_worker_env()
         )
+        stdout, stderr, rc = proc.stdout, proc.stderr, proc.returncode
     except subprocess.TimeoutExpired:
-        return {"platform": variant, "error": f"Timeout: no result after {timeout_s:.0f} s"}
-    for line in proc.stdout.splitlines():
+        stdout, stderr, rc = "", f"no result after {timeout_s:.0f} s", "timeout"
+    out: dict[str, dict] = {}
+    for line in stdout.splitlines():
         if line.startswith("@@ORACLE@@"):
-            return json.loads(line[len("@@ORACLE@@") :])
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
-    return {"platform": variant, "error": f"WorkerCrash(rc={proc.returncode}): {tail[0][:500]}"}
+            rec = json.loads(line[len("@@ORACLE@@") :])
+            out[rec["platform"]] = rec
+    tail = (stderr or stdout).strip().splitlines()[-1:] or [""]
+    for variant in PLATFORMS:
+        out.setdefault(
+            variant, {"platform": variant, "error": f"WorkerCrash(rc={rc}): {tail[0][:500]}"}
+        )
+    return {v: out[v] for v in PLATFORMS}
 
 
 # --------------------------------------------------------------------------------------------
@@ -524,9 +571,7 @@ def run_cases(cases: list[tuple[str, int, str]], models_dir: Path, jobs: int) ->
     def one(case):
         slug, tp, kv_dtype = case
         started = time.monotonic()
-        variants = {
-            v: _run_variant_subprocess(slug, tp, kv_dtype, v, models_dir) for v in PLATFORMS
-        }
+        variants = _run_case_subprocess(slug, tp, kv_dtype, models_dir)
         elapsed = time.monotonic() - started
         status = ", ".join(
             f"{v}: {'ERROR ' + r['error'][:80] if 'error' in r else 'block ' + str(r['block_size'])}"
@@ -555,12 +600,12 @@ def main(argv: list[str] | None = None) -> int:
         help="compare the selected cases against this committed JSON instead of writing; "
         "exit 1 on any difference",
     )
-    parser.add_argument("--variant-worker", nargs=2, metavar=("CASE", "VARIANT"), help=argparse.SUPPRESS)
+    parser.add_argument("--case-worker", metavar="CASE", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     models_dir = Path(args.models_dir)
 
-    if args.variant_worker:
-        return _variant_main(args.variant_worker[0], args.variant_worker[1], models_dir)
+    if args.case_worker:
+        return _case_worker_main(args.case_worker, models_dir)
 
     cases = [parse_case(c) for c in args.case] if args.case else CASES
     for slug, _, _ in cases:
@@ -586,7 +631,6 @@ def main(argv: list[str] | None = None) -> int:
     doc = {
         "vllm_version": _vllm_version(),
         "generator": "scripts/vllm_kv_oracle.py",
-        "max_model_len": MAX_MODEL_LEN,
         "platforms": {
             "cpu": "vLLM CPU build as run on the generating host (CPU_ATTN/CPU_MLA backends)",
             "cuda_sim": "same vLLM code with CPU overrides undone and sm90 first-choice backends "

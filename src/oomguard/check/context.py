@@ -125,11 +125,18 @@ class CheckContext:
         return Edit(self.option_for(dest), value, dest=dest)
 
     def location_of(self, dests: Iterable[str]) -> tuple[str | None, int | None]:
+        """Where the first of these flags is written (a flag this release no longer knows,
+        such as --rope-scaling, is found among the parse problems); else the command."""
         launch = self.read.launch
+        dests = list(dests)
         for d in dests:
             site = launch.sites.get(d)
             if site is not None:
                 return site.file, site.line
+        for d in dests:
+            for p in self.read.problems:
+                if p.option.lstrip("-").replace("-", "_") == d or p.dest == d:
+                    return p.file, p.line
         return launch.path, launch.command_line
 
     def inline_ignored(self, f: Finding) -> bool:
@@ -386,7 +393,57 @@ def build_check_context(read: LaunchRead, options: CheckOptions) -> CheckContext
         v = getattr(options, name)
         if v is not None and v <= 0:
             raise InputError(f"--{name.replace('_', '-')} must be positive")
+    _validate_ranges(ctx)
     return ctx
+
+
+# (dest, test, message) for values argparse accepts but vLLM's config classes reject
+def _range_checks(v: tuple[int, int, int]):
+    return (
+        ("max_model_len", lambda x: isinstance(x, int) and (x > 0 or x == -1) or x == "auto",
+         "must be a positive integer (or -1/auto)" if v >= (0, 27, 0) else None),
+        ("gpu_memory_utilization", lambda x: isinstance(x, (int, float)) and 0 < x <= 1, "must be in (0, 1]"),
+        ("tensor_parallel_size", lambda x: isinstance(x, int) and x >= 1, "must be at least 1"),
+        ("pipeline_parallel_size", lambda x: isinstance(x, int) and x >= 1, "must be at least 1"),
+        ("data_parallel_size", lambda x: isinstance(x, int) and x >= 1, "must be at least 1"),
+        ("max_num_seqs", lambda x: isinstance(x, int) and x >= 1, "must be at least 1"),
+        ("max_num_batched_tokens", lambda x: isinstance(x, int) and x >= 1, "must be at least 1"),
+        ("kv_cache_memory_bytes", lambda x: isinstance(x, int) and x > 0, "must be a positive number of bytes"),
+    )
+
+
+def _validate_ranges(ctx: CheckContext) -> None:
+    """Move values vLLM would reject out of the flags (into problems), so that the
+    plan and the memory rules see vLLM's default instead of nonsense."""
+    from oomguard.check.lenient import FlagProblem, ProblemKind
+
+    launch = ctx.read.launch
+    for dest, ok, why in _range_checks(ctx.version_tuple):
+        if dest not in launch.flags:
+            continue
+        value = launch.flags[dest]
+        if ok(value):
+            continue
+        site = launch.sites.get(dest)
+        if why is None:  # older releases read max_model_len 0 as "derive it"
+            launch.flags.pop(dest)
+            ctx.notes.append(f"--max-model-len {value}: vLLM {ctx.version_label} derives the length from the model")
+            continue
+        opt = site.option if site else ctx.option_for(dest)
+        ctx.read.problems.append(
+            FlagProblem(
+                ProblemKind.INVALID_VALUE,
+                site.yaml_key if site and site.yaml_key else opt,
+                f"{opt} {value}: {why}",
+                site.file if site else launch.path,
+                site.line if site else launch.command_line,
+                option_word=site.option_word if site else None,
+                value_word=site.value_word if site else None,
+                yaml_key=site.yaml_key if site else None,
+                dest=dest,
+            )
+        )
+        launch.flags.pop(dest)
 
 
 def _other_use_from_smi(ctx: CheckContext) -> tuple[int, str]:

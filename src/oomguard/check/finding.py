@@ -43,7 +43,10 @@ class Edit:
 
     @property
     def is_env(self) -> bool:
-        return not self.flag.startswith("-")
+        """An environment variable (VLLM_*, CUDA_VISIBLE_DEVICES), not a flag."""
+        import re
+
+        return re.fullmatch(r"[A-Z_][A-Z0-9_]*", self.flag) is not None
 
     @property
     def removes(self) -> bool:
@@ -51,6 +54,20 @@ class Edit:
 
     def to_dict(self) -> dict:
         return {"flag": self.flag, "value": self.value}
+
+    def describe(self) -> str:
+        """The edit as a person would type it."""
+        import json
+
+        if self.value is None:
+            return f"remove {self.flag}" if not self.is_env else f"unset {self.flag}"
+        if self.is_env:
+            return f"{self.flag}={self.value}"
+        if self.value is True:
+            return self.flag
+        if isinstance(self.value, (dict, list)):
+            return f"{self.flag} '{json.dumps(self.value, separators=(',', ':'))}'"
+        return f"{self.flag} {self.value}"
 
 
 @dataclass

@@ -362,13 +362,37 @@ def read_file(path: str | Path, *, version: str | None = None) -> LaunchRead:
         raise InputError("empty file, expected a launch script or YAML", file=str(p))
     is_yaml = p.suffix in (".yaml", ".yml") or (not text.lstrip().startswith(("#!", "vllm", "python", "export")) and L._looks_like_yaml(text))  # noqa: SLF001
     if is_yaml:
-        launch = L.Launch("yaml", str(p), None, text=text, version=version)
-        read = LaunchRead(launch)
-        data, lines = L.read_yaml_mapping(p)
-        read.yaml_lines = lines
-        walk_yaml(data, lines, read, version=version, file=str(p))
-    else:
-        read = read_script(text, path=str(p), version=version)
+        return read_yaml_text(text, path=str(p), version=version)
+    read = read_script(text, path=str(p), version=version)
+    _ignore_directives(text, read)
+    return read
+
+
+def yaml_mapping(text: str, path: str | None) -> tuple[dict, dict]:
+    """(data, key -> line) of a ``--config`` YAML text; InputError unless it is a mapping."""
+    import yaml
+
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", file=path, line=(mark.line + 1) if mark else None) from None
+    if not isinstance(data, dict):
+        raise InputError("a vLLM --config YAML must be a mapping of flag: value", file=path, line=1)
+    lines = {}
+    if node is not None and hasattr(node, "value"):
+        for k, _v in node.value:
+            lines[str(k.value)] = k.start_mark.line + 1
+    return data, lines
+
+
+def read_yaml_text(text: str, *, path: str | None, version: str | None = None) -> LaunchRead:
+    launch = L.Launch("yaml", path, None, text=text, version=version)
+    read = LaunchRead(launch)
+    data, lines = yaml_mapping(text, path)
+    read.yaml_lines = lines
+    walk_yaml(data, lines, read, version=version, file=path)
     _ignore_directives(text, read)
     return read
 

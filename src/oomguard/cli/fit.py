@@ -107,6 +107,7 @@ def build_request(args: argparse.Namespace):
         concurrency=args.concurrency,
         avg_input_len=_length(args.avg_input_len, "--avg-input-len"),
         objective=objective,
+        explicit_objective=bool(args.objective),
         margin_bytes=int(args.margin_gib * GiB),
         peak_limit_bytes=int(args.peak_limit_gib * GiB) if args.peak_limit_gib else None,
         host_ram_bytes=int(args.host_ram_gib * GiB) if args.host_ram_gib else None,

@@ -96,6 +96,14 @@ def _cause(members: list[Any]) -> str | None:
     return None
 
 
+def _human_bytes(n: float) -> str:
+    """Bytes as vLLM's human-readable ints read them (upper-case suffix = binary)."""
+    for suffix, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale:
+            return f"{math.ceil(n / scale)}{suffix}"
+    return str(math.ceil(n))
+
+
 def _more_tp(ctx: Context, why: str) -> Fix:
     tp = ctx.tensor_parallel_size
     return Fix("--tensor-parallel-size", tp * 2, why)
@@ -285,7 +293,19 @@ def _kv_small(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> N
     run = _run(members)
     util = _util(ctx, col, run) or _default_util(ctx)
     total = ctx.gpu_total_gib or _fact(col, "total_gpu", run)
-    if needed is not None and avail is not None and total:
+    pinned = _int_arg(ctx, "kv_cache_memory_bytes")
+    if pinned:
+        # A pinned KV size ignores --gpu-memory-utilization: scale the pin itself.
+        if needed and avail:
+            new_bytes = pinned * needed / avail
+        elif est and max_len:
+            new_bytes = pinned * int(max_len) / est
+        else:
+            new_bytes = pinned * 2
+        v.fix.append(Fix("--kv-cache-memory-bytes", _human_bytes(new_bytes * 1.1),
+                         f"the pinned KV cache ({_human_bytes(pinned)}) must hold one {max_len or 'max_model_len'}-token "
+                         "request; --gpu-memory-utilization does not change a pinned size"))
+    elif needed is not None and avail is not None and total:
         new = util + (needed - avail) * 1.05 / total
         if new <= MAX_UTIL:
             v.fix.append(Fix("--gpu-memory-utilization", _round_util(new + 0.01),
@@ -295,10 +315,8 @@ def _kv_small(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> N
                              f"{fmt(needed - avail)} GiB; combine with the other fixes"))
     else:
         v.fix.append(Fix("--gpu-memory-utilization", _round_util(max(util + 0.05, 0.9)), "a larger KV budget"))
-    if str(ctx.arg("kv_cache_dtype") or "auto").startswith("auto"):
+    if str(ctx.arg("kv_cache_dtype") or "auto").startswith("auto") and ctx.platform != "cpu":
         v.fix.append(Fix("--kv-cache-dtype", "fp8", "FP8 KV cache halves the bytes per token"))
-    if ctx.arg("kv_cache_memory_bytes") and needed:
-        v.fix.append(Fix("--kv-cache-memory-bytes", f"{math.ceil(needed * 1.05)}G", "the pinned KV size must hold one full request"))
     if ctx.arg("num_gpu_blocks_override") and max_len:
         v.fix.append(Fix("--num-gpu-blocks-override", math.ceil(int(max_len) / 16) + 64, "the block pool must hold "
                          "one max_model_len request (plus a few spare blocks)"))

@@ -6,8 +6,9 @@ leading hyphen, a near miss of a known flag, a sampling parameter passed to
 the server, an OpenAI-server flag passed to the demo ``api_server``.
 
 When the generated per-version tables (``oomguard.versions``) are installed,
-``versions_with_flag`` uses them to say which releases accept a flag; without
-them it falls back to this table.
+they are preferred: their hand-written rename notes, ``option_history`` (which
+releases accept a flag) and the closest option of the running release. This
+module's own table is the fallback when they are not.
 """
 
 from __future__ import annotations
@@ -97,11 +98,19 @@ def hint_for(flag: str, *, prog: str | None = None, version: str | None = None) 
     if prog and prog.endswith("api_server.py") and norm in OPENAI_SERVER_ONLY:
         return FlagHint(norm, norm, f"{norm} belongs to the OpenAI-compatible server: run `vllm serve` (or "
                         "`python -m vllm.entrypoints.openai.api_server`) instead of vllm.entrypoints.api_server")
+    where = versions_with_flag(norm)
+    accepted = f"; accepted by vLLM {where}" if where else ""
+    recorded = _recorded_change(norm)
+    if recorded is not None:
+        replacement, description = recorded
+        if replacement:
+            return FlagHint(norm, replacement, f"{norm}: {description}{accepted}")
+        return FlagHint(norm, None, f"{norm}: {description}{accepted}")
     change = CHANGES.get(norm)
     if change is not None:
-        where = versions_with_flag(norm)
         since = f" (gone from {change.version})" if change.version else ""
-        accepted = f"; accepted by {where}" if where else ""
+        if change.change == "abbreviation":
+            return FlagHint(norm, change.replacement[0], f"{norm} {change.note}")
         if change.replacement:
             return FlagHint(norm, change.replacement[0], f"{norm} was {change.change}{since}: {change.note}{accepted}")
         return FlagHint(norm, None, f"{norm} was {change.change}{since}: {change.note}{accepted}")
@@ -109,15 +118,13 @@ def hint_for(flag: str, *, prog: str | None = None, version: str | None = None) 
         return FlagHint(norm, None, f"{norm} is a per-request sampling parameter, not a server flag: send it in the "
                         "request, or set a server default with --override-generation-config "
                         f"'{{\"{norm[2:].replace('-', '_')}\": ...}}' (0.8+)")
-    close = difflib.get_close_matches(norm, KNOWN_FLAGS, n=1, cutoff=0.8)
-    if close and close[0] != norm:
-        return FlagHint(norm, close[0], f"{norm} is not a vLLM flag; did you mean {close[0]}?")
-    where = versions_with_flag(norm)
+    close = _suggestion(norm, version) or next(iter(difflib.get_close_matches(norm, KNOWN_FLAGS, n=1, cutoff=0.8)), None)
+    if close and close != norm:
+        return FlagHint(norm, close, f"{norm} is not a vLLM flag; did you mean {close}?")
+    this = f" ({version})" if version else ""
     if where:
-        return FlagHint(norm, None, f"{norm} is not accepted by this vLLM{f' ({version})' if version else ''}; "
-                        f"it exists in {where}")
-    return FlagHint(norm, None, f"{norm} is not a flag of this vLLM{f' ({version})' if version else ''}; "
-                    "check `vllm serve --help` for its spelling")
+        return FlagHint(norm, None, f"{norm} is not accepted by this vLLM{this}; it exists in vLLM {where}")
+    return FlagHint(norm, None, f"{norm} is not a flag of this vLLM{this}; check `vllm serve --help` for its spelling")
 
 
 def split_unrecognized(args_text: str) -> list[tuple[str, str | None]]:
@@ -135,19 +142,41 @@ def split_unrecognized(args_text: str) -> list[tuple[str, str | None]]:
     return pairs
 
 
-def versions_with_flag(flag: str) -> str | None:
-    """Which releases accept ``flag``, from the generated per-version tables when installed."""
+def _recorded_change(flag: str) -> tuple[str | None, str] | None:
+    """(replacement, description) from the version tables' hand-written rename notes, when installed."""
     try:
-        from oomguard.versions import get_release  # type: ignore[attr-defined]
+        from oomguard.versions.renames import rename_for
     except ImportError:
         return None
-    found = []
-    for version in ("0.6.6", "0.8.5", "0.10.2", "0.11", "0.15", "0.20", "0.25", "0.30", "0.33"):
-        try:
-            if get_release(version).resolve_option(flag):
-                found.append(version)
-        except Exception:  # noqa: BLE001 - a release missing from the tables is simply skipped
-            continue
-    if not found:
+    change = rename_for(flag)
+    if change is None:
         return None
-    return found[0] if len(found) == 1 else f"{found[0]}-{found[-1]}"
+    return (change.new if change.suggest else None), change.describe()
+
+
+def _suggestion(flag: str, version: str | None) -> str | None:
+    """The closest option of the running release, from the generated tables when installed."""
+    try:
+        from oomguard.versions import get_release
+    except ImportError:
+        return None
+    try:
+        get_release(version).resolve_option(flag)
+    except Exception as exc:  # noqa: BLE001 - UnknownFlagError carries the suggestion; anything else: none
+        return getattr(exc, "suggestion", None)
+    return None
+
+
+def versions_with_flag(flag: str) -> str | None:
+    """Which releases accept ``flag`` ("0.6.0-0.17.0"), from the generated tables when installed."""
+    try:
+        from oomguard.versions import option_history
+    except ImportError:
+        return None
+    try:
+        history = option_history(flag)
+    except Exception:  # noqa: BLE001 - tables missing or unreadable: say nothing rather than guess
+        return None
+    if not history.present_in:
+        return None
+    return history.first if history.first == history.last else f"{history.first}-{history.last}"

@@ -55,6 +55,8 @@ _KERNEL_SIGNS = re.compile(
     r"^\[\s*\d+\.\d+\]|^\[[A-Z][a-z]{2} [A-Z][a-z]{2} |kernel: |oom-kill|invoked oom-killer|Killed process|"
     r"Memory cgroup out of memory|^(?:kern|user|daemon)\s*:", re.MULTILINE
 )
+# What only a log (not a launch script) contains.
+_LOG_SIGNS = re.compile(r"\b(?:INFO|WARNING|ERROR|DEBUG)\b|EngineCore|Traceback|\bpid=\d+")
 _TOPO_SIGNS = re.compile(r"^\s*GPU0(?:\s+GPU\d+)*\s+(?:NIC\d+\s+)*(?:CPU Affinity|mlx)|Legend:\s*\n\s*X\s+= Self", re.MULTILINE)
 _LAUNCH_SIGNS = re.compile(r"^(?:#!.*\n)?(?:.*\n){0,40}?.*(?:\bvllm\s+serve\b|-m\s+vllm\.entrypoints|vllm/vllm-openai)", re.MULTILINE)
 
@@ -75,10 +77,11 @@ def detect_kind(sample: bytes) -> InputKind:
     kernel_hits = len(_KERNEL_SIGNS.findall(text))
     if kernel_hits > vllm_hits:
         return InputKind.KERNEL_LOG
+    log_hits = len(_LOG_SIGNS.findall(text))
+    if not log_hits and len(text) < 20000 and text.count("\n") < 200 and _LAUNCH_SIGNS.search(text):
+        return InputKind.LAUNCH
     if vllm_hits:
         return InputKind.VLLM_LOG
-    if len(text) < 20000 and _LAUNCH_SIGNS.search(text) and text.count("\n") < 200:
-        return InputKind.LAUNCH
     return InputKind.TEXT
 
 
@@ -157,10 +160,15 @@ def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes) -> 
                 _frequent(data, gap_start, line_start, name, cursor, col, notes)
             line_no = cursor.line_at(line_start)
             raw = data[line_start:line_end]
+            if len(raw) > logs.MAX_LINE_BYTES:
+                # Show the part of a huge line around the keyword, not its first bytes.
+                start = max(line_start, hit - logs.MAX_LINE_BYTES // 2)
+                raw = data[start:min(line_end, start + logs.MAX_LINE_BYTES)]
+                notes.truncated_lines += 1
             text = logs.decode_line(raw, line_no, notes)
             matched += 1
             parsers.feed(parse_line(name, line_no, text, following=_following(data, line_end),
-                                    truncated=len(raw) > logs.MAX_LINE_BYTES), col)
+                                    truncated=line_end - line_start > logs.MAX_LINE_BYTES), col)
             # Continue after this line: other keywords on it add nothing.
             pos = gap_start = line_end + 1
         if gap_start < size:

@@ -26,7 +26,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b(x-api-key|api-key)(\s*:\s*)[^\s,;'\"}]+"), r"\1\2" + MASK),
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"), "Bearer " + MASK),
     # URLs with credentials
-    (re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)([^/\s:@]+):([^@\s/]+)@"), r"\1\2:" + MASK + "@"),
+    (re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,30}://)([^/\s:@]{1,200}):([^@\s/]{1,200})@"), r"\1\2:" + MASK + "@"),
     # ENV=secret, including export and docker -e
     (re.compile(r"\b(" + _SECRET_NAME + r")=(\"[^\"]*\"|'[^']*'|[^\s,;]+)"), r"\1=" + MASK),
     # --api-key X, --api-key=X, --hf-token X, --password X

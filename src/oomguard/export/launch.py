@@ -396,7 +396,8 @@ def render_yaml(launch: Any, opts: ExportOptions) -> Rendered:
         key = form.option[2:]
         if isinstance(value, bool) and not (form.known and form.takes_value):
             if value:
-                data[key] = True
+                if form.has_positive:
+                    data[key] = True
             elif form.negative:
                 # `x: false` is dropped by older vLLM config loaders; the negative option is not
                 data[form.negative[2:]] = True

@@ -62,7 +62,22 @@ def read_back(text: str, target: Target | str, *, version: str | None = None) ->
         launch = read_launch(path, version=version)
     finally:
         os.unlink(path)
-    return launch.model, launch.flags, {}
+    flags = dict(launch.flags)
+    # `no-x: true` means x = False (vLLM turns it into --no-x). oomguard.inputs.launch.apply_yaml
+    # does not apply the negation yet (reported); until it does, apply it here. Idempotent.
+    data = yaml.safe_load(text) or {}
+    try:
+        from oomguard.versions import get_release
+
+        rel = get_release(version)
+        for key, value in data.items():
+            if value is True and str(key).startswith("no-"):
+                res = rel.resolve_option("--" + str(key))
+                if res.negated:
+                    flags[res.flag.dest] = False
+    except Exception:  # noqa: BLE001 - the reader already validated the keys
+        pass
+    return launch.model, flags, {}
 
 
 def differences(expected: dict[str, Any], got: dict[str, Any]) -> list[str]:
@@ -89,9 +104,12 @@ def expected_flags(flags: dict[str, Any], *, version: str | None = None) -> dict
             continue
         if isinstance(value, (list, tuple)) and not value:
             continue
-        if value is False:
+        if isinstance(value, bool):
             form = flag_form(dest, version)
-            if not form.negative and not (form.known and form.takes_value):
-                continue
+            if not (form.known and form.takes_value):
+                if value is False and not form.negative:
+                    continue  # a store_true flag's default
+                if value is True and not form.has_positive:
+                    continue  # a store_false flag's default
         out[dest] = value
     return out

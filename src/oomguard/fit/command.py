@@ -116,6 +116,9 @@ class Change:
             return f"set {self.dest}={self.new}" if self.new is not None else f"unset {self.dest}"
         if self.new is None:
             return f"remove {self.option} {value_text(self.dest, self.old)}{where}"
+        if isinstance(self.old, dict) and isinstance(self.new, dict):
+            diffs = [f"{k} {o} → {n}" for k, o, n in _leaf_diff(self.old, self.new)]
+            return f"{self.option}: {'; '.join(diffs)}{where}"
         new = value_text(self.dest, self.new) if not isinstance(self.new, bool) else ("on" if self.new else "off")
         if self.old is None:
             default = "" if self.old_effective is None else f" (default {value_text(self.dest, self.old_effective)})"
@@ -136,6 +139,15 @@ class Change:
         }
 
 
+def _leaf_diff(old: dict, new: dict, prefix: str = ""):
+    for k in sorted(set(old) | set(new)):
+        o, n = old.get(k), new.get(k)
+        if isinstance(o, dict) and isinstance(n, dict):
+            yield from _leaf_diff(o, n, prefix + k + ".")
+        elif o != n:
+            yield prefix + k, o, n
+
+
 def magnitude(change: Change) -> float:
     """How big one change is, on a common scale (1.0 ≈ a categorical switch or a 16× change).
 
@@ -146,6 +158,8 @@ def magnitude(change: Change) -> float:
     new = change.new
     if change.is_env:
         return 0.5
+    if change.dest == "kv_cache_dtype" and str(new).startswith("fp8") and not str(old).startswith("fp8"):
+        return 1.5  # a switch that also costs accuracy
     if old is None or new is None or isinstance(new, (bool, str)) or isinstance(old, (bool, str)):
         return 1.0
     try:

@@ -18,9 +18,6 @@ from __future__ import annotations
 
 from oomguard.units import GiB
 
-LONG_DOC = "https://docs.vllm.ai/en/latest/features/"
-
-
 def _g(n: float) -> str:
     return f"{n / GiB:.2f}"
 
@@ -81,6 +78,8 @@ def analyse(
     host_need_bytes: int | None,
     host_need_pinned_bytes: int | None,
     largest_fit_bytes: int | None,
+    sized_bytes: int | None = None,
+    prefill: tuple[int, int, float] | None = None,
 ) -> dict:
     """One full ``length``-token request against the GPU pool and host RAM: numbers and sentences."""
     one = int(length * cpu_bytes_per_token)
@@ -101,14 +100,21 @@ def analyse(
             "evicted prefixes for reuse (a prefix hit skips their prefill). Beyond the GPU pool: more GPUs, a model with less KV "
             "per token (fewer KV heads, hybrid attention), or a lower max-model-len"
         )
+    if prefill is not None:
+        budget, steps, seconds = prefill
+        lines.append(
+            f"a full {length:,}-token prompt at {budget:,} tokens per step is {steps:,} forward steps "
+            f"(TTFT ≈ {seconds:,.0f} s with no prefix hit; estimate, roofline, ±50%)"
+        )
     if launch_bytes is not None:
         lines.append(f"the launch asks for a CPU tier of {_g(launch_bytes)} GiB in all")
     if host_ram_bytes is None:
         lines.append("host RAM unknown: pass --host-ram-gib (or run `oomguard host`) to size the CPU tier against it")
     elif host_need_bytes is not None:
         ok = host_need_bytes <= host_ram_bytes
+        what = f"with a {_g(sized_bytes)} GiB CPU tier" if sized_bytes else "this launch"
         lines.append(
-            f"host RAM: this launch needs ≈ {_g(host_need_bytes)} GiB resident"
+            f"host RAM: {what} the server needs ≈ {_g(host_need_bytes)} GiB resident"
             + (f" (CPU tier pinned as {_g(host_need_pinned_bytes)} GiB after power-of-two rounding per worker)" if host_need_pinned_bytes else "")
             + f" of {_g(host_ram_bytes)} GiB: " + ("fits" if ok else "does NOT fit (the kernel OOM killer ends such servers)")
         )

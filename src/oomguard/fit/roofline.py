@@ -155,8 +155,10 @@ class Roofline:
         compute = flops / (self.tensor_parallel_size * self.flops)
         return max(compute, steps * self.weight_read_s) + steps * STEP_OVERHEAD_S
 
-    def prefill_tokens_per_s(self, token_budget: int, context: int = 0) -> float:
-        return token_budget / self.chunk_s(token_budget, context)
+    def prefill_tokens_per_s(self, prompt_len: int, token_budget: int) -> float:
+        """Prompt tokens per second while prefilling one ``prompt_len`` prompt in ``token_budget`` chunks."""
+        t = self.prefill_s(prompt_len, token_budget)
+        return prompt_len / t if t > 0 else 0.0
 
     def decode_step_s(self, concurrency: int, context: int) -> float:
         read = self.weights_bytes + concurrency * context * self.kv_bytes_per_token

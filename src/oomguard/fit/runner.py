@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from collections import Counter
@@ -46,7 +47,7 @@ class FitRequest:
     top: int = 5
 
 
-@dataclass
+@dataclass(slots=True)
 class Trial:
     """One feasible candidate, before it is turned into flags."""
 
@@ -61,11 +62,13 @@ class Trial:
     robust: bool
     margin_bytes: int
     spare_bytes: int
-    key: tuple = field(default=(), compare=False)
 
 
-def _bucket(x: float) -> int:
-    return int(round(math.log(x) / _BUCKET)) if x > 0 else -10**9
+def _bucket(x: float, step: float = _BUCKET) -> int:
+    return int(round(math.log(x) / step)) if x > 0 else -10**9
+
+
+_COARSE = math.log(1.10)  # with --from and an explicit objective: gains under ~10% do not justify a bigger edit
 
 
 def _round_len(n: int, block: int) -> int:
@@ -85,7 +88,8 @@ class _Search:
         launch = req.launch
         self.launch = launch
         self.lf = dict(launch.flags) if launch is not None else {}
-        self.env = dict(launch.env) if launch is not None else {}
+        self.launch_env = dict(launch.env) if launch is not None else {}
+        self.env = dict(self.launch_env)  # what plans run with (fit may add VLLM_ALLOW_LONG_MAX_MODEL_LEN)
         self.notes: list[str] = []
         self.rejected: Counter = Counter()
         self.searched = 0
@@ -160,8 +164,11 @@ class _Search:
         rejected = self.rejected
         margin_req = goal.margin_bytes
         peak_limit = goal.peak_limit_bytes
+        per_len_c = C if (C and not goal.avg_input_len) else None
+        fixed_input = goal.input_len(fixed_len) if fixed_len else None
         for bi, (st, base) in enumerate(bases):
             eager = st.enforce_eager
+            total_free = base.total_bytes - base.other_bytes
             for T in space.token_budgets:
                 if not chunked and fixed_len and T < fixed_len:
                     continue
@@ -171,21 +178,22 @@ class _Search:
                     step = self._step(steps, common, st, T, S)
                     d_act = max(h - a for h, a in zip(step.activation_high_bytes, step.activation_bytes))
                     for mode in space.kv_memory_modes:
-                        for util in space.utilizations:
-                            L = fixed_len
-                            kvmem = None
-                            if mode is KVMemoryMode.PINNED_AS_LAUNCHED:
-                                kvmem = space.launched_kv_memory_bytes
-                            elif mode is KVMemoryMode.PINNED_TO_NEED and L is not None:
-                                kvmem = kv_bytes_for(base, L, T, C or 1, goal.input_len(L) if C else None)
-                            elif mode is KVMemoryMode.PINNED_TO_NEED:
+                        kvmem = None
+                        if mode is KVMemoryMode.PINNED_AS_LAUNCHED:
+                            kvmem = space.launched_kv_memory_bytes
+                        elif mode is KVMemoryMode.PINNED_TO_NEED:
+                            if fixed_len is not None:
+                                kvmem = kv_bytes_for(base, fixed_len, T, C or 1, fixed_input if C else None)
+                            else:
                                 kvmem = self._max_safe_kv(base, step, eager)
                                 if kvmem <= 0:
                                     continue
+                        margin_need = margin_req + (d_act if kvmem is not None else 0)
+                        reserve = d_act if kvmem is None else 0
+                        for util in space.utilizations:
+                            L = fixed_len
                             if L is None:
                                 # --max-context: the length is the varied quantity; keep the estimate's error as slack.
-                                per_len_c = C if (C and not goal.avg_input_len) else None
-                                reserve = d_act if kvmem is None else 0
                                 L = _round_len(max_len(base, step, util, kvmem, cap=cap, concurrency=per_len_c, reserve_bytes=reserve), base.block_size)
                                 if L < base.block_size:
                                     self.searched += 1
@@ -196,25 +204,24 @@ class _Search:
                             if o.failure is not None:
                                 rejected[o.failure.value] += 1
                                 continue
-                            I = goal.input_len(L)
                             bpb = base.ranks[o.tight_rank].bytes_per_block
                             need = o.one_request_bytes
                             if C:
-                                cap_i = capacity(base, o, I, T)
-                                if cap_i < C:
+                                I = fixed_input or goal.input_len(L)
+                                bpr_i = base.blocks_per_request(I, T)
+                                if (o.num_blocks - 1) // bpr_i < C:
                                     rejected["concurrency × input length > KV capacity"] += 1
                                     continue
-                                need = max(need, C * base.blocks_per_request(I, T) * bpb)
-                            margin = base.total_bytes - base.other_bytes - o.footprint_bytes
-                            if margin < margin_req + (d_act if kvmem is not None else 0):
+                                need = max(need, C * bpr_i * bpb)
+                            margin = total_free - o.footprint_bytes
+                            if margin < margin_need:
                                 rejected["prefill peak margin"] += 1
                                 continue
                             if peak_limit is not None and o.footprint_bytes > peak_limit:
                                 rejected["peak limit"] += 1
                                 continue
                             spare = o.tight_kv_bytes - bpb - need
-                            robust = kvmem is not None or spare >= d_act
-                            trials.append(Trial(bi, T, S, util, mode, kvmem, L, o, robust, margin, spare))
+                            trials.append(Trial(bi, T, S, util, mode, kvmem, L, o, kvmem is not None or spare >= d_act, margin, spare))
         return trials, bases, steps
 
     # ------------------------------------------------------------------ ranking
@@ -232,43 +239,53 @@ class _Search:
             cache[bi] = rl
         return rl
 
-    def _score(self, t: Trial, bases, rl_cache: dict, perf_cache: dict) -> tuple[tuple, dict]:
-        st, base = bases[t.base_index]
+    def _score(self, t: Trial, bases, rl_cache: dict, perf_cache: dict) -> tuple[tuple, dict, int, int]:
+        """(objective key, roofline figures, decode batch, requests of the input length the pool holds)."""
+        base = bases[t.base_index][1]
         goal = self.goal
         L = t.max_model_len
         I = goal.input_len(L)
-        cap_i = capacity(base, t.outcome, I, t.token_budget)
+        bpr = base.blocks_per_request(I, t.token_budget)
+        cap_i = max(0, (t.outcome.num_blocks - 1) // bpr) if bpr else 0
         b = max(1, min(t.num_seqs, cap_i))
         key = (t.base_index, t.token_budget, b, I)
         perf = perf_cache.get(key)
         if perf is None:
-            rl = self._roofline(rl_cache, t.base_index, base, st)
+            rl = self._roofline(rl_cache, t.base_index, base, bases[t.base_index][0])
             b_lat = max(1, min(b, goal.concurrency or 1))
             perf = {
                 "decode_tokens_per_s": rl.decode_tokens_per_s(b, I),
-                "prefill_tokens_per_s": rl.prefill_tokens_per_s(t.token_budget, I // 2),
+                "prefill_tokens_per_s": rl.prefill_tokens_per_s(I, t.token_budget),
                 "ttft_s": rl.prefill_s(I, t.token_budget),
                 "itl_s": rl.mixed_step_s(t.token_budget, b_lat, I),
             }
+            perf["_buckets"] = (_bucket(perf["decode_tokens_per_s"]), _bucket(perf["prefill_tokens_per_s"]), -_bucket(perf["ttft_s"] + perf["itl_s"]))
             perf_cache[key] = perf
+        dec, pre, lat = perf["_buckets"]
         obj = goal.objective
-        dec, pre = _bucket(perf["decode_tokens_per_s"]), _bucket(perf["prefill_tokens_per_s"])
         if obj is Objective.THROUGHPUT:
             k = (dec, pre)
         elif obj is Objective.LATENCY:
-            k = (-_bucket(perf["ttft_s"] + perf["itl_s"]), dec)
+            k = (lat, dec)
         elif obj is Objective.MAX_CONTEXT:
             k = (_bucket(L), dec)
         else:
             k = (_bucket(b), dec)
-        return k + (t.margin_bytes // (256 * MiB),), {**perf, "batch": b, "capacity_at_input": cap_i}
+        return k + (t.margin_bytes // (256 * MiB),), perf, b, cap_i
 
-    def _changes(self, t: Trial, bases) -> list[cmd.Change]:
-        """The --from edit: each searched flag whose value differs from what the launch runs with."""
-        st, base = bases[t.base_index]
-        ls, lf = self.ls, self.lf
-        sites = getattr(self.launch, "sites", {}) or {}
-        new = {
+    def _coarse(self, t: Trial, perf: dict, b: int) -> int:
+        obj = self.goal.objective
+        if obj is Objective.THROUGHPUT:
+            return _bucket(perf["decode_tokens_per_s"], _COARSE)
+        if obj is Objective.LATENCY:
+            return -_bucket(perf["ttft_s"] + perf["itl_s"], _COARSE)
+        if obj is Objective.MAX_CONTEXT:
+            return _bucket(t.max_model_len, _COARSE)
+        return _bucket(b, _COARSE)
+
+    def _new_values(self, t: Trial, bases) -> dict:
+        st, _ = bases[t.base_index]
+        return {
             "tensor_parallel_size": st.tensor_parallel_size,
             "pipeline_parallel_size": st.pipeline_parallel_size,
             "kv_cache_dtype": st.kv_cache_dtype,
@@ -279,54 +296,101 @@ class _Search:
             "max_model_len": t.max_model_len,
             "kv_cache_memory_bytes": t.kv_memory_bytes,
         }
-        out = []
-        for dest, value in new.items():
-            effective = getattr(ls, dest) if dest != "kv_cache_memory_bytes" else ls.kv_cache_memory_bytes
-            if dest == "kv_cache_dtype" and str(effective) == str(value):
+
+    def _effective(self) -> dict:
+        """What the --from launch runs with for every searched flag (vLLM's default where it is unset)."""
+        ls = self.ls
+        return {
+            "tensor_parallel_size": ls.tensor_parallel_size,
+            "pipeline_parallel_size": ls.pipeline_parallel_size,
+            "kv_cache_dtype": str(ls.kv_cache_dtype),
+            "enforce_eager": ls.enforce_eager,
+            "max_num_batched_tokens": ls.max_num_batched_tokens,
+            "max_num_seqs": ls.max_num_seqs,
+            "gpu_memory_utilization": ls.gpu_memory_utilization,
+            "max_model_len": ls.max_model_len,
+            "kv_cache_memory_bytes": ls.kv_cache_memory_bytes,
+        }
+
+    def _edit_size(self, t: Trial, bases, eff: dict) -> tuple[tuple, float]:
+        """(changed flags, total magnitude) of the edit that turns the launch into ``t``; no objects built."""
+        changed = []
+        size = 0.0
+        for dest, value in self._new_values(t, bases).items():
+            old = eff[dest]
+            if value == old:
                 continue
-            if value == effective:
+            changed.append(dest)
+            size += cmd.magnitude(cmd.Change(dest, old, value, old))
+        if self._env_for(t):
+            changed.append(cmd.ENV_LONG_LEN)
+            size += 0.5
+        return tuple(changed), size
+
+    def _changes(self, t: Trial, bases) -> list[cmd.Change]:
+        """The --from edit: each searched flag whose value differs from what the launch runs with."""
+        eff = self._effective()
+        sites = getattr(self.launch, "sites", None) or {}
+        out = []
+        for dest, value in self._new_values(t, bases).items():
+            if value == eff[dest]:
                 continue
             site = sites.get(dest)
-            out.append(cmd.Change(dest, lf.get(dest), value, effective, getattr(site, "file", None), getattr(site, "line", None)))
-        env = self._env_for(t)
-        for k, val in env.items():
-            if self.env.get(k) != val:
-                out.append(cmd.Change(k, self.env.get(k), val, None, is_env=True))
+            out.append(cmd.Change(dest, self.lf.get(dest), value, eff[dest], getattr(site, "file", None), getattr(site, "line", None)))
+        for k, val in self._env_for(t).items():
+            out.append(cmd.Change(k, self.launch_env.get(k), val, None, is_env=True))
         return out
 
     def _env_for(self, t: Trial) -> dict:
-        env = {}
-        if t.max_model_len > self.derived and str(self.env.get(cmd.ENV_LONG_LEN, "0")) not in _TRUE:
-            env[cmd.ENV_LONG_LEN] = "1"
-        return env
+        """Environment the candidate needs beyond the launch's own."""
+        if t.max_model_len > self.derived and str(self.launch_env.get(cmd.ENV_LONG_LEN, "0")) not in _TRUE:
+            return {cmd.ENV_LONG_LEN: "1"}
+        return {}
 
     def rank(self, trials: list[Trial], bases, *, from_launch: bool, relaxed_len: bool) -> list[tuple[Trial, dict, list]]:
         rl_cache: dict = {}
         perf_cache: dict = {}
+        if relaxed_len and trials:
+            # The length is what the goal gave up: stay within 10% of the longest that fits, then edit least.
+            best = max(t.max_model_len for t in trials)
+            trials = [t for t in trials if t.max_model_len >= 0.9 * best]
+        eff = self._effective() if from_launch else None
         scored = []
         for t in trials:
-            k, perf = self._score(t, bases, rl_cache, perf_cache)
-            changes = self._changes(t, bases) if from_launch else []
-            if from_launch:
-                size = sum(cmd.magnitude(c) for c in changes)
-                if relaxed_len:
-                    key = (-_bucket(t.max_model_len), len(changes), not t.robust, round(size, 3), tuple(-x for x in k))
-                else:
-                    key = (len(changes), not t.robust, round(size, 3), tuple(-x for x in k))
-            else:
-                key = (not t.robust, tuple(-x for x in k))
-            scored.append((key, t, perf, changes))
-        scored.sort(key=lambda x: x[0])
-        # One candidate per shape, so the list shows alternatives rather than near-copies.
-        seen = set()
-        out = []
-        for key, t, perf, changes in scored:
+            k, perf, b, cap_i = self._score(t, bases, rl_cache, perf_cache)
             st, _ = bases[t.base_index]
-            shape = frozenset(c.dest for c in changes) if from_launch else (st, t.mode, t.token_budget if self.goal.objective is Objective.LATENCY else None)
+            fp8 = st.kv_cache_dtype != "auto" and (not from_launch or st.kv_cache_dtype != eff["kv_cache_dtype"])
+            # An fp8 cache costs accuracy: it wins only where it raises the objective itself.
+            obj = (-k[0], fp8) + tuple(-x for x in k[1:])
+            if from_launch:
+                changed, size = self._edit_size(t, bases, eff)
+                key = (len(changed), not t.robust, round(size, 3), obj)
+                if self.goal.explicit_objective and not relaxed_len:
+                    key = (-self._coarse(t, perf, b),) + key
+            else:
+                changed = ()
+                key = (not t.robust, obj)
+            scored.append((key, t, (perf, b, cap_i), changed, k))
+        scored.sort(key=lambda x: x[0])
+        # One candidate per shape, so the list shows alternatives rather than near-copies; an alternative
+        # whose edit only adds changes to one already shown must also do better on the objective.
+        seen = set()
+        shown: list[tuple[frozenset, tuple]] = []
+        out = []
+        for key, t, perf, changed, k in scored:
+            st, _ = bases[t.base_index]
+            if from_launch:
+                shape = frozenset(changed)
+                if any(prev <= shape and pk >= k for prev, pk in shown):
+                    continue
+            else:
+                shape = (st, t.mode, t.token_budget if self.goal.objective is Objective.LATENCY else None)
             if shape in seen:
                 continue
             seen.add(shape)
-            out.append((t, perf, changes))
+            shown.append((frozenset(changed), k))
+            perf, b, cap_i = perf
+            out.append((t, {k2: v for k2, v in perf.items() if not k2.startswith("_")} | {"batch": b, "capacity_at_input": cap_i}, self._changes(t, bases) if from_launch else []))
             if len(out) >= self.req.top * 3:
                 break
         return out
@@ -362,7 +426,7 @@ class _Search:
     def candidate(self, t: Trial, perf: dict, changes: list, bases, steps: dict, offload: dict | None) -> Candidate | None:
         st, base = bases[t.base_index]
         flags = self._flags_for(t, st)
-        env = {**self.env, **self._env_for(t)}
+        env = {**self.launch_env, **self._env_for(t)}
         if offload is not None and offload.get("size_bytes"):
             before = dict(flags)
             flags = cpu_tier.set_offload(flags, offload["size_bytes"], self.v)
@@ -452,79 +516,116 @@ class _Search:
         return {k for k in env if k in keep}
 
     # ------------------------------------------------------------------ the CPU tier
-    def cpu_tier_info(self, length: int, bases, steps: dict) -> dict | None:
-        if not bases:
-            return None
-        best_len, best_desc, best = 0, "", None
+    def _gpu_limit(self, length: int, bases, steps: dict, trials: list[Trial]) -> tuple[int, str]:
+        """The longest request the GPUs hold: from the searched launches, else the raw pool at util 0.95."""
+        if trials:
+            t = max(trials, key=lambda x: x.max_model_len)
+            st, base = bases[t.base_index]
+            pool = t.outcome.num_blocks * base.ranks[t.outcome.tight_rank].bytes_per_block
+            n = t.max_model_len
+            how = "pinned" if t.kv_memory_bytes is not None else f"util {t.utilization:g}"
+            return n, (
+                f"TP {st.tensor_parallel_size} PP {st.pipeline_parallel_size} {st.kv_cache_dtype} KV, {pool / GiB:.2f} GiB per GPU ({how}), "
+                f"token budget {t.token_budget}, within the {self.goal.margin_bytes / GiB:g} GiB margin"
+            )
+        best_len, best_desc = 0, "no launch leaves room for KV"
         common = {k: v for k, v in self.lf.items() if k not in cmd.SEARCHED}
         for st, base in bases:
             step = self._step(steps, common, st, 256, 1)
-            for util in (0.95, 0.92, 0.90):
-                o = evaluate(base, step, util, base.block_size)
-                if o.failure is None or o.failure.value == "kv-too-small":
-                    n = max_len(base, step, util, None, cap=max(length, self.derived) * 4)
-                    if n > best_len:
-                        pool = o.num_blocks * base.ranks[o.tight_rank].bytes_per_block
-                        best_len, best = n, (st, base)
-                        best_desc = f"TP {st.tensor_parallel_size} PP {st.pipeline_parallel_size} {st.kv_cache_dtype} KV, {pool / GiB:.2f} GiB per GPU at util {util:g}, token budget 256"
-                    break
-        if best is None:
+            o = evaluate(base, step, 0.95, base.block_size)
+            if o.failure is None or o.failure.value == "kv-too-small":
+                n = max_len(base, step, 0.95, None, cap=max(length, self.derived) * 4)
+                if n > best_len:
+                    pool = o.num_blocks * base.ranks[o.tight_rank].bytes_per_block
+                    best_len = n
+                    best_desc = f"TP {st.tensor_parallel_size} PP {st.pipeline_parallel_size} {st.kv_cache_dtype} KV, {pool / GiB:.2f} GiB per GPU at util 0.95, token budget 256, no margin"
+        return best_len, best_desc
+
+    def cpu_tier_info(self, length: int, bases, gpu_max_len: int, gpu_desc: str) -> dict | None:
+        """One full request of ``length`` tokens against the GPU pool and host RAM (the launch's split and dtype)."""
+        if not bases:
             return None
-        st, base = best
-        # The launch's own dtype/split when there is one: that is the request the user sized.
-        ref = next(((s2, b2) for s2, b2 in bases if self.ls is not None and s2.kv_cache_dtype == (self.lf.get("kv_cache_dtype") or "auto") and s2.tensor_parallel_size == self.ls.tensor_parallel_size and s2.pipeline_parallel_size == self.ls.pipeline_parallel_size), best)
-        rst, rbase = ref
-        per_gpu = rbase.kv_bytes_per_token
-        cpu_per_token = per_gpu * rst.tensor_parallel_size
-        engine_workers = rst.tensor_parallel_size * rst.pipeline_parallel_size
-        weights = self.model.checkpoint_bytes or int(sum(r.weights_bytes for r in rbase.ranks) * rst.tensor_parallel_size)
+        ls = self.ls
+        ref = None
+        if ls is not None:
+            want = str(self.lf.get("kv_cache_dtype") or "auto")
+            ref = next(((st, b) for st, b in bases if st.kv_cache_dtype == want and (st.tensor_parallel_size, st.pipeline_parallel_size) == (ls.tensor_parallel_size, ls.pipeline_parallel_size)), None)
+        st, base = ref or max(bases, key=lambda x: (x[0].tensor_parallel_size * x[0].pipeline_parallel_size, x[0].kv_cache_dtype != "auto"))
+        per_gpu = base.kv_bytes_per_token
+        cpu_per_token = per_gpu * st.tensor_parallel_size
+        workers = st.tensor_parallel_size * st.pipeline_parallel_size
+        weights = self.model.checkpoint_bytes or int(sum(r.weights_bytes for r in base.ranks) * st.tensor_parallel_size)
         launch_bytes = cpu_tier.launch_offload_bytes(self.lf)
         host = self.goal.host_ram_bytes
         need = pinned = largest = None
+        size = launch_bytes or int(length * cpu_per_token)
         if host is not None:
-            size = launch_bytes or int(length * cpu_per_token)
-            flags = cpu_tier.set_offload({**self.lf, "tensor_parallel_size": rst.tensor_parallel_size, "pipeline_parallel_size": rst.pipeline_parallel_size, "max_model_len": length}, size, self.v)
-            hn = cpu_tier.host_need(flags, weights_bytes=weights, world_size=engine_workers, env=self.env, version=self.req.version)
+            flags = cpu_tier.set_offload(
+                {**self.lf, "tensor_parallel_size": st.tensor_parallel_size, "pipeline_parallel_size": st.pipeline_parallel_size, "max_model_len": length}, size, self.v
+            )
+            hn = cpu_tier.host_need(flags, weights_bytes=weights, world_size=workers, env=self.env, version=self.req.version)
             need = hn.expected_bytes
             comp = hn.component("kv offload (CPU tier)")
             pinned = comp.expected_bytes if comp else None
-            largest = cpu_tier.largest_offload(flags, weights_bytes=weights, world_size=engine_workers, engine_workers=engine_workers, env=self.env, version=self.req.version, host_ram_bytes=host)
+            largest = cpu_tier.largest_offload(flags, weights_bytes=weights, world_size=workers, engine_workers=workers, env=self.env, version=self.req.version, host_ram_bytes=host)
         info = cpu_tier.analyse(
             length=length,
             cpu_bytes_per_token=cpu_per_token,
-            gpu_max_len=best_len,
-            gpu_max_desc=best_desc,
+            gpu_max_len=gpu_max_len,
+            gpu_max_desc=gpu_desc,
             per_gpu_bytes_per_token=per_gpu,
-            world_size=rst.tensor_parallel_size,
+            world_size=st.tensor_parallel_size,
             launch_bytes=launch_bytes,
             host_ram_bytes=host,
             host_need_bytes=need,
             host_need_pinned_bytes=pinned,
             largest_fit_bytes=largest,
+            sized_bytes=size,
+            prefill=self._long_prefill(length, st, base),
         )
+        info["engine_workers"] = workers
         return info
 
+    def _long_prefill(self, length: int, st: Structure, base: Base) -> tuple[int, int, float]:
+        budget = self.ls.max_num_batched_tokens if self.ls is not None else self._ref_budget()[0]
+        rl = Roofline.build(self.model, self.gpu, tensor_parallel_size=st.tensor_parallel_size, weights_bytes=sum(r.weights_bytes for r in base.ranks), kv_bytes_per_token=base.kv_bytes_per_token, eager=st.enforce_eager)
+        return budget, prefill_steps(length, budget), rl.prefill_s(length, budget)
+
     def offload_for(self, info: dict | None) -> dict | None:
-        """The CPU tier each candidate carries: the launch's, shrunk to fit host RAM, or sized to one request."""
+        """The CPU tier each candidate carries: the launch's (shrunk to fit host RAM), or the largest that fits."""
         if info is None:
             return None
         launch_bytes = info.get("launch_cpu_bytes")
         host = info.get("host_ram_bytes")
         largest = info.get("largest_fit_bytes")
+        size = None
         if launch_bytes:
             size = launch_bytes
             if host is not None and info.get("host_need_bytes") and info["host_need_bytes"] > host:
                 size = largest or 0
-            return {"size_bytes": size, "lines": []}
-        if host is not None and info.get("needs_cpu_tier") and largest:
-            return {"size_bytes": min(largest, info["one_request_bytes"]), "lines": []}
-        return None
+        elif host is not None and info.get("needs_cpu_tier") and largest:
+            size = largest
+        if size is None:
+            return None
+        workers = info.get("engine_workers", 1)
+        tokens = int(size / info["bytes_per_token"]) if info["bytes_per_token"] else 0
+        line = (
+            f"CPU tier {size / GiB:.0f} GiB in all ({workers} workers × {size / workers / GiB:.1f} GiB, pinned): keeps ~{tokens:,} tokens of "
+            "evicted KV for prefix reuse"
+            + (f" — a whole {info['length']:,}-token request fits in it" if tokens >= info["length"] else f" — less than one {info['length']:,}-token request")
+            + (f"; sized against {host / GiB:.0f} GiB of host RAM" if host is not None else "")
+        )
+        if size == 0:
+            line = "no CPU tier fits in host RAM next to the rest of the server: offloading removed"
+        return {"size_bytes": size, "lines": [line]}
 
     # ------------------------------------------------------------------ driver
     def run(self) -> FitResult:
         t0 = time.perf_counter()
         goal = self.goal
         fixed, cap, source = self._length_goal()
+        for n in getattr(self.launch, "notes", None) or []:
+            self.notes.append(n)
         if (fixed or cap) > self.derived and str(self.env.get(cmd.ENV_LONG_LEN, "0")) not in _TRUE:
             self.notes.append(
                 f"max-model-len {(fixed or cap):,} is above the model's derived maximum ({self.derived:,}): the command sets "
@@ -534,26 +635,28 @@ class _Search:
         from_launch = self.launch is not None
         trials, bases, steps = self.search(fixed, cap, goal.concurrency)
         relaxed = False
-        closest: list[Candidate] = []
-        goal_len = fixed or cap
-        info = None
-        if not trials and fixed is not None and self.rejected.get("kv-too-small"):
-            info = self.cpu_tier_info(fixed, bases, steps)
-        elif self.lf and cpu_tier.launch_offload_bytes(self.lf):
-            info = self.cpu_tier_info(goal_len, bases, steps)
-        offload = self.offload_for(info)
-        result_trials = trials
+        relaxed_trials: list[Trial] = []
         if not trials and fixed is not None:
             # Relax the length: the largest max-model-len that meets everything else.
             relaxed_trials, bases2, steps2 = self.search(None, fixed, goal.concurrency)
             if relaxed_trials:
                 bases, steps = bases2, steps2
-                if from_launch and source != "--context":
-                    result_trials, relaxed = relaxed_trials, True
-                    self.notes.append(f"the launch's max-model-len {fixed:,} does not fit: the edit lowers it to the largest that does")
-                else:
-                    ranked = self.rank(relaxed_trials, bases, from_launch=from_launch, relaxed_len=True)
-                    closest = [c for c in (self.candidate(t, p, ch, bases, steps, offload) for t, p, ch in ranked[:3]) if c]
+        info = None
+        launch_offloads = bool(self.lf) and bool(cpu_tier.launch_offload_bytes(self.lf))
+        if fixed is not None and not trials and self.rejected.get("kv-too-small"):
+            info = self.cpu_tier_info(fixed, bases, *self._gpu_limit(fixed, bases, steps, relaxed_trials))
+        elif launch_offloads:
+            info = self.cpu_tier_info(fixed or cap, bases, *self._gpu_limit(fixed or cap, bases, steps, trials or relaxed_trials))
+        offload = self.offload_for(info)
+        result_trials = trials
+        closest: list[Candidate] = []
+        if relaxed_trials:
+            if from_launch and source != "--context":
+                result_trials, relaxed = relaxed_trials, True
+                self.notes.append(f"the launch's max-model-len {fixed:,} does not fit: the edit lowers it to (near) the largest that does")
+            else:
+                ranked = self.rank(relaxed_trials, bases, from_launch=from_launch, relaxed_len=True)
+                closest = [c for c in (self.candidate(t, p, ch, bases, steps, offload) for t, p, ch in ranked[:3]) if c]
         candidates: list[Candidate] = []
         if result_trials:
             ranked = self.rank(result_trials, bases, from_launch=from_launch, relaxed_len=relaxed)
@@ -594,4 +697,11 @@ class _Search:
 
 def fit(req: FitRequest) -> FitResult:
     """Search the launches of ``req.model`` on ``req.num_gpus`` × ``req.gpu`` and rank those that meet ``req.goal``."""
-    return _Search(req).run()
+    # The search keeps ~10^5 small objects alive; the cyclic GC rescanning them would dominate the run.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Search(req).run()
+    finally:
+        if enabled:
+            gc.enable()

@@ -64,6 +64,22 @@ class Base:
     mamba_blocks: int
     world_size: int
     _bpr_cache: dict = field(default_factory=dict, repr=False)
+    _requested: dict = field(default_factory=dict, repr=False)
+    _peak_cache: dict = field(default_factory=dict, repr=False)  # activation per stage -> heaviest stage
+
+    def __post_init__(self) -> None:
+        # Facts evaluate() asks for every candidate, computed once.
+        s = self.settings
+        v = s.version
+        g = self.layout.groups
+        self.single_full_group = len(g) == 1 and g[0].kind in ("full", "mla", "cross")
+        self.first_block_size = g[0].block_size if g else self.block_size
+        self.is_v0 = s.engine == "V0"
+        self.charge_context = s.engine == "V1" and v < (0, 10, 0)  # 0.8.x counted everything on the device
+        self.startup_check = v >= (0, 10, 2)
+        self.tokens_by_groups = self.is_v0 or (v < (0, 25, 0) and len(g) > 1)
+        self.graphs_possible = not s.enforce_eager and s.cudagraph_mode != "NONE"
+        self.override = int(s.num_gpu_blocks_override) if s.num_gpu_blocks_override else 0
 
     @property
     def version(self) -> tuple[int, int, int]:
@@ -73,17 +89,19 @@ class Base:
     def engine(self) -> str:
         return self.settings.engine
 
-    @property
-    def single_full_group(self) -> bool:
-        g = self.layout.groups
-        return len(g) == 1 and g[0].kind in ("full", "mla", "cross")
+    def requested(self, utilization: float) -> int:
+        """vLLM's budget, ceil(total × util) (cached per utilization)."""
+        r = self._requested.get(utilization)
+        if r is None:
+            r = self._requested[utilization] = ceil_requested(self.total_bytes, utilization, self.settings.version)
+        return r
 
     def blocks_per_request(self, length: int, token_budget: int) -> int:
         """vLLM's blocks for one request of ``length`` tokens (cached; T matters for sliding windows only)."""
+        if self.single_full_group:
+            return -(-length // self.first_block_size)
         if not self.layout.groups:
             return 1
-        if self.single_full_group:
-            return cdiv(length, self.layout.groups[0].block_size)
         key = (length, token_budget)
         v = self._bpr_cache.get(key)
         if v is None:
@@ -111,7 +129,7 @@ class Step:
     graphs_in_budget: bool  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS in effect
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Outcome:
     """``plan_launch``'s verdict for one candidate, and the numbers fit ranks on."""
 
@@ -191,82 +209,99 @@ def make_step(model, gpu, flags: dict, env: dict, *, version: str | None, token_
     )
 
 
-def evaluate(base: Base, step: Step, utilization: float, max_model_len: int, kv_cache_memory_bytes: int | None = None, *, eager: bool | None = None) -> Outcome:
-    """``plan_launch``'s verdict and KV numbers for one candidate, by arithmetic.
-
-    ``eager`` defaults to the base's setting; graphs cost nothing when eager.
-    """
-    s = base.settings
-    v = s.version
+def evaluate(base: Base, step: Step, utilization: float, max_model_len: int, kv_cache_memory_bytes: int | None = None) -> Outcome:
+    """``plan_launch``'s verdict and KV numbers for one candidate, by arithmetic."""
     L = max_model_len
-    T = step.token_budget
-    eager = s.enforce_eager if eager is None else eager
-    graphs = 0 if eager or s.cudagraph_mode == "NONE" else step.graphs_bytes
-    in_budget = step.graphs_in_budget and graphs > 0
+    graphs = step.graphs_bytes if base.graphs_possible else 0
+    g_in = graphs if (step.graphs_in_budget and graphs > 0) else 0
     total, other, ctx = base.total_bytes, base.other_bytes, base.context_bytes
-    requested = ceil_requested(total, utilization, v)
+    requested = base.requested(utilization)
     nt = base.non_torch_bytes
-    charge_ctx = s.engine == "V1" and v < (0, 10, 0)
-    override = s.num_gpu_blocks_override
+    override = base.override
+    ranks = base.ranks
+    acts = step.activation_bytes
+    pinned = kv_cache_memory_bytes is not None
 
-    nb_min = -1
-    tight = 0
-    tight_kv = 0
-    for i, r in enumerate(base.ranks):
-        if kv_cache_memory_bytes is not None:
+    if len(ranks) == 1:
+        # the common case, without the per-rank loops
+        r = ranks[0]
+        if pinned:
             kv = kv_cache_memory_bytes
         else:
-            kv = requested - r.weights_bytes - nt - step.activation_bytes[i] - (graphs if in_budget else 0)
-            if charge_ctx:
+            kv = requested - r.weights_bytes - nt - acts[0] - g_in
+            if base.charge_context:
                 kv -= CUDA_CONTEXT_BYTES + other
-        nb = max(0, kv // r.bytes_per_block) if r.bytes_per_block else 0
-        if override:
-            nb = int(override)
-        if nb_min < 0 or nb < nb_min:
-            nb_min, tight, tight_kv = int(nb), i, int(kv)
-    nb = nb_min
-    bpr = base.blocks_per_request(L, T)
+        nb = override or (max(0, kv // r.bytes_per_block) if r.bytes_per_block else 0)
+        tight, tight_kv = 0, int(kv)
+    else:
+        nb = -1
+        tight = 0
+        tight_kv = 0
+        for i, r in enumerate(ranks):
+            if pinned:
+                kv = kv_cache_memory_bytes
+            else:
+                kv = requested - r.weights_bytes - nt - acts[i] - g_in
+                if base.charge_context:
+                    kv -= CUDA_CONTEXT_BYTES + other
+            n = override or (max(0, kv // r.bytes_per_block) if r.bytes_per_block else 0)
+            if nb < 0 or n < nb:
+                nb, tight, tight_kv = int(n), i, int(kv)
+    nb = int(nb)
+    bpr = base.blocks_per_request(L, step.token_budget)
     conc = nb / bpr if bpr else 0.0
-    groups = base.layout.num_groups
-    if s.engine == "V0" or (v < (0, 25, 0) and groups > 1):
-        tokens = (nb // max(1, groups)) * base.block_size
+    if base.tokens_by_groups:
+        tokens = (nb // max(1, len(base.layout.groups))) * base.block_size
     else:
         tokens = int(conc * L)
-    if s.engine == "V0":
+    if base.is_v0:
         conc = nb * base.block_size / L
     one_req = base.layout.bytes_per_block * bpr
-    tr = base.ranks[tight]
+    tr = ranks[tight]
 
     # --- the failure checks, in plan_launch's order (the first one wins)
     failure = base.config_failure
     if failure is None and L > base.derived_len and not base.allow_long:
         failure = FailureClass.MAX_LEN_EXCEEDS_MODEL
-    if failure is None and total - ctx - other < requested and v >= (0, 10, 2):
+    if failure is None and base.startup_check and total - ctx - other < requested:
         failure = FailureClass.STARTUP_FREE_MEMORY
     if failure is None and base.weights_oom:
         failure = FailureClass.WEIGHTS_OOM
     if failure is None:
-        peak = max(r.weights_bytes + step.activation_bytes[i] + nt for i, r in enumerate(base.ranks))
-        if peak + ctx + other > total:
+        peak = tr.weights_bytes + acts[0] if len(ranks) == 1 else _stage_peak(base, step)
+        if peak + nt + ctx + other > total:
             failure = FailureClass.PROFILE_OOM
-    if failure is None and kv_cache_memory_bytes is not None:
+    if failure is None and pinned:
         resident = tr.weights_bytes + nt + kv_cache_memory_bytes + graphs + ctx + other
-        if resident + step.activation_bytes[tight] > total:
+        if resident + acts[tight] > total:
             failure = FailureClass.PROFILE_OOM if resident <= total else FailureClass.NO_KV_MEMORY
     if failure is None and tight_kv - tr.bytes_per_block <= 0:
         failure = FailureClass.NO_KV_MEMORY
     if failure is None:
-        if s.engine == "V0":
+        if base.is_v0:
             if L > nb * base.block_size:
                 failure = FailureClass.KV_TOO_SMALL
         elif one_req > tight_kv - tr.bytes_per_block:
             failure = FailureClass.KV_TOO_SMALL
-    if failure is None and graphs and not step.graphs_in_budget and kv_cache_memory_bytes is None:
+    if failure is None and graphs and not step.graphs_in_budget and not pinned:
         if requested + ctx + other + graphs > total:
             failure = FailureClass.CUDAGRAPH_OOM
 
-    footprint = max(r.weights_bytes + nt + step.activation_bytes[i] + graphs + nb * r.bytes_per_block for i, r in enumerate(base.ranks)) + ctx
+    if len(ranks) == 1:
+        footprint = tr.weights_bytes + acts[0] + nb * tr.bytes_per_block
+    else:
+        footprint = max(r.weights_bytes + acts[i] + nb * r.bytes_per_block for i, r in enumerate(ranks))
+    footprint += nt + graphs + ctx
     return Outcome(failure, nb, tight, tight_kv, bpr, one_req, tokens, conc, int(footprint), requested)
+
+
+def _stage_peak(base: Base, step: Step) -> int:
+    """max over pipeline stages of weights + activation (cached: it does not depend on util or L)."""
+    key = step.activation_bytes
+    v = base._peak_cache.get(key)
+    if v is None:
+        v = base._peak_cache[key] = max(r.weights_bytes + step.activation_bytes[i] for i, r in enumerate(base.ranks))
+    return v
 
 
 def max_len(
@@ -276,7 +311,6 @@ def max_len(
     kv_cache_memory_bytes: int | None = None,
     *,
     cap: int,
-    eager: bool | None = None,
     concurrency: int | None = None,
     reserve_bytes: int = 0,
 ) -> int:
@@ -286,7 +320,7 @@ def max_len(
     (the average input length defaults to the context). ``reserve_bytes`` is
     kept free in the pool (e.g. the activation estimate's error).
     """
-    o = evaluate(base, step, utilization, base.block_size, kv_cache_memory_bytes, eager=eager)
+    o = evaluate(base, step, utilization, base.block_size, kv_cache_memory_bytes)
     kv, bpb = o.tight_kv_bytes - reserve_bytes, base.ranks[o.tight_rank].bytes_per_block
     nb = kv // bpb if bpb else 0
     budget = kv - bpb

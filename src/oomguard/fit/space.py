@@ -54,6 +54,7 @@ class Goal:
     concurrency: int | None = None  # requests that must fit together
     avg_input_len: int | None = None  # their average length (default: the full context)
     objective: Objective = Objective.THROUGHPUT
+    explicit_objective: bool = False  # with --from: rank by the objective before the size of the edit
     margin_bytes: int = DEFAULT_MARGIN_BYTES
     peak_limit_bytes: int | None = None  # optional cap on the per-GPU footprint (nvidia-smi)
     host_ram_bytes: int | None = None  # host RAM available to the server (sizes the CPU KV tier)

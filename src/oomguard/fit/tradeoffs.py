@@ -21,6 +21,10 @@ def _pct(x: float) -> str:
     return f"{abs(x) * 100:.0f}%"
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
+
+
 def _secs(s: float) -> str:
     if s >= 120:
         return f"{s / 60:.1f} min"
@@ -77,14 +81,14 @@ def token_budget(c: Context) -> str:
     if T == ref:
         return f"token budget --max-num-batched-tokens {T:,} ({c.ref_source}): activation peak {_g(c.activation_bytes)} GiB per GPU; {tail}"
     peak = c.ref_activation_bytes - c.activation_bytes
-    ctx = min(c.input_len, c.max_model_len) // 2
-    speed = rl.prefill_tokens_per_s(T, ctx) / rl.prefill_tokens_per_s(ref, ctx) - 1
-    verb = "lowers" if peak > 0 else "raises"
+    speed = rl.prefill_tokens_per_s(c.input_len, T) / rl.prefill_tokens_per_s(c.input_len, ref) - 1
+    if abs(peak) < 0.01 * GiB:
+        mem = f"leaves the profiled activation peak at {_g(c.activation_bytes)} GiB per GPU (the sampler's max-num-seqs × vocab rows dominate it)"
+    else:
+        verb = "lowers" if peak > 0 else "raises"
+        mem = f"{verb} the activation peak by {_g(abs(peak))} GiB per GPU ({_g(c.ref_activation_bytes)} → {_g(c.activation_bytes)} GiB)"
     pverb = "costs" if speed < 0 else "gains"
-    return (
-        f"a token budget of {T:,} (vs {c.ref_source} {ref:,}) {verb} the activation peak by {_g(abs(peak))} GiB per GPU "
-        f"({_g(c.ref_activation_bytes)} → {_g(c.activation_bytes)} GiB) and {pverb} ~{_pct(speed)} of prefill throughput; {tail}"
-    )
+    return f"a token budget of {T:,} (vs {c.ref_source} {ref:,}) {mem} and {pverb} ~{_pct(speed)} of prefill throughput on {c.input_len:,}-token prompts; {tail}"
 
 
 def kv_dtype(c: Context) -> str | None:
@@ -139,7 +143,7 @@ def capacity(c: Context) -> str:
     est_err = c.activation_high_bytes - c.activation_bytes
     parts = [f"KV pool {_g(c.kv_pool_bytes)} GiB per GPU = {c.kv_cache_tokens:,} tokens"]
     if c.concurrency:
-        parts.append(f"holds {c.capacity_at_input:,} requests of {c.input_len:,} tokens (goal {c.concurrency})")
+        parts.append(f"holds {_n(c.capacity_at_input, 'request')} of {c.input_len:,} tokens (goal {c.concurrency})")
     else:
         parts.append(f"holds one {c.max_model_len:,}-token request ({_g(c.one_request_bytes)} GiB)")
     parts.append(f"with {_g(c.spare_bytes)} GiB to spare")
@@ -154,10 +158,10 @@ def capacity(c: Context) -> str:
 
 def batch(c: Context) -> str | None:
     if c.num_seqs < c.capacity_at_input:
-        return f"--max-num-seqs {c.num_seqs} caps the running batch below what the pool holds ({c.capacity_at_input:,} requests of {c.input_len:,} tokens)"
+        return f"--max-num-seqs {c.num_seqs} caps the running batch below what the pool holds ({_n(c.capacity_at_input, 'request')} of {c.input_len:,} tokens)"
     if c.capacity_at_input < c.num_seqs:
         return (
-            f"the pool holds {c.capacity_at_input:,} requests of {c.input_len:,} tokens, so --max-num-seqs {c.num_seqs} is never reached: "
+            f"the pool holds {_n(c.capacity_at_input, 'request')} of {c.input_len:,} tokens, so --max-num-seqs {c.num_seqs} is never reached: "
             "ask 'average input × concurrency ≤ KV capacity', not 'how many sequences'"
         )
     return None
@@ -169,7 +173,7 @@ def speed(c: Context) -> str:
     tps = rl.decode_tokens_per_s(b, c.input_len)
     itl = rl.mixed_step_s(c.token_budget, b, c.input_len)
     return (
-        f"decode ≈ {tps:,.0f} tokens/s at {b} concurrent requests of {c.input_len:,} tokens ({tps / b:,.1f} per request); "
+        f"decode ≈ {tps:,.0f} tokens/s at {_n(b, 'concurrent request')} of {c.input_len:,} tokens ({tps / b:,.1f} per request); "
         f"a step that also carries a {c.token_budget:,}-token prefill chunk takes ≈ {_secs(itl)} ({LABEL})"
     )
 

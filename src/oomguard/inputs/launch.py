@@ -21,7 +21,7 @@ from oomguard.units import parse_size
 
 _MAX_SCRIPT_BYTES = 5 * 1024 * 1024
 # Environment variables that change memory behaviour or GPU visibility.
-RELEVANT_ENV = re.compile(r"^(VLLM_[A-Z0-9_]+|CUDA_VISIBLE_DEVICES|PYTORCH_CUDA_ALLOC_CONF|HF_HUB_OFFLINE|OMP_NUM_THREADS|NCCL_[A-Z_]+)$")
+RELEVANT_ENV = re.compile(r"^(VLLM_[A-Z0-9_]+|LMCACHE_[A-Z0-9_]+|CUDA_VISIBLE_DEVICES|PYTORCH_CUDA_ALLOC_CONF|HF_HUB_OFFLINE|OMP_NUM_THREADS|NCCL_[A-Z_]+)$")
 _WRAPPERS = {"exec", "nohup", "time", "sudo", "env", "stdbuf", "setsid", "command"}
 _SKIP_WITH_ARG = {"numactl", "taskset", "timeout", "nice", "ionice", "chrt"}
 

@@ -172,3 +172,21 @@ def weight_split_unscaled_total(m: ModelDescription, costs: WeightCosts) -> floa
     total += sum(layer_bytes(m, i, costs, 1) for i in text_layers) + m.hidden_size * b
     total += m.vision_params * b
     return total
+
+
+def model_weight_bytes(m: ModelDescription, flags: dict | None = None) -> int:
+    """Whole-model weight bytes as loaded (TP 1, checkpoint total when known).
+
+    For host-RAM estimates (weights pass through host memory while loading).
+    ``flags`` may carry ``quantization`` (online quantization changes the loaded size).
+    """
+    from oomguard.model.quantization import WeightCosts, override_quantization, weight_costs
+
+    q = override_quantization(m.quantization, (flags or {}).get("quantization"))
+    if q is m.quantization and m.category_bytes:
+        costs = WeightCosts(dict(m.category_bytes))
+    else:
+        costs = weight_costs(q, m.dtype_bytes, {}, None)
+    if m.checkpoint_bytes and q is m.quantization:
+        return int(m.checkpoint_bytes)
+    return int(weight_split(m, costs).total_bytes)

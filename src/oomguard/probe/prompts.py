@@ -49,8 +49,7 @@ class PromptBuilder:
             raise ValueError("a prompt needs at least one token")
         rng = random.Random(seed)
         if self.exact:
-            pool = self.pool
-            return [pool[rng.randrange(len(pool))] for _ in range(n_tokens)]
+            return rng.choices(self.pool, k=n_tokens)
         # One BOS is usually added to a text prompt; leave room for it.
         n_words = max(1, n_tokens - 1)
         return "".join(" " + WORDS[rng.randrange(len(WORDS))] for _ in range(n_words)).lstrip()

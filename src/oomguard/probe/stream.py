@@ -184,7 +184,8 @@ async def _stream(
                     status=resp.status_code,
                     body=body,
                 )
-            async for line in resp.aiter_lines():
+            lines = resp.aiter_lines()
+            async for line in lines:
                 try:
                     data = parser.feed(line)
                 except MalformedSSE as exc:
@@ -194,6 +195,12 @@ async def _stream(
                 if _handle(data, record, clock_zero, on_first_token, last_token_t):
                     last_token_t = time.perf_counter() - clock_zero
                 if record.done_seen:
+                    # Read the body to its end so the connection goes back to the pool; a
+                    # server that keeps the stream open after [DONE] only loses its connection.
+                    try:
+                        await asyncio.wait_for(_drain(lines), timeout=1.0)
+                    except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - the answer is complete
+                        pass
                     break
             if not record.done_seen:
                 tail = parser.flush()
@@ -210,6 +217,11 @@ async def _stream(
     except Exception as exc:  # noqa: BLE001 - translated at the boundary
         raise classify_exception(exc, mid_stream=headers_seen) from None
     record.ok = True
+
+
+async def _drain(lines: Any) -> None:
+    async for _ in lines:
+        pass
 
 
 def _handle(

@@ -192,6 +192,11 @@ class Release:
         return option_history(self._normalise(option))
 
     # ---------------------------------------------------------- resolution
+    def normalise(self, option: str) -> str:
+        """The option word as this release's parser sees it before matching
+        (underscores to dashes per ``parser.underscores``); no prefix matching."""
+        return self._normalise(option)
+
     def _normalise(self, option: str) -> str:
         if not option.startswith("--"):
             return option

@@ -164,7 +164,7 @@ class Monitor:
                                 EventKind.ALERT_FIRING,
                                 Severity.CRITICAL if rule.signal is Signal.GPU_MEMORY else Severity.WARNING,
                                 f"ALERT {rule.name}: {what} {tr.value:.1%} >= {rule.threshold:.0%} "
-                                f"held {t - tr.since:.0f}s (since +{tr.since:.1f}s)",
+                                f"held {t - tr.since:.1f}s (since +{tr.since:.1f}s)",
                                 {"rule": rule.name, "key": key, "value": tr.value, "threshold": rule.threshold, "since": round(tr.since, 3)},
                             )
                         )

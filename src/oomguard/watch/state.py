@@ -84,6 +84,8 @@ class WatchState:
                 events.append(Event(s.t, EventKind.OOM_KILL, Severity.CRITICAL, f"kernel OOM killer: {s.text}", {"line": s.text}))
                 continue
             self.latest[s.key] = Latest(s.t, src, dict(s.values))
+            if s.source is Source.RSS and not s.values.get("num_processes", 1):
+                continue  # the process tree is gone: a zero RSS is not a reading
             for name in _TRACKED.get(s.source, ()):
                 if name in s.values:
                     self.timeline(f"{s.key}.{name}").add(s.t, float(s.values[name]))

@@ -73,19 +73,27 @@ class StepPattern:
         }
 
 
-def _plateaus(points: list[tuple[float, float]], tol: float) -> list[tuple[float, float, int]]:
-    """(start time, level, number of points) for each run within ``tol`` of its level."""
-    runs: list[tuple[float, float, int]] = []
-    t0, total, n = points[0][0], points[0][1], 1
-    for t, v in points[1:]:
-        level = total / n
-        if abs(v - level) <= tol:
-            total += v
-            n += 1
-            continue
-        runs.append((t0, total / n, n))
-        t0, total, n = t, v, 1
-    runs.append((t0, total / n, n))
+def _plateaus(points: list[tuple[float, float]], tol: float) -> list[tuple[float, float, int, bool]]:
+    """(start time, level, number of points, level?) for each run within ``tol`` of its level.
+
+    A run that climbs from its first half to its second (a slice of a ramp whose
+    running mean kept up with it) is marked as not level.
+    """
+    runs: list[tuple[float, float, int, bool]] = []
+    start = 0
+    total = points[0][1]
+    for i in range(1, len(points) + 1):
+        if i < len(points):
+            n = i - start
+            if abs(points[i][1] - total / n) <= tol:
+                total += points[i][1]
+                continue
+        seg = [v for _, v in points[start:i]]
+        half = len(seg) // 2
+        level = not half or abs(sum(seg[-half:]) / half - sum(seg[:half]) / half) <= tol / 2
+        runs.append((points[start][0], total / len(seg), len(seg), level))
+        if i < len(points):
+            start, total = i, points[i][1]
     return runs
 
 
@@ -101,7 +109,7 @@ def detect_steps(points: list[tuple[float, float]], *, tolerance: float, min_pla
         base.plateaus = 1
         return base
     runs = _plateaus(points, tolerance)
-    kept = [r for r in runs if r[2] >= min_plateau]
+    kept = [r for r in runs if r[2] >= min_plateau and r[3]]
     base.plateaus = len(kept)
     steps = [Step(b[0], a[1], b[1]) for a, b in zip(kept, kept[1:]) if b[1] - a[1] > tolerance]
     drops = [1 for a, b in zip(kept, kept[1:]) if a[1] - b[1] > tolerance]

@@ -120,6 +120,11 @@ def summary_json(result: WatchResult, *, timeline_points: int = 512) -> dict[str
     }
 
 
+def _ts(x: float) -> str:
+    """+seconds, with a decimal while it matters."""
+    return f"+{x:.1f}s" if abs(x) < 100 else f"+{x:.0f}s"
+
+
 def _gib(x: float | None) -> str:
     return "?" if x is None else f"{x / GiB:.1f} GiB"
 
@@ -134,7 +139,7 @@ def describe_pattern(name: str, p: StepPattern) -> str:
         return f"{x / scale:.1f}{unit}" if scale == GiB else f"{x:.0%}"
 
     if p.pattern is Pattern.STEPS or p.pattern is Pattern.SINGLE_STEP:
-        jumps = ", ".join(f"{fmt(s.before)} -> {fmt(s.after)} at +{s.t:.0f}s" for s in p.steps)
+        jumps = ", ".join(f"{fmt(s.before)} -> {fmt(s.after)} at {_ts(s.t)}" for s in p.steps)
         n = len(p.steps)
         head = f"climbing in {n} step{'s' if n != 1 else ''}"
         hint = " (the S2 pattern: each new largest prefill grows the allocator's pool, and it stays)" if name.startswith("gpu") and n >= 2 else ""
@@ -167,13 +172,13 @@ def summary_text(result: WatchResult) -> str:
         if key in pk:
             g = pk[key]
             frac = f" ({g['fraction']:.0%})" if g.get("fraction") is not None else ""
-            lines.append(f"  {key}: {_gib(g['used_bytes'])} of {_gib(g.get('total_bytes'))}{frac} at +{g['t']:.0f}s")
+            lines.append(f"  {key}: {_gib(g['used_bytes'])} of {_gib(g.get('total_bytes'))}{frac} at {_ts(g['t'])}")
     eng = pk.get("engine")
     if eng:
         kv = eng.get("kv_cache_usage")
         parts = []
         if kv:
-            parts.append(f"KV cache {kv['value']:.1%} at +{kv['t']:.0f}s")
+            parts.append(f"KV cache {kv['value']:.1%} at {_ts(kv['t'])}")
         if "running" in eng:
             parts.append(f"running {eng['running']['value']:.0f}")
         if "waiting" in eng:
@@ -181,7 +186,7 @@ def summary_text(result: WatchResult) -> str:
         parts.append(f"preemptions during watch {eng.get('preemptions_during_watch', 0)}")
         lines.append("  engine: " + ", ".join(parts))
     if "server_rss_bytes" in pk:
-        lines.append(f"  server RSS: {_gib(pk['server_rss_bytes']['value'])} at +{pk['server_rss_bytes']['t']:.0f}s")
+        lines.append(f"  server RSS: {_gib(pk['server_rss_bytes']['value'])} at {_ts(pk['server_rss_bytes']['t'])}")
     if "host_available_bytes_min" in pk:
         lines.append(f"  host RAM available, lowest: {_gib(pk['host_available_bytes_min']['value'])}")
     pats = patterns(result)
@@ -190,13 +195,13 @@ def summary_text(result: WatchResult) -> str:
         for name, p in pats.items():
             lines.append(f"  {name}: {describe_pattern(name, p)}")
     alerts = d["alerts"]
-    lines.append("alerts: " + ("none fired" if not alerts else ""))
+    lines.append("alerts: none fired" if not alerts else "alerts:")
     for a in alerts:
         if a.get("state") == "pending":
-            lines.append(f"  {a['rule_text']} ({a['key']}): pending since +{a['since']:.0f}s, did not hold long enough")
+            lines.append(f"  {a['rule_text']} ({a['key']}): pending since {_ts(a['since'])}, did not hold long enough")
             continue
-        res = f", resolved at +{a['resolved_at']:.0f}s" if a["resolved_at"] is not None else ", still firing"
-        lines.append(f"  {a['rule_text']} ({a['key']}): fired at +{a['fired_at']:.0f}s, peak {a['peak']:.1%}{res}")
+        res = f", resolved at {_ts(a['resolved_at'])}" if a["resolved_at"] is not None else ", still firing"
+        lines.append(f"  {a['rule_text']} ({a['key']}): fired at {_ts(a['fired_at'])}, peak {a['peak']:.1%}{res}")
     notable = [e for e in result.events if e.kind.value not in ("alert-firing", "alert-resolved")]
     if notable:
         lines.append("events:")
@@ -212,11 +217,11 @@ def summary_text(result: WatchResult) -> str:
         for n in pc["notes"]:
             lines.append(f"  note: {n}")
     if result.gone:
-        lines.append(f"server {'unreachable' if result.ended_by.value == 'unreachable' else 'gone'} at +{result.gone['t']:.1f}s: {result.gone['reason']}")
+        lines.append(f"server {'unreachable' if result.ended_by.value == 'unreachable' else 'gone'} at {_ts(result.gone['t'])}: {result.gone['reason']}")
         last = result.gone.get("last_samples") or {}
         for key, vals in last.items():
             shown = ", ".join(f"{k}={_fmt_val(k, v)}" for k, v in vals.items() if k not in ("t", "source"))
-            lines.append(f"  last {key} ({vals.get('source')}, +{vals.get('t', 0):.1f}s): {shown}")
+            lines.append(f"  last {key} ({vals.get('source')}, {_ts(vals.get('t', 0))}): {shown}")
     return "\n".join(lines) + "\n"
 
 

@@ -89,13 +89,13 @@ def rows(monitor: Any) -> list[tuple[str, str, str, str, str]]:
 
 
 def status_line(monitor: Any) -> str:
-    parts = [f"[{monitor.now():8.1f}s]"]
+    parts = []
     for signal, now, _peak, _spark, alert in rows(monitor):
-        if signal in ("host RAM available",):
+        if signal in ("host RAM available",) or now == "-":
             continue
         flag = f" [{alert}]" if alert and alert not in ("ok", "-") else ""
         parts.append(f"{signal} {now}{flag}")
-    return " | ".join(parts)
+    return f"[{monitor.now():8.1f}s] " + (" | ".join(parts) if parts else "no data yet")
 
 
 class LineView:

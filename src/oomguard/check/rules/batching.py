@@ -136,6 +136,8 @@ def unchunked_profile(ctx):
     if t is None or t >= T:
         return
     before = peak_activation(plan)
+    if plan.starts and before - peak_activation(after) < max(1 << 30, 0.05 * plan.gpu.total_bytes):
+        return  # the unchunked step costs little here
     sev = Severity.ERROR if memory_failure(plan) and not after.failure else Severity.WARNING
     yield r.finding(
         ctx,

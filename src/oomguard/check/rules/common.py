@@ -68,10 +68,15 @@ def headroom_after_weights(ctx: "CheckContext", plan) -> int:
     return r.total_bytes - r.weights.bytes - r.non_torch.bytes - CUDA_CONTEXT_BYTES - ctx.other_gpu_use_bytes
 
 
+_BUDGET_FAILURES = (FailureClass.PROFILE_OOM, FailureClass.NO_KV_MEMORY, FailureClass.WEIGHTS_OOM, FailureClass.STARTUP_FREE_MEMORY)
+
+
 def suggest_chunk(ctx: "CheckContext", extra: Iterable[Edit] = (), *, share: float = 0.10):
     """The largest per-step token budget from S2's table whose activation peak stays
-    under ``share`` of the headroom after weights and whose launch starts (or, when
-    none stays under it, the smallest that starts).
+    under ``share`` of the headroom after weights and whose launch no longer fails
+    because of it (it may still fail for another reason, e.g. a max-model-len the pool
+    cannot hold, which another rule fixes). When none stays under the share, the
+    smallest that passes.
 
     Returns ``(tokens, plan, edits)``; ``edits`` include ``extra`` and, when the budget
     drops below max-num-seqs, the matching max-num-seqs. ``(None, None, [])`` when even
@@ -85,8 +90,8 @@ def suggest_chunk(ctx: "CheckContext", extra: Iterable[Edit] = (), *, share: flo
         if seqs is not None and t < seqs:
             edits.append(ctx.edit("max_num_seqs", t))
         p = ctx.replan(edits)
-        if not p.starts:
-            continue
+        if not p.starts and p.failure in _BUDGET_FAILURES:
+            continue  # still the activation peak's fault; other failures are other rules' business
         tried.append((t, p, edits))
         if peak_activation(p) <= share * max(headroom_after_weights(ctx, p), 1):
             return t, p, edits

@@ -21,6 +21,11 @@ from oomguard.model.failures import FailureClass as F
 _BAD = (F.BAD_ARGUMENT,)
 
 
+def _as_flag(written: str) -> str:
+    """A YAML key or an option as written, shown as the option (``max_num_seq`` -> ``--max-num-seq``)."""
+    return written if written.startswith("-") else "--" + written.replace("_", "-")
+
+
 def _history(ctx, option: str):
     try:
         return ctx.release.history(option)
@@ -93,19 +98,30 @@ def _replacement_edits(ctx, problem) -> tuple[list[Edit], str]:
             return [remove, Edit(ch.new, 0, dest=new_flag.dest, replaces=opt)], f"use {ch.new} 0"
     if problem.suggestion and ch is None and ctx.release.has_option(problem.suggestion):
         new_flag = ctx.release.resolve_option(problem.suggestion).flag
-        if not new_flag.takes_value:
+        if not new_flag.takes_value and val is None:
             return [remove, Edit(problem.suggestion, True, dest=new_flag.dest, replaces=opt)], f"did you mean {problem.suggestion}?"
-        if val is not None:
-            return [remove, Edit(problem.suggestion, _typed(new_flag, val), dest=new_flag.dest, replaces=opt)], f"did you mean {problem.suggestion}?"
-    return [remove], "remove it" + (f" ({ch.describe()})" if ch is not None else "")
+        if val is not None and new_flag.takes_value:
+            try:
+                typed = _typed(new_flag, val, strict=True)
+            except _Untyped:
+                return [remove], f"remove it ({problem.suggestion} is the closest flag, but {val!r} is not a value it takes)"
+            return [remove, Edit(problem.suggestion, typed, dest=new_flag.dest, replaces=opt)], f"did you mean {problem.suggestion}?"
+    return [remove], "remove it"
 
 
-def _typed(flag, text):
+class _Untyped(Exception):
+    pass
+
+
+def _typed(flag, text, *, strict: bool = False):
+    """The value as the flag's type; with ``strict``, raise when it does not convert."""
     from oomguard.inputs.launch import convert_value
 
     try:
         return convert_value(flag, text, file=None, line=None, option=flag.name)
     except Exception:
+        if strict:
+            raise _Untyped(text) from None
         return text
 
 
@@ -203,7 +219,7 @@ def too_new(ctx):
             ctx,
             f"{p.option} first appears in vLLM {hist.first}; vLLM {ctx.release.version} stops with 'unrecognized arguments'. Remove it or upgrade.",
             flags=[p.option],
-            fix=[Edit(p.option, None, replaces=p.option)],
+            fix=[Edit(_as_flag(p.option), None, replaces=p.option)],
             location=(p.file, p.line),
             numbers={"added_in": hist.first},
         )
@@ -226,14 +242,14 @@ def too_new(ctx):
 def abbreviated(ctx):
     r = abbreviated.rule
     for o in ctx.read.occurrences:
-        if not o.via_prefix or o.site.yaml_key:
+        if not o.via_prefix:
             continue
         value = ctx.flags.get(o.dest)
         yield r.finding(
             ctx,
             f"{o.written} is accepted only as an abbreviation of {o.canonical}; spell it out.",
             flags=[o.written],
-            fix=[Edit(o.written, None, replaces=o.written), Edit(o.canonical, value if value is not None else True, dest=o.dest, replaces=o.written)],
+            fix=[Edit(_as_flag(o.written), None, replaces=o.written), Edit(o.canonical, value if value is not None else True, dest=o.dest, replaces=o.written)],
             location=(o.site.file, o.site.line),
         )
 
@@ -257,7 +273,7 @@ def ambiguous(ctx):
         norm = ctx.release._normalise(p.option)  # noqa: SLF001
         cands = sorted(o for o in ctx.release._index if o.startswith(norm))  # noqa: SLF001
         best = (difflib.get_close_matches(norm, cands, n=1, cutoff=0) or cands[:1] or [None])[0]
-        fix = [Edit(p.option, None, replaces=p.option)]
+        fix = [Edit(_as_flag(p.option), None, replaces=p.option)]
         if best:
             flag = ctx.release.resolve_option(best).flag
             val = True if not flag.takes_value else (_typed(flag, p.value_word.text) if p.value_word else None)
@@ -295,10 +311,10 @@ def deprecated(ctx):
         fix: list[Edit] = []
         how = ""
         if ch is not None and ch.kind.value == "no-op":
-            fix, how = [Edit(o.written, None, replaces=o.written)], " It has no effect: remove it."
+            fix, how = [Edit(_as_flag(o.written), None, replaces=o.written)], " It has no effect: remove it."
         elif ch is not None and ch.new and ctx.release.has_option(ch.new) and ch.kind.value == "renamed":
             flag = ctx.release.resolve_option(ch.new).flag
-            fix = [Edit(o.written, None, replaces=o.written), Edit(ch.new, ctx.flags.get(o.dest, True), dest=flag.dest, replaces=o.written)]
+            fix = [Edit(_as_flag(o.written), None, replaces=o.written), Edit(ch.new, ctx.flags.get(o.dest, True), dest=flag.dest, replaces=o.written)]
             how = f" Use {ch.new}."
         elif ch is not None and not ch.suggest:
             how = f" {ch.note}" if ch.note else ""
@@ -337,7 +353,7 @@ def invalid_value(ctx):
             f"{p.message}: vLLM rejects it. Removing it gives vLLM's default"
             + (f" ({_default_of(ctx, p.dest)})." if p.dest else "."),
             flags=[target],
-            fix=[Edit(target, None, replaces=target)],
+            fix=[Edit(_as_flag(target), None, dest=p.dest, replaces=target)],
             location=(p.file, p.line),
         )
 
@@ -437,17 +453,26 @@ def json_quoting(ctx):
 def yaml_key(ctx):
     r = yaml_key.rule
     for p in _problems(ctx, ProblemKind.YAML_KEY):
-        fix = [Edit(p.yaml_key, None, replaces=p.yaml_key)]
+        opt = "--" + p.yaml_key.replace("_", "-")
+        fix = [Edit(opt, None, replaces=p.yaml_key)]
         if p.suggestion:
             try:
                 flag = ctx.release.resolve_option("--" + p.suggestion.replace("_", "-")).flag
                 val = _yaml_value(ctx, p)
-                fix.append(Edit(p.suggestion, val if flag.takes_value else True, dest=flag.dest, replaces=p.yaml_key))
+                fix.append(Edit(flag.name, val if flag.takes_value else True, dest=flag.dest, replaces=p.yaml_key))
             except Exception:
                 pass
+        kind = classify_unknown(ctx, opt)
+        detail = ""
+        if kind == "removed":
+            ch = _change(ctx.release._normalise(opt))  # noqa: SLF001
+            hist = _history(ctx, opt)
+            detail = f" ({ch.describe() if ch is not None else 'last in ' + str(hist.last if hist else '?')})"
+        elif kind == "too-new":
+            detail = f" (added in {_history(ctx, opt).first})"
         yield r.finding(
             ctx,
-            f"YAML key {p.yaml_key!r} is not a vLLM {ctx.release.version} flag" + (f"; did you mean {p.suggestion!r}?" if p.suggestion else "; remove it."),
+            f"YAML key {p.yaml_key!r} is not a vLLM {ctx.release.version} flag{detail}" + (f"; did you mean {p.suggestion!r}?" if p.suggestion else "; remove it."),
             flags=[p.yaml_key],
             fix=fix,
             location=(p.file, p.line),
@@ -547,7 +572,7 @@ def unexpected(ctx):
             ctx,
             f"{p.option!r} is not a flag or a flag's value: 'unrecognized arguments'. Remove it.",
             flags=[p.option],
-            fix=[Edit(p.option, None, replaces=p.option)],
+            fix=[Edit(_as_flag(p.option), None, replaces=p.option)],
             location=(p.file, p.line),
         )
 

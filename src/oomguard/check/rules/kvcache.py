@@ -16,17 +16,33 @@ from oomguard.model.failures import FailureClass
 from oomguard.units import GiB, MiB
 
 
+# failures vLLM raises before (or independently of) sizing the pool: the pool's numbers still hold
+_BEFORE_POOL = (FailureClass.MAX_LEN_EXCEEDS_MODEL, FailureClass.CONFIG_ERROR, FailureClass.STARTUP_FREE_MEMORY)
+
+
+def kv_short(plan) -> bool:
+    """One max-model-len request does not fit the pool (also when vLLM would stop earlier
+    for a reason another rule reports)."""
+    if plan.failure is FailureClass.KV_TOO_SMALL:
+        return True
+    if plan.failure is not None and plan.failure not in _BEFORE_POOL:
+        return False
+    t = plan.tight_rank
+    avail = t.kv_bytes - t.layout.bytes_per_block
+    return avail > 0 and plan.one_request_bytes > avail
+
+
 def _fitting_len(ctx, plan) -> tuple[int | None, object]:
-    """A round max-model-len at or below the plan's largest fitting length whose launch starts."""
+    """A round max-model-len at or below the plan's largest fitting length that fits the pool."""
     fit = plan.max_fitting_len or 0
     cand = round_len(fit)
     for _ in range(12):
         if cand < 16:
             return None, None
         p = ctx.replan([ctx.edit("max_model_len", cand)])
-        if p.starts:
+        if not kv_short(p) and (p.starts or p.failure in _BEFORE_POOL):
             return cand, p
-        if p.failure is not FailureClass.KV_TOO_SMALL:
+        if not kv_short(p):
             return None, None
         cand = round_len(int(cand * 0.9))
     return None, None
@@ -36,9 +52,15 @@ def _util_that_fits(ctx, *, limit: float = 0.95) -> float | None:
     """The smallest --gpu-memory-utilization (0.01 steps, at most ``limit``) that makes the launch start."""
     if ctx.is_set("kv_cache_memory_bytes"):
         return None
+    if ctx.other_gpu_use_bytes > 0:
+        # a shared card keeps room for the neighbours to double (OG302)
+        total = ctx.plan.gpu.total_bytes
+        free = total - CUDA_CONTEXT_BYTES - 2 * ctx.other_gpu_use_bytes - 2 * GiB
+        limit = min(limit, round_down(free / total, 0.01))
     u = round(ctx.plan.settings.gpu_memory_utilization + 0.01, 2)
     while u <= limit + 1e-9:
-        if ctx.replan([ctx.edit("gpu_memory_utilization", u)]).starts:
+        p = ctx.replan([ctx.edit("gpu_memory_utilization", u)])
+        if p.starts or (p.failure in _BEFORE_POOL and not kv_short(p)):
             return u
         u = round(u + 0.01, 2)
     return None
@@ -65,7 +87,7 @@ def _util_that_fits(ctx, *, limit: float = 0.95) -> float | None:
 def kv_too_small(ctx):
     r = kv_too_small.rule
     plan = ctx.plan
-    if plan.failure is not FailureClass.KV_TOO_SMALL:
+    if not kv_short(plan):
         return
     s = plan.settings
     L = s.max_model_len
@@ -83,6 +105,10 @@ def kv_too_small(ctx):
             alt = f" Alternatively --kv-cache-memory-bytes {int(-(-need // (256 * MiB)) * 256 * MiB)} ({gib(need)}) fits {L:,} tokens."
         else:
             alt = f" Even the whole card ({gib(max(room, 0))} after weights and activations) cannot hold one {L:,}-token request: it needs {gib(need)} per GPU."
+    if s.kv_cache_dtype == "auto" and ctx.model.dtype_bytes == 2:
+        p8 = ctx.replan([ctx.edit("kv_cache_dtype", "fp8")])
+        if p8.starts or (p8.failure in _BEFORE_POOL and not kv_short(p8)):
+            alt += f" Or --kv-cache-dtype fp8 halves the KV bytes and keeps {L:,} tokens ({p8.kv_cache_tokens:,} in the pool)."
     fix = [ctx.edit("max_model_len", new_len)] if new_len else []
     yield r.finding(
         ctx,
@@ -175,7 +201,7 @@ def seqs_above_capacity(ctx):
     r = seqs_above_capacity.rule
     plan = ctx.plan
     isl = ctx.options.avg_input_len
-    if not isl or not plan.starts:
+    if not isl or plan.num_gpu_blocks <= 0:
         return
     per_seq = isl + (ctx.options.avg_output_len or 0)
     tokens = plan.kv_cache_tokens
@@ -194,7 +220,7 @@ def seqs_above_capacity(ctx):
                 numbers=numbers,
             )
     if S > 2 * max(cap, 1):
-        new = max(1, int(cap))
+        new = max(1, round(cap) if abs(cap - round(cap)) < 0.01 else int(cap))
         yield r.finding(
             ctx,
             f"at an average of {per_seq:,} tokens per sequence the pool ({tokens:,} tokens) holds about {cap:.1f} sequences, "
@@ -245,6 +271,8 @@ def kv_bytes_set(ctx):
     )
     if free < 512 * MiB:
         new = int(round_down(total - other - 512 * MiB, 256 * MiB))
+        if new < 256 * MiB:
+            return  # weights and the activation peak alone overflow: OG101/OG104/OG305 say why
         fix = [ctx.edit("kv_cache_memory_bytes", new)] if new > 0 else []
         yield r.finding(
             ctx,

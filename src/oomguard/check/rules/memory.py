@@ -85,18 +85,32 @@ def shared_margin(ctx):
     if ctx.other_gpu_use_bytes <= 0 or plan.failure is FailureClass.STARTUP_FREE_MEMORY:
         return
     total = plan.gpu.total_bytes
+    want = max(SHARED_MARGIN_BYTES, ctx.other_gpu_use_bytes)  # room for the neighbours to double
     margin = total - _context_bytes(plan) - ctx.other_gpu_use_bytes - plan.tight_rank.requested_bytes
-    if margin >= SHARED_MARGIN_BYTES:
+    if margin >= want:
         return
-    u = _util_for_margin(ctx, SHARED_MARGIN_BYTES, 0.05)
+    u = _util_for_margin(ctx, want, 0.05)
     fix = []
-    if u > 0 and ctx.replan([ctx.edit("gpu_memory_utilization", u)]).starts:
-        fix = [ctx.edit("gpu_memory_utilization", u)]
+    how = " Lowering it would not leave room for the KV cache: move the other processes."
+    if u > 0:
+        edit = ctx.edit("gpu_memory_utilization", u)
+        after = ctx.replan([edit])
+        if after.starts:
+            fix, how = [edit], f" --gpu-memory-utilization {u} leaves {gib(total - _context_bytes(plan) - ctx.other_gpu_use_bytes - total * u)} and still starts."
+        elif after.failure is FailureClass.KV_TOO_SMALL and after.max_fitting_len:
+            from oomguard.check.rules.common import round_len
+
+            new_len = round_len(after.max_fitting_len)
+            both = [edit, ctx.edit("max_model_len", new_len)]
+            if ctx.replan(both).starts:
+                fix = both
+                how = (f" At --gpu-memory-utilization {u} the pool holds a request of at most {after.max_fitting_len:,} tokens: "
+                       f"with --max-model-len {new_len:,} it starts (or keep the length with --kv-cache-dtype fp8).")
     yield r.finding(
         ctx,
         f"--gpu-memory-utilization {plan.settings.gpu_memory_utilization} claims {gib(plan.tight_rank.requested_bytes)} of {gib(total)}; with "
-        f"{gib(ctx.other_gpu_use_bytes)} held by other processes only {gib(max(margin, 0))} stay free for them to grow."
-        + (f" --gpu-memory-utilization {u} leaves {gib(SHARED_MARGIN_BYTES)} and still starts." if fix else " Lowering it would not leave room for the KV cache: move the other processes."),
+        f"{gib(ctx.other_gpu_use_bytes)} held by other processes ({ctx.other_gpu_use_source or 'given'}) only {gib(max(margin, 0))} stay free for them to grow "
+        f"(want {gib(want)})." + how,
         dests=["gpu_memory_utilization"],
         fix=fix,
         numbers={"other_gpu_use_gib": round(ctx.other_gpu_use_bytes / GiB, 2), "margin_gib": round(margin / GiB, 2), "suggested_utilization": u if fix else None},

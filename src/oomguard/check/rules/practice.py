@@ -84,7 +84,7 @@ def long_prefill(ctx):
     if s.max_model_len < 131072 or not s.enable_chunked_prefill:
         return
     steps = -(-s.max_model_len // s.max_num_batched_tokens)
-    if steps < 16:
+    if steps < 32:
         return
     yield r.finding(
         ctx,

@@ -27,7 +27,7 @@ _OOM_NEW = re.compile(
     r"of which ([\d.]+) (GiB|MiB|KiB|bytes|B) is free"
 )
 _OOM_IN_USE = re.compile(r"this process has ([\d.]+) (GiB|MiB) memory in use")
-_OOM_RESERVED = re.compile(r"([\d.]+) (GiB|MiB) is reserved by PyTorch but unallocated")
+_OOM_RESERVED = re.compile(r"([\d.]{1,20}) (GiB|MiB) is reserved by PyTorch but unallocated")
 _OOM_OLD = re.compile(
     r"Tried to allocate ([\d.]+) (GiB|MiB|KiB)\s*\(GPU (\d+); ([\d.]+) (GiB|MiB) total capacity; "
     r"([\d.]+) (GiB|MiB) already allocated; ([\d.]+) (GiB|MiB|KiB|bytes) free"
@@ -48,7 +48,7 @@ _STARTUP_FREE = re.compile(
 _PROFILING_BAD = re.compile(r"Error in memory profiling\. Initial free memory ([\d.]+) GiB, current free memory ([\d.]+) GiB")
 _V0_KV = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)")
 _V1_MAXLEN = re.compile(r"max seq len \((\d+)\)")
-_V1_NEEDED = re.compile(r"([\d.]+)\s*GiB KV cache is\s+needed")
+_V1_NEEDED = re.compile(r"([\d.]{1,20})\s*GiB KV cache is\s+needed")
 _V1_AVAILABLE = re.compile(r"available KV cache\s+memory \(([\d.]+)\s*GiB\)")
 _V1_ESTIMATE = re.compile(r"estimated maximum model length is\s+([\d,]+)")
 _MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
@@ -56,17 +56,17 @@ _MAX_LEN = re.compile(
     r"(?:User-specified )?max_model_len \((\d+)\) is greater than the derived max_model_len "
     r"\((?:(\w+)=)?([\d.]+|None)"
 )
-_UNRECOGNIZED = re.compile(r"(?:([\w./-]+): error: )?unrecognized arguments?:\s*(.+)$")
-_ARG_INVALID = re.compile(r"([\w./-]+): error: argument ([^:]+): (.+)$")
-_ARG_OTHER = re.compile(r"([\w./-]+): error: (ambiguous option: .+|the following arguments are required: .+|.+)$")
-_UNEXPECTED_KWARG = re.compile(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'")
+_UNRECOGNIZED = re.compile(r"(?:([\w./-]{1,100}): error: )?unrecognized arguments?:\s*(.{1,2000})$")
+_ARG_INVALID = re.compile(r"([\w./-]{1,100}): error: argument ([^:]{1,200}): (.{1,2000})$")
+_ARG_OTHER = re.compile(r"([\w./-]{1,100}): error: (.{1,2000})$")
+_UNEXPECTED_KWARG = re.compile(r"(\w{1,60})\.__init__\(\) got an unexpected keyword argument '(\w+)'")
 _VALIDATION = re.compile(r"validation errors? for (\w+)")
 _VALUE_ERROR = re.compile(r"^(?:Value error|Assertion failed|Input should be|Field required)[,:]?\s*(.*)")
 _WORLD = re.compile(r"World size \((\d+)\) is larger than the number of available GPUs \((\d+)\)")
-_DIVISIBLE = re.compile(r"(?:Total number of attention heads|number of \w+ heads|[\w ]+) \((\d+)\) must be divisible by tensor parallel size \((\d+)\)")
+_DIVISIBLE = re.compile(r"(?:Total number of attention heads|number of \w+ heads|[\w ]{1,60}) \((\d+)\) must be divisible by tensor parallel size \((\d+)\)")
 _SIGKILL = re.compile(
     r"exit ?code[:=]?\s*-9\b|exitcode[:=]\s*-9\b|(?:exit(?:ed)?(?: with)? (?:code|status)|code)[:=]?\s*137\b|"
-    r"status=9/KILL|\bsignal 9\b|SIGKILL|received signal 9|^Killed\b|\d+ Killed\s"
+    r"status=9/KILL|\bsignal 9\b|SIGKILL|received signal 9|^Killed\b|\d{1,10} Killed\s"
 )
 _EXIT_CODE = re.compile(
     r"exit ?code[:=]?\s*(-?\d+)|exitcode[:=]\s*(-?\d+)|died with exit code (-?\d+)|Failed core proc\(s\): \{[^}]*?:\s*(-?\d+)"
@@ -303,7 +303,7 @@ def _config(line: LogLine, col: Collector, msg: str) -> bool:
     if m:
         col.signal(Signal.CONFIG_REJECTED, line, numbers={"world_size": int(m.group(1)), "available_gpus": int(m.group(2))})
         return True
-    m = _DIVISIBLE.search(msg)
+    m = _DIVISIBLE.search(msg) if "must be divisible" in msg else None
     if m:
         col.signal(Signal.CONFIG_REJECTED, line, numbers={"heads": int(m.group(1)), "tensor_parallel_size": int(m.group(2))})
         return True

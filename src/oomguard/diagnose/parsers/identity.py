@@ -26,7 +26,7 @@ _VERSION_PATTERNS = (
 _BANNER_VERSION = re.compile(r"\bversion\s+v?(\d+\.\d+(?:\.\d+)?[\w.+-]*)")
 _BANNER_MODEL = re.compile(r"\bmodel\s{2,}(\S+)")
 _ENGINE_CONFIG = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine(?: \(v([\w.+-]+)\))? with config: (.*)")
-_CONFIG_PAIR = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^,]+)")
+_CONFIG_PAIR = re.compile(r"(\w{1,60})=('(?:[^'\\]|\\.){0,500}'|\"[^\"]{0,500}\"|[^,]{1,300})")
 _NON_DEFAULT = re.compile(r"non-default args:\s*(\{.*)")
 _NAMESPACE = re.compile(r"args:\s*Namespace\((.*)\)")
 _DICT_PAIR = re.compile(r"'(\w+)':\s*('(?:[^'\\]|\\.)*'|\"[^\"]*\"|\[[^\]]*\]|\{[^}]*\}|[^,}]+)")
@@ -88,6 +88,8 @@ def parse_identity(line: LogLine, col: Collector) -> None:
     m = _PLATFORM.search(msg)
     if m:
         col.platform = m.group(1).lower()
+    elif line.src and line.src.startswith(("cpu_worker.py", "cpu_model_runner.py")) and col.platform is None:
+        col.platform = "cpu"
     m = _MAX_LEN.search(msg)
     if m:
         col.args.setdefault("max_model_len", int(m.group(1)))

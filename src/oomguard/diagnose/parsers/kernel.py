@@ -24,7 +24,7 @@ _KILLED = re.compile(
     r"Kill(?:ed)? process (\d+) \(([^)]*)\)(.*)"
 )
 _RSS = re.compile(r"(total-vm|anon-rss|file-rss|shmem-rss):\s*(\d+)kB")
-_INVOKED = re.compile(r"(\S+) invoked oom-killer:")
+_INVOKED = re.compile(r"(\S{1,64}) invoked oom-killer:")
 _OOM_KILL = re.compile(r"oom-kill:constraint=(\w+)(?:.*?oom_memcg=([^,\s]+))?(?:.*?task=([^,\s]+))?(?:.*?pid=(\d+))?")
 _USAGE = re.compile(r"memory: usage (\d+)kB, limit (\d+)kB, failcnt (\d+)")
 _SYSTEMD = ("killed by the OOM killer", "Failed with result 'oom-kill'", "OOMKilled", "oom_kill")

@@ -18,7 +18,7 @@ from oomguard.diagnose.parsers.numbers import num, to_gib
 
 _WEIGHTS = re.compile(r"(?:Model loading took|Loading model weights took|model weights took)\s+(-?[\d.]+)\s*(GiB|GB|MiB)")
 _V0_PROFILE_ONE_LINE = re.compile(r"Memory profiling results:(.*)")
-_KV_PAIR = re.compile(r"(\w+)=(-?[\d.]+)(GiB|GB|MiB)?")
+_KV_PAIR = re.compile(r"(\w{1,40})=(-?[\d.]{1,20})(GiB|GB|MiB)?")
 _CAN_USE = re.compile(
     r"total_gpu_memory\s*\(?\s*([\d.]+)\s*GiB\)?\s*x\s*gpu_memory_utilization\s*\(?\s*([\d.]+)\)?\s*=\s*([\d.]+)\s*GiB"
 )
@@ -48,7 +48,7 @@ _CG_POOL = re.compile(r"CUDA graph pool memory:\s*([\d.]+)\s*GiB \(actual\)")
 _CG_UTIL = re.compile(r"current --gpu-memory-utilization=([\d.]+) is equivalent to --gpu-memory-utilization=([\d.]+)")
 _BLOCKS = re.compile(r"#\s*(GPU|CUDA|cuda|rocm|ROCm|xpu|XPU|npu|hpu|tpu|cpu|CPU|neuron)\s+blocks:\s*(\d+)(?:,\s*#\s*CPU blocks:\s*(\d+))?")
 _BARE_BLOCKS = re.compile(r"^GPU blocks:\s*(\d+)")
-_KV_SIZE = re.compile(r"(\w+) KV cache size:\s*([\d,]+)\s*tokens")
+_KV_SIZE = re.compile(r"(\w{1,12}) KV cache size:\s*([\d,]+)\s*tokens")
 _CONCURRENCY = re.compile(r"Maximum concurrency for\s+([\d,]+)\s+tokens per request:\s*([\d.]+)x")
 _SUGGESTION = re.compile(
     r"Free memory on device(?: [\w:]+)? \(([\d.]+)/([\d.]+) GiB\) on startup\. Desired GPU memory utilization is \(([\d.]+), ([\d.]+) GiB\)"
@@ -148,7 +148,7 @@ def parse_memory(line: LogLine, col: Collector) -> None:
         col.advance_phase(Phase.KV_CACHE, line)
         if blocks == 0:
             col.signal(Signal.ZERO_BLOCKS, line, numbers={"num_gpu_blocks": 0})
-    m = _KV_SIZE.search(msg)
+    m = _KV_SIZE.search(msg) if "KV cache size" in msg else None
     if m:
         col.add_memory("kv_tokens", num(m.group(2)), "tokens", line)
         col.advance_phase(Phase.KV_CACHE, line)

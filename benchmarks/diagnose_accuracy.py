@@ -1,0 +1,134 @@
+"""Accuracy of ``oomguard diagnose`` on the real failure records (tests/data/calibration/failures.jsonl).
+
+For every record the log excerpt is written to a temporary file and classified,
+once from the log alone and once with the context an operator would pass
+(``--launch`` with the record's command when it is one, ``--model``, ``--gpu``,
+``--vllm-version``). Prints expected class vs oomguard's top class per record,
+accuracy overall and on ``cause_confidence_level == "high"``, and whether the
+first fixes name the record's ``fix_flag``.
+
+Usage: .venv/bin/python benchmarks/diagnose_accuracy.py [--log-only] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from oomguard.diagnose.diagnosis import diagnose
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "tests" / "data" / "calibration" / "failures.jsonl"
+
+
+@dataclass
+class Result:
+    id: str
+    level: str
+    expected: str
+    got: str
+    confidence: float
+    fix_flag: str | None
+    fix_named: bool | None
+    others: list[str]
+
+    @property
+    def correct(self) -> bool:
+        return self.expected == self.got
+
+
+def load_records(path: Path = RECORDS) -> list[dict]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def classify_record(record: dict, *, with_context: bool) -> Result:
+    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8") as fh:
+        fh.write(record.get("log_excerpt") or "")
+        path = fh.name
+    try:
+        kwargs = {}
+        if with_context:
+            kwargs = {
+                "launch_text": record.get("command") or None,
+                "model": record.get("model") or None,
+                "gpu": record.get("gpu") or None,
+                "vllm_version": record.get("version") if _looks_like_version(record.get("version")) else None,
+            }
+        d = diagnose([path], **kwargs)
+    finally:
+        os.unlink(path)
+    top = d.verdicts[0] if d.verdicts else None
+    fix_flag = record.get("fix_flag")
+    named = None
+    if fix_flag:
+        wanted = "--" + fix_flag.lstrip("-").replace("_", "-")
+        named = bool(top) and wanted in [f.flag for f in top.fix[:2]]
+    return Result(
+        id=record["id"],
+        level=record.get("cause_confidence_level") or "?",
+        expected=record["class"],
+        got=top.cls.value if top else "(none)",
+        confidence=round(top.confidence, 2) if top else 0.0,
+        fix_flag=fix_flag,
+        fix_named=named,
+        others=[v.cls.value for v in d.verdicts[1:]],
+    )
+
+
+def _looks_like_version(text: str | None) -> bool:
+    return bool(text) and text[0].isdigit()
+
+
+def evaluate(*, with_context: bool = True, records: list[dict] | None = None) -> list[Result]:
+    return [classify_record(r, with_context=with_context) for r in (records or load_records())]
+
+
+def summary(results: list[Result]) -> dict:
+    high = [r for r in results if r.level == "high"]
+    flagged = [r for r in results if r.fix_flag]
+    return {
+        "records": len(results),
+        "accuracy": sum(r.correct for r in results) / len(results) if results else 0.0,
+        "high_records": len(high),
+        "high_accuracy": sum(r.correct for r in high) / len(high) if high else 0.0,
+        "fix_flag_records": len(flagged),
+        "fix_flag_named": sum(bool(r.fix_named) for r in flagged),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--log-only", action="store_true", help="classify the excerpts without any context")
+    parser.add_argument("--json", action="store_true", help="print results as JSON")
+    args = parser.parse_args()
+    modes = [False] if args.log_only else [False, True]
+    report = {}
+    for with_context in modes:
+        results = evaluate(with_context=with_context)
+        name = "with context" if with_context else "log only"
+        report[name] = {"summary": summary(results), "results": [asdict(r) | {"correct": r.correct} for r in results]}
+        if args.json:
+            continue
+        print(f"== {name} ==")
+        print(f"{'id':<6} {'level':<7} {'expected':<22} {'oomguard':<22} conf  fix_flag")
+        for r in results:
+            mark = "ok " if r.correct else "XX "
+            flag = "" if not r.fix_flag else f"{r.fix_flag}: {'named' if r.fix_named else 'NOT named'}"
+            print(f"{mark}{r.id:<4} {r.level:<7} {r.expected:<22} {r.got:<22} {r.confidence:.2f}  {flag}")
+        s = summary(results)
+        print(f"accuracy: {s['accuracy']:.1%} of {s['records']} records; high confidence: "
+              f"{s['high_accuracy']:.1%} of {s['high_records']}; fix names fix_flag: "
+              f"{s['fix_flag_named']}/{s['fix_flag_records']}")
+        print()
+    if args.json:
+        print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,517 @@
+"""Apply a fix's flag edits to the launch in its own form, and show the diff.
+
+A shell script keeps its shebang, comments, variables and line continuations:
+values are rewritten in place, removed flags take their line (and the dangling
+``\\`` before it) with them, new flags are appended to the vLLM command in the
+same continuation style. A ``--config`` YAML keeps its comments and key
+style. A command is re-quoted with JSON values in single quotes.
+
+Edits come from findings (``collect_edits``): errors first, one edit per flag;
+``fix_launch`` applies them, re-reads the corrected text and re-checks it, and
+repeats (a fix can reveal the next problem: a chunked budget lets the
+max-model-len check run) until no new edit appears.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from oomguard.check.finding import Edit, Finding, Severity
+from oomguard.check.lenient import LaunchRead
+
+MAX_ROUNDS = 5
+
+
+def _key(e: Edit) -> tuple:
+    if e.is_env:
+        return ("env", e.flag)
+    if e.dest:
+        return ("dest", e.dest)
+    return ("opt", e.replaces or e.flag)
+
+
+def collect_edits(findings: Iterable[Finding], *, include_info: bool = False) -> list[Edit]:
+    """The edits of error and warning findings (info fixes are suggestions), errors first;
+    the first edit of a flag wins."""
+    out: dict[tuple, Edit] = {}
+    for f in sorted(findings, key=lambda x: x.severity.rank):
+        if f.severity is Severity.INFO and not include_info:
+            continue
+        for e in f.fix:
+            out.setdefault(_key(e), e)
+    return list(out.values())
+
+
+def merge_edits(old: list[Edit], new: list[Edit]) -> list[Edit]:
+    """Later rounds win: they were computed on the corrected launch."""
+    out = {_key(e): e for e in old}
+    for e in new:
+        out[_key(e)] = e
+    return list(out.values())
+
+
+# --------------------------------------------------------------------- rendering
+
+
+def render_value_shell(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return shlex.quote(json.dumps(value, separators=(",", ":")))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value).rstrip("0").rstrip(".") if "e" not in repr(value) else repr(value)
+    return shlex.quote(str(value))
+
+
+def render_value_yaml(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        text = json.dumps(value, separators=(",", ":"))
+        return "'" + text.replace("'", "''") + "'"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return render_value_shell(value)
+    import yaml
+
+    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def _flag_meta(release, option: str):
+    try:
+        return release.resolve_option(option).flag
+    except Exception:
+        return None
+
+
+def render_flag(release, option: str, value: Any, *, equals: bool = False) -> str | None:
+    """``--opt value`` as shell words; None when the edit means "absent"."""
+    meta = _flag_meta(release, option)
+    if meta is not None and not meta.takes_value:
+        if value is True:
+            return option if option in meta.all_options and option not in meta.negatives else meta.name
+        if value is False:
+            if meta.default is False or meta.default is None:
+                return None
+            return meta.negatives[0] if meta.negatives else None
+        return f"{meta.name}={render_value_shell(value)}"
+    if meta is not None and meta.nargs == "?" and value is True:
+        return option  # "--enable-chunked-prefill" (nargs="?" with a true const)
+    if isinstance(value, list) and meta is not None and meta.nargs in ("+", "*"):
+        return option + " " + " ".join(render_value_shell(v) for v in value)
+    sep = "=" if equals else " "
+    return f"{option}{sep}{render_value_shell(value)}"
+
+
+# --------------------------------------------------------------------- text edits
+
+
+@dataclass
+class _Span:
+    start: int
+    end: int
+    text: str
+
+
+class _TextEdits:
+    def __init__(self, text: str):
+        self.text = text
+        self.spans: list[_Span] = []
+
+    def overlaps(self, start: int, end: int) -> bool:
+        return any(not (end <= s.start or start >= s.end) for s in self.spans)
+
+    def replace(self, start: int, end: int, new: str) -> bool:
+        if self.overlaps(start, end):
+            return False
+        self.spans.append(_Span(start, end, new))
+        return True
+
+    def insert(self, at: int, new: str) -> None:
+        self.spans.append(_Span(at, at, new))
+
+    def apply(self) -> str:
+        out = self.text
+        for s in sorted(self.spans, key=lambda x: (x.start, x.end), reverse=True):
+            out = out[: s.start] + s.text + out[s.end :]
+        return out
+
+
+@dataclass
+class FixResult:
+    form: str
+    original: str
+    text: str
+    path: str | None
+    applied: list[Edit] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    remaining: list[Finding] = field(default_factory=list)  # errors the corrected launch still has
+    followups: list[Finding] = field(default_factory=list)  # problems the first fixes uncovered (and fixed)
+    starts: bool | None = None
+    plan: dict | None = None
+    rounds: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return self.text != self.original
+
+    def diff(self, fixed_path: str | None = None) -> str:
+        a = self.original.splitlines(keepends=True)
+        b = self.text.splitlines(keepends=True)
+        for lines in (a, b):
+            if lines and not lines[-1].endswith("\n"):
+                lines[-1] += "\n"
+        src = self.path or "command"
+        return "".join(difflib.unified_diff(a, b, fromfile=src, tofile=fixed_path or (src + " (fixed)")))
+
+
+# --------------------------------------------------------------------- scripts
+
+
+def _line_bounds(text: str, pos: int) -> tuple[int, int]:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return start, (len(text) if end < 0 else end)
+
+
+def _remove_words(te: _TextEdits, start: int, end: int) -> None:
+    """Delete a flag's words with the blank they leave; empty lines are cleaned up later."""
+    text = te.text
+    ls, le = _line_bounds(text, start)
+    if not text[ls:start].strip():
+        t = end
+        while t < len(text) and text[t] in " \t":
+            t += 1
+        te.replace(start, t, "")
+        return
+    ws = start
+    while ws > ls and text[ws - 1] in " \t":
+        ws -= 1
+    te.replace(ws, end, "")
+
+
+def _tidy_command(region: str) -> str:
+    """Drop lines a removal emptied and restore the ``\\`` continuations of a multi-line command."""
+    lines = region.split("\n")
+    kept = [lines[0]] + [ln for ln in lines[1:] if ln.strip() not in ("", "\\")]
+    out = []
+    for i, ln in enumerate(kept):
+        body = re.sub(r"[ \t]*\\$", "", ln.rstrip())
+        if i < len(kept) - 1:
+            out.append(body + " \\")
+        else:
+            out.append(body)
+    return "\n".join(out)
+
+
+def _command_end(read: LaunchRead) -> tuple[int, int, str]:
+    """(offset after the last argument, its line start, that line's indentation) of the vLLM command."""
+    from oomguard.check.lenient import _strip_redirections  # noqa: PLC2701
+
+    words = _strip_redirections(read.command.words)
+    last = words[-1]
+    text = read.launch.text or ""
+    ls, _ = _line_bounds(text, last.start)
+    indent = re.match(r"[ \t]*", text[ls:]).group(0)
+    return last.end, ls, indent
+
+
+class _ScriptFixer:
+    def __init__(self, read: LaunchRead, release):
+        self.read = read
+        self.release = release
+        self.text = read.launch.text or ""
+        self.te = _TextEdits(self.text)
+        self.path = read.launch.path
+        self.notes: list[str] = []
+        self.appended: list[str] = []
+        self.env_lines: list[str] = []
+        cmd = read.command
+        if cmd is not None and cmd.words:
+            first = cmd.words[0].start
+            last = max(w.end for w in cmd.words)
+            self.region = (_line_bounds(self.text, first)[0], _line_bounds(self.text, last)[1])
+        else:
+            self.region = (0, len(self.text))
+
+    # occurrences in this file
+    def _occ(self, dest: str):
+        return [o for o in self.read.occurrences if o.dest == dest and o.site.file == self.path and o.site.option_word is not None]
+
+    def _written(self, option: str):
+        out = []
+        for o in self.read.occurrences:
+            if o.written == option and o.site.file == self.path and o.site.option_word is not None:
+                out.append((o.site.option_word, o.site.value_word))
+        for p in self.read.problems:
+            if p.option == option and p.file == self.path and p.option_word is not None:
+                out.append((p.option_word, p.value_word))
+        return out
+
+    @staticmethod
+    def _span(ow, vw) -> tuple[int, int]:
+        end = vw.end if vw is not None and vw is not ow else ow.end
+        return ow.start, end
+
+    def remove(self, e: Edit) -> bool:
+        targets = []
+        if e.dest:
+            targets = [(o.site.option_word, o.site.value_word) for o in self._occ(e.dest)]
+        if not targets:
+            targets = self._written(e.replaces or e.flag)
+        for ow, vw in targets:
+            s, t = self._span(ow, vw)
+            _remove_words(self.te, s, t)
+        return bool(targets)
+
+    def set(self, e: Edit) -> bool:
+        occ = self._occ(e.dest) if e.dest else []
+        if occ:
+            last = occ[-1]
+            ow, vw = last.site.option_word, last.site.value_word
+            equals = "=" in ow.text and vw is None
+            rendered = render_flag(self.release, e.flag, e.value, equals=equals)
+            if vw is not None and rendered is not None and self.read.launch.flags.get(e.dest) == e.value and not isinstance(e.value, (dict, list)):
+                rendered = f"{e.flag} {vw.raw}"  # a rename: keep the value as the author wrote it
+            s, t = self._span(ow, vw)
+            if rendered is None:
+                _remove_words(self.te, s, t)
+            else:
+                self.te.replace(s, t, rendered)
+            for o in occ[:-1]:
+                s2, t2 = self._span(o.site.option_word, o.site.value_word)
+                _remove_words(self.te, s2, t2)
+            return True
+        rendered = render_flag(self.release, e.flag, e.value)
+        if e.replaces:
+            spots = self._written(e.replaces)
+            if spots:
+                ow, vw = spots[-1]
+                s, t = self._span(ow, vw)
+                if rendered is None:
+                    _remove_words(self.te, s, t)
+                else:
+                    self.te.replace(s, t, rendered)
+                return True
+        if rendered is None:
+            return True  # absent already
+        self.appended.append(rendered)
+        return True
+
+    def env(self, e: Edit) -> bool:
+        text = self.text
+        cmd_start = self.read.command.words[0].start if self.read.command and self.read.command.words else len(text)
+        # an assignment before the program word: `export X=...`, `X=...`, or the `X=... vllm serve` prefix
+        pattern = re.compile(rf"(^|\s|;)((?:export\s+)?{re.escape(e.flag)}=)(\"[^\"]*\"|'[^']*'|[^\s;]*)", re.M)
+        found = None
+        for m in pattern.finditer(text, 0, cmd_start):
+            found = m
+        if found is not None:
+            if e.value is None:
+                self.te.replace(found.start(2), found.end(3), "")
+            else:
+                self.te.replace(found.start(3), found.end(3), shlex.quote(str(e.value)))
+            return True
+        if e.value is None:
+            return True
+        self.env_lines.append(f"export {e.flag}={shlex.quote(str(e.value))}")
+        return True
+
+    def finish(self) -> str:
+        if self.appended and self.read.command is not None:
+            end, ls, indent = _command_end(self.read)
+            cmd_first = self.read.command.words[0].start
+            multiline = "\n" in self.text[cmd_first:end]
+            if multiline:
+                ind = indent or "  "
+                block = "".join(f" \\\n{ind}{a}" for a in self.appended)
+            else:
+                block = "".join(f" {a}" for a in self.appended)
+            self.te.insert(end, block)
+        r0, r1 = self.region
+        inside = [sp for sp in self.te.spans if r0 <= sp.start and sp.end <= r1]
+        outside = [sp for sp in self.te.spans if sp not in inside]
+        region = _TextEdits(self.text[r0:r1])
+        region.spans = [_Span(sp.start - r0, sp.end - r0, sp.text) for sp in inside]
+        head = _TextEdits(self.text[:r0])
+        head.spans = [sp for sp in outside if sp.end <= r0]
+        tail = _TextEdits(self.text[r1:])
+        tail.spans = [_Span(sp.start - r1, sp.end - r1, sp.text) for sp in outside if sp.start >= r1]
+        new_region = region.apply()
+        if new_region != self.text[r0:r1]:
+            new_region = _tidy_command(new_region)
+        env_block = ""
+        if self.env_lines:
+            indent = re.match(r"[ \t]*", self.text[r0:]).group(0)
+            env_block = "".join(f"{indent}{x}\n" for x in self.env_lines)
+        return head.apply() + env_block + new_region + tail.apply()
+
+
+# --------------------------------------------------------------------- YAML
+
+
+class _YamlFixer:
+    def __init__(self, read: LaunchRead, release):
+        import yaml
+
+        self.read = read
+        self.release = release
+        self.text = read.launch.text or ""
+        self.te = _TextEdits(self.text)
+        self.path = read.launch.path
+        self.appended: list[str] = []
+        self.env_lines: list[str] = []
+        self.nodes: dict[str, tuple] = {}
+        node = yaml.compose(self.text)
+        if node is not None and hasattr(node, "value"):
+            for k, v in node.value:
+                self.nodes[str(k.value)] = (k, v)
+        keys = list(self.nodes)
+        self.underscore = sum("_" in k for k in keys) >= sum("-" in k for k in keys)
+
+    def _offset(self, mark) -> int:
+        return mark.index
+
+    def _key_for(self, e: Edit) -> str:
+        name = e.dest or e.flag.lstrip("-")
+        name = name.replace("-", "_") if self.underscore else name.replace("_", "-")
+        return name
+
+    def _existing(self, e: Edit) -> str | None:
+        if e.dest:
+            for o in self.read.occurrences:
+                if o.dest == e.dest and o.site.file == self.path and o.site.yaml_key in self.nodes:
+                    return o.site.yaml_key
+        for key in (e.replaces, e.flag):
+            if key and key in self.nodes:
+                return key
+        return None
+
+    def _block(self, key: str) -> tuple[int, int]:
+        k, v = self.nodes[key]
+        start = self.text.rfind("\n", 0, k.start_mark.index) + 1
+        end = v.end_mark.index
+        nl = self.text.find("\n", end)
+        if v.end_mark.column == 0 and end > 0:  # block values end at the next line's start
+            return start, end
+        return start, (len(self.text) if nl < 0 else nl + 1)
+
+    def remove(self, e: Edit) -> bool:
+        key = self._existing(e)
+        if key is None:
+            return False
+        s, t = self._block(key)
+        self.te.replace(s, t, "")
+        return True
+
+    def set(self, e: Edit) -> bool:
+        key = self._existing(e)
+        meta = _flag_meta(self.release, e.flag) if e.flag.startswith("-") else None
+        value = e.value
+        if meta is not None and not meta.takes_value and isinstance(value, bool) and value is False and meta.default in (False, None):
+            return self.remove(e) or True
+        rendered = render_value_yaml(value)
+        if key is not None:
+            k, v = self.nodes[key]
+            new_key = key if key not in (e.replaces,) or key == e.flag else self._key_for(e)
+            single_line = v.start_mark.line == v.end_mark.line and not hasattr(v, "value") or (isinstance(getattr(v, "value", None), str) and v.start_mark.line == v.end_mark.line)
+            if single_line:
+                if new_key != key:
+                    self.te.replace(k.start_mark.index, k.end_mark.index, new_key)
+                self.te.replace(v.start_mark.index, v.end_mark.index, rendered)
+            else:
+                s, t = self._block(key)
+                self.te.replace(s, t, f"{new_key}: {rendered}\n")
+            return True
+        self.appended.append(f"{self._key_for(e)}: {rendered}")
+        return True
+
+    def env(self, e: Edit) -> bool:
+        if e.value is not None:
+            self.env_lines.append(f"# oomguard: a YAML config cannot set environment variables: run `export {e.flag}={shlex.quote(str(e.value))}` before `vllm serve --config`")
+        return False
+
+    def finish(self) -> str:
+        if self.appended:
+            tail = "" if self.text.endswith("\n") or not self.text else "\n"
+            self.te.insert(len(self.text), tail + "".join(a + "\n" for a in self.appended))
+        if self.env_lines:
+            self.te.insert(0, "".join(x + "\n" for x in self.env_lines))
+        return self.te.apply()
+
+
+# --------------------------------------------------------------------- driver
+
+
+def apply_edits(read: LaunchRead, release, edits: list[Edit]) -> tuple[str, list[str]]:
+    """The corrected launch text and notes on edits that could not be applied in place."""
+    fixer = _YamlFixer(read, release) if read.launch.kind == "yaml" else _ScriptFixer(read, release)
+    notes: list[str] = []
+    # removals first so that a rename's "set" can reuse a removed flag's place
+    ordered = [e for e in edits if e.is_env] + [e for e in edits if not e.is_env and e.value is None] + [e for e in edits if not e.is_env and e.value is not None]
+    done_opts: set[str] = set()
+    for e in ordered:
+        if e.is_env:
+            if not fixer.env(e):
+                notes.append(f"set {e.flag}={e.value} in the environment of the server")
+            continue
+        if e.value is None:
+            if e.replaces and any(x.replaces == e.replaces and x.value is not None for x in edits):
+                continue  # a rename: the set below rewrites it in place
+            fixer.remove(e)
+            done_opts.add(e.replaces or e.flag)
+            continue
+        fixer.set(e)
+    return fixer.finish(), notes
+
+
+def fix_launch(ctx, findings: list[Finding], *, ignore: Iterable[str] = (), rebuild=None) -> FixResult | None:
+    """Apply the findings' edits, re-check the corrected launch, and iterate.
+
+    ``rebuild(text) -> (CheckContext, RunResult)`` re-reads and re-checks a
+    corrected text (given by the caller, who knows the options).
+    """
+    read = ctx.read
+    if read.launch.text is None:
+        return None
+    edits = collect_edits(findings)
+    original = read.launch.text
+    result = FixResult(read.launch.kind, original, original, read.launch.path)
+    if not edits:
+        return result
+    text = original
+    rounds = 0
+    ctx2 = res2 = None
+    notes: list[str] = []
+    followups: list[Finding] = []
+    while rounds < MAX_ROUNDS:
+        rounds += 1
+        text, notes = apply_edits(read, ctx.release, edits)
+        if rebuild is None:
+            break
+        ctx2, res2 = rebuild(text)
+        more = collect_edits(res2.findings)
+        known = {_key(x): x for x in edits}
+        fresh = [e for e in more if known.get(_key(e)) != e]
+        if not fresh:
+            break
+        fresh_keys = {_key(e) for e in fresh}
+        for f in res2.findings:
+            if any(_key(e) in fresh_keys for e in f.fix) and f.severity is not Severity.INFO:
+                followups.append(f)
+        edits = merge_edits(edits, fresh)
+    result.text = text
+    result.applied = edits
+    result.notes = notes
+    result.rounds = rounds
+    result.followups = followups
+    if res2 is not None:
+        result.remaining = [f for f in res2.findings if f.severity is Severity.ERROR]
+        plan = ctx2.plan if ctx2 is not None else None
+        result.starts = plan.starts if plan is not None else None
+        result.plan = plan.to_dict() if plan is not None else None
+    return result

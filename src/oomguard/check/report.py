@@ -1,0 +1,161 @@
+"""One ``oomguard check`` run: read, check, fix, and the JSON contract.
+
+``check_target`` is the library entry point the CLI, the benchmark and the
+tests share. ``CheckReport.to_dict`` is the JSON contract: ``findings`` (errors
+first; rule, severity, title, message, flags, location, fix), ``fixed_command``
+(the corrected launch as one string, or null when nothing changes) and
+``plan`` (the ``oomguard plan`` JSON of the launch as given, when it could be
+planned). Extra keys (``vllm_version``, ``fixed_form``, ``diff``,
+``fixed_check``, ``skipped_rules``, ``ignored``, ``notes``) are additions.
+"""
+
+from __future__ import annotations
+
+import enum
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from oomguard.check.context import CheckContext, CheckOptions, build_check_context
+from oomguard.check.finding import Finding, Severity
+from oomguard.check.fixer import FixResult, fix_launch
+from oomguard.check.lenient import LaunchRead, read_command, read_file, read_script, read_yaml_text
+from oomguard.check.registry import RunResult, run_rules
+
+SCHEMA_VERSION = 1
+
+
+class ExitCode(enum.IntEnum):
+    CLEAN = 0
+    WARNINGS = 1  # only with --strict
+    ERRORS = 2
+    BAD_INPUT = 3
+
+
+@dataclass
+class CheckReport:
+    ctx: CheckContext
+    result: RunResult
+    fix: FixResult | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.result.findings
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.ERROR]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.WARNING]
+
+    def exit_code(self, strict: bool = False) -> ExitCode:
+        if self.errors:
+            return ExitCode.ERRORS
+        if strict and self.warnings:
+            return ExitCode.WARNINGS
+        return ExitCode.CLEAN
+
+    @property
+    def fixed_text(self) -> str | None:
+        if self.fix is None or not self.fix.changed:
+            return None
+        return self.fix.text
+
+    def fixed_path(self) -> str | None:
+        path = self.ctx.launch.path
+        if not path:
+            return None
+        p = Path(path)
+        return str(p.with_name(f"{p.stem}.fixed{p.suffix}"))
+
+    def to_dict(self) -> dict:
+        plan = self.ctx.plan
+        fixed = self.fixed_text
+        d = {
+            "schema_version": SCHEMA_VERSION,
+            "findings": [f.to_dict() for f in self.findings],
+            "fixed_command": fixed,
+            "plan": plan.to_dict() if plan is not None else None,
+            "vllm_version": self.ctx.release.version,
+            "launch": {"kind": self.ctx.launch.kind, "path": self.ctx.launch.path, "model": self.ctx.launch.model},
+            "summary": {"errors": len(self.errors), "warnings": len(self.warnings), "info": len(self.findings) - len(self.errors) - len(self.warnings)},
+            "fixed_form": self.ctx.launch.kind if fixed is not None else None,
+            "diff": self.fix.diff(self.fixed_path()) if fixed is not None else None,
+            "fixed_check": None,
+            "skipped_rules": dict(self.result.skipped),
+            "ignored": [f.rule for f in self.result.ignored],
+            "notes": list(self.notes),
+        }
+        if fixed is not None:
+            d["fixed_check"] = {
+                "errors": [f.rule for f in self.fix.remaining],
+                "starts": self.fix.starts,
+                "rounds": self.fix.rounds,
+                "followups": [f.to_dict() for f in self.fix.followups],
+                "notes": list(self.fix.notes),
+            }
+        return d
+
+
+def read_target(*, path: str | None = None, command: list[str] | None = None, flags: list[str] | None = None, model: str | None = None, version: str | None = None) -> LaunchRead:
+    """The launch, leniently: a file, a command after ``--``, or bare vLLM flags."""
+    from oomguard.errors import InputError
+
+    if path:
+        read = read_file(path, version=version)
+        if flags:
+            # vLLM flags given next to a file override it, as on the command line
+            extra = read_command(["vllm serve " + shlex.quote(read.launch.model or model or "MODEL") + " " + shlex.join(flags)], version=version)
+            read.launch.flags.update(extra.launch.flags)
+            read.problems.extend(extra.problems)
+        return read
+    if command:
+        text = command[0] if len(command) == 1 else shlex.join(command)
+        return read_command([text], version=version)
+    if flags or model:
+        words = list(flags or [])
+        if model is None:
+            raise InputError("nothing to check: give a launch file, a command after --, or --model with vLLM flags")
+        return read_command(["vllm serve " + shlex.quote(model) + (" " + shlex.join(words) if words else "")], version=version)
+    raise InputError("nothing to check: give a launch file, a command after --, or --model with vLLM flags")
+
+
+def reread(read: LaunchRead, text: str, version: str | None) -> LaunchRead:
+    """Read a corrected text in the original's form."""
+    if read.launch.kind == "yaml":
+        return read_yaml_text(text, path=read.launch.path, version=version)
+    out = read_script(text, path=read.launch.path, version=version)
+    out.launch.kind = read.launch.kind
+    return out
+
+
+def check_read(read: LaunchRead, options: CheckOptions, *, ignore: Iterable[str] = (), fix: bool = True) -> CheckReport:
+    ignore = list(ignore)
+    ctx = build_check_context(read, options)
+    result = run_rules(ctx, ignore)
+    notes = list(ctx.notes) + list(read.launch.notes)
+    if ctx.model is None and ctx.model_note:
+        notes.append(ctx.model_note)
+    if ctx.gpu is None and ctx.gpu_note:
+        notes.append(ctx.gpu_note)
+    if ctx.plan_error:
+        notes.append(f"the launch could not be planned: {ctx.plan_error}")
+    fx = None
+    if fix:
+
+        def rebuild(text: str):
+            r2 = reread(read, text, options.version)
+            c2 = build_check_context(r2, options)
+            return c2, run_rules(c2, ignore)
+
+        fx = fix_launch(ctx, result.findings, ignore=ignore, rebuild=rebuild)
+    return CheckReport(ctx, result, fx, notes)
+
+
+def check_target(options: CheckOptions, *, path: str | None = None, command: list[str] | None = None, flags: list[str] | None = None, ignore: Iterable[str] = (), fix: bool = True) -> CheckReport:
+    read = read_target(path=path, command=command, flags=flags, model=options.model, version=options.version)
+    return check_read(read, options, ignore=ignore, fix=fix)

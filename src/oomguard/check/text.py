@@ -1,0 +1,121 @@
+"""Plain-text views: the findings report, and one rule's documentation (``--explain``).
+
+Pure functions returning strings (the CLI prints them), so tests can assert the
+exact output.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from oomguard.check.finding import Severity
+from oomguard.units import GiB
+
+_WIDTH = 100
+
+
+def _wrap(text: str, indent: str = "    ") -> str:
+    return textwrap.fill(text, width=_WIDTH, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
+
+
+def _where(f) -> str:
+    if f.file and f.line:
+        return f"{f.file}:{f.line}"
+    if f.file:
+        return f.file
+    return "command"
+
+
+def render_report(report, *, show_diff: bool = True, verbose: bool = False) -> str:
+    ctx = report.ctx
+    out: list[str] = []
+    head = [f"vLLM {ctx.release.version}"]
+    if ctx.model is not None:
+        head.append(ctx.model.name)
+    if ctx.gpu is not None:
+        n = ctx.plan.num_gpus if ctx.plan is not None else (ctx.num_gpus or 1)
+        head.append(f"{n}× {ctx.gpu.name} ({ctx.gpu.total_bytes / GiB:.2f} GiB)")
+    out.append("oomguard check: " + ", ".join(head))
+    plan = ctx.plan
+    if plan is not None:
+        verdict = (
+            f"predicted to start: {plan.kv_cache_tokens:,} tokens of KV cache, {plan.max_concurrency:.2f}x at {plan.settings.max_model_len:,} tokens"
+            if plan.starts
+            else f"predicted NOT to start ({plan.failure.value}): {plan.error}"
+        )
+        out.append(_wrap(verdict, ""))
+    out.append("")
+    for f in report.findings:
+        out.append(f"{_where(f)}: {f.severity.value} {f.rule} {f.name}: {f.title}")
+        out.append(_wrap(f.message))
+        if f.fix:
+            out.append(_wrap("fix: " + "; ".join(e.describe() for e in f.fix)))
+    if not report.findings:
+        out.append("no findings")
+    n_err, n_warn = len(report.errors), len(report.warnings)
+    n_info = len(report.findings) - n_err - n_warn
+    out.append("")
+    out.append(f"{n_err} error(s), {n_warn} warning(s), {n_info} info" + (f"; {len(report.result.ignored)} ignored" if report.result.ignored else ""))
+    fx = report.fix
+    if fx is not None and fx.changed:
+        out.append("")
+        target = report.fixed_path()
+        out.append("corrected launch" + (f" (--fix writes {target})" if target else "") + ":")
+        if fx.followups:
+            out.append("with these fixes applied, further findings appeared and are fixed too:")
+            for f in fx.followups:
+                out.append(f"  {f.severity.value} {f.rule} {f.name}: {f.title}")
+                out.append(_wrap(f.message))
+                out.append(_wrap("fix: " + "; ".join(e.describe() for e in f.fix)))
+        if show_diff:
+            out.append(fx.diff(target).rstrip("\n"))
+        else:
+            out.append(fx.text.rstrip("\n"))
+        if fx.remaining:
+            out.append(_wrap("the corrected launch still has errors: " + ", ".join(f"{f.rule} {f.name}" for f in fx.remaining), ""))
+        elif fx.starts is not None:
+            out.append("the corrected launch passes oomguard check" + (" and is predicted to start." if fx.starts else " but is NOT predicted to start."))
+        for n in fx.notes:
+            out.append(_wrap("note: " + n, ""))
+    for n in report.notes:
+        out.append(_wrap("note: " + n, ""))
+    if report.result.skipped:
+        by_reason: dict[str, list[str]] = {}
+        for rid, why in report.result.skipped.items():
+            by_reason.setdefault(why, []).append(rid)
+        for why, ids in by_reason.items():
+            if verbose or len(ids) > 1 or "topology" not in why:
+                out.append(_wrap(f"skipped {len(ids)} rule(s) ({', '.join(ids) if verbose else ids[0] + ('…' if len(ids) > 1 else '')}): {why}", ""))
+    return "\n".join(out) + "\n"
+
+
+def render_rule(r) -> str:
+    sev = r.severity.value
+    lines = [
+        f"{r.id} {r.name} ({sev})",
+        f"{r.title}",
+        f"family: OG{r.family.value}xx {r.family.title}",
+        "",
+        "Why:",
+        _wrap(r.why, "  "),
+        "",
+        "Fix:",
+        _wrap(r.fix_text, "  "),
+    ]
+    if r.example:
+        lines += ["", "Example:", textwrap.indent(r.example, "  ")]
+    if r.use_instead:
+        lines += ["", "Use instead:", textwrap.indent(r.use_instead, "  ")]
+    if r.predicts:
+        lines += ["", "Foretells: " + ", ".join(r.predicts)]
+    return "\n".join(lines) + "\n"
+
+
+def render_rule_list(rules) -> str:
+    out = []
+    for r in rules:
+        out.append(f"{r.id}  {r.severity.value:7}  {r.name:40}  {r.title}")
+    return "\n".join(out) + "\n"
+
+
+_ = Severity

@@ -1,0 +1,62 @@
+"""``oomguard bundle``: write a redacted, size-bounded failure report; ``--ask`` for a second opinion.
+
+Exit codes: 0 no failure found, 1 failure found (the report is written either
+way), 2 bad input, 3 the report was written but ``--ask`` failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_BAD_INPUT = 2
+EXIT_ASK_FAILED = 3
+
+
+def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    from oomguard.cli.diagnose import add_common_options
+
+    p = subparsers.add_parser(name, help=help_text, description=help_text + ". Exit status: 0 clean, 1 failure "
+                              "found, 2 bad input, 3 --ask failed.")
+    add_common_options(p)
+    p.add_argument("-o", "--output", metavar="REPORT.md", help="where to write the report (default: stdout)")
+    p.add_argument("--max-bytes", type=int, default=64 * 1024, metavar="N", help="size limit of the report (default 65536)")
+    p.add_argument("--ask", action="store_true",
+                   help="send the report to an OpenAI-compatible endpoint for a second opinion "
+                   "(OOMGUARD_LLM_BASE_URL, OOMGUARD_LLM_API_KEY, OOMGUARD_LLM_MODEL)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from oomguard.cli.diagnose import EXIT_CLEAN, EXIT_FAILURE_FOUND, run_diagnosis
+    from oomguard.diagnose.bundle import build_bundle
+    from oomguard.errors import InputError
+
+    diagnosis = run_diagnosis(args)
+    text = build_bundle(diagnosis, max_bytes=args.max_bytes)
+    if args.output and args.output != "-":
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise InputError(f"cannot write the report: {exc.strerror or exc}", file=args.output) from None
+        verdicts = diagnosis.verdicts
+        top = f"{verdicts[0].cls.value} (confidence {verdicts[0].confidence:.2f})" if verdicts else "no failure found"
+        print(f"oomguard verdict: {top}; report written to {args.output} ({len(text.encode())} bytes)")
+    else:
+        sys.stdout.write(text)
+    code = EXIT_FAILURE_FOUND if diagnosis.failed else EXIT_CLEAN
+    if not diagnosis.readable:
+        code = EXIT_BAD_INPUT
+    if args.ask:
+        from oomguard.diagnose.ask import AskError, ask
+
+        try:
+            answer = ask(text)
+        except AskError as exc:
+            print(f"oomguard bundle: error: {exc}", file=sys.stderr)
+            return EXIT_ASK_FAILED
+        print()
+        print(f"----- second opinion from {answer.model} at {answer.endpoint} (not oomguard's verdict) -----")
+        print(answer.text)
+        print("----- end of second opinion -----")
+    return code

@@ -1,0 +1,162 @@
+"""``oomguard check``: lint a vLLM launch before it runs, and print the corrected launch.
+
+Exit codes (for CI): 0 clean (warnings and info allowed), 1 warnings with
+``--strict``, 2 errors, 3 bad input (unreadable file, binary file, YAML that is
+not a mapping, a script with no vLLM command, an unknown GPU or model named
+explicitly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+ACCEPTS_VLLM_FLAGS = True
+EXIT_CLEAN, EXIT_WARNINGS, EXIT_ERRORS, EXIT_BAD_INPUT = 0, 1, 2, 3
+
+_PARSER: argparse.ArgumentParser | None = None
+
+_EPILOG = """examples:
+  oomguard check start_api.sh --gpu A100-80GB
+  oomguard check config.yaml --gpu H100 --num-gpus 2 --format json
+  oomguard check --gpu RTX-4090 --num-gpus 4 --host-ram-gib 256 --avg-input-len 32768 -- vllm serve MODEL --tensor-parallel-size 4
+  oomguard check start_api.sh --gpu A100-80GB --fix          # writes start_api.fixed.sh
+  oomguard check --explain OG101
+
+exit codes: 0 clean, 1 warnings (with --strict), 2 errors, 3 bad input"""
+
+
+def register(sub, name: str, help_text: str) -> None:
+    global _PARSER
+    p = sub.add_parser(
+        name,
+        help=help_text,
+        description="Lint a vLLM launch (a start_api.sh, a --config YAML, or a command after --) against the memory plan "
+        "and the chosen vLLM release's flags; print findings and the corrected launch.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    p.add_argument("launch_file", nargs="?", metavar="TARGET", help="start_api.sh or a vLLM --config YAML (or give the command after --)")
+    p.add_argument("--model", dest="og_model", metavar="PATH|HF_ID", help="model config when the launch's model path is not on this machine")
+    p.add_argument("--gpu", metavar="NAME", help="GPU name, e.g. A100-80GB, H100, RTX-4090")
+    p.add_argument("--gpu-memory-gib", type=float, metavar="X", help="total GPU memory in GiB as your log prints it")
+    p.add_argument("--num-gpus", type=int, metavar="N", help="GPUs visible to the launch (default: CUDA_VISIBLE_DEVICES, nvidia-smi, else TP × PP)")
+    p.add_argument("--vllm-version", metavar="V", help="vLLM release to check against (default: newest supported)")
+    p.add_argument("--other-gpu-use-gib", type=float, default=None, metavar="X", help="GPU memory already held by other processes")
+    p.add_argument("--usage", choices=["serve", "llm"], default="serve", help="vllm serve (default) or the LLM class")
+    p.add_argument("--host-ram-gib", metavar="X|auto", help="host RAM available to the server, or 'auto' to read /proc/meminfo")
+    p.add_argument("--avg-input-len", type=int, metavar="N", help="average prompt length of the traffic (tokens)")
+    p.add_argument("--avg-output-len", type=int, metavar="N", help="average output length of the traffic (tokens)")
+    p.add_argument("--concurrency", type=int, metavar="C", help="concurrent requests the deployment must hold")
+    p.add_argument("--nvidia-smi", metavar="FILE", help="`nvidia-smi` output taken before the server starts (GPU, memory used by others)")
+    p.add_argument("--topo", metavar="FILE", help="`nvidia-smi topo -m` output")
+    p.add_argument("--format", choices=["text", "json", "sarif", "github"], default="text", help="output format (default text)")
+    p.add_argument("--strict", action="store_true", help="exit 1 when there are warnings (and no errors)")
+    p.add_argument("--ignore", action="append", default=[], metavar="ID[,ID]", help="silence rules by id or name (repeatable)")
+    p.add_argument("--fix", action="store_true", help="write the corrected launch next to the input (NAME.fixed.EXT)")
+    p.add_argument("--in-place", action="store_true", help="with --fix: overwrite the input instead")
+    p.add_argument("--no-diff", action="store_true", help="text format: print the corrected launch instead of a diff")
+    p.add_argument("--explain", nargs="?", const="", metavar="RULE", help="print a rule's documentation (all rules without an id)")
+    p.add_argument("--verbose", action="store_true", help="list every skipped rule")
+    _PARSER = p
+
+
+def _options(args):
+    from oomguard.check.context import CheckOptions
+
+    return CheckOptions(
+        version=args.vllm_version,
+        model=args.og_model,
+        gpu=args.gpu,
+        gpu_memory_gib=args.gpu_memory_gib,
+        num_gpus=args.num_gpus,
+        other_gpu_use_gib=args.other_gpu_use_gib,
+        usage=args.usage,
+        host_ram_gib=args.host_ram_gib,
+        avg_input_len=args.avg_input_len,
+        avg_output_len=args.avg_output_len,
+        concurrency=args.concurrency,
+        nvidia_smi=args.nvidia_smi,
+        topo=args.topo,
+    )
+
+
+def _explain(rule_id: str) -> int:
+    from oomguard.check.registry import all_rules, get_rule
+    from oomguard.check.text import render_rule, render_rule_list
+    from oomguard.errors import InputError
+
+    if not rule_id:
+        sys.stdout.write(render_rule_list(all_rules()))
+        return EXIT_CLEAN
+    r = get_rule(rule_id)
+    if r is None:
+        raise InputError(f"no rule {rule_id!r}; `oomguard check --explain` lists them")
+    sys.stdout.write(render_rule(r))
+    return EXIT_CLEAN
+
+
+def _write_fix(report, in_place: bool) -> str | None:
+    from pathlib import Path
+
+    from oomguard.errors import InputError
+
+    text = report.fixed_text
+    path = report.ctx.launch.path
+    if text is None:
+        print("oomguard check: nothing to fix", file=sys.stderr)
+        return None
+    if not path:
+        print("oomguard check: the launch came from the command line; the corrected command is printed above", file=sys.stderr)
+        return None
+    target = Path(path) if in_place else Path(report.fixed_path())
+    try:
+        mode = Path(path).stat().st_mode
+        target.write_text(text)
+        target.chmod(mode & 0o7777)
+    except OSError as exc:
+        raise InputError(f"cannot write the corrected launch: {exc.strerror}", file=str(target)) from None
+    print(f"oomguard check: wrote {target}", file=sys.stderr)
+    return str(target)
+
+
+def run(args: argparse.Namespace) -> int:
+    from oomguard.check.report import check_target
+    from oomguard.errors import InputError
+
+    if args.explain is not None:
+        return _explain(args.explain)
+    if args.in_place and not args.fix:
+        raise InputError("--in-place goes with --fix")
+    ignore = [x for item in args.ignore for x in item.split(",") if x.strip()]
+    tail = list(getattr(args, "launch_tail", []) or [])
+    flags = list(args.unknown or [])
+    report = check_target(
+        _options(args),
+        path=args.launch_file,
+        command=tail or None,
+        flags=flags or None,
+        ignore=ignore,
+    )
+    fmt = args.format
+    if fmt == "json":
+        json.dump(report.to_dict(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    elif fmt == "sarif":
+        from oomguard.check.sarif import to_sarif
+
+        json.dump(to_sarif(report), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    elif fmt == "github":
+        from oomguard.check.github import to_github
+
+        sys.stdout.write(to_github(report))
+    else:
+        from oomguard.check.text import render_report
+
+        sys.stdout.write(render_report(report, show_diff=not args.no_diff, verbose=args.verbose))
+    if args.fix:
+        _write_fix(report, args.in_place)
+    return int(report.exit_code(args.strict))

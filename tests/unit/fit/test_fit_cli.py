@@ -1,0 +1,74 @@
+"""``oomguard fit`` on the command line: exit codes, JSON contract, bad input as one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from oomguard.cli.main import main
+
+
+def _run(capsys, *args):
+    rc = main(["fit", *args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_json_contract_and_exit_0(capsys):
+    rc, out, _ = _run(capsys, "--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--context", "32K", "--format", "json", "--top", "2")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["searched"] > 0 and len(d["candidates"]) == 2
+    c = d["candidates"][0]
+    assert set(("command", "flags", "plan", "tradeoffs")) <= set(c)
+    assert c["plan"]["max_model_len"] == 32768 and c["plan"]["starts"] is True
+    assert c["command"].startswith("vllm serve Qwen/Qwen3-8B ")
+
+
+def test_text_output(capsys):
+    rc, out, _ = _run(capsys, "--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--context", "8192", "--top", "1")
+    assert rc == 0
+    assert "vllm serve Qwen/Qwen3-8B" in out and "searched" in out and "estimate, roofline" in out
+
+
+def test_none_fits_exit_1(capsys):
+    rc, out, _ = _run(capsys, "--model", "meta-llama/Llama-2-70b-hf", "--gpu", "RTX-3090", "--context", "4096", "--format", "json")
+    assert rc == 1
+    d = json.loads(out)
+    assert d["candidates"] == [] and d["searched"] >= 0
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--model", "Qwen/Qwen3-8B", "--gpu", "B9000"], "unknown GPU"),
+        (["--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--context", "lots"], "--context"),
+        (["--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--concurrency", "0"], "--concurrency"),
+        (["--gpu", "A100"], "no model"),
+        (["--from", "/nonexistent/start_api.sh", "--gpu", "A100"], "no such file"),
+    ],
+)
+def test_bad_input_exit_2_one_line(capsys, args, needle):
+    rc, out, err = _run(capsys, *args)
+    assert rc == 2
+    assert needle in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_context_and_max_context_are_exclusive(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["fit", "--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--context", "8192", "--max-context"])
+    assert e.value.code == 2
+
+
+def test_from_script(tmp_path, capsys):
+    script = tmp_path / "start_api.sh"
+    script.write_text("#!/bin/bash\nvllm serve Qwen/Qwen3-8B \\\n  --max-model-len 40960 \\\n  --max-num-batched-tokens 40960 \\\n  --gpu-memory-utilization 0.9\n")
+    rc, out, _ = _run(capsys, "--from", str(script), "--gpu", "RTX-4090", "--format", "json")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["launch"]["starts"] is False
+    edit = d["candidates"][0]["edit"]
+    assert edit and all(e["file"] == str(script) for e in edit if e["line"])
+    assert d["candidates"][0]["plan"]["starts"] is True

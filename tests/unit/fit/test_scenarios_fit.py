@@ -1,0 +1,105 @@
+"""Acceptance scenarios S1-S3 (../shared/scenarios.md) for ``oomguard fit``, through the CLI.
+
+S1's model is tests/scenarios/s1/model: the Qwen2.5-7B-Instruct-1M layout with a 1,048,576-token
+max_position_embeddings (the scenario names no model). S2's launch (tests/scenarios/s2) serves
+CodeLlama-13B at TP 8; the brief's Llama-2-13b-chat-hf is checked without --from. S3's model is the
+64-layer / 8 KV heads / head_dim 128 AWQ layout the scenario's arithmetic uses.
+"""
+
+from __future__ import annotations
+
+import json
+
+from oomguard.cli.main import main
+from oomguard.fit.roofline import prefill_steps
+from tests.conftest import SCENARIOS
+
+S1 = ["--from", str(SCENARIOS / "s1" / "start_api.sh"), "--model", str(SCENARIOS / "s1" / "model"), "--gpu", "A100-80GB"]
+S2 = ["--from", str(SCENARIOS / "s2" / "start_api.sh"), "--gpu", "RTX-3090", "--num-gpus", "8"]
+S3 = ["--from", str(SCENARIOS / "s3" / "start_api.sh"), "--model", str(SCENARIOS / "s3" / "model"), "--gpu", "RTX-4090", "--num-gpus", "4", "--lenient"]
+ONE_M = 1_048_576
+
+
+def _fit(capsys, *args) -> tuple[int, dict]:
+    rc = main(["fit", *args, "--format", "json"])
+    out, err = capsys.readouterr()
+    assert rc in (0, 1), err
+    return rc, json.loads(out)
+
+
+def test_s1_from_launch_holds_one_1m_request_with_a_chunk_size(capsys):
+    rc, d = _fit(capsys, *S1)
+    assert rc == 0
+    assert d["launch"]["starts"] is False and d["launch"]["failure"] == "profile-oom"
+    best = d["candidates"][0]
+    p = best["plan"]
+    assert p["starts"] is True
+    assert p["max_model_len"] == ONE_M
+    assert p["max_concurrency"] >= 1.0 and p["kv_cache_tokens"] >= ONE_M  # holds one 1M request
+    # the edit chunks the prefill: one flag, a token budget in the 256-16384 ladder
+    assert [e["dest"] for e in best["edit"]] == ["max_num_batched_tokens"]
+    chunk = best["flags"]["max_num_batched_tokens"]
+    assert 256 <= chunk <= 16384 and f"--max-num-batched-tokens {chunk}" in best["command"]
+    assert any(f"{prefill_steps(ONE_M, chunk):,} steps of {chunk:,}" in t for t in best["tradeoffs"])
+    # the rest of the launch is kept as written
+    assert "--enable-prefix-caching" in best["command"] and "--enforce-eager" in best["command"]
+    assert best["command"].startswith("vllm serve /models/qwen-1m ")
+
+
+def test_s1_peak_under_75_gb_needs_fp8_kv(capsys):
+    # the operators' success criterion: nvidia-smi peak under 75 GB (≈ 69.8 GiB); bf16 KV for 1M tokens alone is 56 GiB
+    rc, d = _fit(capsys, *S1, "--peak-limit-gib", "69.8")
+    assert rc == 0
+    best = d["candidates"][0]
+    assert best["summary"]["peak_gib"] <= 69.8
+    assert str(best["flags"].get("kv_cache_dtype", "")).startswith("fp8")
+    assert best["plan"]["max_concurrency"] >= 1.0
+    text = " ".join(best["tradeoffs"])
+    assert "accuracy" in text and "no FP8 tensor cores" in text  # A100: memory saving, not FP8 compute
+
+
+def test_s2_latency_picks_a_small_token_budget_and_shows_its_cost(capsys):
+    rc, d = _fit(capsys, *S2, "--objective", "latency")
+    assert rc == 0
+    best = d["candidates"][0]
+    assert best["plan"]["starts"] and best["plan"]["tensor_parallel_size"] == 8 and best["plan"]["max_model_len"] == 8192
+    T = best["flags"]["max_num_batched_tokens"]
+    assert T <= 1024
+    cost = next(t for t in best["tradeoffs"] if t.startswith(f"a token budget of {T:,}"))
+    assert "prefill throughput" in cost and "costs" in cost and "estimate, roofline, ±50%" in cost
+    assert any(e["dest"] == "max_num_batched_tokens" for e in best["edit"])
+
+
+def test_s2_llama2_13b_latency_without_a_launch(capsys):
+    rc, d = _fit(capsys, "--model", "meta-llama/Llama-2-13b-chat-hf", "--gpu", "RTX-3090", "--num-gpus", "8", "--context", "8192", "--objective", "latency")
+    assert rc == 0
+    best = d["candidates"][0]
+    assert best["flags"]["max_num_batched_tokens"] <= 1024
+    assert any("token budget of" in t for t in best["tradeoffs"])
+
+
+def test_s3_one_full_request_needs_the_cpu_tier_sized_against_host_ram(capsys):
+    rc, d = _fit(capsys, *S3, "--host-ram-gib", "256")
+    tier = d["cpu_tier"]
+    assert tier["needs_cpu_tier"] is True
+    assert tier["bytes_per_token"] == 131072  # 64 × 2 × 8 × 128 × 1 (fp8), over the 4 GPUs
+    assert tier["one_request_bytes"] == 750_000 * 131072  # 91.55 GiB
+    assert tier["gpu_max_len"] < 750_000
+    text = " ".join(tier["lines"])
+    assert "needs the CPU tier" in text and "totals over all workers" in text
+    assert "92 forward steps" in text  # 750,000 tokens at 8,192 per step
+    # the launch's 200 GiB tier is pinned as 4 × 64 GiB: more than a 256 GiB host has next to the rest
+    assert tier["launch_cpu_bytes"] == 214748364800 and tier["host_need_bytes"] > 256 * 2**30
+    assert "does NOT fit" in text and tier["largest_fit_bytes"] and tier["largest_fit_bytes"] < tier["launch_cpu_bytes"]
+    # what starts: a shorter max-model-len, with the CPU tier shrunk to what the host holds
+    assert rc == 0
+    best = d["candidates"][0]
+    assert best["plan"]["starts"] and best["plan"]["max_model_len"] < 750_000
+    cpu = best["flags"]["kv_transfer_config"]["kv_connector_extra_config"]["cpu_bytes_to_use"]
+    assert cpu == tier["largest_fit_bytes"]
+    assert any(e["dest"] == "kv_transfer_config" for e in best["edit"])
+
+
+def test_s3_without_host_ram_asks_for_it(capsys):
+    rc, d = _fit(capsys, *S3)
+    assert any("--host-ram-gib" in line for line in d["cpu_tier"]["lines"])
