@@ -27,7 +27,7 @@ from oomguard.fit.runner import FitRequest, fit  # noqa: E402
 from oomguard.fit.space import Goal  # noqa: E402
 from oomguard.inputs.hardware import lookup_gpu  # noqa: E402
 from oomguard.inputs.launch import Launch, parse_command, parse_flags  # noqa: E402
-from oomguard.inputs.model_config import load_model  # noqa: E402
+from oomguard.inputs.model_config import catalog_ids, load_model  # noqa: E402
 from oomguard.units import GiB  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "calibration" / "failures.jsonl"
@@ -45,7 +45,13 @@ def resolve_model(text: str | None):
     try:
         return load_model(name, allow_hub=False), None
     except OomguardError:
-        return None, f"model {name!r} not in the bundled catalog"
+        pass
+    # "Llama-3.1-8B" names meta-llama/Meta-Llama-3.1-8B: accept a unique catalog id that ends with the name
+    tail = name.split("/")[-1].lower()
+    hits = [c for c in catalog_ids() if c.split("/")[-1].lower().endswith(tail) and len(tail) >= 8]
+    if len(hits) == 1:
+        return load_model(hits[0], allow_hub=False), None
+    return None, f"model {name!r} not in the bundled catalog"
 
 
 def resolve_gpu(text: str | None):
@@ -113,6 +119,9 @@ def build_launch(r: dict, model_name: str, version: str | None) -> tuple[Launch 
     m = re.search(r"(?:gpu_memory_utilization|util)\s*=?\s*([01]?\.\d+)", cmd)
     if m and "--gpu-memory-utilization" not in words:
         words += ["--gpu-memory-utilization", m.group(1)]
+    m = re.search(r"(?<!-)max_model_len\s*=?\s*(\d+)", cmd)
+    if m and "--max-model-len" not in words:
+        words += ["--max-model-len", m.group(1)]
     if not words:
         return Launch("flags", None, model_name, flags={}), "no flags in the command (defaults assumed)"
     try:

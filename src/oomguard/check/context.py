@@ -10,9 +10,10 @@ through ``plan_with`` (plans are pure and cheap).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from oomguard.check.finding import Edit, Finding
 from oomguard.check.lenient import LaunchRead
@@ -268,6 +269,12 @@ def rope_override(flags: dict, read: LaunchRead | None = None) -> dict | None:
     return None
 
 
+def image_version(program: str | None) -> str | None:
+    """The release a container launch names in its image tag (``vllm/vllm-openai:v0.11.0``)."""
+    m = re.search(r"vllm-(?:openai|cpu)[\w-]*:v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)\b", program or "")
+    return m.group(1) if m else None
+
+
 def _read_host_ram(path: str) -> tuple[int | None, str]:
     try:
         text = Path(path).read_text()
@@ -306,8 +313,11 @@ def build_check_context(read: LaunchRead, options: CheckOptions) -> CheckContext
     ctx = CheckContext(read, options)
     from oomguard.versions import get_release
 
-    ctx.release = get_release(options.version)
-    ctx.version_tuple = parse_version(ctx.release.version if options.version is None else options.version)
+    version = options.version
+    if version is not None and version == image_version(read.launch.program):
+        ctx.notes.append(f"vLLM {version} taken from the image tag ({read.launch.program.split(' ', 1)[-1]})")
+    ctx.release = get_release(version)
+    ctx.version_tuple = parse_version(ctx.release.version if version is None else version)
     if getattr(ctx.release, "note", ""):
         ctx.notes.append(ctx.release.note)
 

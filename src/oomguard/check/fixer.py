@@ -18,8 +18,9 @@ import difflib
 import json
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from oomguard.check.finding import Edit, Finding, Severity
 from oomguard.check.lenient import LaunchRead
@@ -373,9 +374,6 @@ class _YamlFixer:
         keys = list(self.nodes)
         self.underscore = sum("_" in k for k in keys) >= sum("-" in k for k in keys)
 
-    def _offset(self, mark) -> int:
-        return mark.index
-
     def _key_for(self, e: Edit) -> str:
         name = e.dest or e.flag.lstrip("-")
         name = name.replace("-", "_") if self.underscore else name.replace("_", "-")
@@ -417,9 +415,12 @@ class _YamlFixer:
         rendered = render_value_yaml(value)
         if key is not None:
             k, v = self.nodes[key]
-            new_key = key if key not in (e.replaces,) or key == e.flag else self._key_for(e)
-            single_line = v.start_mark.line == v.end_mark.line and not hasattr(v, "value") or (isinstance(getattr(v, "value", None), str) and v.start_mark.line == v.end_mark.line)
-            if single_line:
+            import yaml
+
+            renamed = key == e.replaces and key != e.flag  # a key spelled wrong: respell it
+            new_key = self._key_for(e) if renamed else key
+            if isinstance(v, yaml.ScalarNode) and v.start_mark.line == v.end_mark.line:
+                # keep the line (and its comment): replace the key and the value in place
                 if new_key != key:
                     self.te.replace(k.start_mark.index, k.end_mark.index, new_key)
                 self.te.replace(v.start_mark.index, v.end_mark.index, rendered)
@@ -453,7 +454,6 @@ def apply_edits(read: LaunchRead, release, edits: list[Edit]) -> tuple[str, list
     notes: list[str] = []
     # removals first so that a rename's "set" can reuse a removed flag's place
     ordered = [e for e in edits if e.is_env] + [e for e in edits if not e.is_env and e.value is None] + [e for e in edits if not e.is_env and e.value is not None]
-    done_opts: set[str] = set()
     for e in ordered:
         if e.is_env:
             if not fixer.env(e):
@@ -463,13 +463,12 @@ def apply_edits(read: LaunchRead, release, edits: list[Edit]) -> tuple[str, list
             if e.replaces and any(x.replaces == e.replaces and x.value is not None for x in edits):
                 continue  # a rename: the set below rewrites it in place
             fixer.remove(e)
-            done_opts.add(e.replaces or e.flag)
             continue
         fixer.set(e)
     return fixer.finish(), notes
 
 
-def fix_launch(ctx, findings: list[Finding], *, ignore: Iterable[str] = (), rebuild=None) -> FixResult | None:
+def fix_launch(ctx, findings: list[Finding], *, rebuild=None) -> FixResult | None:
     """Apply the findings' edits, re-check the corrected launch, and iterate.
 
     ``rebuild(text) -> (CheckContext, RunResult)`` re-reads and re-checks a

@@ -247,6 +247,11 @@ def walk_flags(words: list[Word], read: LaunchRead, *, version: str | None, file
                 read.occurrences.append(Occurrence(flag.dest, opt, flag.name, site, res.negated, res.deprecated, value_text, prefix, quote))
                 continue
             nargs = getattr(flag, "nargs", None)
+            if res.subkey:  # one key of a JSON flag: the value is that key's, not a whole JSON
+                launch.flags[flag.dest] = _merge_subkey(launch.flags.get(flag.dest), res.subkey, value_text)
+                launch.sites[flag.dest] = site
+                read.occurrences.append(Occurrence(flag.dest, opt, flag.name, site, res.negated, res.deprecated, value_text, prefix, quote))
+                continue
             try:
                 if nargs in ("+", "*") and not eq:
                     vals = [value_text]
@@ -259,8 +264,6 @@ def walk_flags(words: list[Word], read: LaunchRead, *, version: str | None, file
             except InputError as exc:
                 read.problems.append(FlagProblem(ProblemKind.INVALID_VALUE, opt, exc.message, file, line, option_word=w, value_word=vw, dest=flag.dest))
                 continue
-        if res.subkey:
-            value = _merge_subkey(launch.flags.get(flag.dest), res.subkey, value_text if value_text is not None else value)
         read.occurrences.append(Occurrence(flag.dest, opt, flag.name, site, res.negated, res.deprecated, value_text, prefix, quote))
         if flag.dest == "model":
             launch.model = str(value)

@@ -15,8 +15,9 @@ little headroom); the registered severity is the worst it reports.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from oomguard.check.finding import Edit, Finding, Severity, sort_findings
 
@@ -74,14 +75,14 @@ class Rule:
     why: str  # one paragraph: why this brings servers down or wastes memory
     fix_text: str  # how the suggested fix is computed
     needs: frozenset
-    func: Callable[["CheckContext"], Iterable[Finding]]
+    func: Callable[[CheckContext], Iterable[Finding]]
     example: str = ""  # a launch fragment that triggers it
     use_instead: str = ""  # the corrected fragment
     predicts: tuple = ()  # FailureClass values an error of this rule foretells
 
     def finding(
         self,
-        ctx: "CheckContext",
+        ctx: CheckContext,
         message: str,
         *,
         dests: Iterable[str] = (),
@@ -184,7 +185,7 @@ class RunResult:
     ignored: list[Finding]  # findings silenced by --ignore or an inline directive
 
 
-def run_rules(ctx: "CheckContext", ignore: Iterable[str] = ()) -> RunResult:
+def run_rules(ctx: CheckContext, ignore: Iterable[str] = ()) -> RunResult:
     """Run every rule whose needs are met; drop findings the user silenced."""
     ignore_ids = {i.strip().upper() for i in ignore if i.strip()}
     findings: list[Finding] = []

@@ -13,14 +13,20 @@ from __future__ import annotations
 
 import enum
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from oomguard.check.context import CheckContext, CheckOptions, build_check_context
 from oomguard.check.finding import Finding, Severity
 from oomguard.check.fixer import FixResult, fix_launch
-from oomguard.check.lenient import LaunchRead, read_command, read_file, read_script, read_yaml_text
+from oomguard.check.lenient import (
+    LaunchRead,
+    read_command,
+    read_file,
+    read_script,
+    read_yaml_text,
+)
 from oomguard.check.registry import RunResult, run_rules
 
 SCHEMA_VERSION = 1
@@ -138,10 +144,8 @@ def check_read(read: LaunchRead, options: CheckOptions, *, ignore: Iterable[str]
     ctx = build_check_context(read, options)
     result = run_rules(ctx, ignore)
     notes = list(ctx.notes) + list(read.launch.notes)
-    if ctx.model is None and ctx.model_note:
+    if ctx.model is None and ctx.model_note and not result.skipped:
         notes.append(ctx.model_note)
-    if ctx.gpu is None and ctx.gpu_note:
-        notes.append(ctx.gpu_note)
     if ctx.plan_error:
         notes.append(f"the launch could not be planned: {ctx.plan_error}")
     fx = None
@@ -152,10 +156,19 @@ def check_read(read: LaunchRead, options: CheckOptions, *, ignore: Iterable[str]
             c2 = build_check_context(r2, options)
             return c2, run_rules(c2, ignore)
 
-        fx = fix_launch(ctx, result.findings, ignore=ignore, rebuild=rebuild)
+        fx = fix_launch(ctx, result.findings, rebuild=rebuild)
     return CheckReport(ctx, result, fx, notes)
 
 
 def check_target(options: CheckOptions, *, path: str | None = None, command: list[str] | None = None, flags: list[str] | None = None, ignore: Iterable[str] = (), fix: bool = True) -> CheckReport:
     read = read_target(path=path, command=command, flags=flags, model=options.model, version=options.version)
+    if options.version is None:
+        from dataclasses import replace
+
+        from oomguard.check.context import image_version
+
+        tagged = image_version(read.launch.program)
+        if tagged is not None:  # the container's own release decides the flags
+            options = replace(options, version=tagged)
+            read = read_target(path=path, command=command, flags=flags, model=options.model, version=tagged)
     return check_read(read, options, ignore=ignore, fix=fix)

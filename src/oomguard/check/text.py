@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import textwrap
 
-from oomguard.check.finding import Severity
 from oomguard.units import GiB
 
 _WIDTH = 100
@@ -117,5 +116,3 @@ def render_rule_list(rules) -> str:
         out.append(f"{r.id}  {r.severity.value:7}  {r.name:40}  {r.title}")
     return "\n".join(out) + "\n"
 
-
-_ = Severity

@@ -133,6 +133,9 @@ def run(args: argparse.Namespace) -> int:
     ignore = [x for item in args.ignore for x in item.split(",") if x.strip()]
     tail = list(getattr(args, "launch_tail", []) or [])
     flags = list(args.unknown or [])
+    if args.launch_file is None and flags and not flags[0].startswith("-"):
+        # the dispatcher leaves a TARGET that does not exist among vLLM's words
+        raise InputError("no such file", file=flags[0])
     report = check_target(
         _options(args),
         path=args.launch_file,

@@ -63,13 +63,6 @@ def _length(text: str | None, option: str) -> int | None:
     return n
 
 
-def _launch(args: argparse.Namespace):
-    from oomguard.cli.common import read_target
-
-    ns = argparse.Namespace(launch_file=args.launch_file, vllm_version=args.vllm_version, lenient=args.lenient, launch_tail=[], og_model=args.og_model)
-    return read_target(ns, [])
-
-
 def build_request(args: argparse.Namespace):
     """Parse and validate our options into a FitRequest (InputError on bad input)."""
     from oomguard.errors import InputError
@@ -79,12 +72,24 @@ def build_request(args: argparse.Namespace):
     from oomguard.inputs.model_config import load_model
     from oomguard.units import GiB
 
-    launch = _launch(args) if args.launch_file else None
-    spec = args.og_model or (launch.model if launch is not None else None)
-    if not spec:
-        raise InputError("no model: pass --model (or name it in the --from launch)")
-    model = load_model(spec)
-    gpu = lookup_gpu(args.gpu, args.gpu_memory_gib)
+    tail = getattr(args, "launch_tail", None) or []
+    launch = None
+    version = args.vllm_version
+    if args.launch_file or tail:
+        # a launch to edit: the shared reader (scripts, --config YAML, a command after --, --engine-python)
+        from oomguard.cli.common import build_context
+
+        ctx = build_context(args, [])
+        launch, model, gpu, version = ctx.launch, ctx.model, ctx.gpu, ctx.version
+        spec = args.og_model or launch.model
+    else:
+        if getattr(args, "engine_python", None):
+            raise InputError("--engine-python needs a launch: --from start_api.sh or a command after --")
+        spec = args.og_model
+        if not spec:
+            raise InputError("no model: pass --model (or a launch with --from)")
+        model = load_model(spec)
+        gpu = lookup_gpu(args.gpu, args.gpu_memory_gib)
     num = args.num_gpus
     if num is None and launch is not None:
         f = launch.flags
@@ -119,7 +124,7 @@ def build_request(args: argparse.Namespace):
         gpu=gpu,
         num_gpus=num,
         goal=goal,
-        version=args.vllm_version,
+        version=version,
         launch=launch,
         model_name=name,
         other_gpu_use_bytes=int((args.other_gpu_use_gib or 0) * GiB),

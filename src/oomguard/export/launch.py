@@ -244,6 +244,13 @@ def _yaml(data: Any) -> str:
         def ignore_aliases(self, data: Any) -> bool:  # a shared dict is written twice, not as &id001
             return True
 
+    def _str(dumper: yaml.SafeDumper, value: str) -> Any:
+        # YAML folds U+0085/U+2028/U+2029 and other non-printables in plain or single-quoted
+        # scalars; double quotes carry them as escapes
+        odd = any(not c.isprintable() and c != " " for c in value)
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if odd else None)
+
+    _NoAliases.add_representer(str, _str)
     return yaml.dump(data, Dumper=_NoAliases, sort_keys=False, width=100000, allow_unicode=True, default_flow_style=False)
 
 
@@ -373,7 +380,7 @@ def parse_env_file(text: str) -> dict[str, str]:
     import shlex
 
     env: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):
         s = line.strip()
         if not s or s.startswith("#") or "=" not in s:
             continue

@@ -25,19 +25,26 @@ def _specifiers(text: str) -> str:
     return text.replace("%", "%%").replace("$", "$$")
 
 
+def _escape_char(c: str) -> str:
+    if c == "\\":
+        return "\\\\"
+    if c == '"':
+        return '\\"'
+    if c in "\n\t\r":
+        return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}[c]
+    if not c.isprintable() and c != " ":
+        # control and line-separator characters (U+0085, U+2028) as C escapes: a unit file is lines
+        return f"\\x{ord(c):02x}" if ord(c) < 0x80 else (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
+    return c
+
+
 def quote_word(word: str) -> str:
     """One argument for ``ExecStart=`` (or one ``Environment=`` assignment)."""
     if word == ";":
         return "\\;"  # a lone ';' separates commands in old systemd
     if word and _PLAIN.match(word):
         return word  # nothing systemd would touch (no %, $, quotes, spaces, backslashes)
-    body = (
-        word.replace("\\", "\\\\")
-        .replace('"', '\\"')
-        .replace("\n", "\\n")
-        .replace("\t", "\\t")
-        .replace("\r", "\\r")
-    )
+    body = "".join(_escape_char(c) for c in word)
     return '"' + _specifiers(body) + '"'
 
 
@@ -45,7 +52,7 @@ def join_lines(text: str) -> str:
     """Unit-file line continuation: a trailing backslash joins the next line with a space."""
     out: list[str] = []
     buf = ""
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): U+0085 / U+2028 are not line ends in a unit file
         if line.endswith("\\") and not line.endswith("\\\\"):
             buf += line[:-1] + " "
             continue
@@ -54,6 +61,17 @@ def join_lines(text: str) -> str:
     if buf:
         out.append(buf)
     return "\n".join(out)
+
+
+def _unescape(text: str, k: int) -> tuple[str, int]:
+    """The character of the escape starting at ``text[k]`` (after the backslash) and its length."""
+    c = text[k]
+    for lead, digits in (("x", 2), ("u", 4), ("U", 8)):
+        if c == lead:
+            code = text[k + 1 : k + 1 + digits]
+            if len(code) == digits and all(ch in "0123456789abcdefABCDEF" for ch in code):
+                return chr(int(code, 16)), 1 + digits
+    return _C_ESCAPES.get(c, c), 1
 
 
 def _unspecify(text: str) -> str:
@@ -77,8 +95,9 @@ def split_command(text: str) -> list[str]:
                 j = i + 1
                 while j < n and text[j] != '"':
                     if text[j] == "\\" and j + 1 < n:
-                        buf.append(_C_ESCAPES.get(text[j + 1], text[j + 1]))
-                        j += 2
+                        ch, width = _unescape(text, j + 1)
+                        buf.append(ch)
+                        j += 1 + width
                         continue
                     buf.append(text[j])
                     j += 1
@@ -92,8 +111,9 @@ def split_command(text: str) -> list[str]:
                 buf.append(text[i + 1 : j])
                 i = j + 1
             elif c == "\\" and i + 1 < n:
-                buf.append(_C_ESCAPES.get(text[i + 1], text[i + 1]))
-                i += 2
+                ch, width = _unescape(text, i + 1)
+                buf.append(ch)
+                i += 1 + width
             else:
                 buf.append(c)
                 i += 1
@@ -104,7 +124,7 @@ def split_command(text: str) -> list[str]:
 def unit_values(unit_text: str, key: str) -> list[str]:
     """Every value of ``key=`` in a unit file (continuations joined, comments skipped)."""
     values = []
-    for line in join_lines(unit_text).splitlines():
+    for line in join_lines(unit_text).split("\n"):
         s = line.strip()
         if s.startswith(("#", ";")) or "=" not in s:
             continue

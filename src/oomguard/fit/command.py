@@ -74,24 +74,27 @@ def flag_words(dest: str, value: Any, version: tuple[int, int, int] = (0, 33, 0)
     return [opt, value_text(dest, value)]
 
 
-def _quote(word: str) -> str:
-    # JSON reads best in single quotes; shlex.quote does exactly that for strings with quotes/braces.
-    return shlex.quote(word)
+def render(model: str, flags: dict, env: dict | None = None, *, version: tuple[int, int, int] = (0, 33, 0), program: str = "vllm serve") -> str:
+    """``[ENV=..] vllm serve MODEL --flag value ...`` with the searched flags first, shell-quoted.
 
+    Spellings come from the version's flag table (``oomguard.inputs.render``).
+    Credentials (``--api-key`` …) are never written: the command reads them
+    from an environment variable (vLLM itself reads ``VLLM_API_KEY``).
+    """
+    from oomguard.inputs.render import flags_to_argv, is_secret_dest, secret_env_for
 
-def render(model: str, flags: dict, env: dict | None = None, *, version: tuple[int, int, int] = (0, 33, 0), program: str = "vllm serve", multiline: bool = False) -> str:
-    """``[ENV=..] vllm serve MODEL --flag value ...`` with the searched flags first."""
     keys = [k for k in _ORDER if k in flags] + sorted(k for k in flags if k not in _ORDER)
-    parts: list[str] = []
-    for k in keys:
-        words = flag_words(k, flags[k], version)
-        if words:
-            parts.append(" ".join(_quote(w) for w in words))
-    envs = [f"{k}={shlex.quote(str(v))}" for k, v in sorted((env or {}).items())]
-    head = " ".join(envs + [program, shlex.quote(model)])
-    if multiline:
-        return " \\\n  ".join([head, *parts])
-    return " ".join([head, *parts])
+    ordered = {k: (size_text(flags[k]) if k in _SIZE_FLAGS and isinstance(flags[k], int) else flags[k]) for k in keys}
+    secrets = [k for k in ordered if is_secret_dest(k)]
+    argv = flags_to_argv(None, ordered, version=".".join(map(str, version)), drop_secrets=True)
+    envs = [f"{k}={shlex.quote(str(val))}" for k, val in sorted((env or {}).items())]
+    # `vllm serve` takes the model as a positional; the python entry points want --model
+    head = [program, shlex.quote(model)] if program == "vllm serve" else [program, "--model", shlex.quote(model)]
+    parts = envs + head + [shlex.quote(w) for w in argv]
+    for k in secrets:
+        if k != "api_key":  # vLLM reads VLLM_API_KEY when --api-key is absent
+            parts += [option_name(k), f'"${secret_env_for(k)}"']
+    return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,9 @@ class Change:
             return f"{self.option}: {'; '.join(diffs)}{where}"
         new = value_text(self.dest, self.new) if not isinstance(self.new, bool) else ("on" if self.new else "off")
         if self.old is None:
-            default = "" if self.old_effective is None else f" (default {value_text(self.dest, self.old_effective)})"
+            eff = self.old_effective
+            shown = ("on" if eff else "off") if isinstance(eff, bool) else (None if eff is None else value_text(self.dest, eff))
+            default = "" if shown is None else f" (default {shown})"
             return f"add {' '.join(flag_words(self.dest, self.new))}{default}"
         old = value_text(self.dest, self.old) if not isinstance(self.old, bool) else ("on" if self.old else "off")
         return f"{self.option} {old} → {new}{where}"

@@ -36,10 +36,13 @@ class Candidate:
     cpu_tier: dict | None = None
 
     def to_dict(self) -> dict:
+        from oomguard.inputs.render import is_secret_dest, is_secret_env
+
         d = {
             "command": self.command,
-            "flags": _jsonable(self.flags),
-            "env": dict(self.env),
+            # credentials never leave: the launch's --api-key and friends are shown as ***
+            "flags": _jsonable({k: ("***" if is_secret_dest(k) else v) for k, v in self.flags.items()}),
+            "env": {k: ("***" if is_secret_env(k) else v) for k, v in self.env.items()},
             "plan": self.plan.to_dict(),
             "tradeoffs": list(self.tradeoffs),
             "estimates": self.estimates,

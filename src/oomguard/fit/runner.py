@@ -14,23 +14,22 @@
 from __future__ import annotations
 
 import gc
-import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from oomguard.fit import command as cmd
-from oomguard.fit import cpu_tier, tradeoffs
+from oomguard.fit import cpu_tier
+from oomguard.fit.candidates import CandidatesMixin
+from oomguard.fit.edits import _TRUE, EditsMixin
+from oomguard.fit.ranking import RankingMixin
 from oomguard.fit.result import Candidate, FitResult
-from oomguard.fit.roofline import LABEL, Roofline, prefill_steps
-from oomguard.fit.search import Base, Outcome, Step, capacity, evaluate, kv_bytes_for, make_base, make_step, max_len
-from oomguard.fit.space import Goal, KVMemoryMode, Objective, Structure, build_space
-from oomguard.model.engine import default_batch_limits, derive_len, parse_version
+from oomguard.fit.search import Base, Outcome, Step, evaluate, kv_bytes_for, make_base, make_step, max_len
+from oomguard.fit.space import Goal, KVMemoryMode, Structure, build_space
+from oomguard.fit.tiering import TierMixin
+from oomguard.model.engine import derive_len, parse_version
 from oomguard.model.planner import plan_launch
 from oomguard.units import GiB, MiB
-
-_BUCKET = math.log(1.03)  # scores within ~3% count as equal; the next criterion decides
-_TRUE = ("1", "true", "True", "yes")
 
 
 @dataclass
@@ -64,13 +63,6 @@ class Trial:
     spare_bytes: int
 
 
-def _bucket(x: float, step: float = _BUCKET) -> int:
-    return int(round(math.log(x) / step)) if x > 0 else -10**9
-
-
-_COARSE = math.log(1.10)  # with --from and an explicit objective: gains under ~10% do not justify a bigger edit
-
-
 def _round_len(n: int, block: int) -> int:
     """A max-model-len that reads well: whole KiB-of-tokens above 16K, whole blocks below."""
     if n > 16384:
@@ -78,7 +70,7 @@ def _round_len(n: int, block: int) -> int:
     return max(0, n // block * block)
 
 
-class _Search:
+class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
     """The state of one fit run (bases, steps, caches); ``run`` returns the FitResult."""
 
     def __init__(self, req: FitRequest):
@@ -91,6 +83,7 @@ class _Search:
         self.launch_env = dict(launch.env) if launch is not None else {}
         self.env = dict(self.launch_env)  # what plans run with (fit may add VLLM_ALLOW_LONG_MAX_MODEL_LEN)
         self.notes: list[str] = []
+        self._implied_cache: dict = {}
         self.rejected: Counter = Counter()
         self.searched = 0
         self.launch_plan = None
@@ -160,7 +153,7 @@ class _Search:
         steps: dict = {}
         trials: list[Trial] = []
         C = concurrency
-        chunked = self.ls.enable_chunked_prefill if self.ls is not None else True
+        launch_chunked = self.ls.enable_chunked_prefill if self.ls is not None else True
         rejected = self.rejected
         margin_req = goal.margin_bytes
         peak_limit = goal.peak_limit_bytes
@@ -168,6 +161,7 @@ class _Search:
         fixed_input = goal.input_len(fixed_len) if fixed_len else None
         for bi, (st, base) in enumerate(bases):
             eager = st.enforce_eager
+            chunked = launch_chunked if st.enable_chunked_prefill is None else st.enable_chunked_prefill
             total_free = base.total_bytes - base.other_bytes
             for T in space.token_budgets:
                 if not chunked and fixed_len and T < fixed_len:
@@ -223,401 +217,6 @@ class _Search:
                             spare = o.tight_kv_bytes - bpb - need
                             trials.append(Trial(bi, T, S, util, mode, kvmem, L, o, kvmem is not None or spare >= d_act, margin, spare))
         return trials, bases, steps
-
-    # ------------------------------------------------------------------ ranking
-    def _roofline(self, cache: dict, bi: int, base: Base, st: Structure) -> Roofline:
-        rl = cache.get(bi)
-        if rl is None:
-            rl = Roofline.build(
-                self.model,
-                self.gpu,
-                tensor_parallel_size=st.tensor_parallel_size,
-                weights_bytes=sum(r.weights_bytes for r in base.ranks),
-                kv_bytes_per_token=base.kv_bytes_per_token,
-                eager=st.enforce_eager,
-            )
-            cache[bi] = rl
-        return rl
-
-    def _score(self, t: Trial, bases, rl_cache: dict, perf_cache: dict) -> tuple[tuple, dict, int, int]:
-        """(objective key, roofline figures, decode batch, requests of the input length the pool holds)."""
-        base = bases[t.base_index][1]
-        goal = self.goal
-        L = t.max_model_len
-        I = goal.input_len(L)
-        bpr = base.blocks_per_request(I, t.token_budget)
-        cap_i = max(0, (t.outcome.num_blocks - 1) // bpr) if bpr else 0
-        b = max(1, min(t.num_seqs, cap_i))
-        key = (t.base_index, t.token_budget, b, I)
-        perf = perf_cache.get(key)
-        if perf is None:
-            rl = self._roofline(rl_cache, t.base_index, base, bases[t.base_index][0])
-            b_lat = max(1, min(b, goal.concurrency or 1))
-            perf = {
-                "decode_tokens_per_s": rl.decode_tokens_per_s(b, I),
-                "prefill_tokens_per_s": rl.prefill_tokens_per_s(I, t.token_budget),
-                "ttft_s": rl.prefill_s(I, t.token_budget),
-                "itl_s": rl.mixed_step_s(t.token_budget, b_lat, I),
-            }
-            perf["_buckets"] = (_bucket(perf["decode_tokens_per_s"]), _bucket(perf["prefill_tokens_per_s"]), -_bucket(perf["ttft_s"] + perf["itl_s"]))
-            perf_cache[key] = perf
-        dec, pre, lat = perf["_buckets"]
-        obj = goal.objective
-        if obj is Objective.THROUGHPUT:
-            k = (dec, pre)
-        elif obj is Objective.LATENCY:
-            k = (lat, dec)
-        elif obj is Objective.MAX_CONTEXT:
-            k = (_bucket(L), dec)
-        else:
-            k = (_bucket(b), dec)
-        return k + (t.margin_bytes // (256 * MiB),), perf, b, cap_i
-
-    def _coarse(self, t: Trial, perf: dict, b: int) -> int:
-        obj = self.goal.objective
-        if obj is Objective.THROUGHPUT:
-            return _bucket(perf["decode_tokens_per_s"], _COARSE)
-        if obj is Objective.LATENCY:
-            return -_bucket(perf["ttft_s"] + perf["itl_s"], _COARSE)
-        if obj is Objective.MAX_CONTEXT:
-            return _bucket(t.max_model_len, _COARSE)
-        return _bucket(b, _COARSE)
-
-    def _new_values(self, t: Trial, bases) -> dict:
-        st, _ = bases[t.base_index]
-        return {
-            "tensor_parallel_size": st.tensor_parallel_size,
-            "pipeline_parallel_size": st.pipeline_parallel_size,
-            "kv_cache_dtype": st.kv_cache_dtype,
-            "enforce_eager": st.enforce_eager,
-            "max_num_batched_tokens": t.token_budget,
-            "max_num_seqs": t.num_seqs,
-            "gpu_memory_utilization": t.utilization,
-            "max_model_len": t.max_model_len,
-            "kv_cache_memory_bytes": t.kv_memory_bytes,
-        }
-
-    def _effective(self) -> dict:
-        """What the --from launch runs with for every searched flag (vLLM's default where it is unset)."""
-        ls = self.ls
-        return {
-            "tensor_parallel_size": ls.tensor_parallel_size,
-            "pipeline_parallel_size": ls.pipeline_parallel_size,
-            "kv_cache_dtype": str(ls.kv_cache_dtype),
-            "enforce_eager": ls.enforce_eager,
-            "max_num_batched_tokens": ls.max_num_batched_tokens,
-            "max_num_seqs": ls.max_num_seqs,
-            "gpu_memory_utilization": ls.gpu_memory_utilization,
-            "max_model_len": ls.max_model_len,
-            "kv_cache_memory_bytes": ls.kv_cache_memory_bytes,
-        }
-
-    def _edit_size(self, t: Trial, bases, eff: dict) -> tuple[tuple, float]:
-        """(changed flags, total magnitude) of the edit that turns the launch into ``t``; no objects built."""
-        changed = []
-        size = 0.0
-        for dest, value in self._new_values(t, bases).items():
-            old = eff[dest]
-            if value == old:
-                continue
-            changed.append(dest)
-            size += cmd.magnitude(cmd.Change(dest, old, value, old))
-        if self._env_for(t):
-            changed.append(cmd.ENV_LONG_LEN)
-            size += 0.5
-        return tuple(changed), size
-
-    def _changes(self, t: Trial, bases) -> list[cmd.Change]:
-        """The --from edit: each searched flag whose value differs from what the launch runs with."""
-        eff = self._effective()
-        sites = getattr(self.launch, "sites", None) or {}
-        out = []
-        for dest, value in self._new_values(t, bases).items():
-            if value == eff[dest]:
-                continue
-            site = sites.get(dest)
-            out.append(cmd.Change(dest, self.lf.get(dest), value, eff[dest], getattr(site, "file", None), getattr(site, "line", None)))
-        for k, val in self._env_for(t).items():
-            out.append(cmd.Change(k, self.launch_env.get(k), val, None, is_env=True))
-        return out
-
-    def _env_for(self, t: Trial) -> dict:
-        """Environment the candidate needs beyond the launch's own."""
-        if t.max_model_len > self.derived and str(self.launch_env.get(cmd.ENV_LONG_LEN, "0")) not in _TRUE:
-            return {cmd.ENV_LONG_LEN: "1"}
-        return {}
-
-    def rank(self, trials: list[Trial], bases, *, from_launch: bool, relaxed_len: bool) -> list[tuple[Trial, dict, list]]:
-        rl_cache: dict = {}
-        perf_cache: dict = {}
-        if relaxed_len and trials:
-            # The length is what the goal gave up: stay within 10% of the longest that fits, then edit least.
-            best = max(t.max_model_len for t in trials)
-            trials = [t for t in trials if t.max_model_len >= 0.9 * best]
-        eff = self._effective() if from_launch else None
-        scored = []
-        for t in trials:
-            k, perf, b, cap_i = self._score(t, bases, rl_cache, perf_cache)
-            st, _ = bases[t.base_index]
-            fp8 = st.kv_cache_dtype != "auto" and (not from_launch or st.kv_cache_dtype != eff["kv_cache_dtype"])
-            # An fp8 cache costs accuracy: it wins only where it raises the objective itself.
-            obj = (-k[0], fp8) + tuple(-x for x in k[1:])
-            if from_launch:
-                changed, size = self._edit_size(t, bases, eff)
-                key = (len(changed), not t.robust, round(size, 3), obj)
-                if self.goal.explicit_objective and not relaxed_len:
-                    key = (-self._coarse(t, perf, b),) + key
-            else:
-                changed = ()
-                key = (not t.robust, obj)
-            scored.append((key, t, (perf, b, cap_i), changed, k))
-        scored.sort(key=lambda x: x[0])
-        # One candidate per shape, so the list shows alternatives rather than near-copies; an alternative
-        # whose edit only adds changes to one already shown must also do better on the objective.
-        seen = set()
-        shown: list[tuple[frozenset, tuple]] = []
-        out = []
-        for key, t, perf, changed, k in scored:
-            st, _ = bases[t.base_index]
-            if from_launch:
-                shape = frozenset(changed)
-                if any(prev <= shape and pk >= k for prev, pk in shown):
-                    continue
-            else:
-                shape = (st, t.mode, t.token_budget if self.goal.objective is Objective.LATENCY else None)
-            if shape in seen:
-                continue
-            seen.add(shape)
-            shown.append((frozenset(changed), k))
-            perf, b, cap_i = perf
-            out.append((t, {k2: v for k2, v in perf.items() if not k2.startswith("_")} | {"batch": b, "capacity_at_input": cap_i}, self._changes(t, bases) if from_launch else []))
-            if len(out) >= self.req.top * 3:
-                break
-        return out
-
-    # ------------------------------------------------------------------ output
-    def _flags_for(self, t: Trial, st: Structure) -> dict:
-        lf = self.lf
-        flags = {k: v for k, v in lf.items() if k not in cmd.SEARCHED}
-        if lf.get("kv_offloading_size") is not None:
-            flags["kv_offloading_size"] = lf["kv_offloading_size"]
-        if st.tensor_parallel_size != 1 or "tensor_parallel_size" in lf:
-            flags["tensor_parallel_size"] = st.tensor_parallel_size
-        if st.pipeline_parallel_size != 1 or "pipeline_parallel_size" in lf:
-            flags["pipeline_parallel_size"] = st.pipeline_parallel_size
-        if st.kv_cache_dtype != "auto" or "kv_cache_dtype" in lf:
-            flags["kv_cache_dtype"] = st.kv_cache_dtype
-        if st.enforce_eager:
-            flags["enforce_eager"] = True
-        flags["max_num_batched_tokens"] = t.token_budget
-        flags["max_num_seqs"] = t.num_seqs
-        flags["gpu_memory_utilization"] = t.utilization
-        flags["max_model_len"] = t.max_model_len
-        if t.kv_memory_bytes is not None:
-            flags["kv_cache_memory_bytes"] = t.kv_memory_bytes
-        return flags
-
-    def _ref_budget(self) -> tuple[int, str]:
-        if self.ls is not None:
-            return self.ls.max_num_batched_tokens, "the launch's"
-        t, _ = default_batch_limits(self.v, self.gpu.total_bytes, self.gpu.name, usage=self.req.usage)
-        return t, "vLLM's default"
-
-    def candidate(self, t: Trial, perf: dict, changes: list, bases, steps: dict, offload: dict | None) -> Candidate | None:
-        st, base = bases[t.base_index]
-        flags = self._flags_for(t, st)
-        env = {**self.launch_env, **self._env_for(t)}
-        if offload is not None and offload.get("size_bytes"):
-            before = dict(flags)
-            flags = cpu_tier.set_offload(flags, offload["size_bytes"], self.v)
-            if self.launch is not None:
-                for dest in ("kv_offloading_size", "kv_transfer_config"):
-                    if flags.get(dest) != before.get(dest) and flags.get(dest) != self.lf.get(dest):
-                        site = (getattr(self.launch, "sites", {}) or {}).get(dest)
-                        changes = changes + [cmd.Change(dest, self.lf.get(dest), flags.get(dest), None, getattr(site, "file", None), getattr(site, "line", None))]
-        plan = self._plan(flags, env)
-        if not plan.starts:
-            self.notes.append(f"dropped a candidate the fast path passed but plan_launch rejects ({plan.failure.value}): please report")
-            return None
-        step = steps[(st.tensor_parallel_size, st.pipeline_parallel_size, t.token_budget, t.num_seqs)]
-        ref_T, ref_src = self._ref_budget()
-        ref_step = steps.get((st.tensor_parallel_size, st.pipeline_parallel_size, ref_T, t.num_seqs))
-        if ref_step is None:
-            common = {k: v for k, v in self.lf.items() if k not in cmd.SEARCHED}
-            ref_step = self._step(steps, common, st, ref_T, min(t.num_seqs, ref_T))
-        tight = t.outcome.tight_rank
-        rl = self._roofline({}, t.base_index, base, st)
-        I = self.goal.input_len(t.max_model_len)
-        ctx = tradeoffs.Context(
-            gpu=self.gpu,
-            model=self.model,
-            roofline=rl,
-            token_budget=t.token_budget,
-            ref_token_budget=ref_T,
-            ref_source=ref_src,
-            activation_bytes=step.activation_bytes[-1],
-            ref_activation_bytes=ref_step.activation_bytes[-1],
-            activation_high_bytes=step.activation_high_bytes[tight],
-            max_model_len=t.max_model_len,
-            input_len=I,
-            kv_cache_dtype=plan.settings.kv_cache_dtype,
-            kv_bytes_per_token=plan.kv_bytes_per_token,
-            eager=st.enforce_eager,
-            graphs_bytes=plan.tight_rank.cuda_graph.bytes,
-            cudagraph_mode=plan.settings.cudagraph_mode,
-            utilization=t.utilization,
-            requested_bytes=t.outcome.requested_bytes,
-            total_bytes=self.gpu.total_bytes,
-            footprint_bytes=t.outcome.footprint_bytes,
-            other_bytes=self.req.other_gpu_use_bytes,
-            kv_pool_bytes=t.outcome.num_blocks * base.ranks[tight].bytes_per_block,
-            kv_cache_tokens=plan.kv_cache_tokens,
-            one_request_bytes=plan.one_request_bytes,
-            spare_bytes=t.spare_bytes,
-            pinned_kv_bytes=t.kv_memory_bytes,
-            tensor_parallel_size=st.tensor_parallel_size,
-            pipeline_parallel_size=st.pipeline_parallel_size,
-            weights_bytes=max(r.weights_bytes for r in base.ranks),
-            num_seqs=t.num_seqs,
-            capacity_at_input=perf["capacity_at_input"],
-            concurrency=self.goal.concurrency,
-            decode_concurrency=perf["batch"],
-        )
-        lines = tradeoffs.for_candidate(ctx)
-        if offload is not None:
-            lines.extend(offload.get("lines", []))
-        estimates = {
-            "label": LABEL,
-            "prefill_steps_max_len": prefill_steps(t.max_model_len, t.token_budget),
-            "ttft_max_len_s": round(rl.prefill_s(t.max_model_len, t.token_budget), 3),
-            "ttft_input_len_s": round(perf["ttft_s"], 3),
-            "prefill_tokens_per_s": round(perf["prefill_tokens_per_s"], 1),
-            "decode_tokens_per_s": round(perf["decode_tokens_per_s"], 1),
-            "decode_concurrency": perf["batch"],
-            "itl_with_prefill_chunk_s": round(perf["itl_s"], 4),
-        }
-        summary = {
-            "max_model_len": t.max_model_len,
-            "kv_cache_tokens": plan.kv_cache_tokens,
-            "capacity_at_input_len": perf["capacity_at_input"],
-            "input_len": I,
-            "peak_gib": round(t.outcome.footprint_bytes / GiB, 2),
-            "margin_gib": round(t.margin_bytes / GiB, 2),
-            "spare_kv_gib": round(t.spare_bytes / GiB, 2),
-            "robust": t.robust,
-            "kv_sizing": t.mode.value,
-        }
-        command = cmd.render(self.model_name, flags, {k: v for k, v in env.items() if k in self._env_to_print(env)}, version=self.v, program=getattr(self.launch, "program", "vllm serve") or "vllm serve")
-        return Candidate(flags, env, command, plan, lines, estimates, summary, changes if self.launch is not None else None, offload)
-
-    def _env_to_print(self, env: dict) -> set:
-        # Only the variables that change vLLM's verdict belong on the command line.
-        keep = {cmd.ENV_LONG_LEN, "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_USE_V1", "VLLM_PP_LAYER_PARTITION", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "VLLM_USE_V2_MODEL_RUNNER", "PYTORCH_CUDA_ALLOC_CONF"}
-        return {k for k in env if k in keep}
-
-    # ------------------------------------------------------------------ the CPU tier
-    def _gpu_limit(self, length: int, bases, steps: dict, trials: list[Trial]) -> tuple[int, str]:
-        """The longest request the GPUs hold: from the searched launches, else the raw pool at util 0.95."""
-        if trials:
-            t = max(trials, key=lambda x: x.max_model_len)
-            st, base = bases[t.base_index]
-            pool = t.outcome.num_blocks * base.ranks[t.outcome.tight_rank].bytes_per_block
-            n = t.max_model_len
-            how = "pinned" if t.kv_memory_bytes is not None else f"util {t.utilization:g}"
-            return n, (
-                f"TP {st.tensor_parallel_size} PP {st.pipeline_parallel_size} {st.kv_cache_dtype} KV, {pool / GiB:.2f} GiB per GPU ({how}), "
-                f"token budget {t.token_budget}, within the {self.goal.margin_bytes / GiB:g} GiB margin"
-            )
-        best_len, best_desc = 0, "no launch leaves room for KV"
-        common = {k: v for k, v in self.lf.items() if k not in cmd.SEARCHED}
-        for st, base in bases:
-            step = self._step(steps, common, st, 256, 1)
-            o = evaluate(base, step, 0.95, base.block_size)
-            if o.failure is None or o.failure.value == "kv-too-small":
-                n = max_len(base, step, 0.95, None, cap=max(length, self.derived) * 4)
-                if n > best_len:
-                    pool = o.num_blocks * base.ranks[o.tight_rank].bytes_per_block
-                    best_len = n
-                    best_desc = f"TP {st.tensor_parallel_size} PP {st.pipeline_parallel_size} {st.kv_cache_dtype} KV, {pool / GiB:.2f} GiB per GPU at util 0.95, token budget 256, no margin"
-        return best_len, best_desc
-
-    def cpu_tier_info(self, length: int, bases, gpu_max_len: int, gpu_desc: str) -> dict | None:
-        """One full request of ``length`` tokens against the GPU pool and host RAM (the launch's split and dtype)."""
-        if not bases:
-            return None
-        ls = self.ls
-        ref = None
-        if ls is not None:
-            want = str(self.lf.get("kv_cache_dtype") or "auto")
-            ref = next(((st, b) for st, b in bases if st.kv_cache_dtype == want and (st.tensor_parallel_size, st.pipeline_parallel_size) == (ls.tensor_parallel_size, ls.pipeline_parallel_size)), None)
-        st, base = ref or max(bases, key=lambda x: (x[0].tensor_parallel_size * x[0].pipeline_parallel_size, x[0].kv_cache_dtype != "auto"))
-        per_gpu = base.kv_bytes_per_token
-        cpu_per_token = per_gpu * st.tensor_parallel_size
-        workers = st.tensor_parallel_size * st.pipeline_parallel_size
-        weights = self.model.checkpoint_bytes or int(sum(r.weights_bytes for r in base.ranks) * st.tensor_parallel_size)
-        launch_bytes = cpu_tier.launch_offload_bytes(self.lf)
-        host = self.goal.host_ram_bytes
-        need = pinned = largest = None
-        size = launch_bytes or int(length * cpu_per_token)
-        if host is not None:
-            flags = cpu_tier.set_offload(
-                {**self.lf, "tensor_parallel_size": st.tensor_parallel_size, "pipeline_parallel_size": st.pipeline_parallel_size, "max_model_len": length}, size, self.v
-            )
-            hn = cpu_tier.host_need(flags, weights_bytes=weights, world_size=workers, env=self.env, version=self.req.version)
-            need = hn.expected_bytes
-            comp = hn.component("kv offload (CPU tier)")
-            pinned = comp.expected_bytes if comp else None
-            largest = cpu_tier.largest_offload(flags, weights_bytes=weights, world_size=workers, engine_workers=workers, env=self.env, version=self.req.version, host_ram_bytes=host)
-        info = cpu_tier.analyse(
-            length=length,
-            cpu_bytes_per_token=cpu_per_token,
-            gpu_max_len=gpu_max_len,
-            gpu_max_desc=gpu_desc,
-            per_gpu_bytes_per_token=per_gpu,
-            world_size=st.tensor_parallel_size,
-            launch_bytes=launch_bytes,
-            host_ram_bytes=host,
-            host_need_bytes=need,
-            host_need_pinned_bytes=pinned,
-            largest_fit_bytes=largest,
-            sized_bytes=size,
-            prefill=self._long_prefill(length, st, base),
-        )
-        info["engine_workers"] = workers
-        return info
-
-    def _long_prefill(self, length: int, st: Structure, base: Base) -> tuple[int, int, float]:
-        budget = self.ls.max_num_batched_tokens if self.ls is not None else self._ref_budget()[0]
-        rl = Roofline.build(self.model, self.gpu, tensor_parallel_size=st.tensor_parallel_size, weights_bytes=sum(r.weights_bytes for r in base.ranks), kv_bytes_per_token=base.kv_bytes_per_token, eager=st.enforce_eager)
-        return budget, prefill_steps(length, budget), rl.prefill_s(length, budget)
-
-    def offload_for(self, info: dict | None) -> dict | None:
-        """The CPU tier each candidate carries: the launch's (shrunk to fit host RAM), or the largest that fits."""
-        if info is None:
-            return None
-        launch_bytes = info.get("launch_cpu_bytes")
-        host = info.get("host_ram_bytes")
-        largest = info.get("largest_fit_bytes")
-        size = None
-        if launch_bytes:
-            size = launch_bytes
-            if host is not None and info.get("host_need_bytes") and info["host_need_bytes"] > host:
-                size = largest or 0
-        elif host is not None and info.get("needs_cpu_tier") and largest:
-            size = largest
-        if size is None:
-            return None
-        workers = info.get("engine_workers", 1)
-        tokens = int(size / info["bytes_per_token"]) if info["bytes_per_token"] else 0
-        line = (
-            f"CPU tier {size / GiB:.0f} GiB in all ({workers} workers × {size / workers / GiB:.1f} GiB, pinned): keeps ~{tokens:,} tokens of "
-            "evicted KV for prefix reuse"
-            + (f" — a whole {info['length']:,}-token request fits in it" if tokens >= info["length"] else f" — less than one {info['length']:,}-token request")
-            + (f"; sized against {host / GiB:.0f} GiB of host RAM" if host is not None else "")
-        )
-        if size == 0:
-            line = "no CPU tier fits in host RAM next to the rest of the server: offloading removed"
-        return {"size_bytes": size, "lines": [line]}
 
     # ------------------------------------------------------------------ driver
     def run(self) -> FitResult:
@@ -705,3 +304,4 @@ def fit(req: FitRequest) -> FitResult:
     finally:
         if enabled:
             gc.enable()
+

@@ -71,14 +71,18 @@ class Structure:
     pipeline_parallel_size: int
     kv_cache_dtype: str
     enforce_eager: bool
+    enable_chunked_prefill: bool | None = None  # None: as the launch has it; True: turn it on
 
     def flags(self) -> dict:
-        return {
+        f = {
             "tensor_parallel_size": self.tensor_parallel_size,
             "pipeline_parallel_size": self.pipeline_parallel_size,
             "kv_cache_dtype": self.kv_cache_dtype,
             "enforce_eager": self.enforce_eager,
         }
+        if self.enable_chunked_prefill is not None:
+            f["enable_chunked_prefill"] = self.enable_chunked_prefill
+        return f
 
 
 @dataclass(frozen=True)
@@ -174,7 +178,11 @@ def build_space(
     splits = parallel_splits(model, num_gpus, launched_split)
     kv = kv_dtypes(model, gpu, lf.get("kv_cache_dtype"))
     eager_opts = (False, True)
-    structures = tuple(Structure(tp, pp, d, e) for tp, pp in splits for d in kv for e in eager_opts)
+    # A launch without chunked prefill must fit its whole max-model-len in one step; turning it on is an edit.
+    chunk_opts: tuple = (None,)
+    if ls is not None and not ls.enable_chunked_prefill:
+        chunk_opts = (None, True)
+    structures = tuple(Structure(tp, pp, d, e, c) for tp, pp in splits for d in kv for e in eager_opts for c in chunk_opts)
     budgets = _merge(TOKEN_BUDGETS, [ls.max_num_batched_tokens if ls is not None else None])
     seqs = _merge(NUM_SEQS, [goal.concurrency, ls.max_num_seqs if ls is not None else None])
     utils = _merge(UTILIZATIONS, [ls.gpu_memory_utilization if ls is not None else None])
@@ -187,5 +195,5 @@ def build_space(
     if launched_kv is not None:
         modes.append(KVMemoryMode.PINNED_AS_LAUNCHED)
     if ls is not None and not ls.enable_chunked_prefill:
-        notes.append("chunked prefill is off in this launch: the token budget must cover max-model-len")
+        notes.append("chunked prefill is off in this launch: the token budget must cover max-model-len unless the edit turns it on")
     return Space(structures, budgets, seqs, utils, tuple(modes), int(launched_kv) if launched_kv is not None else None, tuple(notes))

@@ -260,7 +260,9 @@ def plan_launch(
                 kv -= CUDA_CONTEXT_BYTES + other_gpu_use_bytes  # 0.8.x charged everything on the device
         n_blocks = max(0, kv // layout.bytes_per_block) if layout.bytes_per_block else 0
         if s.num_gpu_blocks_override:
+            # vLLM plans the memory for the override (kv_cache_planning.py): the pool is exactly that.
             n_blocks = int(s.num_gpu_blocks_override)
+            kv = n_blocks * layout.bytes_per_block
         ranks.append(RankLedger(stage, total, requested, weights, a, nt, g, int(kv), src, layout, int(n_blocks), other_gpu_use_bytes))
 
     tight = min(ranks, key=lambda r: r.num_blocks)
@@ -277,10 +279,17 @@ def plan_launch(
         tokens = int(concurrency * L)
     if s.engine == "V0":
         concurrency = num_blocks * block_size / L
-    one_req = layout_all.bytes_per_block * bpr
-    fit_len = _max_fitting_len(tight.layout, tight.kv_bytes, s, mamba_blocks, max(L, derived))
+    # One max-length request, checked on every rank against that rank's own layout (PP stages
+    # hold only their layers); the tightest rank decides.
+    def _one_request(rank: RankLedger) -> int:
+        return rank.layout.bytes_per_block * blocks_per_request(rank.layout, L, **bpr_kw) if rank.layout.groups else 0
 
-    if s.max_model_len_source.startswith("auto-fit") and one_req > tight.kv_bytes - tight.layout.bytes_per_block and fit_len > 0:
+    short = max(ranks, key=lambda r: _one_request(r) - (r.kv_bytes - r.layout.bytes_per_block))
+    one_req = _one_request(short)
+    tight_avail = short.kv_bytes - short.layout.bytes_per_block
+    fit_len = min(_max_fitting_len(r.layout, r.kv_bytes, s, mamba_blocks, max(L, derived)) for r in ranks)
+
+    if s.max_model_len_source.startswith("auto-fit") and one_req > tight_avail and fit_len > 0:
         # --max-model-len auto / -1 (>= 0.14): vLLM binary-searches the largest length that fits.
         refit = dict(flags)
         refit["max_model_len"] = fit_len
@@ -340,12 +349,12 @@ def plan_launch(
                 f"The model's max seq len ({L}) is larger than the maximum number of tokens that can be stored in KV cache ({cap}). "
                 "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
             )
-    elif failure is None and one_req > tight.kv_bytes - tight.layout.bytes_per_block:
+    elif failure is None and one_req > tight_avail:
         models = "model's" if s.version >= (0, 25, 0) else "models's"
         fail(
             FailureClass.KV_TOO_SMALL,
             f"To serve at least one request with the {models} max seq len ({L}), ({_fmt_gib(one_req)} GiB KV cache is needed, which is larger than "
-            f"the available KV cache memory ({_fmt_gib(tight.kv_bytes - tight.layout.bytes_per_block)} GiB). Based on the available memory, the estimated "
+            f"the available KV cache memory ({_fmt_gib(tight_avail)} GiB). Based on the available memory, the estimated "
             f"maximum model length is {fit_len}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
         )
     if failure is None and model.is_hybrid and s.version >= (0, 25, 0):

@@ -207,6 +207,19 @@ def _has_cause(exc: BaseException, kind: type) -> bool:
     return False
 
 
+def _aiohttp_cause(exc: BaseException) -> str | None:
+    """The aiohttp exception behind an httpx one (the optional fast transport maps them
+    coarsely: a server disconnect arrives as ConnectTimeout)."""
+    cur: BaseException | None = exc.__cause__
+    for _ in range(4):
+        if cur is None:
+            return None
+        if type(cur).__module__.startswith("aiohttp"):
+            return type(cur).__name__
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
 def classify_exception(exc: BaseException, *, mid_stream: bool = False) -> ClientFailure:
     """Map an httpx (or asyncio) exception to a probe class and a plain reason."""
     import asyncio
@@ -215,6 +228,12 @@ def classify_exception(exc: BaseException, *, mid_stream: bool = False) -> Clien
 
     text = _chain_text(exc)
     low = text.lower()
+    aio = _aiohttp_cause(exc)
+    if aio in ("ServerDisconnectedError", "ClientPayloadError", "ClientOSError", "ContentLengthError", "TransferEncodingError"):
+        why = _reason(exc.__cause__ or exc)
+        if mid_stream:
+            return ClientFailure(ProbeClass.STREAM_BROKEN, f"connection cut mid-stream ({why})")
+        return ClientFailure(ProbeClass.SERVER_ERROR, f"server closed the connection without answering ({why})")
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) and not isinstance(
         exc, httpx.TimeoutException
     ):
@@ -334,6 +353,34 @@ def proxy_for(url: ServerURL, env: dict[str, str] | None = None) -> str | None:
         if host == bare or host.endswith("." + bare):
             return None
     return proxy
+
+
+TRANSPORTS = ("auto", "httpx", "aiohttp")
+
+
+def load_transport(kind: str, url: ServerURL, *, trust_env: bool, max_connections: int) -> tuple[Any, str]:
+    """The transport for stage 2's streams: (transport or None for httpx's own, a description).
+
+    httpx's own HTTP/1.1 stack parses each SSE chunk in pure Python (h11); with
+    one chunk per generated token that is most of the probe's CPU. The optional
+    ``httpx-aiohttp`` transport (``pip install 'oomguard[fast]'``) parses in C
+    and keeps httpx's API. It is not used when a proxy from the environment
+    applies (it would bypass it); the client chain always uses httpx's own.
+    """
+    if kind not in TRANSPORTS:
+        raise InputError(f"--http-transport must be one of {', '.join(TRANSPORTS)}")
+    if kind == "httpx":
+        return None, "httpx (h11)"
+    if trust_env and proxy_for(url) is not None:
+        return None, "httpx (h11; a proxy from the environment applies, which aiohttp would bypass)"
+    try:
+        import httpx
+        from httpx_aiohttp import AiohttpTransport
+    except ImportError:
+        if kind == "aiohttp":
+            raise InputError("--http-transport aiohttp needs httpx-aiohttp: pip install 'oomguard[fast]'") from None
+        return None, "httpx (h11; pip install 'oomguard[fast]' for a cheaper client)"
+    return AiohttpTransport(limits=httpx.Limits(max_connections=max_connections)), "httpx over aiohttp (httpx-aiohttp)"
 
 
 class ProbeClient:

@@ -14,6 +14,7 @@ plan comparison uses.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,24 +67,20 @@ _WANTED = frozenset(
 )
 
 
+def _wanted_pattern() -> re.Pattern[str]:
+    names = "|".join(re.escape(n) for n in sorted(_WANTED, key=len, reverse=True))
+    # A sample line (name, optional _total, then labels or a space) or its # TYPE / # HELP line.
+    return re.compile(rf"^(?:# (?:TYPE|HELP) )?(?:{names})(?:_total)?[{{ ].*$", re.MULTILINE)
+
+
+_WANTED_LINE = _wanted_pattern()
+
+
 def _wanted_lines(text: str) -> str:
-    """Only the series we read: vLLM's page is ~50 kB of histograms, and parsing it all
-    would cost ~10 ms per scrape, the largest part of the probe's own CPU."""
-    keep = []
-    for line in text.splitlines():
-        if line.startswith("#"):
-            parts = line.split(None, 3)
-            if len(parts) >= 3 and parts[1] in ("TYPE", "HELP") and _base(parts[2]) in _WANTED:
-                keep.append(line)
-            continue
-        end = len(line)
-        for sep in ("{", " "):
-            i = line.find(sep)
-            if 0 <= i < end:
-                end = i
-        if _base(line[:end]) in _WANTED:
-            keep.append(line)
-    return "\n".join(keep) + "\n"
+    """Only the series we read: vLLM's page is ~50 kB, mostly histograms, and parsing it
+    all costs ~10 ms per scrape, the largest part of the probe's own CPU. The regex
+    scan runs in C; the parser then sees a few dozen lines."""
+    return "\n".join(_WANTED_LINE.findall(text)) + "\n"
 
 
 def parse_metrics(text: str) -> MetricsReading:

@@ -112,5 +112,8 @@ def render_text(result: dict[str, Any], *, color: bool = False, width: int = 110
     for n in result["notes"]:
         con.print(f"note: {n}", markup=False)
     if result.get("prompts"):
-        con.print(f"[dim]prompts: {escape(result['prompts'])}; {result['duration_s']:.1f}s[/dim]")
+        con.print(
+            f"[dim]prompts: {escape(result['prompts'])}; client: {escape(str(result.get('http_transport')))}; "
+            f"{result['duration_s']:.1f}s[/dim]"
+        )
     return buf.getvalue()

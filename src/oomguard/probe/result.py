@@ -80,6 +80,7 @@ def build_result(
         "samplers": {name: st.to_json() for name, st in run.samplers.items()},
         "plan_comparison": plan_comparison(run, plan),
         "prompts": run.prompt_method,
+        "http_transport": run.http_transport if run.stages else None,
         "bounds": {
             "duration_s": cfg.bounds.duration_s,
             "max_requests": cfg.bounds.max_requests,

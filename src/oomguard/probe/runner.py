@@ -21,7 +21,7 @@ from typing import Any
 
 from oomguard.probe.chain import Chain, ChainOutcome, CheckResult
 from oomguard.probe.classes import ProbeClass, Source
-from oomguard.probe.client import ClientFailure, ProbeClient, ServerURL, Timeouts
+from oomguard.probe.client import ClientFailure, ProbeClient, ServerURL, Timeouts, load_transport
 from oomguard.probe.prompts import PromptBuilder, make_builder
 from oomguard.probe.samplers import MemorySampler, Sample
 from oomguard.probe.sampling import SamplerStatus, SamplingLoop
@@ -47,6 +47,7 @@ class ProbeConfig:
     local: bool | None = None  # None: decide from the host name
     server_pid: int | None = None
     transport: Any = None  # an httpx transport, for tests
+    http_transport: str = "auto"  # stage 2's: auto | httpx | aiohttp (client.load_transport)
     env: dict[str, str] | None = None
     container: bool | None = None
 
@@ -121,6 +122,7 @@ class ProbeRun:
     duration_s: float = 0.0
     hit_duration: bool = False
     kv_cache_tokens_served: int | None = None
+    http_transport: str = "mock transport"
     tree: Any = field(default=None, repr=False)  # samplers.ProcessTree, for the liveness check
     kernel: Any = field(default=None, repr=False)  # kernel.KernelOomSampler
 
@@ -244,7 +246,7 @@ async def probe(
     zero = time.perf_counter()
     deadline = zero + config.bounds.duration_s
 
-    def make_client(trust_env: bool, *, read_s: float | None = None, pool: int = 8) -> ProbeClient:
+    def make_client(trust_env: bool, *, read_s: float | None = None, pool: int = 8, transport: Any = None) -> ProbeClient:
         return ProbeClient(
             config.url,
             config.api_key,
@@ -254,7 +256,7 @@ async def probe(
                 write=config.chain_timeout_s,
                 pool=config.bounds.request_timeout_s,
             ),
-            transport=config.transport,
+            transport=transport or config.transport,
             trust_env=trust_env,
             max_connections=pool,
         )
@@ -329,7 +331,12 @@ async def _stage_two(
     run.prompt_method = builder.describe()
 
     pool = max(s.concurrency for s in stages) if stages else 1
-    load = make_client(outcome.trust_env, read_s=config.stall_timeout_s, pool=pool + 2)
+    fast = None
+    if config.transport is None:
+        fast, run.http_transport = load_transport(
+            config.http_transport, config.url, trust_env=outcome.trust_env, max_connections=pool + 2
+        )
+    load = make_client(outcome.trust_env, read_s=config.stall_timeout_s, pool=pool + 2, transport=fast)
     in_flight = [0]
     samplers = sampler_factory(config, outcome, run, lambda trust: make_client(trust, pool=1))
     loop = SamplingLoop(samplers, config.bounds.sample_interval_s, zero, in_flight=lambda: in_flight[0])

@@ -268,9 +268,29 @@ class RssSampler(ThreadedSampler):
     source = Source.RSS
     name = "rss"
 
+    REFRESH_S = 5.0  # how often the list of children is walked again
+
     def __init__(self, tree: ProcessTree):
         self.tree = tree
         self.pids_seen: set[int] = set()
+        self._procs: dict[int, Any] = {}
+        self._refreshed = -1e9
+
+    def _processes(self) -> list[Any]:
+        import psutil
+
+        now = time.monotonic()
+        if now - self._refreshed >= self.REFRESH_S:
+            pids = self.tree.pids()
+            for pid in pids - self._procs.keys():
+                try:
+                    self._procs[pid] = psutil.Process(pid)
+                except psutil.Error:
+                    continue
+            for pid in self._procs.keys() - pids:
+                del self._procs[pid]
+            self._refreshed = now
+        return list(self._procs.values())
 
     def sample_sync(self, t: float) -> list[Sample]:
         import psutil
@@ -278,9 +298,10 @@ class RssSampler(ThreadedSampler):
         rss = 0
         n = 0
         largest = 0.0
-        for pid in self.tree.pids():
+        for proc in self._processes():
+            pid = proc.pid
             try:
-                r = psutil.Process(pid).memory_info().rss
+                r = proc.memory_info().rss
             except psutil.Error:
                 continue
             rss += r

@@ -2,8 +2,8 @@
 
 The three founding scenarios (tests/scenarios/s1..s3) round-trip through every
 target. S3's start_api.sh as written parses under no single vLLM release
-(--rope-scaling was removed in 0.19 before --no-scheduler-reserve-full-isl was
-added), so it is exported in the spelling `oomguard check` suggests:
+(--rope-scaling exists up to 0.11.0, --no-scheduler-reserve-full-isl from
+0.19.0), so it is exported in the spelling `oomguard check` suggests:
 --hf-overrides '{"rope_scaling": ...}' with 0.33.
 """
 
@@ -173,3 +173,15 @@ def test_cli_export_launch(tmp_path):
     assert p.returncode == 2 and "no such file" in p.stderr and "Traceback" not in p.stderr
     p = run(str(SCEN / "s1" / "start_api.sh"), "--to", "podman")
     assert p.returncode == 2
+
+
+def test_cli_fix_exports_checks_corrected_launch():
+    pytest.importorskip("oomguard.cli.check")
+    p = subprocess.run([sys.executable, "-m", "oomguard.cli.main", "export", "launch", str(SCEN / "s1" / "start_api.sh"), "--to", "yaml",
+                        "--fix", "--gpu", "A100-80GB", "--model", str(SCEN / "s1" / "model")],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    data = yaml.safe_load(p.stdout)
+    # S1's token budget equal to the whole 1M context is what check fixes (chunked prefill)
+    assert data["max-num-batched-tokens"] < 1048576
+    assert "--fix applied" in p.stderr

@@ -72,3 +72,12 @@ def test_from_script(tmp_path, capsys):
     edit = d["candidates"][0]["edit"]
     assert edit and all(e["file"] == str(script) for e in edit if e["line"])
     assert d["candidates"][0]["plan"]["starts"] is True
+
+
+def test_credentials_of_the_launch_stay_out_of_the_output(tmp_path, capsys):
+    script = tmp_path / "start_api.sh"
+    script.write_text("export VLLM_API_KEY=sk-env-secret\nvllm serve Qwen/Qwen3-8B --api-key sk-flag-secret --max-model-len 8192\n")
+    for fmt in ("json", "text"):
+        rc, out, err = _run(capsys, "--from", str(script), "--gpu", "A100-80GB", "--format", fmt, "--top", "2")
+        assert rc == 0
+        assert "sk-flag-secret" not in out + err and "sk-env-secret" not in out + err

@@ -19,9 +19,17 @@ def test_render_puts_searched_flags_first_and_quotes_json():
     assert words[words.index("--kv-transfer-config") + 1] == '{"kv_connector":"OffloadingConnector"}'
 
 
-def test_booleans_before_0_10_use_disable():
-    cmd = render("m", {"enable_prefix_caching": False}, version=(0, 6, 6))
-    assert "--disable-prefix-caching" in cmd
+def test_booleans_follow_the_version_flag_table():
+    # 0.6.6: --enable-prefix-caching is store_true, so "off" is its default and writes nothing
+    assert render("m", {"enable_prefix_caching": False}, version=(0, 6, 6)) == "vllm serve m"
+    assert "--enable-prefix-caching" in render("m", {"enable_prefix_caching": True}, version=(0, 6, 6))
+    assert "--no-enable-prefix-caching" in render("m", {"enable_prefix_caching": False})
+
+
+def test_credentials_never_written():
+    cmd = render("m", {"api_key": "sk-secret-123", "max_model_len": 4096})
+    assert "sk-secret" not in cmd and "--api-key" not in cmd
+    assert "--max-model-len 4096" in cmd
 
 
 def test_sizes_read_as_vllm_suffixes():
@@ -34,6 +42,7 @@ def test_sizes_read_as_vllm_suffixes():
 def test_change_descriptions():
     assert Change("max_num_batched_tokens", 1048576, 8192, 1048576, "start_api.sh", 6).describe() == "--max-num-batched-tokens 1048576 → 8192 (start_api.sh:6)"
     assert Change("kv_cache_dtype", None, "fp8", "auto").describe() == "add --kv-cache-dtype fp8 (default auto)"
+    assert Change("enable_chunked_prefill", None, True, False).describe() == "add --enable-chunked-prefill (default off)"
     assert Change("VLLM_ALLOW_LONG_MAX_MODEL_LEN", None, "1", None, is_env=True).describe() == "set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
     ktc_old = {"kv_connector": "OffloadingConnector", "kv_connector_extra_config": {"cpu_bytes_to_use": 200, "n_read_threads": 16}}
     ktc_new = {"kv_connector": "OffloadingConnector", "kv_connector_extra_config": {"cpu_bytes_to_use": 128, "n_read_threads": 16}}

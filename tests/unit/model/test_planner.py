@@ -101,3 +101,17 @@ def test_auto_fit_max_model_len(llama8b):
     assert p.starts
     assert p.settings.max_model_len < 131072
     assert p.messages[0].startswith("Auto-fit max_model_len: reduced from 131072 to")
+
+
+def test_pipeline_stages_check_their_own_layers():
+    m = load_model("meta-llama/Meta-Llama-3.1-70B")
+    p = plan_launch(m, lookup_gpu("A100"), {"pipeline_parallel_size": 2, "tensor_parallel_size": 2, "max_model_len": 131072}, num_gpus=4)
+    # each stage stores 40 of 80 layers: one request needs half the whole-model KV per GPU
+    assert len(p.ranks) == 2
+    assert p.one_request_bytes == 40 * 16 * 2 * 4 * 128 * 2 * (131072 // 16)
+
+
+def test_num_gpu_blocks_override_sizes_the_pool(llama8b):
+    p = plan_launch(llama8b, lookup_gpu("H100"), {"max_model_len": 32768, "num_gpu_blocks_override": 100})
+    assert p.num_gpu_blocks == 100
+    assert p.failure.value == "kv-too-small"  # 100 blocks × 16 tokens < 32768

@@ -25,6 +25,14 @@ from oomguard.probe.schedule import Bounds  # noqa: E402
 from oomguard.probe.verdict import Limits, decide  # noqa: E402
 
 
+try:
+    import httpx_aiohttp  # noqa: F401
+
+    TRANSPORTS = ["httpx", "aiohttp"]
+except ImportError:  # the optional fast transport (oomguard[fast]) is not installed
+    TRANSPORTS = ["httpx"]
+
+
 def run_probe(url: str, *, duration=8.0, request_timeout=None, stall=0.5, chain_timeout=1.0, local=False, **kw):
     cfg = ProbeConfig(
         url=normalize_base_url(url),
@@ -45,6 +53,7 @@ def run_probe(url: str, *, duration=8.0, request_timeout=None, stall=0.5, chain_
     return run, decide(run, Limits()), time.perf_counter() - t
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize(
     "fault, cls, word",
     [
@@ -56,9 +65,10 @@ def run_probe(url: str, *, duration=8.0, request_timeout=None, stall=0.5, chain_
         ("no-choices", ProbeClass.STREAM_BROKEN, "without choices"),
     ],
 )
-def test_faults_under_load_are_classified_and_bounded(fault, cls, word):
+def test_faults_under_load_are_classified_and_bounded(fault, cls, word, transport):
     with FaultServer(fault) as srv:
-        run, verdict, took = run_probe(srv.base_url)
+        run, verdict, took = run_probe(srv.base_url, http_transport=transport)
+    assert transport in run.http_transport
     assert not verdict.passed
     assert verdict.cls is cls, [f.to_json() for f in verdict.findings]
     assert word in verdict.summary
@@ -85,10 +95,11 @@ def test_server_that_never_answers_ends_at_the_chain_timeout():
     assert took < 3.0
 
 
-def test_keepalive_trickle_is_bounded_by_the_request_timeout():
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_keepalive_trickle_is_bounded_by_the_request_timeout(transport):
     # Comments every 50 ms defeat any read timeout; only the per-request bound ends it.
     with FaultServer("trickle") as srv:
-        run, verdict, took = run_probe(srv.base_url, duration=6.0, request_timeout=1.0, stall=5.0)
+        run, verdict, took = run_probe(srv.base_url, duration=6.0, request_timeout=1.0, stall=5.0, http_transport=transport)
     assert verdict.cls is ProbeClass.TIMEOUT and "within 1.0s" in verdict.summary
     assert took < 4.0
 
@@ -101,9 +112,10 @@ def test_duration_bounds_a_slow_run():
     assert run.server_alive is True
 
 
-def test_oom_error_and_unhealthy_server_is_runtime_oom():
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_oom_error_and_unhealthy_server_is_runtime_oom(transport):
     with FaultServer("oom") as srv:
-        run, verdict, _ = run_probe(srv.base_url)
+        run, verdict, _ = run_probe(srv.base_url, http_transport=transport)
     assert run.server_alive is False
     assert verdict.cls is ProbeClass.RUNTIME_OOM
     assert any("CUDA out of memory" in e for e in verdict.findings[0].evidence)

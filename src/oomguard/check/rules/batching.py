@@ -10,10 +10,15 @@ long prefill materialise activations for the whole prompt (S1, S2).
 from __future__ import annotations
 
 from oomguard.check.finding import Severity
-from oomguard.model.failures import FailureClass as F
-from oomguard.check.registry import Needs, rule
-from oomguard.check.rules.common import gib, memory_failure, peak_activation, suggest_chunk
+from oomguard.check.registry import rule
+from oomguard.check.rules.common import (
+    gib,
+    memory_failure,
+    peak_activation,
+    suggest_chunk,
+)
 from oomguard.model.failures import FailureClass
+from oomguard.model.failures import FailureClass as F
 
 _LONG = 32768
 

@@ -6,7 +6,8 @@ edited flags (``CheckContext.replan``) and never mutate the launch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from oomguard.check.finding import Edit
 from oomguard.model.failures import FailureClass
@@ -61,7 +62,7 @@ def memory_failure(plan) -> bool:
     )
 
 
-def headroom_after_weights(ctx: "CheckContext", plan) -> int:
+def headroom_after_weights(ctx: CheckContext, plan) -> int:
     """What one GPU has for activations, KV and graphs once weights, the CUDA
     context, non-torch memory and other tenants are in (tightest rank)."""
     r = max(plan.ranks, key=lambda x: x.weights.bytes + x.non_torch.bytes)
@@ -71,7 +72,7 @@ def headroom_after_weights(ctx: "CheckContext", plan) -> int:
 _BUDGET_FAILURES = (FailureClass.PROFILE_OOM, FailureClass.NO_KV_MEMORY, FailureClass.WEIGHTS_OOM, FailureClass.STARTUP_FREE_MEMORY)
 
 
-def suggest_chunk(ctx: "CheckContext", extra: Iterable[Edit] = (), *, share: float = 0.10):
+def suggest_chunk(ctx: CheckContext, extra: Iterable[Edit] = (), *, share: float = 0.10):
     """The largest per-step token budget from S2's table whose activation peak stays
     under ``share`` of the headroom after weights and whose launch no longer fails
     because of it (it may still fail for another reason, e.g. a max-model-len the pool

@@ -18,10 +18,15 @@ _MTP = ("mtp", "deepseek_mtp", "qwen3_next_mtp", "ernie_mtp", "glm4_moe_mtp", "m
 
 
 def _quant_method(ctx) -> str:
+    """The weight format the kernels see: the flag, else the checkpoint's method
+    (ModelOpt's mixed 4-bit checkpoints are NVFP4)."""
     q = ctx.flags.get("quantization")
     if q:
         return str(q).lower()
-    return ctx.model.quantization.method
+    qc = ctx.model.quantization
+    if qc.method.startswith("modelopt") and qc.bits == 4:
+        return "nvfp4"
+    return qc.method
 
 
 @rule(

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oomguard.check.finding import Severity
-from oomguard.model.failures import FailureClass as F
-from oomguard.check.registry import Needs, rule
+from oomguard.check.registry import rule
 from oomguard.check.rules.common import gib, set_json_key
+from oomguard.model.failures import FailureClass as F
 from oomguard.units import GiB
 
 OFFLOAD_OVERHEAD = 1.9  # host RSS / cpu_bytes_to_use measured for the OffloadingConnector
@@ -219,5 +219,3 @@ def lmcache_size(ctx):
         fix=[ctx.edit("kv_offloading_size", None)],
     )
 
-
-_ = Needs

@@ -9,12 +9,11 @@ sequences of the traffic's real length fit at once.
 from __future__ import annotations
 
 from oomguard.check.finding import Severity
-from oomguard.model.failures import FailureClass as F
-from oomguard.check.registry import Needs, rule
+from oomguard.check.registry import rule
 from oomguard.check.rules.common import CUDA_CONTEXT_BYTES, gib, round_down, round_len
 from oomguard.model.failures import FailureClass
+from oomguard.model.failures import FailureClass as F
 from oomguard.units import GiB, MiB
-
 
 # failures vLLM raises before (or independently of) sizing the pool: the pool's numbers still hold
 _BEFORE_POOL = (FailureClass.MAX_LEN_EXCEEDS_MODEL, FailureClass.CONFIG_ERROR, FailureClass.STARTUP_FREE_MEMORY)
@@ -219,7 +218,7 @@ def seqs_above_capacity(ctx):
                 dests=["max_num_seqs"],
                 numbers=numbers,
             )
-    if S > 2 * max(cap, 1):
+    if 2 * max(cap, 1) < S:
         new = max(1, round(cap) if abs(cap - round(cap)) < 0.01 else int(cap))
         yield r.finding(
             ctx,
@@ -394,5 +393,3 @@ def thin_pool(ctx):
         numbers={"kv_cache_tokens": plan.kv_cache_tokens, "max_concurrency": round(plan.max_concurrency, 2)},
     )
 
-
-_ = Needs  # the default needs (PLAN) apply to every rule of this family

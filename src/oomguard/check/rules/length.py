@@ -13,8 +13,7 @@ import math
 
 from oomguard.check.context import rope_override
 from oomguard.check.finding import Severity
-from oomguard.check.registry import Needs
-from oomguard.check.registry import rule
+from oomguard.check.registry import Needs, rule
 from oomguard.model.failures import FailureClass as F
 
 _YARN = ("yarn", "deepseek_yarn")

@@ -8,10 +8,16 @@ outside the budget (CUDA graphs before 0.20), and other processes.
 from __future__ import annotations
 
 from oomguard.check.finding import Severity
-from oomguard.model.failures import FailureClass as F
 from oomguard.check.registry import rule
-from oomguard.check.rules.common import CUDA_CONTEXT_BYTES, gib, peak_activation, round_down, suggest_chunk
+from oomguard.check.rules.common import (
+    CUDA_CONTEXT_BYTES,
+    gib,
+    peak_activation,
+    round_down,
+    suggest_chunk,
+)
 from oomguard.model.failures import FailureClass
+from oomguard.model.failures import FailureClass as F
 from oomguard.units import GiB, MiB
 
 SHARED_MARGIN_BYTES = 2 * GiB  # room left for other tenants to grow (S1: "try 0.85 or 0.8")
@@ -316,7 +322,7 @@ def graph_estimate(ctx):
     plan = ctx.plan
     s = plan.settings
     g = plan.tight_rank.cuda_graph.bytes
-    if not s.estimate_cudagraphs or g < 2 * GiB or not ctx.is_set("gpu_memory_utilization") or s.kv_cache_memory_bytes is not None:
+    if not s.estimate_cudagraphs or g < 1 * GiB or not ctx.is_set("gpu_memory_utilization") or s.kv_cache_memory_bytes is not None:
         return
     eq = s.gpu_memory_utilization + g / plan.gpu.total_bytes
     yield r.finding(

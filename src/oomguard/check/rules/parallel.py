@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from oomguard.check.finding import Severity
-from oomguard.model.failures import FailureClass as F
 from oomguard.check.registry import Needs, rule
-from oomguard.check.rules.common import gib, valid_tp, world_of
-from oomguard.model.failures import FailureClass
-from oomguard.units import GiB
+from oomguard.check.rules.common import valid_tp
+from oomguard.model.failures import FailureClass as F
 
 
 def available_gpus(ctx) -> int | None:
@@ -286,5 +284,3 @@ def ep_dense(ctx):
         return
     yield r.finding(ctx, f"{ctx.model.name} has no experts: --enable-expert-parallel does nothing.", dests=["enable_expert_parallel"], fix=[ctx.edit("enable_expert_parallel", None)])
 
-
-_ = (FailureClass, GiB, gib, world_of)

@@ -1,0 +1,120 @@
+"""Acceptance scenarios S1-S3 (../shared/scenarios.md) through ``oomguard check``.
+
+Inputs are the lead's tests/scenarios/ files (s1/start_api.sh + s1/model, s2/start_api.sh,
+s3/start_api.sh + s3/model).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.unit.check.conftest import ROOT, TOPO, check, finding, rules_of
+
+SCEN = ROOT / "tests" / "scenarios"
+pytestmark = pytest.mark.skipif(not (SCEN / "s1" / "start_api.sh").exists(), reason="tests/scenarios not present")
+
+
+def _recheck_text(report, **options):
+    from oomguard.check.context import CheckOptions
+    from oomguard.check.report import check_read, reread
+
+    return check_read(reread(report.ctx.read, report.fix.text, None), CheckOptions(**options))
+
+
+def test_s1_findings_and_corrected_script():
+    opts = dict(model=str(SCEN / "s1" / "model"), gpu="A100-80GB", other_gpu_use_gib=4)
+    rep = check(path=SCEN / "s1" / "start_api.sh", **opts)
+    # 1. dies at start-up: the profile run of a 1M-token step
+    assert rep.ctx.plan.failure.value == "profile-oom"
+    f = finding(rep, "OG101")
+    assert f.severity.value == "error" and f.line == 6
+    assert f.numbers["activation_peak_gib_before"] > 79 and f.numbers["activation_peak_gib_after"] < 3
+    assert f.fix[0].to_dict() == {"flag": "--max-num-batched-tokens", "value": 8192}
+    # 0.9 on a shared card, prefix caching on a first request, enforce-eager while debugging
+    assert finding(rep, "OG302").severity.value == "warning"
+    assert finding(rep, "OG901").severity.value == "info"
+    assert finding(rep, "OG902").severity.value == "info"
+    # the corrected script: chunked, a utilization that leaves the neighbours room, a length that fits
+    text = rep.fix.text
+    assert text.startswith("#!/bin/bash\n# Scenario S1")
+    assert "MODEL=/models/qwen-1m\n" in text and "--max-num-batched-tokens 8192 \\\n" in text
+    assert "--gpu-memory-utilization 0.85 \\\n" in text
+    assert "OG201" in {x.rule for x in rep.fix.followups}
+    assert rep.fix.remaining == [] and rep.fix.starts is True
+    again = _recheck_text(rep, **opts)
+    assert again.errors == [] and again.ctx.plan.starts
+    # S1's success criterion: the server stays under 75 GB on the card
+    plan = again.ctx.plan
+    assert plan.tight_rank.requested_bytes + 512 * 2**20 < 75e9
+
+
+def test_s1_not_shared_keeps_utilization():
+    rep = check(path=SCEN / "s1" / "start_api.sh", model=str(SCEN / "s1" / "model"), gpu="A100-80GB")
+    assert "OG302" not in rules_of(rep)
+    assert "--gpu-memory-utilization 0.9 \\\n" in rep.fix.text
+    assert rep.fix.remaining == [] and rep.fix.starts
+
+
+def test_s1_json(capsys):
+    from oomguard.cli.main import main
+
+    rc = main(["check", str(SCEN / "s1" / "start_api.sh"), "--model", str(SCEN / "s1" / "model"), "--gpu", "A100-80GB", "--format", "json"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 2
+    assert d["findings"][0]["rule"] == "OG101" and d["plan"]["failure"] == "profile-oom"
+    assert "--max-num-batched-tokens 8192" in d["fixed_command"]
+
+
+def test_s2_runs_clean():
+    rep = check(path=SCEN / "s2" / "start_api.sh", gpu="RTX-3090")
+    assert rep.errors == [] and rep.ctx.plan.starts
+    assert rep.ctx.plan.settings.tensor_parallel_size == 8
+
+
+S3_OPTS = dict(model=str(SCEN / "s3" / "model"), gpu="RTX-4090", num_gpus=4, host_ram_gib=256, avg_input_len=32768)
+
+
+def test_s3_host_ram_and_concurrency_findings():
+    rep = check(path=SCEN / "s3" / "start_api.sh", **S3_OPTS)
+    plan = rep.ctx.plan
+    assert plan.kv_cache_tokens == 327680 and plan.kv_bytes_per_token == 32768
+    # host RAM: 200 GiB of offload is the total over the 4 workers, ×1.9 in host memory
+    host = finding(rep, "OG401")
+    assert host.severity.value == "error" and host.line == 13
+    assert host.numbers["offload_gib"] == 200.0 and host.numbers["host_demand_gib"] > 256
+    total = finding(rep, "OG402")
+    assert total.numbers["per_worker_gib"] == 50.0
+    # average ISL × concurrency ≤ capacity: ~10 sequences of 32K, not 96
+    conc = finding(rep, "OG203")
+    assert conc.numbers["sequences_that_fit"] == 10.0 and conc.fix[0].to_dict() == {"flag": "--max-num-seqs", "value": 10}
+    # one 750,000-token request does not fit the 10 GiB GPU pool
+    assert finding(rep, "OG201").numbers["max_fitting_len"] < 750000
+    # --kv-cache-memory is an abbreviation; --rope-scaling is gone; the long length needs the env var
+    assert finding(rep, "OG604").fix[-1].flag == "--kv-cache-memory-bytes"
+    assert [e.flag for e in finding(rep, "OG602").fix] == ["--rope-scaling", "--hf-overrides"]
+    assert finding(rep, "OG501").fix[0].to_dict() == {"flag": "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "value": "1"}
+    assert "786,432" in finding(rep, "OG501").message  # 262,144 × 3.0 covers 750,000
+    assert finding(rep, "OG204").severity.value == "info"  # utilization no longer sizes the pool
+    assert finding(rep, "OG903").numbers["prefill_steps"] == 92
+    assert finding(rep, "OG503").severity.value == "warning"  # static YaRN on 32K traffic
+
+
+def test_s3_corrected_launch_passes():
+    rep = check(path=SCEN / "s3" / "start_api.sh", **S3_OPTS)
+    text = rep.fix.text
+    assert "export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1\nvllm serve" in text
+    assert "--rope-scaling" not in text and "--hf-overrides '{\"rope_scaling\":" in text
+    assert "--kv-cache-memory-bytes 10737418240" in text and "--max-num-seqs 10" in text
+    assert '"cpu_bytes_to_use":' in text and "214748364800" not in text
+    assert "--served-model-name qwen3-27b \\\n" in text and text.rstrip().endswith("--disable-custom-all-reduce")
+    assert rep.fix.remaining == [] and rep.fix.starts
+    again = _recheck_text(rep, **S3_OPTS)
+    assert again.errors == [] and again.ctx.plan.starts
+
+
+def test_s3_topology_suggests_two_tp2_instances():
+    rep = check(path=SCEN / "s3" / "start_api.sh", topo=str(TOPO / "rtx4090_4x_two_sockets.txt"), **S3_OPTS)
+    f = finding(rep, "OG704")
+    assert "2 × TP2" in f.message and "numactl --cpunodebind=1 --membind=1" in f.message
