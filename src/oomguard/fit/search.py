@@ -232,11 +232,14 @@ def evaluate(base: Base, step: Step, utilization: float, max_model_len: int, kv_
             if base.charge_context:
                 kv -= CUDA_CONTEXT_BYTES + other
         nb = override or (max(0, kv // r.bytes_per_block) if r.bytes_per_block else 0)
+        if override:
+            kv = override * r.bytes_per_block
         tight, tight_kv = 0, int(kv)
     else:
         nb = -1
         tight = 0
         tight_kv = 0
+        rank_kv = []
         for i, r in enumerate(ranks):
             if pinned:
                 kv = kv_cache_memory_bytes
@@ -245,6 +248,9 @@ def evaluate(base: Base, step: Step, utilization: float, max_model_len: int, kv_
                 if base.charge_context:
                     kv -= CUDA_CONTEXT_BYTES + other
             n = override or (max(0, kv // r.bytes_per_block) if r.bytes_per_block else 0)
+            if override:
+                kv = override * r.bytes_per_block
+            rank_kv.append(int(kv))
             if nb < 0 or n < nb:
                 nb, tight, tight_kv = int(n), i, int(kv)
     nb = int(nb)
@@ -256,7 +262,12 @@ def evaluate(base: Base, step: Step, utilization: float, max_model_len: int, kv_
         tokens = int(conc * L)
     if base.is_v0:
         conc = nb * base.block_size / L
-    one_req = base.layout.bytes_per_block * bpr
+    # one max-length request per rank, against that rank's own pool (plan_launch does the same)
+    one_req, short_avail = base.layout.bytes_per_block * bpr, tight_kv - ranks[tight].bytes_per_block
+    if len(ranks) > 1:
+        worst = max(range(len(ranks)), key=lambda i: ranks[i].bytes_per_block * bpr - (rank_kv[i] - ranks[i].bytes_per_block))
+        one_req = ranks[worst].bytes_per_block * bpr
+        short_avail = rank_kv[worst] - ranks[worst].bytes_per_block
     tr = ranks[tight]
 
     # --- the failure checks, in plan_launch's order (the first one wins)
@@ -281,7 +292,7 @@ def evaluate(base: Base, step: Step, utilization: float, max_model_len: int, kv_
         if base.is_v0:
             if L > nb * base.block_size:
                 failure = FailureClass.KV_TOO_SMALL
-        elif one_req > tight_kv - tr.bytes_per_block:
+        elif one_req > short_avail:
             failure = FailureClass.KV_TOO_SMALL
     if failure is None and graphs and not step.graphs_in_budget and not pinned:
         if requested + ctx + other + graphs > total:

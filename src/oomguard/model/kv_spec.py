@@ -225,6 +225,20 @@ def kv_layout(specs: list[LayerKVSpec]) -> KVLayout:
     return KVLayout(tuple(groups), bytes_per_block, min(attn_blocks), padding, False)
 
 
+def project_layout(layout: KVLayout, layer_indices: set[int]) -> KVLayout:
+    """The whole-model groups seen by one pipeline stage (``_project_kv_cache_groups_to_worker``).
+
+    Groups keep their kind and block size (so blocks per request do not change); a block
+    on this stage holds only the stage's layers of each group.
+    """
+    groups = []
+    for g in layout.groups:
+        members = tuple(sp for sp in g.specs if sp.layer_index in layer_indices)
+        groups.append(KVGroup(g.kind, members, len(members), g.page_size_bytes, g.block_size, g.sliding_window, g.chunk_size))
+    bpb = max((g.group_size * g.page_size_bytes for g in groups), default=0)
+    return KVLayout(tuple(groups), bpb, layout.block_size, layout.padding_layers, layout.uniform)
+
+
 def group_blocks_per_request(
     group: KVGroup,
     max_model_len: int,

@@ -19,7 +19,7 @@ from oomguard.model import activation as act
 from oomguard.model.engine import EngineSettings, ceil_requested, resolve
 from oomguard.model.estimate import Term
 from oomguard.model.failures import FailureClass
-from oomguard.model.kv_spec import KVLayout, blocks_per_request, kv_layout, layer_kv_specs, per_token_bytes
+from oomguard.model.kv_spec import KVLayout, blocks_per_request, kv_layout, layer_kv_specs, per_token_bytes, project_layout
 from oomguard.model.quantization import WeightCosts, override_quantization, weight_costs
 from oomguard.model.weights import pp_layer_ranges, weight_split
 from oomguard.units import GiB, MiB, cdiv
@@ -248,8 +248,7 @@ def plan_launch(
         a = act.activation_peak(model, s, last_stage=last)
         nt = act.non_torch(model, s, nvlink=getattr(gpu, "nvlink", nvlink), custom_all_reduce=not flags.get("disable_custom_all_reduce"))
         g = act.cudagraph_estimate(model, s)
-        stage_specs = [sp for sp in specs_all if sp.layer_index in ranges[stage] or (sp.name == "indexer" and sp.layer_index in ranges[stage])]
-        layout = kv_layout(stage_specs) if pp > 1 else layout_all
+        layout = project_layout(layout_all, set(ranges[stage])) if pp > 1 else layout_all
         graphs_in_budget = s.estimate_cudagraphs and g.bytes > 0
         if s.kv_cache_memory_bytes is not None:
             kv, src = s.kv_cache_memory_bytes, "--kv-cache-memory-bytes"

@@ -45,6 +45,15 @@ _STARTUP_FREE = re.compile(
     r"Free memory on device(?: [\w:]+)? \(([\d.]+)/([\d.]+) GiB\) on startup is less than desired GPU memory "
     r"utilization \(([\d.]+), ([\d.]+) GiB\)"
 )
+# The CPU backend's versions of the same checks (host RAM of a NUMA node).
+_CPU_STARTUP_FREE = re.compile(
+    r"Available memory on node (\d+) \(([\d.]+)/([\d.]+) GiB\) on startup is less than desired CPU memory "
+    r"utilization \(([\d.]+), ([\d.]+) GiB\)"
+)
+_CPU_KV_FREE = re.compile(
+    r"Available memory on node (\d+) \(([\d.]+)/([\d.]+) GiB\) on kv cache allocation is less than requested "
+    r"memory for kv \(([\d.]+)(?:/([\d.]+))? GiB\)"
+)
 _PROFILING_BAD = re.compile(r"Error in memory profiling\. Initial free memory ([\d.]+) GiB, current free memory ([\d.]+) GiB")
 _V0_KV = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)")
 _V1_MAXLEN = re.compile(r"max seq len \((\d+)\)")
@@ -240,6 +249,21 @@ def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
             "free_gib": float(m.group(1)), "total_gib": float(m.group(2)),
             "gpu_memory_utilization": float(m.group(3)), "requested_gib": float(m.group(4))})
         return True
+    if "Available memory on node" in msg:
+        m = _CPU_STARTUP_FREE.search(msg)
+        if m:
+            col.platform = col.platform or "cpu"
+            col.signal(Signal.STARTUP_FREE_MEMORY, line, numbers={
+                "free_gib": float(m.group(2)), "total_gib": float(m.group(3)),
+                "gpu_memory_utilization": float(m.group(4)), "requested_gib": float(m.group(5)), "host": True})
+            return True
+        m = _CPU_KV_FREE.search(msg)
+        if m:
+            col.platform = col.platform or "cpu"
+            col.signal(Signal.STARTUP_FREE_MEMORY, line, numbers={
+                "free_gib": float(m.group(2)), "total_gib": float(m.group(3)), "kv_requested_gib": float(m.group(4)),
+                "host": True})
+            return True
     m = _PROFILING_BAD.search(joined) if "Error in memory profiling" in msg else None
     if m:
         col.signal(Signal.PROFILING_INCONSISTENT, line, numbers={
@@ -279,18 +303,26 @@ def _arguments(line: LogLine, col: Collector, msg: str) -> bool:
     m = _VALIDATION.search(msg)
     if m:
         st.pending_validation[line.proc] = m.group(1)
+        f = re.match(r"([a-z_][a-z0-9_.]{1,60})\s+(?:Input should|Value error|Field required)", line.following)
+        if f:
+            st.pending_field[line.proc] = f.group(1)
         return True
     if line.proc in st.pending_validation:
+        if re.fullmatch(r"[a-z_][a-z0-9_.]{1,60}", msg):
+            st.pending_field[line.proc] = msg  # pydantic names the field on its own line
+            return True
         v = _VALUE_ERROR.match(msg)
         if v:
             config = st.pending_validation.pop(line.proc)
-            detail = v.group(1)
+            field = st.pending_field.pop(line.proc, None)
+            detail = v.group(1) if not msg.startswith("Input should") else msg
             if any(k in detail for k in _MODEL_NOT_FOUND):
                 col.signal(Signal.MODEL_NOT_FOUND, line, numbers={"config": config})
             elif any(k in detail for k in _CONFIG) and not re.search(r"must be|should be|got \w+:|invalid", detail):
                 col.signal(Signal.CONFIG_REJECTED, line, numbers={"config": config, "detail": detail[:300]})
             else:
-                col.signal(Signal.INVALID_ARG_VALUE, line, numbers={"config": config, "problem": detail[:300]})
+                col.signal(Signal.INVALID_ARG_VALUE, line, numbers={
+                    "config": config, "problem": detail[:300], **({"arg": field} if field else {})})
             return True
     if any(k in msg for k in _MODEL_NOT_FOUND) and ("model" in msg.lower() or "repo" in msg.lower() or "config" in msg):
         col.signal(Signal.MODEL_NOT_FOUND, line)
