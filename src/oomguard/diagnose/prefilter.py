@@ -24,7 +24,7 @@ from typing import Any
 KEYWORDS: tuple[bytes, ...] = (
     # errors, exceptions, tracebacks
     b"Error", b"ERROR", b"error:", b"error ", b"CRITICAL", b"Exception", b"Traceback", b'File "',
-    b"usage:", b"unrecognized argument", b"invalid choice", b"ambiguous option",
+    b"usage: vllm", b"usage: api_server", b"usage: python", b"unrecognized argument", b"invalid choice", b"ambiguous option",
     b"out of memory", b"Out of memory", b"Tried to allocate", b"OutOfMemory", b"OOM", b"oom", b"CUBLAS_STATUS", b"CUDACachingAllocator",
     b"INTERNAL ASSERT", b"illegal memory", b"illegal instruction", b"device-side assert", b"misaligned address",
     b"unspecified launch failure", b"CUDA error", b"HIP error", b"NCCL",

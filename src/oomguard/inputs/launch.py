@@ -111,10 +111,14 @@ def convert_value(flag, text: str, *, file: str | None, line: int | None, option
         raise InputError(f"{option}: {text!r} is not one of {', '.join(map(str, choices))}", file=file, line=line)
     if t in ("int", "float", "size") and isinstance(v, (int, float)) and v < 0 and flag.dest not in _NEGATIVE_OK:
         raise InputError(f"{option}: {text!r} must not be negative", file=file, line=line)
+    if flag.dest in _POSITIVE and isinstance(v, (int, float)) and v == 0:
+        raise InputError(f"{option}: 0 is not a valid value", file=file, line=line)
     return v
 
 
 _NEGATIVE_OK = {"max_model_len", "seed", "num_gpu_blocks_override", "port"}
+_POSITIVE = {"max_model_len", "max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "block_size"}
+_REDIRECT = re.compile(r"^(\d*>>?(&\d+)?|&>>?|<<?)\S*$")
 
 
 def parse_flag_words(
@@ -135,6 +139,11 @@ def parse_flag_words(
         w = ws[i]
         line = w.line or None
         tok = w.text
+        if _REDIRECT.match(tok):
+            # shell redirections (2>&1, > log, >> log) are not arguments
+            bare_operator = re.fullmatch(r"\d*>>?|&>>?|<<?", tok) is not None
+            i += 2 if bare_operator else 1  # "> log" also skips its target
+            continue
         if tok.startswith("-") and len(tok) > 1 and not re.fullmatch(r"-\d+(\.\d+)?", tok):
             opt, eq, inline = tok.partition("=")
             if w.unresolved and not eq:
@@ -156,7 +165,27 @@ def parse_flag_words(
                 launch.unknown.append((opt, value_text, file, line))
                 continue
             flag = res.flag
+            if not eq and getattr(res, "value", None) is not None:
+                eq, inline = "=", res.value  # attached short-option value, e.g. -O3
             site = FlagSite(opt, file, line, option_word=w)
+            subkey = getattr(res, "subkey", None)
+            if subkey:
+                # --compilation-config.cudagraph_mode=PIECEWISE sets one key of a JSON flag
+                if eq:
+                    raw = inline
+                    i += 1
+                else:
+                    raw = ws[i + 1].text if i + 1 < len(ws) else ""
+                    i += 2
+                current = launch.flags.get(flag.dest)
+                merged = dict(current) if isinstance(current, dict) else {}
+                try:
+                    merged[subkey] = json.loads(raw)
+                except ValueError:
+                    merged[subkey] = raw
+                launch.flags[flag.dest] = merged
+                launch.sites[flag.dest] = site
+                continue
             if flag.type == "bool" and not flag.takes_value:
                 value: Any = not res.negated
                 if eq:
@@ -176,14 +205,17 @@ def parse_flag_words(
                     site.value_word = vw
                     i += 2
                 if vw.unresolved:
-                    launch.notes.append(
-                        f"{file or 'command'}:{vw.line}: value of {opt} uses unset variable(s) "
-                        + ", ".join(vw.unresolved)
-                        + "; pass it with the environment or edit the script"
+                    problem = (
+                        f"value of {opt} uses variable(s) the script does not set: "
+                        + ", ".join("$" + v if not v.startswith("$") else v for v in vw.unresolved)
                     )
-                    launch.flags[flag.dest] = text
-                    launch.sites[flag.dest] = site
-                    continue
+                    if flag.type in ("str",) or launch.lenient:
+                        launch.notes.append(f"{file or 'command'}:{vw.line or line}: {problem}; value not checked")
+                        if flag.type in ("str",):
+                            launch.flags[flag.dest] = text
+                            launch.sites[flag.dest] = site
+                        continue
+                    raise InputError(problem + " (set it in the script, or give the flag on the command line)", file=file, line=vw.line or line)
                 nargs = getattr(flag, "nargs", None)
                 if nargs in ("+", "*") and not eq:
                     vals = [text]

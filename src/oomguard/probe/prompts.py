@@ -15,8 +15,8 @@ the memory it claims to.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from oomguard.probe.client import ClientFailure
 
@@ -36,6 +36,13 @@ WORDS = (
 ).split()
 
 
+# Prefix caching hashes each block chained to the hash of the block before it, so a
+# prompt whose first tokens are its own shares no block with any other, whatever
+# the block size. Only this many leading tokens are drawn per request; the rest is
+# a tail drawn once per length. A 1M-token prompt then costs a list copy, not 1M draws.
+UNIQUE_HEAD = 32
+
+
 @dataclass
 class PromptBuilder:
     """Builds the ``prompt`` field for a given token count."""
@@ -43,16 +50,32 @@ class PromptBuilder:
     exact: bool
     method: str  # "tokenize" or "approximate"
     pool: tuple[int, ...] = ()
+    _tails: dict[int, Any] = field(default_factory=dict, repr=False)
 
     def build(self, n_tokens: int, seed: int) -> list[int] | str:
         if n_tokens < 1:
             raise ValueError("a prompt needs at least one token")
         rng = random.Random(seed)
         if self.exact:
-            return rng.choices(self.pool, k=n_tokens)
+            head = min(n_tokens, UNIQUE_HEAD)
+            return rng.choices(self.pool, k=head) + self._tail(n_tokens - head)
         # One BOS is usually added to a text prompt; leave room for it.
         n_words = max(1, n_tokens - 1)
-        return "".join(" " + WORDS[rng.randrange(len(WORDS))] for _ in range(n_words)).lstrip()
+        head = min(n_words, UNIQUE_HEAD)
+        words = " ".join(rng.choices(WORDS, k=head))
+        tail = self._tail(n_words - head)
+        return words + tail
+
+    def _tail(self, n: int) -> Any:
+        if n <= 0:
+            return [] if self.exact else ""
+        if n not in self._tails:
+            rng = random.Random(n)
+            if self.exact:
+                self._tails[n] = rng.choices(self.pool, k=n)
+            else:
+                self._tails[n] = "".join(" " + w for w in rng.choices(WORDS, k=n))
+        return self._tails[n]
 
     def describe(self) -> str:
         if self.exact:

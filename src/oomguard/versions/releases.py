@@ -189,6 +189,10 @@ def choose(spec: str | None) -> Choice:
         return Choice(table[want.release])
     if want.is_prerelease and want.release in table:
         return Choice(table[want.release], f"vLLM {spec} is a pre-release: using the {table[want.release]} table")
+    # "0.6.6" means the 0.6.6 line: its .postN re-release shares the flags.
+    posts = [s for s in versions if parse_version(s).release[:4] == want.release[:4] and not want.is_prerelease]
+    if posts:
+        return Choice(posts[-1], f"vLLM {spec}: using the {posts[-1]} table (post-release of the same version)")
     same = SAME_FLAGS_AS.get(".".join(str(x) for x in want.release[:3]))
     if same in versions and not want.is_prerelease:
         return Choice(same, f"vLLM {spec} has no table of its own: using {same} (same flags, checked)")

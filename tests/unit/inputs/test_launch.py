@@ -123,3 +123,24 @@ def test_lenient_mode_records_unknown_flags():
     launch = parse_flags(["--rope-scaling", '{"rope_type":"yarn"}', "--max-model-len", "1000"], version="0.33", lenient=True)
     assert launch.flags == {"max_model_len": 1000}
     assert launch.unknown and launch.unknown[0][0] == "--rope-scaling"
+
+
+def test_redirections_and_background_are_not_arguments():
+    launch = parse_script("nohup vllm serve m --max-model-len 4096 > /var/log/vllm.log 2>&1 &\n", path="s.sh", version=None)
+    assert launch.flags == {"max_model_len": 4096}
+
+
+def test_dotted_json_subkey_and_attached_short_value():
+    launch = parse_flags(["--compilation-config.cudagraph_mode=PIECEWISE", "-O3"], version="0.33")
+    assert launch.flags["compilation_config"]["cudagraph_mode"] == "PIECEWISE"
+
+
+def test_unset_variable_in_numeric_flag_is_a_located_error():
+    with pytest.raises(InputError) as e:
+        parse_script("vllm serve m \\\n  --max-model-len $MAX_LEN\n", path="s.sh", version=None)
+    assert "s.sh:2" in str(e.value) and "$MAX_LEN" in str(e.value)
+
+
+def test_zero_max_model_len_rejected():
+    with pytest.raises(InputError, match="0 is not a valid"):
+        parse_flags(["--max-model-len", "0"])

@@ -16,7 +16,7 @@ def test_exact_prompts_have_the_count_and_differ_from_the_first_block():
     b = PromptBuilder(exact=True, method="tokenize", pool=tuple(range(100, 400)))
     p1, p2 = b.build(1000, seed=1), b.build(1000, seed=2)
     assert len(p1) == 1000 and len(p2) == 1000
-    assert p1[:16] != p2[:16]  # no shared prefix-cache block
+    assert p1[:16] != p2[:16]  # the first block differs, so no block is shared (hashes chain)
     assert b.build(1000, seed=1) == p1  # reproducible
     assert "exact" in b.describe()
 
