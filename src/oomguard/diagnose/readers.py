@@ -133,6 +133,7 @@ def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes) -> 
     """The fast path over a log: keyword search per block, parse only matching lines."""
     matcher, _engine = compiled()
     matched = 0
+    seen: set[bytes] = set()
     for block in logs.iter_blocks(stream, notes):
         data = block.data
         if block.long_line_piece:
@@ -157,7 +158,7 @@ def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes) -> 
             if line_end < 0:
                 line_end = size
             if line_start > gap_start:
-                _frequent(data, gap_start, line_start, name, cursor, col, notes)
+                _frequent(data, gap_start, line_start, name, cursor, col, notes, seen)
             line_no = cursor.line_at(line_start)
             raw = data[line_start:line_end]
             if len(raw) > logs.MAX_LINE_BYTES:
@@ -172,7 +173,7 @@ def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes) -> 
             # Continue after this line: other keywords on it add nothing.
             pos = gap_start = line_end + 1
         if gap_start < size:
-            _frequent(data, gap_start, size, name, cursor, col, notes)
+            _frequent(data, gap_start, size, name, cursor, col, notes, seen)
     return matched
 
 
@@ -208,12 +209,25 @@ def _following(data: bytes, line_end: int) -> str:
     return " ".join(part.strip() for part in chunk.decode("utf-8", errors="replace").splitlines())
 
 
-def _frequent(data: bytes, start: int, end: int, name: str, cursor: _Cursor, col: Collector, notes: logs.ReadNotes) -> None:
-    """Between two hits: feed only the last serving line of each frequent kind, in file order."""
+_TAIL_WINDOW = 64 * 1024
+
+
+def _frequent(data: bytes, start: int, end: int, name: str, cursor: _Cursor, col: Collector, notes: logs.ReadNotes,
+              seen: set[bytes]) -> None:
+    """Between two hits: feed only the last serving line of each frequent kind, in file order.
+
+    The last such line is almost always near the end of the gap, so only the tail is searched first; the
+    whole gap is searched for a kind already seen in this file, or while nothing has been seen yet (a kind a
+    server never prints, like V0's "Added request" in a V1 log, then costs one block, not the whole file).
+    """
     found = []
+    tail = max(start, end - _TAIL_WINDOW)
     for needle in FREQUENT:
-        pos = data.rfind(needle, start, end)
+        pos = data.rfind(needle, tail, end)
+        if pos < 0 and tail > start and (needle in seen or not seen):
+            pos = data.rfind(needle, start, tail + len(needle))
         if pos >= 0:
+            seen.add(needle)
             found.append(data.rfind(b"\n", 0, pos) + 1)
     for line_start in sorted(set(found)):
         line_end = data.find(b"\n", line_start)

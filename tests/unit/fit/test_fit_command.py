@@ -21,7 +21,7 @@ def test_render_puts_searched_flags_first_and_quotes_json():
 
 def test_booleans_follow_the_version_flag_table():
     # 0.6.6: --enable-prefix-caching is store_true, so "off" is its default and writes nothing
-    assert render("m", {"enable_prefix_caching": False}, version=(0, 6, 6)) == "vllm serve m"
+    assert render("m", {"enable_prefix_caching": False}, version=(0, 6, 3)) == "vllm serve m"  # 0.6.3 has no --no- form
     assert "--enable-prefix-caching" in render("m", {"enable_prefix_caching": True}, version=(0, 6, 6))
     assert "--no-enable-prefix-caching" in render("m", {"enable_prefix_caching": False})
 
