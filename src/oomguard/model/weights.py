@@ -93,10 +93,16 @@ def _mlp_params(m: ModelDescription, is_moe: bool, tp: int, ep: int) -> tuple[fl
         return 3 * H * inter / tp, 0.0, 0.0, 0.0
     parallel_dense = 3 * H * m.moe.dense_intermediate_size / tp if m.moe.dense_alongside else 0.0
     e = m.moe
+    ie = e.expert_intermediate_size
+    if m.quantization.method == "mxfp4":
+        # vLLM's Mxfp4MoEMethod pads the per-partition expert intermediate size to a
+        # multiple of 256 for its kernels (gpt-oss-120b: 2880 -> 3072; logged 64.38 GiB, Triton path).
+        per = -(-int(ie / (1 if ep > 1 else tp)) // 256) * 256
+        ie = per * (1 if ep > 1 else tp)
     if ep > 1:
-        experts = (e.num_experts / ep) * 3 * H * e.expert_intermediate_size
+        experts = (e.num_experts / ep) * 3 * H * ie
     else:
-        experts = e.num_experts * 3 * H * e.expert_intermediate_size / tp
+        experts = e.num_experts * 3 * H * ie / tp
     shared = 3 * H * e.shared_intermediate_size / tp + (H if e.shared_intermediate_size else 0)
     router = e.num_experts * H
     return parallel_dense, experts, shared, router

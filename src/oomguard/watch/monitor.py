@@ -100,7 +100,6 @@ class Monitor:
         self._started_at = time.time()
         self._metrics_failing_since: float | None = None
         self._metrics_warned = False
-        self._ever_scraped = False
 
     def now(self) -> float:
         return time.perf_counter() - self._zero
@@ -150,7 +149,7 @@ class Monitor:
         for tracker in self.trackers:
             rule = tracker.rule
             if rule.signal is Signal.KV_USAGE:
-                keys = ["engine", *self.state.engine_keys()] if len(self.state.engine_keys()) > 1 else ["engine"]
+                keys = self.state.engine_keys() if len(self.state.engine_keys()) > 1 else ["engine"]  # per DP engine
                 pairs = [(k, self.state.value(k, "kv_cache_usage") if self._fresh(k, t) else None) for k in keys]
             else:
                 pairs = [(k, self.state.gpu_fraction(k) if self._fresh(k, t) else None) for k in self.state.gpu_keys()]
@@ -197,7 +196,6 @@ class Monitor:
             return None
         if metrics.consecutive_failures == 0:
             self._metrics_failing_since = None
-            self._ever_scraped = True
             return None
         if self._metrics_failing_since is None:
             self._metrics_failing_since = t

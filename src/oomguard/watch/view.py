@@ -62,7 +62,7 @@ def rows(monitor: Any) -> list[tuple[str, str, str, str, str]]:
         peak = f"{tl.peak.value / GiB:.1f} GiB" if tl and tl.peak else "-"
         spark = sparkline(tl.recent(), 0.0, total) if tl else ""
         out.append((f"{key} memory", now, peak, spark, _alert_state(monitor, Signal.GPU_MEMORY, key)))
-    engines = ["engine", *st.engine_keys()] if len(st.engine_keys()) > 1 else ["engine"]
+    engines = st.engine_keys() if len(st.engine_keys()) > 1 else ["engine"]
     for key in engines:
         tl = st.timelines.get(f"{key}.kv_cache_usage")
         v = st.value(key, "kv_cache_usage")
