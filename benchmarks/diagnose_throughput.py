@@ -10,7 +10,10 @@ so the figures include interpreter start-up and imports, and reports:
 - peak RSS of that process (target < 200 MB),
 - that the failure near the end was found (runtime-oom).
 
-Usage: .venv/bin/python benchmarks/diagnose_throughput.py [--size-mb 1024] [--runs 3] [--keep]
+With ``--random-text`` the file is random printable text instead (the "1 GB of
+random text" bad-input case): no verdict is expected, only bounded time and memory.
+
+Usage: .venv/bin/python benchmarks/diagnose_throughput.py [--size-mb 1024] [--runs 3] [--keep] [--random-text]
 The generated file is never committed; it is removed unless --keep is given.
 """
 
@@ -109,6 +112,26 @@ def generate(path: Path, size_mb: int, seed: int = 7) -> Path:
     return path
 
 
+def generate_random_text(path: Path, size_mb: int, seed: int = 11) -> Path:
+    """Random printable bytes with a newline every ~100 bytes on average (and some very long lines)."""
+    target = size_mb * MB
+    if path.exists() and abs(path.stat().st_size - target) < 4 * MB:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    table = bytes((32 + i % 95) if i % 100 else 10 for i in range(256))
+    block = bytearray(rng.randbytes(4 * MB)).translate(table)
+    block[1_000_000:1_000_000] = b"x" * (3 * MB)  # one line of 3 MB in every block
+    tmp = path.with_suffix(".part")
+    with open(tmp, "wb") as fh:
+        written = 0
+        while written < target:
+            fh.write(block)
+            written += len(block)
+    tmp.replace(path)
+    return path
+
+
 def run_once(path: Path) -> dict:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     before, cpu_before = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
@@ -143,9 +166,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--path", type=Path, default=DEFAULT_PATH)
     parser.add_argument("--keep", action="store_true", help="keep the generated log for later runs")
+    parser.add_argument("--random-text", action="store_true", help="random printable text instead of a vLLM log")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    path = generate(args.path, args.size_mb)
+    if args.random_text:
+        path = generate_random_text(args.path.with_name("random-1gb.txt"), args.size_mb)
+    else:
+        path = generate(args.path, args.size_mb)
     print(f"log: {path} ({path.stat().st_size / MB:.0f} MB, generated/checked in {time.perf_counter() - t0:.1f} s)")
     from oomguard.diagnose.prefilter import compiled
 
@@ -162,6 +189,10 @@ def main() -> int:
         if not args.keep:
             path.unlink(missing_ok=True)
     best = max(results, key=lambda r: r["mb_per_s"])
+    if args.random_text:
+        print(f"random text: {best['mb_per_s']:.0f} MB/s, peak RSS {best['peak_rss_mib']:.0f} MiB, verdict "
+              f"{best['top_class']} (expected none)")
+        return 0 if best["top_class"] is None else 1
     print(f"best: {best['mb_per_s']:.0f} MB/s whole process wall clock, "
           f"{max(r['mb_per_cpu_s'] for r in results):.0f} MB per CPU-second (target >= 200), "
           f"peak RSS {best['peak_rss_mib']:.0f} MiB "

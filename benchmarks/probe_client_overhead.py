@@ -69,7 +69,9 @@ main()
 # -- the oomguard side, run in a child process ------------------------------------
 
 
-async def _drive(base_url: str, model: str, input_len: int, output_len: int, concurrency: int, requests: int, transport: str) -> dict:
+async def _drive(
+    base_url: str, model: str, input_len: int, output_len: int, concurrency: int, requests: int, transport: str, sampling: bool
+) -> dict:
     import resource
 
     from oomguard.probe.client import ProbeClient, Timeouts, load_transport, normalize_base_url
@@ -86,13 +88,15 @@ async def _drive(base_url: str, model: str, input_len: int, output_len: int, con
     fast, described = load_transport(transport, url, trust_env=True, max_connections=concurrency + 2)
     client = ProbeClient(url, timeouts=Timeouts(read=300), max_connections=concurrency + 2, transport=fast)
     builder = await make_builder(client, model, True)
-    samplers: list = [MetricsSampler(ProbeClient(url, max_connections=1))]
-    pid = find_server_pid(url.port)
-    if pid:
-        samplers.append(RssSampler(ProcessTree(pid)))
-    kernel, _ = KernelOomSampler.create()
-    if kernel:
-        samplers.append(kernel)
+    samplers: list = []
+    if sampling:
+        samplers.append(MetricsSampler(ProbeClient(url, max_connections=1)))
+        pid = find_server_pid(url.port)
+        if pid:
+            samplers.append(RssSampler(ProcessTree(pid)))
+        kernel, _ = KernelOomSampler.create()
+        if kernel:
+            samplers.append(kernel)
     zero = time.perf_counter()
     in_flight = [0]
     r0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -125,11 +129,11 @@ def _child(argv: list[str], env: dict | None = None) -> tuple[float, int, str]:
         return usage.ru_utime + usage.ru_stime, os.waitstatus_to_exitcode(status), out.read()
 
 
-def run_oomguard(a: argparse.Namespace, transport: str) -> dict:
+def run_oomguard(a: argparse.Namespace, transport: str, sampling: bool = True) -> dict:
     argv = [
         sys.executable, __file__, "--_drive", a.base_url, "--model", a.model, "--input-len", str(a.input_len),
         "--output-len", str(a.output_len), "--concurrency", str(a.concurrency), "--requests", str(a.requests),
-        "--http-transport", transport,
+        "--http-transport", transport, *([] if sampling else ["--no-sampling"]),
     ]
     cpu, rc, out = _child(argv)
     if rc != 0:
@@ -177,11 +181,12 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=160)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--http-transport", default="httpx,aiohttp", help="oomguard stage-2 transports to measure")
+    ap.add_argument("--no-sampling", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--_drive", dest="drive", help=argparse.SUPPRESS)
     a = ap.parse_args()
 
     if a.drive:  # child mode: run oomguard's load stage and print one JSON line
-        print(json.dumps(asyncio.run(_drive(a.drive, a.model, a.input_len, a.output_len, a.concurrency, a.requests, a.http_transport))))
+        print(json.dumps(asyncio.run(_drive(a.drive, a.model, a.input_len, a.output_len, a.concurrency, a.requests, a.http_transport, not a.no_sampling))))
         return 0
 
     import vllm_server as vs
@@ -206,6 +211,9 @@ def main() -> int:
                 print("httpx-aiohttp not installed: skipping oomguard over aiohttp (pip install 'oomguard[fast]')")
                 continue
             clients.append((f"oomguard ({t})", lambda t=t: run_oomguard(a, t)))
+        if clients:  # the request path alone: the sampling loop costs per second, not per request
+            t = clients[-1][0].split("(")[1].rstrip(")")
+            clients.append((f"oomguard ({t}, no sampling)", lambda t=t: run_oomguard(a, t, sampling=False)))
         clients.append(("vllm bench serve", lambda: run_vllm_bench(a, vs.venv_dir())))
         runs: dict[str, list[dict]] = {name: [] for name, _ in clients}
         for _ in range(a.repeat):  # interleaved, so drift in the server hits every client alike
@@ -215,7 +223,7 @@ def main() -> int:
             f"\nworkload: {a.requests} requests x {a.repeat} runs, input {a.input_len} tokens, output {a.output_len} "
             f"tokens (ignore_eos), concurrency {a.concurrency}, server {a.base_url}"
         )
-        head = f"{'client':<20}{'req/s':>8}{'ok':>9}{'prompt tok':>11}{'load CPU s':>11}{'CPU ms/req':>11}{'process CPU s':>14}"
+        head = f"{'client':<31}{'req/s':>8}{'ok':>9}{'prompt tok':>11}{'load CPU s':>11}{'CPU ms/req':>11}{'process CPU s':>14}"
         print(head)
         print("-" * len(head))
         per_req = {}
@@ -223,7 +231,7 @@ def main() -> int:
             med = lambda key: statistics.median(r[key] for r in rs)  # noqa: E731
             per_req[name] = med("load_cpu_s") / a.requests
             print(
-                f"{name:<20}{med('req_per_s'):>8.2f}{str(min(r['ok'] for r in rs)) + '/' + str(a.requests):>9}"
+                f"{name:<31}{med('req_per_s'):>8.2f}{str(min(r['ok'] for r in rs)) + '/' + str(a.requests):>9}"
                 f"{rs[0]['prompt_tokens_server']!s:>11}{med('load_cpu_s'):>11.2f}{per_req[name] * 1000:>11.2f}"
                 f"{med('process_cpu_s'):>14.2f}"
             )

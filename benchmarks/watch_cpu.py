@@ -47,8 +47,20 @@ s.serve_forever()
 
 def run_watch(base_url: str, seconds: float, interval: float, mode: str) -> tuple[float, float, int]:
     """(cpu seconds, wall seconds, exit code) of one watch run."""
-    args = [sys.executable, "-m", "oomguard.cli.main", "watch", "--base-url", base_url,
-            "--interval", str(interval), "--duration", str(seconds), "--alert-kv", "off"]
+    args = [
+        sys.executable,
+        "-m",
+        "oomguard.cli.main",
+        "watch",
+        "--base-url",
+        base_url,
+        "--interval",
+        str(interval),
+        "--duration",
+        str(seconds),
+        "--alert-kv",
+        "off",
+    ]
     if mode == "json":
         args += ["--format", "json"]
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
@@ -68,7 +80,9 @@ def run_watch(base_url: str, seconds: float, interval: float, mode: str) -> tupl
                 break
         os.close(master)
     else:
-        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env, cwd=ROOT)
+        p = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env, cwd=ROOT
+        )
     _, status, usage = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - started
@@ -88,8 +102,12 @@ def main() -> int:
         port = int(server.stdout.readline())
         base_url = f"http://127.0.0.1:{port}"
         print(f"loopback /metrics server pid {server.pid} on {base_url} serving {METRICS.stat().st_size:,} bytes")
-        print(f"interval {args.interval:g}s; steady state = (CPU of a {args.short + args.seconds:g}s run - CPU of a {args.short:g}s run) / wall difference")
-        print(f"{'mode':8} {'short cpu s':>11} {'long cpu s':>10} {'wall diff s':>11} {'steady % of a core':>19} {'whole run %':>11}")
+        print(
+            f"interval {args.interval:g}s; steady state = (CPU of a {args.short + args.seconds:g}s run - CPU of a {args.short:g}s run) / wall difference"
+        )
+        print(
+            f"{'mode':8} {'short cpu s':>11} {'long cpu s':>10} {'wall diff s':>11} {'steady % of a core':>19} {'whole run %':>11}"
+        )
         worst = 0.0
         for mode in args.modes.split(","):
             c1, w1, rc1 = run_watch(base_url, args.short, args.interval, mode)
@@ -101,7 +119,9 @@ def main() -> int:
             worst = max(worst, steady)
             print(f"{mode:8} {c1:11.2f} {c2:10.2f} {w2 - w1:11.1f} {steady:19.2f} {100.0 * c2 / w2:11.2f}")
         verdict = "PASS" if worst < 2.0 else "FAIL"
-        print(f"watch CPU at a {args.interval:g}s interval: {worst:.2f}% of one core in the worst mode (target < 2%): {verdict}")
+        print(
+            f"watch CPU at a {args.interval:g}s interval: {worst:.2f}% of one core in the worst mode (target < 2%): {verdict}"
+        )
         return 0 if worst < 2.0 else 1
     finally:
         server.terminate()

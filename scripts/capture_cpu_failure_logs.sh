@@ -47,7 +47,7 @@ echo "[capture] building tiny model in ${MODEL}" >&2
 scrub() {
     # Replace every machine-specific path and name; keep the log otherwise byte-for-byte.
     sed -e "s#${MODEL}#/models/tiny#g" \
-        -e "s#${WORK}#/tmp/work#g" \
+        -e "s#${WORK}#/scratch#g" \
         -e "s#${VENV}#/opt/vllm-venv#g" \
         -e "s#${REPO_ROOT}#/src/oomguard#g" \
         -e "s#${HOME}#/home/user#g" \

@@ -33,6 +33,13 @@ one after the other inside that subprocess):
    ``quantization_stripped`` (the quant method) and ``error_with_quantization``. Weight
    quantization does not enter the KV spec unless the checkpoint declares a KV-cache scheme;
    none of the configs used here does.
+
+torchvision: the CPU venv has none (PyPI's torchvision is built against CUDA torch and breaks
+import beside the CPU torch), yet vLLM's multimodal model files (Gemma-3/4, Qwen3.5, Qwen-VL, ...)
+import transformers image processors, which import torchvision at module level. The workers
+therefore get a stub ``torchvision`` package on PYTHONPATH (written to a temp dir, never into the
+venv) whose every attribute is an inert placeholder. No image is ever processed here, so it only
+lets those modules import; model inspection runs in a vLLM subprocess, which inherits PYTHONPATH.
 5. ``current_platform.update_block_size_for_backend(vllm_config)`` runs, as the worker does after
    loading: backend block-size preference and hybrid attention/Mamba block-size alignment.
 6. For every ``AttentionLayerBase`` layer, as ``GPUModelRunner.get_kv_cache_spec`` does: skip
@@ -364,6 +371,11 @@ def run_case(
     from vllm.platforms import current_platform
     from vllm.platforms.interface import Platform
     from vllm.utils.torch_utils import set_default_torch_dtype
+    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
+    from vllm.v1.attention.backends.utils import (
+        get_supported_kv_cache_layouts,
+        resolve_kv_cache_layout,
+    )
     from vllm.v1.core.kv_cache_utils import get_kv_cache_groups
     from vllm.v1.kv_cache_interface import AttentionSpec
     from vllm.v1.worker.utils import customize_attention_spec
@@ -452,6 +464,15 @@ def run_case(
             record["kv_sharing_layers"] = shared
             record["layers"] = _compress_layers(layers)
             try:
+                # The engine core resolves one KV layout before grouping; mixed specs need it.
+                layouts = [
+                    layout.name
+                    for layout in get_supported_kv_cache_layouts(
+                        get_current_attn_backends(vllm_config)
+                    )
+                ]
+                layout = resolve_kv_cache_layout(vllm_config, [layouts], list(specs.values()))
+                record["kv_cache_layout"] = layout.name
                 groups = get_kv_cache_groups(vllm_config, dict(specs))
                 record["groups"] = _group_records(groups, layer_index_of)
             except Exception as exc:  # grouping refusals are data too
@@ -505,8 +526,92 @@ def _case_worker_main(case: str, models_dir: Path) -> int:
     return 0
 
 
+TORCHVISION_STUB = """\"\"\"Inert torchvision stand-in for scripts/vllm_kv_oracle.py (see its docstring).\"\"\"
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+
+__version__ = "0.28.0"
+
+
+class _Anything:
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, *args, **kwargs):
+        return _Anything()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Anything()
+
+    def __mro_entries__(self, bases):
+        return (object,)
+
+    def __iter__(self):
+        return iter(())
+
+    def __or__(self, other):
+        return self
+
+    __ror__ = __or__
+
+
+class _StubModule(types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Anything()
+
+
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.startswith("torchvision."):
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        module = _StubModule(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module):
+        pass
+
+
+sys.meta_path.insert(0, _Finder())
+
+
+def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _Anything()
+"""
+
+
+def _torchvision_stub_path() -> str | None:
+    """A temp dir holding the stub package, or None when a real torchvision imports."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is not None:
+        return None
+    root = Path(tempfile.mkdtemp(prefix="oracle-tvstub-"))
+    (root / "torchvision").mkdir()
+    (root / "torchvision" / "__init__.py").write_text(TORCHVISION_STUB)
+    return str(root)
+
+
+_STUB_PATH: list[str | None] = []
+
+
 def _worker_env() -> dict[str, str]:
     env = dict(os.environ)
+    if not _STUB_PATH:
+        _STUB_PATH.append(_torchvision_stub_path())
+    if _STUB_PATH[0]:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_STUB_PATH[0], env.get("PYTHONPATH")) if p)
     env.update(
         {
             "VLLM_HOST_IP": "127.0.0.1",

@@ -49,10 +49,32 @@ def test_watch_sees_load_alerts_and_ends_cleanly_when_the_server_stops(vllm_serv
     launch = tmp_path / "start_api.sh"
     launch.write_text(f"vllm serve {tiny_model_dir} --enforce-eager --kv-cache-memory-bytes 64M --max-model-len 1024\n")
     watch = subprocess.Popen(
-        [sys.executable, "-m", "oomguard.cli.main", "watch", "--base-url", server.base_url,
-         "--interval", "0.25", "--duration", "120", "--alert-kv", "0.01", "--for", "0.5s",
-         "--launch", str(launch), "--gpu", "A100-80GB", "--format", "json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "oomguard.cli.main",
+            "watch",
+            "--base-url",
+            server.base_url,
+            "--interval",
+            "0.25",
+            "--duration",
+            "120",
+            "--alert-kv",
+            "0.01",
+            "--for",
+            "0.5s",
+            "--launch",
+            str(launch),
+            "--gpu",
+            "A100-80GB",
+            "--format",
+            "json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
     try:
         time.sleep(2.0)  # a few idle samples first

@@ -51,21 +51,33 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     sub.required = True
 
     a = sub.add_parser("alerts", help="Prometheus alerting rules or a Grafana dashboard")
-    a.add_argument("--vllm-version", metavar="V", help="vLLM release the server runs (metric names changed in 0.9.2/0.11)")
+    a.add_argument(
+        "--vllm-version", metavar="V", help="vLLM release the server runs (metric names changed in 0.9.2/0.11)"
+    )
     a.add_argument("--format", choices=("prometheus", "grafana"), default="prometheus")
-    a.add_argument("--gpu-exporter", choices=("dcgm", "nvidia-smi"), default="dcgm",
-                   help="where GPU memory comes from: NVIDIA DCGM exporter (DCGM_FI_DEV_FB_USED/FREE, default) "
-                   "or nvidia_gpu_exporter (nvidia_smi_memory_used_bytes/total_bytes)")
+    a.add_argument(
+        "--gpu-exporter",
+        choices=("dcgm", "nvidia-smi"),
+        default="dcgm",
+        help="where GPU memory comes from: NVIDIA DCGM exporter (DCGM_FI_DEV_FB_USED/FREE, default) "
+        "or nvidia_gpu_exporter (nvidia_smi_memory_used_bytes/total_bytes)",
+    )
     a.add_argument("--job", default="vllm", help="Prometheus job name of the vLLM scrape (for the server-down rule)")
-    a.add_argument("--kv-threshold", type=_fraction, default=0.9, metavar="F", help="KV cache usage alert level (default 0.9)")
+    a.add_argument(
+        "--kv-threshold", type=_fraction, default=0.9, metavar="F", help="KV cache usage alert level (default 0.9)"
+    )
     a.add_argument("--kv-for", type=_duration, default="5m", metavar="DUR", help="how long it must hold (default 5m)")
-    a.add_argument("--gpu-mem-threshold", type=_fraction, default=0.95, metavar="F", help="GPU memory alert level (default 0.95)")
+    a.add_argument(
+        "--gpu-mem-threshold", type=_fraction, default=0.95, metavar="F", help="GPU memory alert level (default 0.95)"
+    )
     a.add_argument("--gpu-mem-for", type=_duration, default="5m", metavar="DUR")
     a.add_argument("--no-host-oom", action="store_true", help="leave out the node_exporter OOM-kill rule")
     a.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     lp = sub.add_parser("launch", help="the launch as a service definition")
-    lp.add_argument("launch_file", nargs="?", metavar="TARGET", help="start_api.sh or a vLLM --config YAML (or a command after --)")
+    lp.add_argument(
+        "launch_file", nargs="?", metavar="TARGET", help="start_api.sh or a vLLM --config YAML (or a command after --)"
+    )
     lp.add_argument("--to", required=True, choices=("systemd", "docker", "compose", "kubernetes", "env", "yaml"))
     lp.add_argument("--fix", action="store_true", help="apply `oomguard check`'s fixes before exporting")
     lp.add_argument("--vllm-version", metavar="V", help="vLLM release (flag spellings, image tag)")
@@ -73,7 +85,12 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     lp.add_argument("--image", help="container image (default vllm/vllm-openai:v<version>)")
     lp.add_argument("--vllm-bin", default="/usr/local/bin/vllm", help="vllm executable for systemd's ExecStart")
     lp.add_argument("--shm-size", default="16Gi", help="Kubernetes /dev/shm size (default 16Gi)")
-    lp.add_argument("--model", dest="og_model", metavar="PATH|HF_ID", help="model config for --fix (when the launch's path is not here)")
+    lp.add_argument(
+        "--model",
+        dest="og_model",
+        metavar="PATH|HF_ID",
+        help="model config for --fix (when the launch's path is not here)",
+    )
     lp.add_argument("--gpu", metavar="NAME", help="GPU for --fix")
     lp.add_argument("--num-gpus", type=int, metavar="N", help="GPUs for --fix")
     lp.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
@@ -164,7 +181,12 @@ def _apply_fix(args: argparse.Namespace, launch):
     argv = ["check", "--format", "json"]
     if args.launch_file:
         argv.insert(1, args.launch_file)
-    for opt, value in (("--model", args.og_model), ("--gpu", args.gpu), ("--num-gpus", args.num_gpus), ("--vllm-version", args.vllm_version)):
+    for opt, value in (
+        ("--model", args.og_model),
+        ("--gpu", args.gpu),
+        ("--num-gpus", args.num_gpus),
+        ("--vllm-version", args.vllm_version),
+    ):
         if value is not None:
             argv += [opt, str(value)]
     tail = getattr(args, "launch_tail", None) or []
@@ -187,7 +209,9 @@ def _apply_fix(args: argparse.Namespace, launch):
     fixed_launch = parse_command([fixed], version=args.vllm_version)
     for k, v in launch.env.items():
         fixed_launch.env.setdefault(k, v)
-    changed = sorted(k for k in set(launch.flags) | set(fixed_launch.flags) if launch.flags.get(k) != fixed_launch.flags.get(k))
+    changed = sorted(
+        k for k in set(launch.flags) | set(fixed_launch.flags) if launch.flags.get(k) != fixed_launch.flags.get(k)
+    )
     print(f"note: --fix applied check's corrected launch (changed: {', '.join(changed) or 'nothing'})", file=sys.stderr)
     return fixed_launch
 
@@ -222,8 +246,11 @@ def _launch(args: argparse.Namespace) -> int:
         if model != launch.model:
             problems.append(f"model: exported {launch.model!r}, read back {model!r}")
         if problems:
-            print("oomguard export: error: the exported launch does not read back to the same flags "
-                  "(please report this):\n  " + "\n  ".join(problems), file=sys.stderr)
+            print(
+                "oomguard export: error: the exported launch does not read back to the same flags "
+                "(please report this):\n  " + "\n  ".join(problems),
+                file=sys.stderr,
+            )
             return EXIT_NOT_VERIFIED
     for note in rendered.notes:
         print(f"note: {note}", file=sys.stderr)

@@ -218,8 +218,11 @@ def run(args: argparse.Namespace) -> int:
     notes: list[str] = []
     plan = _plan_numbers(args, launch, notes)
     secrets = [api_key] if api_key else []
-    if launch is not None and isinstance(launch.get("api_key"), str):
-        secrets.append(launch.get("api_key"))
+    if launch is not None:  # keys written in the launch script are secrets too
+        keys = launch.get("api_key")
+        secrets += [keys] if isinstance(keys, str) else [k for k in (keys or []) if isinstance(k, str)]
+        if launch.env.get("VLLM_API_KEY"):
+            secrets.append(launch.env["VLLM_API_KEY"])
     redact = Redactor(secrets)
 
     config = ProbeConfig(

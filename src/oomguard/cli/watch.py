@@ -37,19 +37,39 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
-    p.add_argument("--base-url", required=True, metavar="URL", help="the server (http://host:port, with or without /v1)")
+    p.add_argument(
+        "--base-url", required=True, metavar="URL", help="the server (http://host:port, with or without /v1)"
+    )
     p.add_argument("--interval", default="1", metavar="S", help="seconds between samples (default 1)")
     p.add_argument("--duration", metavar="S", help="stop after this long (30, 90s, 5m, 1h); default: until Ctrl-C")
-    p.add_argument("--alert-kv", default="0.9", metavar="F", help="KV cache usage alert level, 0..1 or 'off' (default 0.9)")
-    p.add_argument("--alert-gpu-mem", default="0.95", metavar="F", help="GPU memory used/total alert level, or 'off' (default 0.95)")
-    p.add_argument("--for", dest="hold", default="60s", metavar="DUR", help="how long a threshold must hold (default 60s)")
+    p.add_argument(
+        "--alert-kv", default="0.9", metavar="F", help="KV cache usage alert level, 0..1 or 'off' (default 0.9)"
+    )
+    p.add_argument(
+        "--alert-gpu-mem",
+        default="0.95",
+        metavar="F",
+        help="GPU memory used/total alert level, or 'off' (default 0.95)",
+    )
+    p.add_argument(
+        "--for", dest="hold", default="60s", metavar="DUR", help="how long a threshold must hold (default 60s)"
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
     p.add_argument("--launch", metavar="FILE", help="start_api.sh or --config YAML: compare live usage with its plan")
-    p.add_argument("--api-key-env", metavar="NAME", help="environment variable holding the API key (if /metrics needs it)")
-    p.add_argument("--server-pid", type=int, metavar="PID", help="the API server's pid (default: whoever listens on the port)")
+    p.add_argument(
+        "--api-key-env", metavar="NAME", help="environment variable holding the API key (if /metrics needs it)"
+    )
+    p.add_argument(
+        "--server-pid", type=int, metavar="PID", help="the API server's pid (default: whoever listens on the port)"
+    )
     p.add_argument("--remote", action="store_true", help="the server is on another host: /metrics only")
-    p.add_argument("--gone-after", default="10s", metavar="DUR", help="a remote server is gone after /metrics fails this long (default 10s)")
+    p.add_argument(
+        "--gone-after",
+        default="10s",
+        metavar="DUR",
+        help="a remote server is gone after /metrics fails this long (default 10s)",
+    )
     add_target_options(p, positional=False)
     _PARSER = p
 

@@ -15,7 +15,7 @@ from typing import Any
 from oomguard import __version__
 from oomguard.diagnose.diagnosis import Diagnosis
 from oomguard.diagnose.redact import redact
-from oomguard.diagnose.render import fix_text
+from oomguard.diagnose.render import fix_text, fmt_value
 from oomguard.inputs import logs
 
 DEFAULT_MAX_BYTES = 64 * 1024
@@ -40,13 +40,15 @@ def read_excerpts(path: str, targets: set[int], context: int = CONTEXT_LINES) ->
         return {}
     try:
         for block in logs.iter_blocks(stream, notes):
-            n_lines = block.data.count(b"\n") + 1
             if block.first_line > last:
                 break
+            text = block.text
+            n_lines = text.count(b"\n") + 1
+            block.counted_to, block.counted_lines = block.end, text.count(b"\n")
             if not any(block.first_line <= w < block.first_line + n_lines for w in wanted):
                 continue
             line_no = block.first_line
-            for raw in block.data.split(b"\n"):
+            for raw in text.split(b"\n"):
                 if line_no in wanted:
                     out[line_no] = logs.decode_line(raw, line_no, notes, limit=MAX_EXCERPT_LINE * 4)[:MAX_EXCERPT_LINE]
                 line_no += 1
@@ -88,7 +90,7 @@ def _facts(data: dict[str, Any], *, memory_limit: int) -> list[str]:
         lines.append(f"- arguments: {shown}")
     memory = facts.get("memory") or []
     for m in memory[-memory_limit:] if memory_limit else []:
-        lines.append(f"- memory {m['name']}: {m['value']:g} {m['unit']} ({m['file']}:{m['line']})")
+        lines.append(f"- memory {m['name']}: {fmt_value(m['value'])} {m['unit']} ({m['file']}:{m['line']})")
     req = facts.get("requests_in_flight")
     if req:
         lines.append(f"- requests at last report: {req.get('running')} running, {req.get('waiting')} waiting")

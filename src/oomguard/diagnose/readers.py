@@ -13,6 +13,7 @@ The scanner works on large blocks of bytes: one keyword search per block
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -56,7 +57,7 @@ _KERNEL_SIGNS = re.compile(
     r"Memory cgroup out of memory|^(?:kern|user|daemon)\s*:", re.MULTILINE
 )
 # What only a log (not a launch script) contains.
-_LOG_SIGNS = re.compile(r"\b(?:INFO|WARNING|ERROR|DEBUG)\b|EngineCore|Traceback|\bpid=\d+")
+_LOG_SIGNS = re.compile(r"\b(?:INFO|WARNING|ERROR|DEBUG)\b|EngineCore|Traceback|\bpid=\d+|\berror:|^usage:", re.MULTILINE)
 _TOPO_SIGNS = re.compile(r"^\s*GPU0(?:\s+GPU\d+)*\s+(?:NIC\d+\s+)*(?:CPU Affinity|mlx)|Legend:\s*\n\s*X\s+= Self", re.MULTILINE)
 _LAUNCH_SIGNS = re.compile(r"^(?:#!.*\n)?(?:.*\n){0,40}?.*(?:\bvllm\s+serve\b|-m\s+vllm\.entrypoints|vllm/vllm-openai)", re.MULTILINE)
 
@@ -112,8 +113,10 @@ def read_input(path: str, col: Collector) -> tuple[InputReport, str | None]:
         elif kind == InputKind.NVIDIA_SMI_TOPO:
             _read_topology(stream, name, col, notes)
         elif kind == InputKind.LAUNCH:
-            launch_text = stream.read(1 << 20).decode("utf-8", errors="replace")
-            notes.bytes_read = len(launch_text)
+            raw = stream.read(1 << 20)
+            launch_text = raw.decode("utf-8", errors="replace")
+            # Scanned as well: a wrongly detected log must not lose its errors.
+            report.matched_lines = scan(io.BufferedReader(io.BytesIO(raw)), name, col, notes)
         else:
             report.matched_lines = scan(stream, name, col, notes)
         report.bytes_read = notes.bytes_read
@@ -144,17 +147,17 @@ def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes) -> 
                 text = logs.decode_line(data[start:start + logs.MAX_LINE_BYTES], block.first_line, notes)
                 parsers.feed(parse_line(name, block.first_line, text, truncated=True), col)
             continue
-        cursor = _Cursor(data, block.first_line)
+        cursor = _Cursor(block)
         gap_start = 0
         pos = 0
-        size = len(data)
+        size = block.end
         while pos < size:
-            m = matcher.search(data, pos)
+            m = matcher.search(data, pos, size)
             if m is None:
                 break
             hit = m.start()
             line_start = data.rfind(b"\n", 0, hit) + 1
-            line_end = data.find(b"\n", hit)
+            line_end = data.find(b"\n", hit, size)
             if line_end < 0:
                 line_end = size
             if line_start > gap_start:
@@ -168,7 +171,7 @@ def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes) -> 
                 notes.truncated_lines += 1
             text = logs.decode_line(raw, line_no, notes)
             matched += 1
-            parsers.feed(parse_line(name, line_no, text, following=_following(data, line_end),
+            parsers.feed(parse_line(name, line_no, text, following=_following(data, line_end, size),
                                     truncated=line_end - line_start > logs.MAX_LINE_BYTES), col)
             # Continue after this line: other keywords on it add nothing.
             pos = gap_start = line_end + 1
@@ -178,31 +181,33 @@ def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes) -> 
 
 
 class _Cursor:
-    """Line numbers for positions in a block, counted incrementally (positions only move forward)."""
+    """Line numbers for positions in a block, counted incrementally (positions only move forward).
 
-    __slots__ = ("data", "pos", "line")
+    It records its progress on the block, so the reader only counts the rest of it.
+    """
 
-    def __init__(self, data: bytes, first_line: int):
-        self.data = data
-        self.pos = 0
-        self.line = first_line
+    __slots__ = ("block",)
+
+    def __init__(self, block: logs.Block):
+        self.block = block
 
     def line_at(self, line_start: int) -> int:
-        if line_start > self.pos:
-            self.line += self.data.count(b"\n", self.pos, line_start)
-            self.pos = line_start
-        return self.line
+        b = self.block
+        if line_start > b.counted_to:
+            b.counted_lines += b.data.count(b"\n", b.counted_to, line_start)
+            b.counted_to = line_start
+        return b.first_line + b.counted_lines
 
 
-def _following(data: bytes, line_end: int) -> str:
+def _following(data: bytes, line_end: int, size: int) -> str:
     """The next couple of lines (for messages wrapped by a terminal or a paste)."""
-    if line_end >= len(data):
+    if line_end >= size:
         return ""
     end = line_end + 1
     for _ in range(_FOLLOW_LINES):
-        nxt = data.find(b"\n", end)
+        nxt = data.find(b"\n", end, size)
         if nxt < 0:
-            end = len(data)
+            end = size
             break
         end = nxt + 1
     chunk = data[line_end + 1:min(end, line_end + 1 + _FOLLOW_BYTES)]
@@ -230,9 +235,9 @@ def _frequent(data: bytes, start: int, end: int, name: str, cursor: _Cursor, col
             seen.add(needle)
             found.append(data.rfind(b"\n", 0, pos) + 1)
     for line_start in sorted(set(found)):
-        line_end = data.find(b"\n", line_start)
+        line_end = data.find(b"\n", line_start, end)
         if line_end < 0:
-            line_end = len(data)
+            line_end = end
         line_no = cursor.line_at(line_start)
         text = logs.decode_line(data[line_start:line_end], line_no, notes)
         parsers.feed(parse_line(name, line_no, text), col)

@@ -15,6 +15,13 @@ from oomguard.diagnose.diagnosis import Diagnosis
 GiB = 1 << 30
 
 
+def fmt_value(value: Any) -> str:
+    """1032448.0 -> '1,032,448'; 14.2474 -> '14.2474'."""
+    if isinstance(value, (int, float)) and float(value).is_integer() and abs(value) >= 1000:
+        return f"{int(value):,}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def fix_text(fix: dict[str, Any]) -> str:
     """A fix as the user would type it: '--max-model-len 34736', 'remove --swap-space', 'VAR=1'."""
     flag, value = fix["flag"], fix["value"]
@@ -56,7 +63,7 @@ def _fact_line(data: dict[str, Any]) -> list[str]:
         if name in mem:
             m = mem[name]
             unit = m["unit"]
-            value = f"{m['value']:g}"
+            value = fmt_value(m["value"])
             shown.append(f"{name} {value}{'' if unit in ('ratio',) else ' ' + unit}")
     if shown:
         out.append("memory: " + ", ".join(shown))

@@ -13,7 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from oomguard.export.names import GpuExporter, VllmSeries, gpu_memory_series, vllm_series
+from oomguard.export.names import (
+    GpuExporter,
+    VllmSeries,
+    gpu_memory_series,
+    vllm_series,
+)
 
 GROUP_NAME = "oomguard-vllm"
 
@@ -106,8 +111,7 @@ def alert_rules(settings: AlertSettings) -> list[AlertRule]:
         ),
         AlertRule(
             "VllmWaitingQueueGrowing",
-            f"sum by ({by}) ({names.waiting}) > 0 and "
-            f"sum by ({by}) (deriv({names.waiting}[{s.queue_window}])) > 0",
+            f"sum by ({by}) ({names.waiting}) > 0 and sum by ({by}) (deriv({names.waiting}[{s.queue_window}])) > 0",
             s.queue_for,
             "warning",
             "vLLM waiting queue growing on {{ $labels.instance }}",

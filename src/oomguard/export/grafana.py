@@ -74,42 +74,65 @@ def dashboard(settings: AlertSettings) -> dict[str, Any]:
         prefix = f"({hits}) / ({queries})"
     panels = [
         _timeseries(
-            1, "KV cache usage", [(kv, "{{instance}} {{model_name}}")], (0, 0, 12, 8),
-            unit="percentunit", red_at=settings.kv_threshold, max_value=1,
+            1,
+            "KV cache usage",
+            [(kv, "{{instance}} {{model_name}}")],
+            (0, 0, 12, 8),
+            unit="percentunit",
+            red_at=settings.kv_threshold,
+            max_value=1,
             description=f"{' / '.join(names.kv_usage)}; alert above {settings.kv_threshold:g} for {settings.kv_for}",
         ),
         _timeseries(
-            2, "GPU memory used (fraction of card)",
+            2,
+            "GPU memory used (fraction of card)",
             [(f"max by (instance, {gpu.label}) ({gpu.fraction})", "{{instance}} GPU {{" + gpu.label + "}}")],
-            (12, 0, 12, 8), unit="percentunit", red_at=settings.gpu_mem_threshold, max_value=1,
+            (12, 0, 12, 8),
+            unit="percentunit",
+            red_at=settings.gpu_mem_threshold,
+            max_value=1,
             description=gpu.note + "; memory climbing in steps under traffic is the S2 pattern",
         ),
         _timeseries(
-            3, "Requests running / waiting",
+            3,
+            "Requests running / waiting",
             [
                 (f"sum by ({by}) ({names.running})", "running {{instance}}"),
                 (f"sum by ({by}) ({names.waiting})", "waiting {{instance}}"),
             ],
-            (0, 8, 12, 8), unit="short",
+            (0, 8, 12, 8),
+            unit="short",
         ),
         _timeseries(
-            4, "Preemptions per second",
+            4,
+            "Preemptions per second",
             [(f"sum by ({by}) (rate({names.preemptions}[$__rate_interval]))", "{{instance}} {{model_name}}")],
-            (12, 8, 12, 8), unit="ops", red_at=0.0001,
+            (12, 8, 12, 8),
+            unit="ops",
+            red_at=0.0001,
         ),
         _timeseries(
-            5, "GPU memory used (bytes)",
+            5,
+            "GPU memory used (bytes)",
             [(f"max by (instance, {gpu.label}) ({gpu.used_bytes})", "{{instance}} GPU {{" + gpu.label + "}}")],
-            (0, 16, 12, 8), unit="bytes",
+            (0, 16, 12, 8),
+            unit="bytes",
         ),
         _timeseries(
-            6, "Prefix cache hit rate", [(prefix, "{{instance}} {{model_name}}")], (12, 16, 12, 8),
-            unit="percentunit", max_value=1,
+            6,
+            "Prefix cache hit rate",
+            [(prefix, "{{instance}} {{model_name}}")],
+            (12, 16, 12, 8),
+            unit="percentunit",
+            max_value=1,
         ),
         _timeseries(
-            7, "Host OOM kills (node_exporter)",
+            7,
+            "Host OOM kills (node_exporter)",
             [("increase(node_vmstat_oom_kill[$__rate_interval])", "{{instance}}")],
-            (0, 24, 12, 6), unit="short", red_at=1,
+            (0, 24, 12, 6),
+            unit="short",
+            red_at=1,
         ),
         {
             "id": 8,
@@ -119,13 +142,21 @@ def dashboard(settings: AlertSettings) -> dict[str, Any]:
             "gridPos": {"x": 12, "y": 24, "w": 12, "h": 6},
             "fieldConfig": {
                 "defaults": {
-                    "thresholds": {"mode": "absolute", "steps": [{"color": "red", "value": None}, {"color": "green", "value": 1}]},
+                    "thresholds": {
+                        "mode": "absolute",
+                        "steps": [{"color": "red", "value": None}, {"color": "green", "value": 1}],
+                    },
                     "mappings": [{"type": "value", "options": {"0": {"text": "DOWN"}, "1": {"text": "UP"}}}],
                 },
                 "overrides": [],
             },
-            "options": {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}, "colorMode": "background"},
-            "targets": [{"refId": "A", "datasource": _DS, "expr": f'up{{job="{settings.job}"}}', "legendFormat": "{{instance}}"}],
+            "options": {
+                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                "colorMode": "background",
+            },
+            "targets": [
+                {"refId": "A", "datasource": _DS, "expr": f'up{{job="{settings.job}"}}', "legendFormat": "{{instance}}"}
+            ],
         },
     ]
     return {

@@ -181,7 +181,7 @@ def render_systemd(launch: Any, opts: ExportOptions) -> Rendered:
         lines.append(f"EnvironmentFile=-/etc/vllm/{opts.name}.env")
     words = [quote_word(w) for w in [opts.vllm_bin, "serve", *p.serve_argv]]
     groups: list[list[str]] = []
-    for w, raw in zip(words, [opts.vllm_bin, "serve", *p.serve_argv]):
+    for w, raw in zip(words, [opts.vllm_bin, "serve", *p.serve_argv], strict=True):
         if raw.startswith("--") or not groups:
             groups.append([w])
         else:
@@ -251,7 +251,9 @@ def _yaml(data: Any) -> str:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if odd else None)
 
     _NoAliases.add_representer(str, _str)
-    return yaml.dump(data, Dumper=_NoAliases, sort_keys=False, width=100000, allow_unicode=True, default_flow_style=False)
+    return yaml.dump(
+        data, Dumper=_NoAliases, sort_keys=False, width=100000, allow_unicode=True, default_flow_style=False
+    )
 
 
 def render_compose(launch: Any, opts: ExportOptions) -> Rendered:
@@ -313,7 +315,10 @@ def render_kubernetes(launch: Any, opts: ExportOptions) -> Rendered:
         gib = -(-(offload + (16 << 30)) // (1 << 30))
         resources["requests"]["memory"] = f"{gib}Gi"
         notes.append(f"memory request {gib}Gi = host RAM the launch pins for offload + 16Gi for the server itself")
-    mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"}]
+    mounts: list[dict[str, Any]] = [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"},
+    ]
     volumes: list[dict[str, Any]] = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": opts.shm_size}},
         {"name": "hf-cache", "emptyDir": {}},
@@ -371,7 +376,9 @@ def render_env(launch: Any, opts: ExportOptions) -> Rendered:
     for k in p.secret_env:
         lines.append(f"# {k}: fill in here, and keep this file mode 0600")
         lines.append(f"{k}=")
-    lines.append("# the flags themselves: vllm serve " + shell_command([], p.serve_argv, one_line=True).replace("\n", " "))
+    lines.append(
+        "# the flags themselves: vllm serve " + shell_command([], p.serve_argv, one_line=True).replace("\n", " ")
+    )
     return Rendered("\n".join(lines) + "\n", notes)
 
 
@@ -417,7 +424,9 @@ def render_yaml(launch: Any, opts: ExportOptions) -> Rendered:
             data[key] = value
     env_note = ""
     if p.env or p.secret_env:
-        env_note = "# environment (not part of --config): " + " ".join(f"{k}={shell_quote(v)}" for k, v in p.env.items())
+        env_note = "# environment (not part of --config): " + " ".join(
+            f"{k}={shell_quote(v)}" for k, v in p.env.items()
+        )
         if p.secret_env:
             env_note += " " + " ".join(f"{k}=<secret>" for k in p.secret_env)
         env_note += "\n"

@@ -100,11 +100,17 @@ def vllm_series(version: str | None) -> VllmSeries:
     new_q, old_q = "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"
     if v < V1_DEFAULT_IN:
         return VllmSeries(
-            text, (old_kv,), (), (), prefix_hit_rate_gauge="vllm:gpu_prefix_cache_hit_rate",
+            text,
+            (old_kv,),
+            (),
+            (),
+            prefix_hit_rate_gauge="vllm:gpu_prefix_cache_hit_rate",
             note=f"vLLM {text} (V0 engine): {old_kv}; prefix cache as the gauge vllm:gpu_prefix_cache_hit_rate",
         )
     if v < RENAMED_IN:
-        return VllmSeries(text, (old_kv,), (old_hits,), (old_q,), note=f"vLLM {text}: before the rename in 0.9.2, {old_kv} only")
+        return VllmSeries(
+            text, (old_kv,), (old_hits,), (old_q,), note=f"vLLM {text}: before the rename in 0.9.2, {old_kv} only"
+        )
     if v < OLD_HIDDEN_IN:
         return VllmSeries(
             text,

@@ -19,7 +19,9 @@ def _undollar(text: str) -> str:
     return text.replace("$$", "$")
 
 
-def read_back(text: str, target: Target | str, *, version: str | None = None) -> tuple[str | None, dict[str, Any], dict[str, str]]:
+def read_back(
+    text: str, target: Target | str, *, version: str | None = None
+) -> tuple[str | None, dict[str, Any], dict[str, str]]:
     """``(model, flags, env)`` as oomguard reads the exported ``text``.
 
     For ``env`` only the environment is returned (the flags are not part of an env file).

@@ -18,7 +18,19 @@ from __future__ import annotations
 import re
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_@+=:,./\-\[\]{}]+$")
-_C_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "s": " ", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+_C_ESCAPES = {
+    "n": "\n",
+    "t": "\t",
+    "r": "\r",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "s": " ",
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "v": "\v",
+}
 
 
 def _specifiers(text: str) -> str:

@@ -101,14 +101,30 @@ class ReadNotes:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass
 class Block:
-    """Whole lines of a file (``data`` ends with a newline except at EOF or in a long line)."""
+    """Whole lines of a file: ``data[:end]`` (the rest of ``data`` is not part of this block).
+
+    ``end`` ends with a newline except at EOF or in a long line. A consumer that counts newlines
+    anyway (to number its hits) records how far it got in ``counted_to`` / ``counted_lines``, so the
+    reader only counts the remainder: every byte is counted once.
+    """
 
     data: bytes
     first_line: int
+    end: int = -1
     # True when ``data`` is a piece of one line longer than MAX_CARRY_BYTES.
     long_line_piece: bool = False
+    counted_to: int = 0
+    counted_lines: int = 0
+
+    def __post_init__(self) -> None:
+        if self.end < 0:
+            self.end = len(self.data)
+
+    @property
+    def text(self) -> bytes:
+        return self.data if self.end == len(self.data) else self.data[: self.end]
 
 
 def display_name(path: str) -> str:
@@ -179,13 +195,14 @@ def iter_blocks(
 ) -> Iterator[Block]:
     """Yield blocks of whole lines; bounded memory whatever the line lengths.
 
-    The last block also carries a final line without a newline, so that a
-    parser looking at "the next line" sees it.
+    A short read means end of file (buffered and gzip readers return what was asked for until
+    then), so the last block also carries a final line without a newline: a parser looking at
+    "the next line" sees it.
     """
     carry = b""
     line_no = 1
     in_long_line = False
-    pending: Block | None = None
+    last_byte = b""
     while True:
         try:
             chunk = stream.read(chunk_bytes)
@@ -195,14 +212,13 @@ def iter_blocks(
         if not chunk:
             break
         notes.bytes_read += len(chunk)
+        last_byte = chunk[-1:]
         buf = carry + chunk if carry else chunk
-        cut = buf.rfind(b"\n")
+        last = len(chunk) < chunk_bytes
+        cut = len(buf) - 1 if last else buf.rfind(b"\n")
         if cut < 0:
             if len(buf) > max_carry_bytes:
                 # One line longer than we are willing to hold: scan it in pieces.
-                if pending is not None:
-                    yield pending
-                    pending = None
                 notes.note_long_line(line_no, len(buf) + (max_carry_bytes if in_long_line else 0))
                 yield Block(buf, line_no, long_line_piece=True)
                 carry = b""
@@ -210,29 +226,29 @@ def iter_blocks(
             else:
                 carry = buf
             continue
-        whole, carry = buf[: cut + 1], buf[cut + 1 :]
+        end = cut + 1
+        carry = buf[end:]
         if in_long_line:
-            first_nl = whole.find(b"\n")
-            notes.note_long_line(line_no, first_nl + max_carry_bytes)
+            notes.note_long_line(line_no, buf.find(b"\n") + max_carry_bytes)
             in_long_line = False
-        if pending is not None:
-            yield pending
-        pending = Block(whole, line_no)
-        line_no += whole.count(b"\n")
+        block = Block(buf, line_no, end)
+        yield block
+        line_no = block.first_line + block.counted_lines + buf.count(b"\n", block.counted_to, end)
         if len(carry) > max_carry_bytes:
-            yield pending
-            pending = None
             notes.note_long_line(line_no, len(carry))
             yield Block(carry, line_no, long_line_piece=True)
             carry = b""
             in_long_line = True
-    if pending is not None:
-        yield Block(pending.data + carry, pending.first_line) if carry else pending
-    elif carry:
-        yield Block(carry, line_no)
+        if last:
+            break
+    partial = False
     if carry:
-        line_no += 1
-    notes.lines = line_no - 1
+        yield Block(carry, line_no)
+        partial = True
+    elif notes.bytes_read and last_byte != b"\n":
+        partial = True
+    # line_no is the number the next line would have; a final line without a newline counts too.
+    notes.lines = line_no if partial else line_no - 1
     if notes.bytes_read == 0:
         notes.empty = True
 
@@ -260,7 +276,7 @@ def iter_text_lines(stream: BinaryIO, notes: ReadNotes) -> Iterator[tuple[int, s
             yield block.first_line, decode_line(block.data, block.first_line, notes)
             continue
         line_no = block.first_line
-        parts = block.data.split(b"\n")
+        parts = block.text.split(b"\n")
         if parts and parts[-1] == b"":
             parts.pop()
         for raw in parts:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from oomguard.probe.client import ProbeClient
 
 DONE = "[DONE]"
+_IDENTITY = {"Accept-Encoding": "identity"}
 _FIELDS = ("data", "event", "id", "retry")
 
 
@@ -168,7 +169,7 @@ async def _stream(
     last_token_t: float | None = None
     headers_seen = False
     try:
-        async with client.http.stream("POST", client.full(path), json=payload) as resp:
+        async with client.http.stream("POST", client.full(path), json=payload, headers=_IDENTITY) as resp:
             headers_seen = True
             record.status = resp.status_code
             if resp.status_code >= 400:
@@ -186,7 +187,10 @@ async def _stream(
                 )
             # Lines are split here rather than with aiter_lines(): two fewer generator layers
             # per chunk, and a chunk is one token, so this is the probe's hottest loop.
-            chunks = resp.aiter_bytes()
+            # Uncompressed (we asked for identity): raw bytes skip httpx's decoder layer.
+            encoded = resp.headers.get("content-encoding", "identity").lower() not in ("", "identity")
+            # (A response whose body is already in memory, as in tests, is read via aiter_bytes.)
+            chunks = resp.aiter_bytes() if encoded or resp.is_stream_consumed else resp.aiter_raw()
             pending = b""
             async for chunk in chunks:
                 pending += chunk

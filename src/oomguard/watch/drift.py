@@ -101,7 +101,9 @@ class DriftCheck:
         return {
             "predicted_kv_cache_tokens": self.plan.kv_cache_tokens,
             "live_kv_cache_tokens": pool,
-            "pool_difference": None if not pool else round((pool - self.plan.kv_cache_tokens) / max(1, self.plan.kv_cache_tokens), 4),
+            "pool_difference": None
+            if not pool
+            else round((pool - self.plan.kv_cache_tokens) / max(1, self.plan.kv_cache_tokens), 4),
             "peak_kv_usage": peak,
             "peak_kv_tokens": None if peak is None else int(peak * basis),
             "predicted_max_concurrency": self.plan.max_concurrency,

@@ -38,7 +38,13 @@ class Event:
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"t": round(self.t, 3), "kind": self.kind.value, "severity": self.severity.value, "message": self.message, **({"data": self.data} if self.data else {})}
+        return {
+            "t": round(self.t, 3),
+            "kind": self.kind.value,
+            "severity": self.severity.value,
+            "message": self.message,
+            **({"data": self.data} if self.data else {}),
+        }
 
     def line(self) -> str:
         return f"[{self.t:8.1f}s] {self.severity.value.upper():8} {self.message}"

@@ -95,7 +95,7 @@ class Monitor:
         self.state = WatchState(self.config.history_points, self.config.spark_points)
         self.trackers = make_trackers(self.config)
         self.events: list[Event] = []
-        self._pending: dict[str, asyncio.Task] = {}
+        self._pending: dict[str, tuple[MemorySampler, asyncio.Task]] = {}
         self._zero = time.perf_counter()
         self._started_at = time.time()
         self._metrics_failing_since: float | None = None
@@ -107,20 +107,25 @@ class Monitor:
     # -- one tick ------------------------------------------------------------
 
     async def _sample_all(self, t: float) -> list[Sample]:
+        out: list[Sample] = []
+        # a sampler that outlived its tick's wait: take its reading now that it is in
+        for name, (s, task) in list(self._pending.items()):
+            if task.done():
+                del self._pending[name]
+                out += self._collect(s, task)
         started: list[tuple[MemorySampler, asyncio.Task]] = []
         for s in self.sources.samplers:
-            prev = self._pending.get(s.name)
-            if prev is not None and not prev.done():
+            if s.name in self._pending:
                 self.sources.status[self._status_name(s)].skipped_busy += 1
                 continue
             task = asyncio.ensure_future(s.sample(t))
-            self._pending[s.name] = task
+            self._pending[s.name] = (s, task)
             started.append((s, task))
         if started:
             await asyncio.wait([task for _, task in started], timeout=max(self.config.interval_s, 0.05))
-        out: list[Sample] = []
         for s, task in started:
             if task.done():
+                del self._pending[s.name]
                 out += self._collect(s, task)
         return out
 
@@ -164,7 +169,13 @@ class Monitor:
                                 Severity.CRITICAL if rule.signal is Signal.GPU_MEMORY else Severity.WARNING,
                                 f"ALERT {rule.name}: {what} {tr.value:.1%} >= {rule.threshold:.0%} "
                                 f"held {t - tr.since:.1f}s (since +{tr.since:.1f}s)",
-                                {"rule": rule.name, "key": key, "value": tr.value, "threshold": rule.threshold, "since": round(tr.since, 3)},
+                                {
+                                    "rule": rule.name,
+                                    "key": key,
+                                    "value": tr.value,
+                                    "threshold": rule.threshold,
+                                    "since": round(tr.since, 3),
+                                },
                             )
                         )
                     else:
@@ -182,7 +193,9 @@ class Monitor:
     def _fresh(self, key: str, t: float) -> bool:
         """A reading older than a few intervals is no data (a failing scrape is not a recovery)."""
         lt = self.state.latest.get(key)
-        return lt is not None and t - lt.t <= max(3 * self.config.interval_s, self.config.http_timeout_s + self.config.interval_s)
+        return lt is not None and t - lt.t <= max(
+            3 * self.config.interval_s, self.config.http_timeout_s + self.config.interval_s
+        )
 
     def _server_gone(self, t: float) -> dict[str, Any] | None:
         tree = self.sources.tree
@@ -238,17 +251,31 @@ class Monitor:
                 events += self._metrics_warning(t)
                 gone = self._server_gone(t)
                 first_contact_failed = (
-                    tick == 0 and self.sources.tree is None and self.sources.metrics is not None and self.sources.metrics.consecutive_failures
+                    tick == 0
+                    and self.sources.tree is None
+                    and self.sources.metrics is not None
+                    and self.sources.metrics.consecutive_failures
                 )
                 if first_contact_failed:
-                    gone = {"t": round(t, 3), "reason": f"cannot reach {cfg.url.root}/metrics: {self.sources.metrics.last_error}"}
+                    gone = {
+                        "t": round(t, 3),
+                        "reason": f"cannot reach {cfg.url.root}/metrics: {self.sources.metrics.last_error}",
+                    }
                     ended = EndReason.UNREACHABLE
                 elif gone is not None:
                     ended = EndReason.SERVER_GONE
                 if gone is not None:
                     gone["last_samples"] = self.state.last_samples()
                     what = "server unreachable" if ended is EndReason.UNREACHABLE else "server gone"
-                    events.append(Event(t, EventKind.SERVER_GONE, Severity.CRITICAL, f"{what}: {gone['reason']}", {"reason": gone["reason"]}))
+                    events.append(
+                        Event(
+                            t,
+                            EventKind.SERVER_GONE,
+                            Severity.CRITICAL,
+                            f"{what}: {gone['reason']}",
+                            {"reason": gone["reason"]},
+                        )
+                    )
                 self.events += events
                 self.view.update(self, events)
                 if gone is not None:
@@ -292,7 +319,7 @@ class Monitor:
         )
 
     async def _close(self) -> None:
-        for task in self._pending.values():
+        for _, task in self._pending.values():
             if not task.done():
                 task.cancel()
         for s in self.sources.samplers:

@@ -103,5 +103,7 @@ class WatchMetricsSampler(MetricsSampler):
             values["kv_cache_tokens"] = float(reading.kv_cache_tokens)
         out = [Sample(t, self.source, "engine", values)]
         if len(self.engines) > 1:
-            out += [Sample(t, self.source, f"engine{e}", {"kv_cache_usage": v}) for e, v in sorted(self.engines.items())]
+            out += [
+                Sample(t, self.source, f"engine{e}", {"kv_cache_usage": v}) for e, v in sorted(self.engines.items())
+            ]
         return out

@@ -60,7 +60,13 @@ def metrics_client(config: Any):
 def open_sources(config: Any, *, client: Any = None) -> Sources:
     from oomguard.probe.kernel import KernelOomSampler
     from oomguard.probe.runner import is_local_host
-    from oomguard.probe.samplers import NvidiaSmiSampler, NvmlSampler, ProcessTree, RssSampler, find_server_pid
+    from oomguard.probe.samplers import (
+        NvidiaSmiSampler,
+        NvmlSampler,
+        ProcessTree,
+        RssSampler,
+        find_server_pid,
+    )
     from oomguard.watch.scrape import WatchMetricsSampler
 
     src = Sources()

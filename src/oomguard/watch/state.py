@@ -60,7 +60,11 @@ class WatchState:
         return sorted(keys, key=lambda k: int(k[3:]) if k[3:].isdigit() else 0)
 
     def engine_keys(self) -> list[str]:
-        return sorted(k for k, v in self.latest.items() if v.source == Source.METRICS.value and k.startswith("engine") and k != "engine")
+        return sorted(
+            k
+            for k, v in self.latest.items()
+            if v.source == Source.METRICS.value and k.startswith("engine") and k != "engine"
+        )
 
     def value(self, key: str, name: str) -> float | None:
         lt = self.latest.get(key)
@@ -81,7 +85,9 @@ class WatchState:
             self.samples_by_source[src] = self.samples_by_source.get(src, 0) + 1
             if s.source is Source.KERNEL:
                 self.oom_lines.append(s.text or "")
-                events.append(Event(s.t, EventKind.OOM_KILL, Severity.CRITICAL, f"kernel OOM killer: {s.text}", {"line": s.text}))
+                events.append(
+                    Event(s.t, EventKind.OOM_KILL, Severity.CRITICAL, f"kernel OOM killer: {s.text}", {"line": s.text})
+                )
                 continue
             self.latest[s.key] = Latest(s.t, src, dict(s.values))
             if s.source is Source.RSS and not s.values.get("num_processes", 1):

@@ -111,8 +111,8 @@ def detect_steps(points: list[tuple[float, float]], *, tolerance: float, min_pla
     runs = _plateaus(points, tolerance)
     kept = [r for r in runs if r[2] >= min_plateau and r[3]]
     base.plateaus = len(kept)
-    steps = [Step(b[0], a[1], b[1]) for a, b in zip(kept, kept[1:]) if b[1] - a[1] > tolerance]
-    drops = [1 for a, b in zip(kept, kept[1:]) if a[1] - b[1] > tolerance]
+    steps = [Step(b[0], a[1], b[1]) for a, b in zip(kept, kept[1:], strict=False) if b[1] - a[1] > tolerance]
+    drops = [1 for a, b in zip(kept, kept[1:], strict=False) if a[1] - b[1] > tolerance]
     in_plateaus = sum(r[2] for r in kept) / len(points)
     rise = end - start
     climbed = sum(s.delta for s in steps)

@@ -53,8 +53,12 @@ def peaks(result: WatchResult) -> dict[str, Any]:
         p = _peak(st.timelines.get(f"{key}.used_bytes"))
         if p:
             total = st.value(key, "total_bytes")
-            out[key] = {"used_bytes": int(p["value"]), "t": p["t"], "total_bytes": int(total) if total else None,
-                        "fraction": round(p["value"] / total, 4) if total else None}
+            out[key] = {
+                "used_bytes": int(p["value"]),
+                "t": p["t"],
+                "total_bytes": int(total) if total else None,
+                "fraction": round(p["value"] / total, 4) if total else None,
+            }
     engine: dict[str, Any] = {}
     for name in ("kv_cache_usage", "running", "waiting"):
         p = _peak(st.timelines.get(f"engine.{name}"))
@@ -77,14 +81,30 @@ def _alerts(result: WatchResult) -> list[dict[str, Any]]:
     for tracker in result.trackers:
         for key, ks in tracker.keys.items():
             for span in ks.history:
-                out.append({"rule": tracker.rule.name, "rule_text": tracker.rule.describe(), "key": key,
-                            "since": round(span["since"], 3), "fired_at": round(span["fired_at"], 3),
-                            "resolved_at": None if span["resolved_at"] is None else round(span["resolved_at"], 3),
-                            "peak": round(span["peak"], 4)})
+                out.append(
+                    {
+                        "rule": tracker.rule.name,
+                        "rule_text": tracker.rule.describe(),
+                        "key": key,
+                        "since": round(span["since"], 3),
+                        "fired_at": round(span["fired_at"], 3),
+                        "resolved_at": None if span["resolved_at"] is None else round(span["resolved_at"], 3),
+                        "peak": round(span["peak"], 4),
+                    }
+                )
             if ks.state.value == "pending":
-                out.append({"rule": tracker.rule.name, "rule_text": tracker.rule.describe(), "key": key,
-                            "since": round(ks.since or 0.0, 3), "fired_at": None, "resolved_at": None,
-                            "peak": round(ks.peak, 4), "state": "pending"})
+                out.append(
+                    {
+                        "rule": tracker.rule.name,
+                        "rule_text": tracker.rule.describe(),
+                        "key": key,
+                        "since": round(ks.since or 0.0, 3),
+                        "fired_at": None,
+                        "resolved_at": None,
+                        "peak": round(ks.peak, 4),
+                        "state": "pending",
+                    }
+                )
     return out
 
 
@@ -108,9 +128,16 @@ def summary_json(result: WatchResult, *, timeline_points: int = 512) -> dict[str
         "ticks": st.ticks,
         "samples": dict(st.samples_by_source),
         "sources": [s.to_json() for s in result.sources.status.values()],
-        "thresholds": {"kv_usage": result.config.alert_kv, "gpu_memory": result.config.alert_gpu_mem, "hold_s": result.config.hold_s},
+        "thresholds": {
+            "kv_usage": result.config.alert_kv,
+            "gpu_memory": result.config.alert_gpu_mem,
+            "hold_s": result.config.hold_s,
+        },
         "peaks": peaks(result),
-        "patterns": {k: {**p.to_json(_scale(k)), "unit": "GiB" if _scale(k) == GiB else "fraction"} for k, p in patterns(result).items()},
+        "patterns": {
+            k: {**p.to_json(_scale(k)), "unit": "GiB" if _scale(k) == GiB else "fraction"}
+            for k, p in patterns(result).items()
+        },
         "alerts": _alerts(result),
         "events": [e.to_json() for e in result.events],
         "oom_kills": list(st.oom_lines),
@@ -142,7 +169,11 @@ def describe_pattern(name: str, p: StepPattern) -> str:
         jumps = ", ".join(f"{fmt(s.before)} -> {fmt(s.after)} at {_ts(s.t)}" for s in p.steps)
         n = len(p.steps)
         head = f"climbing in {n} step{'s' if n != 1 else ''}"
-        hint = " (the S2 pattern: each new largest prefill grows the allocator's pool, and it stays)" if name.startswith("gpu") and n >= 2 else ""
+        hint = (
+            " (the S2 pattern: each new largest prefill grows the allocator's pool, and it stays)"
+            if name.startswith("gpu") and n >= 2
+            else ""
+        )
         return f"{head}: {jumps}{hint}"
     if p.pattern is Pattern.FLAT:
         return f"flat at {fmt(p.end)}"
@@ -164,7 +195,9 @@ def summary_text(result: WatchResult) -> str:
     ]
     srcs = []
     for s in result.sources.status.values():
-        srcs.append(f"{s.name} {'ok' if s.active else 'off'}" + (f" ({s.samples} samples)" if s.active else f" ({s.note})"))
+        srcs.append(
+            f"{s.name} {'ok' if s.active else 'off'}" + (f" ({s.samples} samples)" if s.active else f" ({s.note})")
+        )
     lines.append("sources: " + "; ".join(srcs))
     pk = d["peaks"]
     lines.append("peaks:")
@@ -210,14 +243,18 @@ def summary_text(result: WatchResult) -> str:
     if pc:
         live = pc["live_kv_cache_tokens"]
         pool = f"server {live:,} tokens" if live else "server pool unknown (no vllm:cache_config_info)"
-        lines.append(f"plan: KV pool predicted {pc['predicted_kv_cache_tokens']:,} tokens, {pool}"
-                     + (f" ({pc['pool_difference']:+.0%})" if pc["pool_difference"] is not None else ""))
+        lines.append(
+            f"plan: KV pool predicted {pc['predicted_kv_cache_tokens']:,} tokens, {pool}"
+            + (f" ({pc['pool_difference']:+.0%})" if pc["pool_difference"] is not None else "")
+        )
         if pc["peak_kv_tokens"] is not None:
             lines.append(f"  peak KV use about {pc['peak_kv_tokens']:,} tokens ({pc['peak_kv_usage']:.1%} of the pool)")
         for n in pc["notes"]:
             lines.append(f"  note: {n}")
     if result.gone:
-        lines.append(f"server {'unreachable' if result.ended_by.value == 'unreachable' else 'gone'} at {_ts(result.gone['t'])}: {result.gone['reason']}")
+        lines.append(
+            f"server {'unreachable' if result.ended_by.value == 'unreachable' else 'gone'} at {_ts(result.gone['t'])}: {result.gone['reason']}"
+        )
         last = result.gone.get("last_samples") or {}
         for key, vals in last.items():
             shown = ", ".join(f"{k}={_fmt_val(k, v)}" for k, v in vals.items() if k not in ("t", "source"))

@@ -67,19 +67,41 @@ def rows(monitor: Any) -> list[tuple[str, str, str, str, str]]:
         tl = st.timelines.get(f"{key}.kv_cache_usage")
         v = st.value(key, "kv_cache_usage")
         label = "KV cache" if key == "engine" else f"KV cache {key}"
-        out.append((label, "-" if v is None else f"{v:.1%}", f"{tl.peak.value:.1%}" if tl and tl.peak else "-",
-                    sparkline(tl.recent(), 0.0, 1.0) if tl else "", _alert_state(monitor, Signal.KV_USAGE, key)))
+        out.append(
+            (
+                label,
+                "-" if v is None else f"{v:.1%}",
+                f"{tl.peak.value:.1%}" if tl and tl.peak else "-",
+                sparkline(tl.recent(), 0.0, 1.0) if tl else "",
+                _alert_state(monitor, Signal.KV_USAGE, key),
+            )
+        )
     run, wait = st.value("engine", "running"), st.value("engine", "waiting")
     if run is not None or wait is not None:
         tl_r, tl_w = st.timelines.get("engine.running"), st.timelines.get("engine.waiting")
         peak = f"{tl_r.peak.value:.0f} / {tl_w.peak.value:.0f}" if tl_r and tl_w and tl_r.peak and tl_w.peak else "-"
-        out.append(("running / waiting", f"{run or 0:.0f} / {wait or 0:.0f}", peak, sparkline(tl_w.recent()) if tl_w else "", ""))
+        out.append(
+            (
+                "running / waiting",
+                f"{run or 0:.0f} / {wait or 0:.0f}",
+                peak,
+                sparkline(tl_w.recent()) if tl_w else "",
+                "",
+            )
+        )
         out.append(("preemptions", f"+{st.preemptions_during} (total {int(st.preemptions_last or 0)})", "", "", ""))
     rss = st.timelines.get("server.rss_bytes")
     if rss is not None and rss.latest is not None:
         procs = st.value("server", "num_processes")
-        out.append(("server RSS", f"{rss.latest / GiB:.2f} GiB" + (f" ({procs:.0f} proc)" if procs else ""),
-                    f"{rss.peak.value / GiB:.2f} GiB" if rss.peak else "-", sparkline(rss.recent()), ""))
+        out.append(
+            (
+                "server RSS",
+                f"{rss.latest / GiB:.2f} GiB" + (f" ({procs:.0f} proc)" if procs else ""),
+                f"{rss.peak.value / GiB:.2f} GiB" if rss.peak else "-",
+                sparkline(rss.recent()),
+                "",
+            )
+        )
         avail = st.value("server", "host_available_bytes")
         if avail is not None:
             tl = st.timelines.get("server.host_available_bytes")
@@ -106,9 +128,14 @@ class LineView:
 
     def start(self, monitor: Any) -> None:
         cfg = monitor.config
-        print(f"oomguard watch {cfg.url.root}: every {cfg.interval_s:g}s"
-              + (f" for {cfg.duration_s:g}s" if cfg.duration_s else " until Ctrl-C")
-              + "; sources: " + ", ".join(s.name for s in monitor.sources.status.values() if s.active), file=self.out, flush=True)
+        print(
+            f"oomguard watch {cfg.url.root}: every {cfg.interval_s:g}s"
+            + (f" for {cfg.duration_s:g}s" if cfg.duration_s else " until Ctrl-C")
+            + "; sources: "
+            + ", ".join(s.name for s in monitor.sources.status.values() if s.active),
+            file=self.out,
+            flush=True,
+        )
 
     def update(self, monitor: Any, events: list[Event]) -> None:
         for e in events:
@@ -149,10 +176,20 @@ class LiveView:
         from rich.table import Table
 
         cfg = monitor.config
-        t = Table(title=f"oomguard watch {cfg.url.root}  +{monitor.now():.0f}s  (every {cfg.interval_s:g}s)",
-                  caption="sources: " + ", ".join(s.name for s in monitor.sources.status.values() if s.active) + "   Ctrl-C ends with a summary",
-                  expand=False)
-        for col, justify in (("signal", "left"), ("now", "right"), ("peak", "right"), ("recent", "left"), ("alert", "left")):
+        t = Table(
+            title=f"oomguard watch {cfg.url.root}  +{monitor.now():.0f}s  (every {cfg.interval_s:g}s)",
+            caption="sources: "
+            + ", ".join(s.name for s in monitor.sources.status.values() if s.active)
+            + "   Ctrl-C ends with a summary",
+            expand=False,
+        )
+        for col, justify in (
+            ("signal", "left"),
+            ("now", "right"),
+            ("peak", "right"),
+            ("recent", "left"),
+            ("alert", "left"),
+        ):
             t.add_column(col, justify=justify, no_wrap=True)
         for signal, now, peak, spark, alert in rows(monitor):
             style = "bold red" if alert == "FIRING" else ("yellow" if alert.startswith("pending") else None)

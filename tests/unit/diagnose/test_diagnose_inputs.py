@@ -153,3 +153,45 @@ def test_kind_detection_by_content_not_name(tmp_path):
     assert d.inputs[0].kind == InputKind.LAUNCH
     assert d.context.args["max_model_len"] == 8192
     assert "hf_abcdef" not in str(d.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("INFO 03-01 10:00:00 llm_engine.py:72] Initializing an LLM engine with config: model='m', dtype=torch.float16, "
+         "max_seq_len=2048, tensor_parallel_size=1, seed=0)\ntorch.cuda.OutOfMemoryError: CUDA out of memory. Tried to "
+         "allocate 270.00 MiB (GPU 0; 23.69 GiB total capacity; 22.81 GiB already allocated; 7.69 MiB free; 22.88 GiB "
+         "reserved in total by PyTorch)", "weights-oom"),
+        ("(RayWorkerWrapper pid=2311, ip=10.0.0.4) ERROR 06-28 06:11:45 worker_base.py:145] Error executing method "
+         "determine_num_available_blocks. This might cause deadlock in distributed execution.\n(RayWorkerWrapper "
+         "pid=2311, ip=10.0.0.4) ERROR 06-28 06:11:45 worker_base.py:145] torch.OutOfMemoryError: CUDA out of memory. "
+         "Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 39.39 GiB of which 2.11 GiB is free.", "profile-oom"),
+        ("Jul 14 03:12:50 node python3[4021]: INFO 07-14 03:12:50 [gpu_model_runner.py:1] Model loading took 14.2 GiB "
+         "and 3.0 seconds\nJul 14 03:12:55 node python3[4021]: torch.OutOfMemoryError: HIP out of memory. Tried to "
+         "allocate 8.00 GiB. GPU 0 has a total capacity of 191.98 GiB of which 1.20 GiB is free.", "profile-oom"),
+        ("[Thu May  1 12:00:01 2025] Out of memory: Killed process 7731 (pt_main_thread) total-vm:61234567kB, "
+         "anon-rss:52345678kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:100000kB oom_score_adj:0", "host-oom"),
+        ("May 01 12:00:02 host systemd[1]: vllm.service: A process of this unit has been killed by the OOM killer.\n"
+         "May 01 12:00:02 host systemd[1]: vllm.service: Failed with result 'oom-kill'.", "host-oom"),
+        ("    Last State:     Terminated\n      Reason:       OOMKilled\n      Exit Code:    137", "host-oom"),
+        ("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 34359738368 bytes. "
+         "Error code 12 (Cannot allocate memory)", "host-oom"),
+        ("usage: vllm serve [model_tag] [options]\nvllm serve: error: unrecognized arguments: --kv-cache-memory-byte 8G",
+         "bad-argument"),
+        ("TypeError: EngineArgs.__init__() got an unexpected keyword argument 'swap_space'", "bad-argument"),
+        ("ValueError: World size (8) is larger than the number of available GPUs (4) in this node.", "config-error"),
+        ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 GPU has "
+         "compute capability 7.5.", "config-error"),
+        ("ValueError: Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. "
+         "Try increasing `gpu_memory_utilization`.", "no-kv-memory"),
+        ("RuntimeError: CUDA error: device-side assert triggered", "illegal-memory-access"),
+        ("WARNING 05-01 12:00:00 scheduler.py:1057] Sequence group 12 is preempted by PreemptionMode.RECOMPUTE mode "
+         "because there is not enough KV cache space. This can affect the end-to-end performance.", None),
+        ("WARNING 04-02 21:43:05 model_runner.py:1415] If out-of-memory error occurs during cudagraph capture, consider "
+         "decreasing `gpu_memory_utilization` or switching to eager mode.", None),
+    ],
+)
+def test_message_variants(tmp_path, text, expected):
+    d = diagnose([_write(tmp_path, "v.log", (text + "\n").encode())])
+    got = d.verdicts[0].cls.value if d.verdicts else None
+    assert got == expected, [(v.cls.value, v.confidence) for v in d.verdicts]

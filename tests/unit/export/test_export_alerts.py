@@ -51,8 +51,14 @@ def test_rule_file_structure():
             doc = yaml.safe_load(render_prometheus(AlertSettings(vllm_version=version, gpu_exporter=exporter)))
             (group,) = doc["groups"]
             names = [r["alert"] for r in group["rules"]]
-            assert names == ["VllmKvCacheNearlyFull", "VllmGpuMemoryNearLimit", "VllmPreemptionsRising",
-                             "VllmWaitingQueueGrowing", "VllmServerDown", "HostOomKill"]
+            assert names == [
+                "VllmKvCacheNearlyFull",
+                "VllmGpuMemoryNearLimit",
+                "VllmPreemptionsRising",
+                "VllmWaitingQueueGrowing",
+                "VllmServerDown",
+                "HostOomKill",
+            ]
             for r in group["rules"]:
                 assert set(r) == {"alert", "expr", "for", "labels", "annotations"}
                 assert re.fullmatch(r"\d+[smh]", r["for"])
@@ -64,7 +70,9 @@ def test_rule_file_structure():
 
 
 def test_thresholds_and_job_are_honoured():
-    s = AlertSettings(kv_threshold=0.8, kv_for="10m", gpu_mem_threshold=0.9, gpu_mem_for="2m", job="llm", host_oom=False)
+    s = AlertSettings(
+        kv_threshold=0.8, kv_for="10m", gpu_mem_threshold=0.9, gpu_mem_for="2m", job="llm", host_oom=False
+    )
     rules = {r.name: r for r in alert_rules(s)}
     assert "> 0.8" in rules["VllmKvCacheNearlyFull"].expr and rules["VllmKvCacheNearlyFull"].hold == "10m"
     assert "> 0.9" in rules["VllmGpuMemoryNearLimit"].expr and rules["VllmGpuMemoryNearLimit"].hold == "2m"
@@ -96,38 +104,80 @@ def _alert_test(rule, series, eval_time, labels, value, *, interval="1m"):
         "interval": interval,
         "input_series": series,
         "alert_rule_test": [
-            {"eval_time": eval_time, "alertname": rule.name,
-             "exp_alerts": [{"exp_labels": {"severity": rule.severity, "source": "oomguard", **labels},
-                             "exp_annotations": _annotations(rule, labels, value)}]},
+            {
+                "eval_time": eval_time,
+                "alertname": rule.name,
+                "exp_alerts": [
+                    {
+                        "exp_labels": {"severity": rule.severity, "source": "oomguard", **labels},
+                        "exp_annotations": _annotations(rule, labels, value),
+                    }
+                ],
+            },
             {"eval_time": "0m", "alertname": rule.name, "exp_alerts": []},  # pending, not firing, before its hold time
         ],
     }
 
 
 @needs_promtool
-@pytest.mark.parametrize("version, metric", [("0.9.1", "vllm:gpu_cache_usage_perc"), ("0.10.2", "vllm:gpu_cache_usage_perc"),
-                                             ("0.10.2", "vllm:kv_cache_usage_perc"), ("0.32.0", "vllm:kv_cache_usage_perc")])
+@pytest.mark.parametrize(
+    "version, metric",
+    [
+        ("0.9.1", "vllm:gpu_cache_usage_perc"),
+        ("0.10.2", "vllm:gpu_cache_usage_perc"),
+        ("0.10.2", "vllm:kv_cache_usage_perc"),
+        ("0.32.0", "vllm:kv_cache_usage_perc"),
+    ],
+)
 def test_promtool_alerts_fire_on_synthetic_series(tmp_path, version, metric):
     settings = AlertSettings(vllm_version=version)
     rules = {r.name: r for r in alert_rules(settings)}
     (tmp_path / "rules.yml").write_text(render_prometheus(settings))
     inst = {"instance": "gpu-box:8000", "model_name": "qwen"}
     tests = [
-        _alert_test(rules["VllmKvCacheNearlyFull"],
-                    [{"series": f'{metric}{{instance="gpu-box:8000",model_name="qwen",engine="0"}}', "values": "0.95x15"}],
-                    "7m", inst, "95%"),
-        _alert_test(rules["VllmGpuMemoryNearLimit"],
-                    [{"series": 'DCGM_FI_DEV_FB_USED{instance="gpu-box:9400",gpu="3"}', "values": "23400x15"},
-                     {"series": 'DCGM_FI_DEV_FB_FREE{instance="gpu-box:9400",gpu="3"}', "values": "600x15"}],
-                    "7m", {"instance": "gpu-box:9400", "gpu": "3"}, "97.5%"),
-        _alert_test(rules["VllmPreemptionsRising"],
-                    [{"series": 'vllm:num_preemptions_total{instance="gpu-box:8000",model_name="qwen",engine="0"}', "values": "0+6x30"}],
-                    "20m", inst, "100m"),
-        _alert_test(rules["VllmServerDown"], [{"series": 'up{job="vllm",instance="gpu-box:8000"}', "values": "0x10"}],
-                    "3m", {"instance": "gpu-box:8000", "job": "vllm"}, "0"),
+        _alert_test(
+            rules["VllmKvCacheNearlyFull"],
+            [{"series": f'{metric}{{instance="gpu-box:8000",model_name="qwen",engine="0"}}', "values": "0.95x15"}],
+            "7m",
+            inst,
+            "95%",
+        ),
+        _alert_test(
+            rules["VllmGpuMemoryNearLimit"],
+            [
+                {"series": 'DCGM_FI_DEV_FB_USED{instance="gpu-box:9400",gpu="3"}', "values": "23400x15"},
+                {"series": 'DCGM_FI_DEV_FB_FREE{instance="gpu-box:9400",gpu="3"}', "values": "600x15"},
+            ],
+            "7m",
+            {"instance": "gpu-box:9400", "gpu": "3"},
+            "97.5%",
+        ),
+        _alert_test(
+            rules["VllmPreemptionsRising"],
+            [
+                {
+                    "series": 'vllm:num_preemptions_total{instance="gpu-box:8000",model_name="qwen",engine="0"}',
+                    "values": "0+6x30",
+                }
+            ],
+            "20m",
+            inst,
+            "100m",
+        ),
+        _alert_test(
+            rules["VllmServerDown"],
+            [{"series": 'up{job="vllm",instance="gpu-box:8000"}', "values": "0x10"}],
+            "3m",
+            {"instance": "gpu-box:8000", "job": "vllm"},
+            "0",
+        ),
     ]
-    (tmp_path / "test.yml").write_text(yaml.safe_dump({"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests}))
-    p = subprocess.run([PROMTOOL, "test", "rules", "test.yml"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    (tmp_path / "test.yml").write_text(
+        yaml.safe_dump({"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests})
+    )
+    p = subprocess.run(
+        [PROMTOOL, "test", "rules", "test.yml"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "SUCCESS" in p.stdout + p.stderr
 
@@ -157,7 +207,9 @@ def test_dashboard_queries_are_valid_promql(tmp_path):
     for version in VERSIONS:
         d = dashboard(AlertSettings(vllm_version=version))
         exprs = [t["expr"].replace("$__rate_interval", "5m") for p in d["panels"] for t in p["targets"]]
-        rules = {"groups": [{"name": "dash", "rules": [{"record": f"dash:q{i}", "expr": e} for i, e in enumerate(exprs)]}]}
+        rules = {
+            "groups": [{"name": "dash", "rules": [{"record": f"dash:q{i}", "expr": e} for i, e in enumerate(exprs)]}]
+        }
         f = tmp_path / "dash.yml"
         f.write_text(yaml.safe_dump(rules))
         p = subprocess.run([PROMTOOL, "check", "rules", str(f)], capture_output=True, text=True, timeout=60)
@@ -165,8 +217,10 @@ def test_dashboard_queries_are_valid_promql(tmp_path):
 
 
 def test_cli_alerts(tmp_path):
-    run = lambda *a: subprocess.run([sys.executable, "-m", "oomguard.cli.main", "export", "alerts", *a],  # noqa: E731
-                                    capture_output=True, text=True, timeout=60, cwd=ROOT)
+    def run(*a):
+        cmd = [sys.executable, "-m", "oomguard.cli.main", "export", "alerts", *a]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+
     p = run("--vllm-version", "0.10.2")
     assert p.returncode == 0 and "vllm:gpu_cache_usage_perc" in p.stdout and "vllm:kv_cache_usage_perc" in p.stdout
     p = run("--format", "grafana", "--gpu-exporter", "nvidia-smi", "-o", str(tmp_path / "d.json"))

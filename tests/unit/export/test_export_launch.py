@@ -69,14 +69,18 @@ def test_s3_json_flags_survive_every_quoting():
     ktc = launch.flags["kv_transfer_config"]
     assert ktc["kv_connector_extra_config"]["cpu_bytes_to_use"] == 214748364800
     for target in (Target.SYSTEMD, Target.DOCKER, Target.COMPOSE, Target.KUBERNETES, Target.YAML):
-        _, flags, _ = read_back(render_launch(launch, target, ExportOptions(vllm_version=version)).text, target, version=version)
+        _, flags, _ = read_back(
+            render_launch(launch, target, ExportOptions(vllm_version=version)).text, target, version=version
+        )
         assert flags["kv_transfer_config"] == ktc
         assert flags["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 3}
 
 
 def test_kubernetes_spec_has_gpus_shm_and_probes():
     launch, version = scenario("s3")
-    doc = yaml.safe_load(render_launch(launch, Target.KUBERNETES, ExportOptions(vllm_version=version, shm_size="32Gi")).text)
+    doc = yaml.safe_load(
+        render_launch(launch, Target.KUBERNETES, ExportOptions(vllm_version=version, shm_size="32Gi")).text
+    )
     assert doc["kind"] == "Deployment" and doc["apiVersion"] == "apps/v1"
     spec = doc["spec"]["template"]["spec"]
     (c,) = spec["containers"]
@@ -104,8 +108,13 @@ def test_compose_and_docker_pin_the_gpus_of_cuda_visible_devices():
 
 
 def test_secrets_never_appear():
-    launch = Launch("command", None, "m", flags={"api_key": ["sk-verysecretvalue123"], "hf_token": "hf_abcdefgh1234", "max_model_len": 4096},
-                    env={"VLLM_API_KEY": "sk-alsosecret4567", "HF_TOKEN": "hf_zzzzzzzz", "VLLM_HOST_IP": "10.0.0.1"})
+    launch = Launch(
+        "command",
+        None,
+        "m",
+        flags={"api_key": ["sk-verysecretvalue123"], "hf_token": "hf_abcdefgh1234", "max_model_len": 4096},
+        env={"VLLM_API_KEY": "sk-alsosecret4567", "HF_TOKEN": "hf_zzzzzzzz", "VLLM_HOST_IP": "10.0.0.1"},
+    )
     for target in TARGETS:
         r = render_launch(launch, target, ExportOptions(vllm_version="0.32.0"))
         for secret in ("verysecretvalue", "hf_abcdefgh", "alsosecret", "hf_zzzz"):
@@ -117,7 +126,10 @@ def test_secrets_never_appear():
             assert flags == {"max_model_len": 4096}
     k8s = yaml.safe_load(render_launch(launch, Target.KUBERNETES).text)
     env = k8s["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "vllm-secrets", "key": "VLLM_API_KEY"}}} in env
+    assert {
+        "name": "VLLM_API_KEY",
+        "valueFrom": {"secretKeyRef": {"name": "vllm-secrets", "key": "VLLM_API_KEY"}},
+    } in env
 
 
 def test_localhost_host_warns_in_containers():
@@ -127,8 +139,27 @@ def test_localhost_host_warns_in_containers():
     assert not any("unreachable" in n for n in render_launch(launch, Target.SYSTEMD).notes)
 
 
-@pytest.mark.parametrize("word", ["plain", "", "a b", 'q"uote', "it's", "50%", "$HOME", "${X}", "$$", "back\\slash", "tab\there",
-                                  "new\nline", ";", "%%n", '{"a":"b c"}', "ünïcode é"])
+@pytest.mark.parametrize(
+    "word",
+    [
+        "plain",
+        "",
+        "a b",
+        'q"uote',
+        "it's",
+        "50%",
+        "$HOME",
+        "${X}",
+        "$$",
+        "back\\slash",
+        "tab\there",
+        "new\nline",
+        ";",
+        "%%n",
+        '{"a":"b c"}',
+        "ünïcode é",
+    ],
+)
 def test_systemd_quoting_round_trips(word):
     assert split_command(quote_word(word)) == [word]
     assert split_command("prog " + quote_word(word) + " --x " + quote_word(word)) == ["prog", word, "--x", word]
@@ -140,7 +171,11 @@ def test_systemd_unit_layout():
     assert unit.index("[Unit]") < unit.index("[Service]") < unit.index("[Install]")
     assert environment(unit) == {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
     exec_line = [ln for ln in join_lines(unit).splitlines() if ln.startswith("ExecStart=")][0]
-    assert split_command(exec_line[len("ExecStart="):])[:3] == ["/opt/vllm/bin/vllm", "serve", "codellama/CodeLlama-13b-Instruct-hf"]
+    assert split_command(exec_line[len("ExecStart=") :])[:3] == [
+        "/opt/vllm/bin/vllm",
+        "serve",
+        "codellama/CodeLlama-13b-Instruct-hf",
+    ]
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
@@ -157,12 +192,31 @@ def test_systemd_analyze_accepts_the_unit(tmp_path):
 
 def test_cli_export_launch(tmp_path):
     def run(*a):
-        return subprocess.run([sys.executable, "-m", "oomguard.cli.main", "export", "launch", *a], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        return subprocess.run(
+            [sys.executable, "-m", "oomguard.cli.main", "export", "launch", *a],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
 
     p = run(str(SCEN / "s1" / "start_api.sh"), "--to", "docker")
     assert p.returncode == 0, p.stderr
     assert "vllm/vllm-openai:latest" in p.stdout and "--max-num-batched-tokens 1048576" in p.stdout
-    p = run("--to", "kubernetes", "-o", str(tmp_path / "k.yaml"), "--vllm-version", "0.32.0", "--", "vllm", "serve", "m", "--max-model-len", "8192")
+    p = run(
+        "--to",
+        "kubernetes",
+        "-o",
+        str(tmp_path / "k.yaml"),
+        "--vllm-version",
+        "0.32.0",
+        "--",
+        "vllm",
+        "serve",
+        "m",
+        "--max-model-len",
+        "8192",
+    )
     assert p.returncode == 0 and yaml.safe_load((tmp_path / "k.yaml").read_text())["kind"] == "Deployment"
     p = run(str(SCEN / "s1" / "start_api.sh"), "--to", "yaml", "-o", str(tmp_path / "c.yaml"))
     assert p.returncode == 0
@@ -177,9 +231,27 @@ def test_cli_export_launch(tmp_path):
 
 def test_cli_fix_exports_checks_corrected_launch():
     pytest.importorskip("oomguard.cli.check")
-    p = subprocess.run([sys.executable, "-m", "oomguard.cli.main", "export", "launch", str(SCEN / "s1" / "start_api.sh"), "--to", "yaml",
-                        "--fix", "--gpu", "A100-80GB", "--model", str(SCEN / "s1" / "model")],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "oomguard.cli.main",
+            "export",
+            "launch",
+            str(SCEN / "s1" / "start_api.sh"),
+            "--to",
+            "yaml",
+            "--fix",
+            "--gpu",
+            "A100-80GB",
+            "--model",
+            str(SCEN / "s1" / "model"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert p.returncode == 0, p.stderr
     data = yaml.safe_load(p.stdout)
     # S1's token budget equal to the whole 1M context is what check fixes (chunked prefill)

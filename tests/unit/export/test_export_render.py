@@ -28,12 +28,17 @@ def test_values_are_written_the_way_vllm_reads_them():
     )
     assert argv == [
         "Qwen/Qwen3-8B",
-        "--max-model-len", "32768",
-        "--gpu-memory-utilization", "0.85",
+        "--max-model-len",
+        "32768",
+        "--gpu-memory-utilization",
+        "0.85",
         "--enforce-eager",
         "--no-enable-prefix-caching",
-        "--kv-transfer-config", '{"kv_connector":"OffloadingConnector","extra":{"cpu_bytes_to_use":214748364800}}',
-        "--served-model-name", "qwen", "my model",
+        "--kv-transfer-config",
+        '{"kv_connector":"OffloadingConnector","extra":{"cpu_bytes_to_use":214748364800}}',
+        "--served-model-name",
+        "qwen",
+        "my model",
         "--seed=-1",
     ]
     assert "secret" not in " ".join(argv)
@@ -58,7 +63,11 @@ def test_format_value():
 
 
 def test_shell_command_quotes_and_reads_back():
-    flags = {"kv_transfer_config": {"q": "it's \"quoted\" $HOME `x` %s"}, "served_model_name": ["a b"], "max_model_len": 8192}
+    flags = {
+        "kv_transfer_config": {"q": 'it\'s "quoted" $HOME `x` %s'},
+        "served_model_name": ["a b"],
+        "max_model_len": 8192,
+    }
     text = shell_command(["vllm", "serve"], flags_to_argv("/m", flags))
     assert text.splitlines()[0] == "vllm serve /m \\"
     assert shlex.split(text.replace("\\\n", " "))[2:] == flags_to_argv("/m", flags)

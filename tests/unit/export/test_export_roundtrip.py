@@ -28,8 +28,12 @@ text = st.text(
     min_size=0,
     max_size=24,
 )
-json_scalar = st.one_of(st.integers(-(2**40), 2**40), st.booleans(), st.floats(allow_nan=False, allow_infinity=False, width=32), text)
-json_value = st.recursive(json_scalar, lambda kids: st.dictionaries(st.text(min_size=1, max_size=8), kids, max_size=3), max_leaves=6)
+json_scalar = st.one_of(
+    st.integers(-(2**40), 2**40), st.booleans(), st.floats(allow_nan=False, allow_infinity=False, width=32), text
+)
+json_value = st.recursive(
+    json_scalar, lambda kids: st.dictionaries(st.text(min_size=1, max_size=8), kids, max_size=3), max_leaves=6
+)
 json_dict = st.dictionaries(st.text(min_size=1, max_size=10), json_value, min_size=1, max_size=4)
 word = st.from_regex(r"[A-Za-z0-9_./:=+][A-Za-z0-9_./:=+ '\"$%]{0,12}", fullmatch=True)
 
@@ -60,7 +64,9 @@ def _strategy(flag):
     return None
 
 
-STRATEGIES = {d: s for d, f in REL.flags.items() if d not in _SKIP and not is_secret_dest(d) and (s := _strategy(f)) is not None}
+STRATEGIES = {
+    d: s for d, f in REL.flags.items() if d not in _SKIP and not is_secret_dest(d) and (s := _strategy(f)) is not None
+}
 DESTS = sorted(STRATEGIES)
 
 
@@ -70,14 +76,25 @@ def flag_dicts(draw):
     return {d: draw(STRATEGIES[d]) for d in chosen}
 
 
-models = st.one_of(st.just("Qwen/Qwen3-8B"), st.just("/data/models/my model"), st.from_regex(r"/[a-z0-9_]{1,8}(/[a-z0-9._-]{1,8}){0,2}", fullmatch=True))
-envs = st.dictionaries(st.from_regex(r"VLLM_[A-Z]{1,8}", fullmatch=True), st.from_regex(r"[A-Za-z0-9_.,:/=-]{0,12}", fullmatch=True), max_size=3)
+models = st.one_of(
+    st.just("Qwen/Qwen3-8B"),
+    st.just("/data/models/my model"),
+    st.from_regex(r"/[a-z0-9_]{1,8}(/[a-z0-9._-]{1,8}){0,2}", fullmatch=True),
+)
+envs = st.dictionaries(
+    st.from_regex(r"VLLM_[A-Z]{1,8}", fullmatch=True),
+    st.from_regex(r"[A-Za-z0-9_.,:/=-]{0,12}", fullmatch=True),
+    max_size=3,
+)
 
 
 def _lists_as_read(flags):
     """oomguard's launch reader keeps nargs='+' items as strings (vLLM would convert int items;
     reported to the lead); compare such lists by their text until it does."""
-    return {k: [str(x) for x in v] if isinstance(v, list) and REL.flags[k].type.value == "list" else v for k, v in flags.items()}
+    return {
+        k: [str(x) for x in v] if isinstance(v, list) and REL.flags[k].type.value == "list" else v
+        for k, v in flags.items()
+    }
 
 
 def check(target, flags, model, env):

@@ -198,3 +198,46 @@ def test_report_renders_in_headless_chromium(capsys, tmp_path):
     assert non_white > 1000, "blank screenshot"
     assert count((0x1F, 0x77, 0xB4)) > 200, "series lines not drawn"
     assert count((0xD6, 0x27, 0x28)) > 50
+
+
+def test_launch_supplies_claims_plan_and_secrets(capsys, tmp_path):
+    launch = tmp_path / "start_api.sh"
+    launch.write_text(
+        "#!/bin/bash\nexport VLLM_API_KEY=env-key-should-not-leak\n"
+        "vllm serve Qwen/Qwen2.5-0.5B-Instruct --served-model-name tiny \\\n"
+        "  --max-model-len 256 --max-num-seqs 2 --api-key sk-launch-secret-999\n"
+    )
+    with FaultServer("ok", api_key="sk-launch-secret-999") as srv:
+        import os
+
+        os.environ["PROBE_LAUNCH_KEY"] = "sk-launch-secret-999"
+        try:
+            rc, out, err = probe_cli(
+                capsys, "--base-url", srv.base_url, "--launch", str(launch), "--gpu-memory-gib", "24",
+                "--api-key-env", "PROBE_LAUNCH_KEY", "--format", "json", *FAST,
+            )
+        finally:
+            del os.environ["PROBE_LAUNCH_KEY"]
+    d = json.loads(out)
+    assert rc == 0, d["findings"]
+    assert d["server"]["probed_max_model_len"] == 256 and d["server"]["model"] == "tiny"
+    assert [s["concurrency"] for s in d["stages"]] == [1, 2]  # --max-num-seqs 2 is the claim
+    pc = d["plan_comparison"]
+    assert pc["source"].startswith("oomguard plan of") and pc["predicted_kv_cache_tokens"] > 0
+    assert pc["observed_kv_cache_tokens"] == 8192 and pc["claimed_concurrency"] == 2
+    assert "sk-launch-secret-999" not in out + err and "env-key-should-not-leak" not in out + err
+
+
+def test_launch_without_gpu_notes_why_no_plan(capsys, tmp_path):
+    launch = tmp_path / "start_api.sh"
+    launch.write_text("vllm serve Qwen/Qwen2.5-0.5B-Instruct --served-model-name tiny --max-model-len 128\n")
+    with FaultServer("ok") as srv:
+        rc, out, _ = probe_cli(capsys, "--base-url", srv.base_url, "--launch", str(launch), "--concurrency", "1", "--format", "json", *FAST)
+    d = json.loads(out)
+    assert rc == 0 and d["plan_comparison"] is None
+    assert any("--gpu" in n for n in d["notes"])
+
+
+def test_launch_file_missing_is_bad_input(capsys, tmp_path):
+    rc, _, err = probe_cli(capsys, "--base-url", "http://127.0.0.1:1", "--launch", str(tmp_path / "nope.sh"))
+    assert rc == 2 and "nope.sh" in err

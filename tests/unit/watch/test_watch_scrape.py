@@ -10,7 +10,11 @@ from oomguard.probe.classes import ProbeClass, Source
 from oomguard.probe.client import ClientFailure
 from oomguard.probe.metrics import parse_metrics
 from oomguard.watch.alerts import AlertRule, AlertTracker, Signal
-from oomguard.watch.scrape import WatchMetricsSampler, filter_metrics, kv_usage_by_engine
+from oomguard.watch.scrape import (
+    WatchMetricsSampler,
+    filter_metrics,
+    kv_usage_by_engine,
+)
 
 OLD_STYLE = """# HELP vllm:gpu_cache_usage_perc GPU KV-cache usage. 1 means 100 percent usage.
 # TYPE vllm:gpu_cache_usage_perc gauge
@@ -54,7 +58,9 @@ def test_per_engine_kv_usage_and_alert_keys():
     assert keys["engine0"] == {"kv_cache_usage": 0.25} and keys["engine1"] == {"kv_cache_usage": 0.75}
     assert all(s.source is Source.METRICS for s in samples)
     tr = AlertTracker(AlertRule(Signal.KV_USAGE, 0.5, 0))
-    assert [t.key for k, v in keys.items() if k != "engine" for t in tr.observe(k, 1.0, v["kv_cache_usage"])] == ["engine1"]
+    assert [t.key for k, v in keys.items() if k != "engine" for t in tr.observe(k, 1.0, v["kv_cache_usage"])] == [
+        "engine1"
+    ]
 
 
 def test_failures_keep_their_reason():

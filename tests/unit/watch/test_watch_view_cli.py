@@ -24,7 +24,13 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def oomguard(*args, timeout=60):
-    return subprocess.run([sys.executable, "-m", "oomguard.cli.main", "watch", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "oomguard.cli.main", "watch", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 def test_sparkline_and_durations():
@@ -35,9 +41,18 @@ def test_sparkline_and_durations():
     assert parse_duration("1.5h") == 5400
 
 
-def _monitor_with_view(view, srv):
-    cfg = WatchConfig(url=normalize_base_url(srv.base_url), interval_s=0.1, duration_s=0.6, hold_s=0.2, local=False)
-    return asyncio.run(Monitor(cfg, open_sources(cfg), view).run(asyncio.Event()))
+def _monitor_with_view(view, srv, scrapes=8):
+    cfg = WatchConfig(url=normalize_base_url(srv.base_url), interval_s=0.1, duration_s=60, hold_s=0.2, local=False)
+
+    async def go():
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        threading.Thread(
+            target=lambda: srv.wait_scrapes(scrapes) and loop.call_soon_threadsafe(stop.set), daemon=True
+        ).start()
+        return await Monitor(cfg, open_sources(cfg), view).run(stop)
+
+    return asyncio.run(go())
 
 
 def test_live_view_draws_the_table():
@@ -66,11 +81,26 @@ def test_line_view_prints_events_and_status():
 def test_cli_json_contract_and_server_gone_exit_code():
     srv = FakeVllmServer()
     srv.kv, srv.preemptions = 0.2, 1
-    threading.Timer(1.5, srv.close).start()
+    threading.Thread(target=lambda: srv.wait_scrapes(6) and srv.close(), daemon=True).start()
     started = time.monotonic()
-    p = oomguard("--base-url", srv.base_url + "/v1", "--interval", "0.2", "--duration", "60", "--remote",
-                 "--gone-after", "0.5s", "--alert-kv", "0.1", "--for", "0.4s", "--format", "json")
-    assert time.monotonic() - started < 20
+    p = oomguard(
+        "--base-url",
+        srv.base_url + "/v1",
+        "--interval",
+        "0.2",
+        "--duration",
+        "60",
+        "--remote",
+        "--gone-after",
+        "0.5s",
+        "--alert-kv",
+        "0.1",
+        "--for",
+        "0.4s",
+        "--format",
+        "json",
+    )
+    assert time.monotonic() - started < 40
     assert p.returncode == 3, p.stderr
     d = json.loads(p.stdout)
     assert d["ended_by"] == "server-gone" and d["base_url"] == srv.base_url
@@ -86,7 +116,7 @@ def test_cli_text_summary_and_exit_codes():
         assert p.returncode == 0, p.stderr
         assert "ended by duration" in p.stdout and "alerts: none fired" in p.stdout
         srv.kv = 0.95
-        p = oomguard("--base-url", srv.base_url, "--interval", "0.1", "--duration", "0.8", "--remote", "--for", "0.2s")
+        p = oomguard("--base-url", srv.base_url, "--interval", "0.1", "--duration", "3", "--remote", "--for", "0.2s")
         assert p.returncode == 1 and "fired at" in p.stdout
     p = oomguard("--base-url", f"http://127.0.0.1:{refused_port()}", "--duration", "5")
     assert p.returncode == 4 and "unreachable" in p.stdout
@@ -112,16 +142,55 @@ def test_cli_compares_with_the_plan_of_a_launch(tmp_path):
     small = tmp_path / "small.sh"
     small.write_text(f"vllm serve {model} --enforce-eager --kv-cache-memory-bytes 16M --max-model-len 1024\n")
     with FakeVllmServer() as srv:
-        p = oomguard("--base-url", srv.base_url, "--interval", "0.1", "--duration", "0.5", "--remote",
-                     "--launch", str(good), "--gpu", "A100-80GB", "--format", "json")
+        p = oomguard(
+            "--base-url",
+            srv.base_url,
+            "--interval",
+            "0.1",
+            "--duration",
+            "3",
+            "--remote",
+            "--launch",
+            str(good),
+            "--gpu",
+            "A100-80GB",
+            "--format",
+            "json",
+        )
         assert p.returncode == 0, p.stderr
         pc = json.loads(p.stdout)["plan_comparison"]
         assert pc["predicted_kv_cache_tokens"] == pc["live_kv_cache_tokens"] == 131072
         assert pc["warnings"] == []
-        p = oomguard("--base-url", srv.base_url, "--interval", "0.1", "--duration", "0.5", "--remote",
-                     "--launch", str(small), "--gpu", "A100-80GB")
+        p = oomguard(
+            "--base-url",
+            srv.base_url,
+            "--interval",
+            "0.1",
+            "--duration",
+            "3",
+            "--remote",
+            "--launch",
+            str(small),
+            "--gpu",
+            "A100-80GB",
+        )
         assert "KV pool drift: the server allocated 131,072 tokens, the plan predicted 32,768" in p.stdout
         # the same comparison from vLLM flags given directly
-        p = oomguard("--base-url", srv.base_url, "--interval", "0.1", "--duration", "0.5", "--remote", "--gpu", "A100-80GB",
-                     "--model", str(model), "--kv-cache-memory-bytes", "16M", "--format", "json")
+        p = oomguard(
+            "--base-url",
+            srv.base_url,
+            "--interval",
+            "0.1",
+            "--duration",
+            "3",
+            "--remote",
+            "--gpu",
+            "A100-80GB",
+            "--model",
+            str(model),
+            "--kv-cache-memory-bytes",
+            "16M",
+            "--format",
+            "json",
+        )
         assert json.loads(p.stdout)["plan_comparison"]["predicted_kv_cache_tokens"] == 32768, p.stderr

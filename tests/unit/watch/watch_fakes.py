@@ -19,14 +19,16 @@ from pathlib import Path
 METRICS_TEXT = (Path(__file__).parent / "data" / "vllm-0.32.0-metrics.txt").read_text()
 
 _SERIES = {
-    "kv": re.compile(r'^(vllm:kv_cache_usage_perc\{[^}]*\}) \S+$', re.M),
-    "running": re.compile(r'^(vllm:num_requests_running\{[^}]*\}) \S+$', re.M),
-    "waiting": re.compile(r'^(vllm:num_requests_waiting\{[^}]*\}) \S+$', re.M),
-    "preemptions": re.compile(r'^(vllm:num_preemptions_total\{[^}]*\}) \S+$', re.M),
+    "kv": re.compile(r"^(vllm:kv_cache_usage_perc\{[^}]*\}) \S+$", re.M),
+    "running": re.compile(r"^(vllm:num_requests_running\{[^}]*\}) \S+$", re.M),
+    "waiting": re.compile(r"^(vllm:num_requests_waiting\{[^}]*\}) \S+$", re.M),
+    "preemptions": re.compile(r"^(vllm:num_preemptions_total\{[^}]*\}) \S+$", re.M),
 }
 
 
-def render_metrics(kv: float = 0.0, running: float = 0, waiting: float = 0, preemptions: float = 0, text: str = METRICS_TEXT) -> str:
+def render_metrics(
+    kv: float = 0.0, running: float = 0, waiting: float = 0, preemptions: float = 0, text: str = METRICS_TEXT
+) -> str:
     values = {"kv": kv, "running": running, "waiting": waiting, "preemptions": preemptions}
     for name, rx in _SERIES.items():
         text = rx.sub(lambda m, v=values[name]: f"{m.group(1)} {float(v)!r}", text)
@@ -44,6 +46,7 @@ class FakeVllmServer:
         self.hang = False
         self.status = 200
         self.scrapes = 0
+        self.on_scrape = None  # called with the scrape number before answering (scripted load)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -56,6 +59,8 @@ class FakeVllmServer:
                     return
                 if self.path == "/metrics":
                     fake.scrapes += 1
+                    if fake.on_scrape is not None:
+                        fake.on_scrape(fake.scrapes)
                     body = render_metrics(fake.kv, fake.running, fake.waiting, fake.preemptions).encode()
                     self.send_response(fake.status)
                     self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -75,6 +80,12 @@ class FakeVllmServer:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
+
+    def wait_scrapes(self, n: int, timeout: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.scrapes < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.scrapes >= n
 
     def close(self) -> None:
         self._httpd.shutdown()

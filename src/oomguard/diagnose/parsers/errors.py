@@ -15,7 +15,7 @@ import re
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import num, to_gib
-from oomguard.diagnose.parsers.prose import phase_hints
+from oomguard.diagnose.parsers.prose import looks_like_words, phase_hints
 
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 _METHOD = re.compile(r"Error executing method '?(\w+)'?")
@@ -129,7 +129,7 @@ def parse_errors(line: LogLine, col: Collector) -> None:
         if not line.kernel and _SIGKILL.search(msg):
             col.signal(Signal.SIGKILL, line, numbers={"exit_code": 137})
             return
-    if line.prose and "emory" in joined and _SHORTAGE.search(msg) and _HOST_WORDS.search(joined) and not _GPU_WORDS.search(joined):
+    if line.prose and "emory" in joined and _SHORTAGE.search(msg) and looks_like_words(msg) and _HOST_WORDS.search(joined) and not _GPU_WORDS.search(joined):
         col.signal(Signal.HOST_PROSE, line)
         return
     if any(k in msg for k in _ENGINE_DIED):
@@ -173,7 +173,7 @@ def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     if line.kernel:
         return False
     if re.search(r"\bOOM(?:s|ed|ing)?\b", msg) or ("out of memory" in msg.lower() and "Out of memory: Kill" not in msg):
-        if not re.search(r"\b(?:RAM|host memory|CPU memory|system memory|swap)\b", msg):
+        if (line.level or looks_like_words(msg)) and not re.search(r"\b(?:RAM|host memory|CPU memory|system memory|swap)\b", msg):
             col.signal(Signal.OOM_PROSE, line, hints=phase_hints(joined), numbers=_flags_mentioned(joined))
             return True
     return False
@@ -236,7 +236,8 @@ def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
             numbers["estimated_max_len"] = int(num(mm.group(1)))
         col.signal(Signal.KV_TOO_SMALL, line, numbers=numbers)
         return True
-    if re.search(r"(?:insufficient|not enough|too small|too little)\W+(?:\w+\W+){0,2}KV cache|KV cache (?:is )?too small", joined, re.IGNORECASE):
+    if re.search(r"(?:insufficient|not enough|too small|too little)\W+(?:\w+\W+){0,2}KV cache|KV cache (?:is )?too small",
+                 joined, re.IGNORECASE) and line.prose and looks_like_words(msg):
         col.signal(Signal.KV_PROSE, line, numbers=_flags_mentioned(joined))
         return True
     m = _MAMBA.search(msg)

@@ -23,5 +23,17 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+_WORD = re.compile(r"[A-Za-z][a-z]{1,14}|[A-Z]{2,6}s?|[\d.,]+[a-zA-Z%]{0,4}")
+
+
+def looks_like_words(text: str) -> bool:
+    """True for a sentence people wrote; False for random or binary-ish text that happens to contain "OOM"."""
+    tokens = [t for t in text.split() if any(ch.isalnum() for ch in t)]
+    if len(tokens) < 3:
+        return False
+    wordlike = sum(1 for t in tokens if _WORD.fullmatch(t.strip(".,:;!?()[]`*'\"")))
+    return wordlike >= 0.4 * len(tokens)
+
+
 def phase_hints(text: str) -> frozenset[str]:
     return frozenset(name for name, rx in _HINTS if rx.search(text))

@@ -1,0 +1,143 @@
+"""Fix builders for the non-memory classes: illegal memory access, arguments, configuration, Mamba, unknown.
+
+Rejected flags are explained with ``flags.hint_for`` (renames, removals, typos);
+configuration errors are mapped to the flag they name where possible.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from oomguard.diagnose.context import Context
+from oomguard.diagnose.events import Fix, Signal, Verdict
+from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.flags import hint_for, split_unrecognized
+from oomguard.diagnose.remedy import num_of
+
+
+def _ima(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
+    v.summary = ("CUDA illegal memory access / device-side assert: a kernel read or wrote out of bounds (a bug or a "
+                 "backend/quantization path issue), not an out-of-memory condition.")
+    v.fix.append(Fix("CUDA_LAUNCH_BLOCKING", 1, "environment variable: reports the failing kernel at its real call site"))
+    v.fix.append(Fix("--enforce-eager", True, "rules CUDA graphs in or out as the trigger"))
+    v.fix.append(Fix("VLLM_ATTENTION_BACKEND", "<another backend>", "environment variable: try another attention "
+                     "backend (FLASH_ATTN, FLASHINFER, TRITON_ATTN...) or upgrade vLLM"))
+
+
+def _bad_arg(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
+    whys = []
+    for m in members:
+        ev = m.event
+        if ev.signal == Signal.UNRECOGNIZED_ARGS:
+            pairs = split_unrecognized(str(ev.numbers.get("args", ""))) or [(str(ev.numbers.get("args", "")), None)]
+            if ev.numbers.get("keyword"):
+                pairs = [("--" + str(ev.numbers["args"]).replace("_", "-"), None)]
+            for flag, given in pairs:
+                hint = hint_for(flag, prog=ev.numbers.get("prog"), version=ctx.version)
+                if any(f.flag == (hint.suggestion or hint.flag) for f in v.fix):
+                    continue
+                value = given if given is not None else ctx.arg(flag.lstrip("-").replace("-", "_"))
+                if hint.suggestion:
+                    v.fix.append(Fix(hint.suggestion, value if value is not None else True, hint.why))
+                else:
+                    v.fix.append(Fix(hint.flag, None, hint.why))
+                whys.append(f"{flag} was rejected")
+        elif ev.signal == Signal.MODEL_NOT_FOUND:
+            v.fix.append(Fix("--model", "<local directory with config.json, or an existing Hugging Face repo id>",
+                             "the model path does not exist or is not a model directory"))
+            whys.append("the model path or repository id was not found")
+        elif ev.signal == Signal.INVALID_ARG_VALUE:
+            problem = str(ev.numbers.get("problem", ev.text))
+            arg = ev.numbers.get("arg") or _arg_in(problem)
+            whys.append(f"invalid value: {problem[:160]}")
+            if arg:
+                flag = arg.split("/")[0].strip() if arg.startswith("-") else "--" + arg.replace("_", "-")
+                bound = re.search(r"(?:less|greater) than or equal to ([\d.]+)", problem)
+                if "max_model_len" in problem and re.search(r"got \w+: 0\b|positive", problem):
+                    v.fix.append(Fix(flag, None, "0 no longer means auto: omit it (or pass a positive length)"))
+                elif flag == "--gpu-memory-utilization":
+                    v.fix.append(Fix(flag, 0.9, "a fraction of the device memory between 0 and 1; 0.9 is the usual default"))
+                elif bound:
+                    v.fix.append(Fix(flag, float(bound.group(1)) if "." in bound.group(1) else int(bound.group(1)),
+                                     problem[:200]))
+                else:
+                    v.fix.append(Fix(flag, "<valid value>", problem[:200]))
+    v.summary = "vLLM rejected its command line: " + ("; ".join(dict.fromkeys(whys)) or "invalid argument") + "."
+
+
+def _arg_in(text: str) -> str | None:
+    m = re.search(r"\b(max_model_len|max_num_seqs|max_num_batched_tokens|gpu_memory_utilization|tensor_parallel_size|"
+                  r"block_size|kv_cache_dtype|dtype|quantization|swap_space|max_logprobs)\b", text)
+    return m.group(1) if m else None
+
+
+def _max_len(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
+    asked, derived = num_of(members, "max_model_len"), num_of(members, "derived_max_len")
+    source = num_of(members, "derived_from") or "the model config"
+    v.summary = (f"--max-model-len {asked} is above the model's maximum {derived if derived else ''} "
+                 f"(from {source}).").replace("  ", " ")
+    if asked and derived:
+        v.numbers.append(f"max_model_len {asked} > derived {derived} ({source})")
+    v.fix.append(Fix("--max-model-len", derived if derived else "<model maximum>", "the longest context the model "
+                     "supports (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides, with RoPE scaling only)"))
+
+
+_FEATURE_FLAGS = (
+    (r"partial prefill", "--max-num-partial-prefills", None),
+    (r"prefix caching", "--no-enable-prefix-caching", True),
+    (r"chunked prefill", "--no-enable-chunked-prefill", True),
+    (r"speculative|spec decode|draft", "--speculative-config", None),
+    (r"lora", "--enable-lora", None),
+    (r"cascade", "--disable-cascade-attn", True),
+    (r"expert parallel", "--enable-expert-parallel", None),
+    (r"fp8 kv|kv cache dtype|kv_cache_dtype", "--kv-cache-dtype", "auto"),
+)
+
+
+def _config(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
+    world, gpus = num_of(members, "world_size"), num_of(members, "available_gpus")
+    heads, tp = num_of(members, "heads"), num_of(members, "tensor_parallel_size")
+    detail = str(num_of(members, "detail") or (members[0].event.text if members else ""))
+    if world and gpus:
+        v.summary = f"The launch asks for {world} GPUs but only {gpus} are visible."
+        v.fix.append(Fix("--tensor-parallel-size", gpus, "at most the number of visible GPUs (check CUDA_VISIBLE_DEVICES)"))
+        return
+    if heads and tp:
+        # GPU counts come in powers of two; the largest one that divides the heads.
+        best = max(d for d in (1, 2, 4, 8, 16, 32, 64) if d <= tp and heads % d == 0)
+        v.summary = f"The model's {heads} attention heads cannot be split across tensor-parallel size {tp}."
+        v.fix.append(Fix("--tensor-parallel-size", best, f"a divisor of {heads}"))
+        return
+    v.summary = f"vLLM rejected the configuration: {detail.strip()[:200]}"
+    low = detail.lower()
+    if "block size" in low:
+        v.fix.append(Fix("--block-size", None, "let vLLM pick a size every KV group supports (or use the size the model's recipe names)"))
+    elif "bfloat16" in low or "compute capability" in low:
+        v.fix.append(Fix("--dtype", "half", "this GPU lacks bfloat16 support"))
+    else:
+        for pattern, flag, value in _FEATURE_FLAGS:
+            if re.search(pattern, low):
+                v.fix.append(Fix(flag, value, "the feature is not supported here" if value is None else "disable the unsupported feature"))
+                break
+        else:
+            for flag in ctx.launch_flags:
+                words = set(flag.lstrip("-").split("-")) - {"max", "num", "enable", "no", "size"}
+                if words and all(w in low for w in words):
+                    v.fix.append(Fix(flag, None, "the message names this feature as unsupported"))
+                    break
+
+
+def _mamba(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
+    seqs, blocks = num_of(members, "max_num_seqs"), num_of(members, "mamba_blocks")
+    v.summary = (f"max_num_seqs {seqs} exceeds the {blocks} Mamba state blocks the KV budget leaves: each running "
+                 "sequence needs one.")
+    v.numbers.append(f"max_num_seqs {seqs} > Mamba blocks {blocks}")
+    value = blocks if blocks and blocks < 16 else (blocks - blocks % 8 if blocks else None)
+    v.fix.append(Fix("--max-num-seqs", value or "<below the Mamba block count>", "one Mamba state block per running sequence"))
+    v.fix.append(Fix("--max-model-len", "<shorter>", "a shorter context leaves more of the pool for state blocks"))
+
+
+def _unknown(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
+    text = members[-1].event.text if members else ""
+    v.summary = f"The engine failed without a recognised cause; last error: {text.strip()[:200]}"

@@ -1,0 +1,97 @@
+"""Shared arithmetic for the fix builders: where numbers come from and how a setting is stepped.
+
+A builder reads numbers from the merged signals of its verdict (``num``), the
+memory facts of the same run (``fact``), and the arguments that ran (``int_arg``);
+the step functions turn a current setting into a conservative new one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from oomguard.diagnose.context import Context
+from oomguard.diagnose.events import Fix
+from oomguard.diagnose.facts import Collector
+
+MAX_UTIL = 0.95
+
+
+def num_of(members: list[Any], key: str) -> Any:
+    for m in sorted(members, key=lambda c: -c.event.seq):
+        if key in m.event.numbers:
+            return m.event.numbers[key]
+    return None
+
+
+def fact_of(col: Collector, name: str, run: int | None = None) -> float | None:
+    facts = col.memory.get(name) or []
+    for fact in reversed(facts):
+        if run is None or fact.run == run:
+            return fact.value
+    return None
+
+
+def run_of(members: list[Any]) -> int | None:
+    return max((m.event.run for m in members), default=None)
+
+
+def util_of(ctx: Context, col: Collector, run: int | None) -> float | None:
+    return fact_of(col, "gpu_memory_utilization", run) or ctx.gpu_memory_utilization
+
+
+def default_util(ctx: Context) -> float:
+    v = ctx.version_tuple()
+    return 0.92 if v and v >= (0, 20) else 0.9
+
+
+def round_util(value: float) -> float:
+    return math.floor(min(value, MAX_UTIL) * 100) / 100
+
+
+def int_arg(ctx: Context, name: str) -> int | None:
+    value = ctx.arg(name)
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def lower_tokens(ctx: Context) -> int:
+    current = int_arg(ctx, "max_num_batched_tokens")
+    if current:
+        return max(2048, current // 2) if current > 2048 else max(512, current // 2)
+    return 4096
+
+
+def lower_seqs(ctx: Context, hint: int | None = None) -> int:
+    current = hint or int_arg(ctx, "max_num_seqs") or (1024 if ctx.engine == "V1" else 256)
+    return max(8, current // 4 if current >= 512 else current // 2)
+
+
+def primary_reason(members: list[Any]) -> str:
+    best = max(members, key=lambda m: m.confidence) if members else None
+    return best.reason if best else ""
+
+
+def cause_of(members: list[Any]) -> str | None:
+    for m in sorted(members, key=lambda c: -c.confidence):
+        if m.cause:
+            return m.cause
+    return None
+
+
+def human_bytes(n: float) -> str:
+    """Bytes as vLLM's human-readable ints read them (upper-case suffix = binary)."""
+    for suffix, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale:
+            return f"{math.ceil(n / scale)}{suffix}"
+    return str(math.ceil(n))
+
+
+def more_tp(ctx: Context, why: str) -> Fix:
+    tp = ctx.tensor_parallel_size
+    return Fix("--tensor-parallel-size", tp * 2, why)
+
+
+# --- builders ------------------------------------------------------------
