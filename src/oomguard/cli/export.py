@@ -216,9 +216,26 @@ def _apply_fix(args: argparse.Namespace, launch):
     return fixed_launch
 
 
+def _verify(text: str, target, launch, version: str | None) -> list[str]:
+    """Read the export back with oomguard's own readers; what differs from the launch."""
+    from oomguard.errors import OomguardError
+    from oomguard.export.launch import Target
+    from oomguard.export.readback import differences, expected_flags, read_back
+
+    try:
+        model, flags, _env = read_back(text, target, version=version)
+    except (OomguardError, ValueError) as exc:
+        return [f"reading it back failed: {exc}"]
+    if target is Target.ENV:
+        return []
+    problems = differences(expected_flags(launch.flags, version=version), flags)
+    if model != launch.model:
+        problems.append(f"model: exported {launch.model!r}, read back {model!r}")
+    return problems
+
+
 def _launch(args: argparse.Namespace) -> int:
     from oomguard.export.launch import ExportOptions, Target, render_launch
-    from oomguard.export.readback import differences, expected_flags, read_back
 
     launch = _read_target(args)
     if args.fix:
@@ -240,18 +257,14 @@ def _launch(args: argparse.Namespace) -> int:
     rendered = render_launch(launch, target, opts)
     for note in launch.notes:
         print(f"note: {note}", file=sys.stderr)
-    model, flags, _env = read_back(rendered.text, target, version=version)
-    if target is not target.ENV:
-        problems = differences(expected_flags(launch.flags, version=version), flags)
-        if model != launch.model:
-            problems.append(f"model: exported {launch.model!r}, read back {model!r}")
-        if problems:
-            print(
-                "oomguard export: error: the exported launch does not read back to the same flags "
-                "(please report this):\n  " + "\n  ".join(problems),
-                file=sys.stderr,
-            )
-            return EXIT_NOT_VERIFIED
+    problems = _verify(rendered.text, target, launch, version)
+    if problems:
+        print(
+            "oomguard export: error: the exported launch does not read back to the same flags "
+            "(please report this):\n  " + "\n  ".join(problems),
+            file=sys.stderr,
+        )
+        return EXIT_NOT_VERIFIED
     for note in rendered.notes:
         print(f"note: {note}", file=sys.stderr)
     _write(rendered.text, args.output)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from oomguard.diagnose import parsers
-from oomguard.diagnose.classes import InputKind
+from oomguard.diagnose.classes import InputKind, Phase
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.lines import parse_line
 from oomguard.diagnose.prefilter import FREQUENT, compiled
@@ -227,7 +227,10 @@ def _frequent(data: bytes, start: int, end: int, name: str, cursor: _Cursor, col
     """
     found = []
     tail = max(start, end - _TAIL_WINDOW)
+    serving = col.state.phase == Phase.SERVING
     for needle in FREQUENT:
+        if serving and needle != FREQUENT[0]:
+            continue  # request lines only say "serving", which is known; the metrics line still counts requests
         pos = data.rfind(needle, tail, end)
         if pos < 0 and tail > start and (needle in seen or not seen):
             pos = data.rfind(needle, start, tail + len(needle))

@@ -167,7 +167,7 @@ class NvidiaSmiParser:
             if m:
                 gpu, pid, kind, name, used = m.groups()
                 key = (int(gpu), int(pid))
-                if key not in self._seen_pids:
+                if key not in self._seen_pids and len(self._seen_pids) < 1000:
                     self._seen_pids.add(key)
                     self._report.processes.append(
                         GpuProcess(int(gpu), int(pid), name.strip(), None if used == "N/A" else int(used) * MiB, kind)
@@ -219,7 +219,7 @@ class NvidiaSmiParser:
             except ValueError:
                 return
             key = (None, pid)
-            if key not in self._seen_pids:
+            if key not in self._seen_pids and len(self._seen_pids) < 1000:
                 self._seen_pids.add(key)
                 self._report.processes.append(GpuProcess(None, pid, row.get("process_name", "?"), _mib(used)))
             return

@@ -449,3 +449,50 @@ def apply_overrides(model, flags: dict):
         return model
     m = replace(model, **changes)
     return replace(m, derived_max_model_len=derive_max_model_len(m.max_position_embeddings, m.rope_scaling, m.model_type))
+
+
+def _typed(value):
+    if isinstance(value, str):
+        for conv in (int, float):
+            try:
+                return conv(value)
+            except ValueError:
+                pass
+        low = value.lower()
+        if low in ("true", "false"):
+            return low == "true"
+    return value
+
+
+def predict_fix_effect(*, model, gpu, num_gpus=None, args=None, flag: str, value, vllm_version=None) -> str | None:
+    """Before/after of one flag edit, for ``diagnose``'s fixes (model and GPU given by the user).
+
+    ``model``/``gpu`` may be names (resolved here) or already-built objects; ``args`` are the
+    non-default arguments the log showed (keys as dests or options).
+    """
+    from oomguard.inputs.hardware import lookup_gpu
+    from oomguard.inputs.model_config import load_model
+
+    m = load_model(model, allow_hub=False) if isinstance(model, str) else model
+    g = lookup_gpu(gpu) if isinstance(gpu, str) else gpu
+    flags = {}
+    for k, v in (args or {}).items():
+        dest = str(k).lstrip("-").replace("-", "_")
+        if dest not in ("model", "served_model_name", "host", "port"):
+            flags[dest] = _typed(v)
+    before = plan_launch(m, g, flags, version=vllm_version, num_gpus=num_gpus)
+    dest = flag.lstrip("-").replace("-", "_")
+    after_flags = dict(flags)
+    after_flags[dest] = _typed(value) if not isinstance(value, bool) else value
+    after = plan_launch(m, g, after_flags, version=vllm_version, num_gpus=num_gpus)
+
+    def state(p: Plan) -> str:
+        if p.starts:
+            return f"starts, {p.kv_cache_tokens:,} KV tokens ({p.max_concurrency:.2f}x at {p.settings.max_model_len:,})"
+        return f"fails: {p.failure.value}"
+
+    return (
+        f"KV pool {_fmt_gib(before.tight_rank.kv_bytes)} → {_fmt_gib(after.tight_rank.kv_bytes)} GiB, "
+        f"activation {_fmt_gib(before.tight_rank.activation.bytes)} → {_fmt_gib(after.tight_rank.activation.bytes)} GiB; "
+        f"{state(before)} → {state(after)}"
+    )

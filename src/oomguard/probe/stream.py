@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from oomguard.probe.client import ProbeClient
 
 DONE = "[DONE]"
+_DONE = b"[DONE]"
 _IDENTITY = {"Accept-Encoding": "identity"}
 _FIELDS = ("data", "event", "id", "retry")
 
@@ -32,33 +33,43 @@ class MalformedSSE(Exception):
 
 
 class SSEParser:
-    """Line-at-a-time SSE decoder returning each event's data payload."""
+    """Line-at-a-time SSE decoder returning each event's data payload (bytes, as received).
+
+    Works on bytes: ``json.loads`` takes them as they are, and the common line
+    (``data: {...}``) costs one ``startswith`` and one slice.
+    """
 
     def __init__(self) -> None:
-        self._data: list[str] = []
+        self._data: list[bytes] = []
 
-    def feed(self, line: str) -> str | None:
+    def feed(self, line: bytes | str) -> bytes | None:
         """Feed one line (without its newline). Returns a complete payload or None."""
-        line = line.rstrip("\r")
-        if line == "":
+        if isinstance(line, str):
+            line = line.encode()
+        if line.startswith(b"data: "):
+            self._data.append(line[6:].rstrip(b"\r"))
+            return None
+        line = line.rstrip(b"\r")
+        if not line:
             if not self._data:
                 return None
-            payload, self._data = "\n".join(self._data), []
+            payload = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+            self._data = []
             return payload
-        if line.startswith(":"):
+        if line.startswith(b":"):
             return None  # comment / keep-alive
-        name, sep, value = line.partition(":")
-        if not sep or name not in _FIELDS:
-            raise MalformedSSE(f"not an SSE line: {line[:120]!r}")
-        if name == "data":
-            self._data.append(value[1:] if value.startswith(" ") else value)
+        name, sep, value = line.partition(b":")
+        if not sep or name.decode(errors="replace") not in _FIELDS:
+            raise MalformedSSE(f"not an SSE line: {line[:120].decode(errors='replace')!r}")
+        if name == b"data":
+            self._data.append(value[1:] if value.startswith(b" ") else value)
         return None
 
-    def flush(self) -> str | None:
+    def flush(self) -> bytes | None:
         """A payload left without its terminating blank line (tolerated at EOF)."""
         if not self._data:
             return None
-        payload, self._data = "\n".join(self._data), []
+        payload, self._data = b"\n".join(self._data), []
         return payload
 
 
@@ -199,7 +210,7 @@ async def _stream(
                 *complete, pending = pending.split(b"\n")
                 for raw in complete:
                     try:
-                        data = parser.feed(raw.decode("utf-8", errors="replace"))
+                        data = parser.feed(raw)
                     except MalformedSSE as exc:
                         raise ClientFailure(ProbeClass.STREAM_BROKEN, f"malformed SSE: {exc}") from None
                     if data is None:
@@ -218,7 +229,7 @@ async def _stream(
                     break
             if not record.done_seen and pending:
                 try:
-                    data = parser.feed(pending.decode("utf-8", errors="replace"))
+                    data = parser.feed(pending)
                 except MalformedSSE as exc:
                     raise ClientFailure(ProbeClass.STREAM_BROKEN, f"malformed SSE: {exc}") from None
                 if data is not None:
@@ -240,28 +251,32 @@ async def _stream(
     record.ok = True
 
 
+def _snip(data: bytes) -> str:
+    return repr(data[:120].decode("utf-8", errors="replace"))
+
+
 async def _drain(chunks: Any) -> None:
     async for _ in chunks:
         pass
 
 
 def _handle(
-    data: str,
+    data: bytes,
     record: RequestRecord,
     clock_zero: float,
     on_first_token: Any,
     last_token_t: float | None,
 ) -> bool:
     """Account one SSE payload; True when it carried generated text."""
-    if data.strip() == DONE:
+    if data.strip() == _DONE:
         record.done_seen = True
         return False
     try:
         chunk = json.loads(data)
     except ValueError:
-        raise ClientFailure(ProbeClass.STREAM_BROKEN, f"malformed SSE: payload is not JSON: {data[:120]!r}") from None
+        raise ClientFailure(ProbeClass.STREAM_BROKEN, f"malformed SSE: payload is not JSON: {_snip(data)}") from None
     if not isinstance(chunk, dict):
-        raise ClientFailure(ProbeClass.STREAM_BROKEN, f"malformed SSE: payload is not an object: {data[:120]!r}")
+        raise ClientFailure(ProbeClass.STREAM_BROKEN, f"malformed SSE: payload is not an object: {_snip(data)}")
     if "error" in chunk and not chunk.get("choices"):
         err = chunk["error"]
         code = err.get("code") if isinstance(err, dict) else None

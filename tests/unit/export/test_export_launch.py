@@ -257,3 +257,15 @@ def test_cli_fix_exports_checks_corrected_launch():
     # S1's token budget equal to the whole 1M context is what check fixes (chunked prefill)
     assert data["max-num-batched-tokens"] < 1048576
     assert "--fix applied" in p.stderr
+
+
+def test_a_tampered_export_is_caught_before_printing():
+    from oomguard.cli.export import _verify
+
+    launch, version = scenario("s2")
+    text = render_launch(launch, Target.DOCKER, ExportOptions(vllm_version=version)).text
+    assert _verify(text, Target.DOCKER, launch, version) == []
+    bad = text.replace("--max-model-len 8192", "--max-model-len 4096")
+    assert _verify(bad, Target.DOCKER, launch, version) == ["max_model_len: exported 8192, read back 4096"]
+    broken = text.replace("--max-model-len 8192", "--max-model-len '8192")
+    assert _verify(broken, Target.DOCKER, launch, version)[0].startswith("reading it back failed")

@@ -50,9 +50,9 @@ def _strategy(flag):
         opts = [c for c in flag.choices if isinstance(c, str) and c and not c.startswith("-")]
         return st.sampled_from(opts) if opts and t == "str" else None
     if t in ("int", "size"):
-        return st.integers(0, 2**42)
+        return st.integers(1, 2**42)  # the reader rejects 0 for counts such as --max-num-seqs
     if t == "float":
-        return st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
+        return st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
     if t == "json":
         return json_dict
     if t == "list":

@@ -18,10 +18,10 @@ def test_parser_events_comments_and_multiline():
     assert p.feed("event: message") is None
     assert p.feed("data: {\"a\":") is None
     assert p.feed("data: 1}") is None
-    assert p.feed("") == '{"a":\n1}'
+    assert p.feed("") == b'{"a":\n1}'
     assert p.feed("") is None
     assert p.feed("data:[DONE]\r") is None
-    assert p.flush() == "[DONE]"
+    assert p.flush() == b"[DONE]"
 
 
 def test_parser_rejects_garbage_lines():

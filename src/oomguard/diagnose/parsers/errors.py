@@ -37,6 +37,7 @@ _GPU_OOM_MARKERS = ("CUDA out of memory", "HIP out of memory", "XPU out of memor
                     "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation",
                     "hipErrorOutOfMemory", "CUDNN_STATUS_ALLOC_FAILED", "NCCL WARN Cuda failure 'out of memory'",
                     "Tried to allocate")
+_GPU_OOM_MARKERS_RX = re.compile("|".join(map(re.escape, _GPU_OOM_MARKERS)))
 _HOST_WORDS = re.compile(r"\b(?:RAM|host memory|CPU memory|system memory|swap|memory is \d+\s*G|\d+\s*GB? of RAM)", re.IGNORECASE)
 _GPU_WORDS = re.compile(r"\b(?:GPU|CUDA|VRAM|HBM|KV cache|HIP)\b", re.IGNORECASE)
 _SHORTAGE = re.compile(r"insufficient|not enough|ran out of|run(?:ning)? out of|exhausted|out of memory|too little", re.IGNORECASE)
@@ -85,18 +86,23 @@ _MODEL_NOT_FOUND = ("Invalid repository ID or local directory", "is not a local 
                     "Repo id must use alphanumeric", "RepositoryNotFoundError", "HFValidationError",
                     "No such file or directory", "Can't load the configuration of", "not a valid model identifier",
                     "Unrecognized model in")
+_MODEL_NOT_FOUND_RX = re.compile("|".join(map(re.escape, _MODEL_NOT_FOUND)))
 _CONFIG = ("not supported", "Not supported", "is unsupported", "Unsupported", "does not support", "No common block size",
            "must be divisible", "is larger than the number of available GPUs", "exceeds the total number of available GPUs",
            "compute capability", "is not compatible", "not implemented", "NotImplementedError", "is not divisible",
            "only supported", "requires", "cannot be used with", "is not available")
+_CONFIG_RX = re.compile("|".join(map(re.escape, _CONFIG)))
 _IMA = ("illegal memory access", "device-side assert", "misaligned address", "illegal instruction",
         "unspecified launch failure", "CUDA_ERROR_ILLEGAL_ADDRESS")
+_IMA_RX = re.compile("|".join(map(re.escape, _IMA)))
 _HOST_ALLOC = ("DefaultCPUAllocator: can't allocate memory", "Cannot allocate memory", "cannot allocate memory",
                "std::bad_alloc", "node running low on memory", "OOMKilled", "killed by the OOM killer",
                "Failed with result 'oom-kill'", "NODE_OUT_OF_MEMORY", "Unable to allocate pinned memory")
+_HOST_ALLOC_RX = re.compile("|".join(map(re.escape, _HOST_ALLOC)))
 _ENGINE_DIED = ("EngineCore failed to start", "Engine core initialization failed", "EngineCore encountered a fatal error",
                 "EngineDeadError", "died unexpectedly", "WorkerProc failed to start", "WorkerProc hit an exception",
                 "Engine process failed to start", "Error executing method")
+_ENGINE_DIED_RX = re.compile("|".join(map(re.escape, _ENGINE_DIED)))
 
 
 def parse_errors(line: LogLine, col: Collector) -> None:
@@ -119,10 +125,10 @@ def parse_errors(line: LogLine, col: Collector) -> None:
         return
     if _arguments(line, col, msg):
         return
-    if any(k in msg for k in _IMA):
+    if _IMA_RX.search(msg):
         col.signal(Signal.ILLEGAL_MEMORY_ACCESS, line)
         return
-    if not line.kernel and any(k in msg for k in _HOST_ALLOC) or (msg.startswith("MemoryError") and not line.kernel):
+    if not line.kernel and _HOST_ALLOC_RX.search(msg) or (msg.startswith("MemoryError") and not line.kernel):
         col.signal(Signal.HOST_ALLOC_FAILURE, line)
         return
     if "Killed" in msg or "KILL" in msg or "137" in msg or "-9" in msg or "signal 9" in msg:
@@ -132,7 +138,7 @@ def parse_errors(line: LogLine, col: Collector) -> None:
     if line.prose and "emory" in joined and _SHORTAGE.search(msg) and looks_like_words(msg) and _HOST_WORDS.search(joined) and not _GPU_WORDS.search(joined):
         col.signal(Signal.HOST_PROSE, line)
         return
-    if any(k in msg for k in _ENGINE_DIED):
+    if _ENGINE_DIED_RX.search(msg):
         numbers = {}
         e = _EXIT_CODE.search(msg)
         if e:
@@ -161,7 +167,7 @@ def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         return True
     if "node running low on memory" in msg or "ray.exceptions.OutOfMemoryError" in msg:
         return False  # Ray's host-memory monitor: handled as host OOM
-    if any(k in msg for k in _GPU_OOM_MARKERS) or ("out of memory" in msg and not line.kernel and _gpu_context(msg)):
+    if _GPU_OOM_MARKERS_RX.search(msg) or ("out of memory" in msg and not line.kernel and _gpu_context(msg)):
         numbers = _oom_numbers(msg)
         col.signal(Signal.CUDA_OOM, line, numbers=numbers, hints=phase_hints(joined) if line.prose else frozenset())
         if "gpu" in numbers and "total_gib" in numbers:
@@ -317,15 +323,15 @@ def _arguments(line: LogLine, col: Collector, msg: str) -> bool:
             config = st.pending_validation.pop(line.proc)
             field = st.pending_field.pop(line.proc, None)
             detail = v.group(1) if not msg.startswith("Input should") else msg
-            if any(k in detail for k in _MODEL_NOT_FOUND):
+            if _MODEL_NOT_FOUND_RX.search(detail):
                 col.signal(Signal.MODEL_NOT_FOUND, line, numbers={"config": config})
-            elif any(k in detail for k in _CONFIG) and not re.search(r"must be|should be|got \w+:|invalid", detail):
+            elif _CONFIG_RX.search(detail) and not re.search(r"must be|should be|got \w+:|invalid", detail):
                 col.signal(Signal.CONFIG_REJECTED, line, numbers={"config": config, "detail": detail[:300]})
             else:
                 col.signal(Signal.INVALID_ARG_VALUE, line, numbers={
                     "config": config, "problem": detail[:300], **({"arg": field} if field else {})})
             return True
-    if any(k in msg for k in _MODEL_NOT_FOUND) and ("model" in msg.lower() or "repo" in msg.lower() or "config" in msg):
+    if _MODEL_NOT_FOUND_RX.search(msg) and ("model" in msg.lower() or "repo" in msg.lower() or "config" in msg):
         col.signal(Signal.MODEL_NOT_FOUND, line)
         return True
     return False
@@ -342,7 +348,7 @@ def _config(line: LogLine, col: Collector, msg: str) -> bool:
         return True
     exc = _EXCEPTION.match(msg)
     is_exception = exc is not None and exc.group(1) in ("ValueError", "NotImplementedError", "AssertionError", "RuntimeError", "TypeError")
-    if any(k in msg for k in _CONFIG) and (is_exception or line.level == "ERROR"):
+    if _CONFIG_RX.search(msg) and (is_exception or line.level == "ERROR"):
         col.signal(Signal.CONFIG_REJECTED, line, numbers={"detail": msg[:300]})
         return True
     return False

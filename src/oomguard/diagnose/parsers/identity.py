@@ -51,6 +51,11 @@ _READY = ("init engine (profile, create kv cache, warmup model) took", "Starting
 _SERVING = ('"POST /', "Received request", "Added request", "Finished request")
 _MODEL_KEYS = ("model", "model_tag")
 _MAX_ARG_VALUE = 300
+_STARTING_RX = re.compile("|".join(map(re.escape, _STARTING)))
+_LOADING_RX = re.compile("|".join(map(re.escape, _LOADING)))
+_PROFILING_RX = re.compile("|".join(map(re.escape, _PROFILING)))
+_READY_RX = re.compile("|".join(map(re.escape, _READY)))
+_SERVING_RX = re.compile("|".join(map(re.escape, _SERVING)))
 
 
 def parse_identity(line: LogLine, col: Collector) -> None:
@@ -60,7 +65,7 @@ def parse_identity(line: LogLine, col: Collector) -> None:
         col.engine = col.engine or "V1"
     elif "V0 LLM engine" in msg or "VllmWorkerProcess" in line.proc:
         col.engine = col.engine or "V0"
-    m = _ENGINE_CONFIG.search(msg)
+    m = _ENGINE_CONFIG.search(msg) if "with config:" in msg else None
     if m:
         if m.group(1):
             col.engine = m.group(1)
@@ -70,10 +75,10 @@ def parse_identity(line: LogLine, col: Collector) -> None:
             col.version = m.group(2)
         for key, value in _CONFIG_PAIR.findall(m.group(3)):
             _set_arg(col, key, value, from_config=True)
-    m = _NON_DEFAULT.search(msg)
+    m = _NON_DEFAULT.search(msg) if "non-default args" in msg else None
     if m:
         _parse_dict_args(m.group(1), col)
-    m = _NAMESPACE.search(msg)
+    m = _NAMESPACE.search(msg) if "Namespace(" in msg else None
     if m:
         for key, value in _CONFIG_PAIR.findall(m.group(1)):
             if value.strip() not in ("None", "False") or key in ("enforce_eager",):
@@ -85,15 +90,15 @@ def parse_identity(line: LogLine, col: Collector) -> None:
         b = _BANNER_MODEL.search(msg)
         if b:
             col.model = col.model or b.group(1)
-    m = _PLATFORM.search(msg)
+    m = _PLATFORM.search(msg) if "platform" in msg else None
     if m:
         col.platform = m.group(1).lower()
     elif line.src and line.src.startswith(("cpu_worker.py", "cpu_model_runner.py")) and col.platform is None:
         col.platform = "cpu"
-    m = _MAX_LEN.search(msg)
+    m = _MAX_LEN.search(msg) if "max model len" in msg else None
     if m:
         col.args.setdefault("max_model_len", int(m.group(1)))
-    m = _CHUNKED.search(msg)
+    m = _CHUNKED.search(msg) if "Chunked prefill" in msg else None
     if m:
         col.args.setdefault("max_num_batched_tokens", int(m.group(1)))
     _phase_markers(line, col)
@@ -111,19 +116,19 @@ def _version(msg: str, col: Collector) -> None:
 
 def _phase_markers(line: LogLine, col: Collector) -> None:
     msg = line.message
-    if any(k in msg for k in _STARTING):
+    if _STARTING_RX.search(msg):
         col.set_phase(Phase.STARTING, line)
         return
-    if "took" not in msg and any(k in msg for k in _LOADING):
+    if "took" not in msg and _LOADING_RX.search(msg):
         col.advance_phase(Phase.LOADING, line)
         return
-    if any(k in msg for k in _PROFILING) and "CUDA graph" not in msg:
+    if _PROFILING_RX.search(msg) and "CUDA graph" not in msg:
         col.advance_phase(Phase.PROFILING, line)
         return
-    if any(k in msg for k in _READY):
+    if _READY_RX.search(msg):
         col.advance_phase(Phase.READY, line)
         return
-    m = _METRICS.search(msg)
+    m = _METRICS.search(msg) if "Running:" in msg else None
     if m:
         running, swapped, waiting, kv_usage = m.groups()
         t = _THROUGHPUT.search(msg)
@@ -137,7 +142,7 @@ def _phase_markers(line: LogLine, col: Collector) -> None:
         busy = int(running) > 0 or (t is not None and (float(t.group(1)) > 0 or float(t.group(2)) > 0))
         col.advance_phase(Phase.SERVING if busy else Phase.READY, line)
         return
-    if any(k in msg for k in _SERVING):
+    if _SERVING_RX.search(msg):
         col.advance_phase(Phase.SERVING, line)
 
 

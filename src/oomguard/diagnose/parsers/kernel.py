@@ -30,6 +30,7 @@ _USAGE = re.compile(r"memory: usage (\d+)kB, limit (\d+)kB, failcnt (\d+)")
 _SYSTEMD = ("killed by the OOM killer", "Failed with result 'oom-kill'", "OOMKilled", "oom_kill")
 # Process names a vLLM server runs under (comm is cut to 15 characters).
 VLLM_PROCESS = re.compile(r"^(?:python[\d.]*|vllm|pt_main_thread|ray::\S*|VLLM::\S*|uvicorn|torchrun|pt_elastic)$")
+_SYSTEMD_RX = re.compile("|".join(map(re.escape, _SYSTEMD)))
 
 
 def parse_kernel(line: LogLine, col: Collector) -> bool:
@@ -50,6 +51,7 @@ def parse_kernel(line: LogLine, col: Collector) -> bool:
                               "CONSTRAINT_MEMCG" if cgroup_kill else None, None, line.file, line.line, line.raw.strip()[:500])
             _merge_context(col, kill)
             col.kernel_kills.append(kill)
+            _bound(col.kernel_kills)
             col.signal(Signal.KERNEL_OOM_KILL, line, numbers={
                 "pid": pid, "name": name, "cgroup": cgroup_kill,
                 **({"anon_rss_gib": kill.anon_rss_bytes / (1 << 30)} if kill.anon_rss_bytes else {}),
@@ -58,12 +60,14 @@ def parse_kernel(line: LogLine, col: Collector) -> bool:
             return True
     if "invoked oom-killer" in msg:
         m = _INVOKED.search(msg)
+        _bound(col.kernel_memory)
         col.kernel_memory.append({"event": "oom-killer invoked", "by": m.group(1) if m else None,
                                   "file": line.file, "line": line.line})
         return True
     if "oom-kill:" in msg:
         m = _OOM_KILL.search(msg)
         if m:
+            _bound(col.kernel_memory)
             col.kernel_memory.append({"event": "oom-kill", "constraint": m.group(1), "cgroup": m.group(2),
                                       "task": m.group(3), "pid": int(m.group(4)) if m.group(4) else None,
                                       "file": line.file, "line": line.line})
@@ -74,16 +78,23 @@ def parse_kernel(line: LogLine, col: Collector) -> bool:
     if "memory: usage" in msg:
         m = _USAGE.search(msg)
         if m:
+            _bound(col.kernel_memory)
             col.kernel_memory.append({"event": "cgroup usage", "usage_bytes": int(m.group(1)) * 1024,
                                       "limit_bytes": int(m.group(2)) * 1024, "failcnt": int(m.group(3)),
                                       "file": line.file, "line": line.line})
             return True
     if "oom_reaper" in msg:
         return True
-    if any(k in msg for k in _SYSTEMD):
+    if _SYSTEMD_RX.search(msg):
         col.signal(Signal.KERNEL_OOM_KILL, line, numbers={"vllm_process": "vllm" in msg.lower(), "systemd": True})
         return True
     return False
+
+
+def _bound(records: list, limit: int = 100) -> None:
+    """Keep the most recent records only: a kernel log can hold thousands of kills."""
+    if len(records) >= limit:
+        del records[: len(records) - limit + 1]
 
 
 def _already_recorded(col: Collector, pid: int, rss: dict[str, int]) -> bool:

@@ -57,10 +57,18 @@ _CACHE_INFO_BLOCKS = re.compile(r"num_gpu_blocks is:\s*(\d+)")
 _CAPTURING = ("Capturing cudagraphs", "Capturing CUDA graph", "Capturing the model for CUDA graphs",
               "Capturing CUDA graphs", "capturing CUDA graph", "Profiling CUDA graph memory",
               "CUDA graphs can take additional")
+_CAPTURING_RX = re.compile("|".join(map(re.escape, _CAPTURING)))
+
+
+# Every memory line contains one of these; anything else skips the ~20 patterns below.
+_MEMORY_HINT = re.compile(r"GiB|GB|blocks|oncurrency|KV cache|raph|apturing|Memory profiling|gpu_memory_utilization|"
+                          r"total_gpu_memory|non_torch|activation peak|weights take")
 
 
 def parse_memory(line: LogLine, col: Collector) -> None:
     msg = line.message
+    if not _MEMORY_HINT.search(msg):
+        return
     if "took" in msg:
         m = _WEIGHTS.search(msg)
         if m:
@@ -169,7 +177,7 @@ def parse_memory(line: LogLine, col: Collector) -> None:
     if m:
         col.add_memory("num_gpu_blocks", int(m.group(1)), "blocks", line)
         return
-    if any(marker in msg for marker in _CAPTURING):
+    if _CAPTURING_RX.search(msg):
         col.advance_phase(Phase.GRAPH_CAPTURE, line)
 
 
