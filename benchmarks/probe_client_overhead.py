@@ -90,7 +90,8 @@ async def _drive(
     builder = await make_builder(client, model, True)
     samplers: list = []
     if sampling:
-        samplers.append(MetricsSampler(ProbeClient(url, max_connections=1)))
+        scrape, _ = load_transport(transport, url, trust_env=True, max_connections=1)
+        samplers.append(MetricsSampler(ProbeClient(url, max_connections=1, transport=scrape)))
         pid = find_server_pid(url.port)
         if pid:
             samplers.append(RssSampler(ProcessTree(pid)))

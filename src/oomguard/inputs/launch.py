@@ -70,13 +70,23 @@ class Launch:
         """The launch as ``vllm serve`` arguments (for printing and export)."""
         from oomguard.inputs.render import flags_to_argv
 
-        return flags_to_argv(self.model, self.flags)
+        return flags_to_argv(self.model, self.flags, version=self.version)
 
 
 def _release(version: str | None):
     from oomguard.versions import get_release
 
     return get_release(version)
+
+
+class _Item:
+    """A list flag's element type, seen as a flag of its own for conversion."""
+
+    def __init__(self, flag):
+        self.dest = flag.dest
+        self.type = getattr(flag, "item", None) or "str"
+        self.choices = None
+        self.accepts_auto = False
 
 
 def convert_value(flag, text: str, *, file: str | None, line: int | None, option: str) -> Any:
@@ -222,7 +232,8 @@ def parse_flag_words(
                     while i < len(ws) and not ws[i].text.startswith("--"):
                         vals.append(ws[i].text)
                         i += 1
-                    value = [convert_value(flag, v, file=file, line=line, option=opt) if flag.type != "list" else v for v in vals]
+                    item_flag = _Item(flag) if getattr(flag, "item", None) else flag
+                    value = [convert_value(item_flag, v, file=file, line=line, option=opt) if (flag.type != "list" or getattr(flag, "item", None)) else v for v in vals]
                 else:
                     value = convert_value(flag, text, file=file, line=line, option=opt)
             if flag.dest == "model":
@@ -298,6 +309,10 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, version: str | None, 
             value = convert_value(flag, value, file=file, line=line, option=opt)
         elif flag.type == "bool" and not isinstance(value, bool):
             value = convert_value(flag, str(value), file=file, line=line, option=opt)
+        if flag.type == "bool" and res.negated and isinstance(value, bool):
+            value = not value  # no-enable-prefix-caching: true
+        if isinstance(value, list) and getattr(flag, "item", None) in ("int", "float"):
+            value = [convert_value(_Item(flag), str(v), file=file, line=line, option=opt) for v in value]
         launch.flags[flag.dest] = value
         launch.sites[flag.dest] = FlagSite(opt, file, line, yaml_key=str(key))
 

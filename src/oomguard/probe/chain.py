@@ -18,15 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.probe.classes import ProbeClass, Severity
-from oomguard.probe.client import (
-    REDACTED,
-    ClientFailure,
-    ProbeClient,
-    ServerURL,
-    classify_status,
-    error_message,
-    proxy_for,
-)
+from oomguard.probe.classify import ClientFailure, classify_status, error_message
+from oomguard.probe.client import REDACTED, ProbeClient, ServerURL, proxy_for
 from oomguard.probe.stream import RequestRecord, stream_request
 
 NO_SUCH_MODEL = "oomguard-probe-no-such-model"

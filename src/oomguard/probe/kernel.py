@@ -101,6 +101,8 @@ class KernelOomSampler(ThreadedSampler):
 
     def __init__(self, reader: Callable[[], list[str]]):
         self._reader = reader
+        # A non-blocking /dev/kmsg read is cheap enough for the event loop; dmesg is a subprocess.
+        self.inline = isinstance(reader, _KmsgReader)
         self.kills: list[OomKill] = []
         self.lines: list[str] = []
 

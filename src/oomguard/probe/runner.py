@@ -338,7 +338,13 @@ async def _stage_two(
         )
     load = make_client(outcome.trust_env, read_s=config.stall_timeout_s, pool=pool + 2, transport=fast)
     in_flight = [0]
-    samplers = sampler_factory(config, outcome, run, lambda trust: make_client(trust, pool=1))
+    def metrics_client(trust: bool) -> ProbeClient:
+        scrape = None
+        if config.transport is None:  # ~50 kB per scrape: the cheaper parser helps here too
+            scrape, _ = load_transport(config.http_transport, config.url, trust_env=trust, max_connections=1)
+        return make_client(trust, pool=1, transport=scrape)
+
+    samplers = sampler_factory(config, outcome, run, metrics_client)
     loop = SamplingLoop(samplers, config.bounds.sample_interval_s, zero, in_flight=lambda: in_flight[0])
     for name, st in loop.status.items():
         if name in run.samplers:

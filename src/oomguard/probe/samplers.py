@@ -56,15 +56,23 @@ class MemorySampler(Protocol):
 
 
 class ThreadedSampler:
-    """Base for samplers whose reading blocks: run it off the event loop."""
+    """Base for samplers whose reading blocks: run it off the event loop.
+
+    ``inline`` readers (a few /proc reads, well under a millisecond) run on the
+    loop instead: a thread hand-off per tick costs more CPU than the read, through
+    GIL contention with the streams the loop is serving.
+    """
 
     source: Source
     name: str
+    inline: bool = False
 
     def sample_sync(self, t: float) -> list[Sample]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     async def sample(self, t: float) -> list[Sample]:
+        if self.inline:
+            return self.sample_sync(t)
         return await asyncio.to_thread(self.sample_sync, t)
 
     async def close(self) -> None:
@@ -267,6 +275,7 @@ class RssSampler(ThreadedSampler):
 
     source = Source.RSS
     name = "rss"
+    inline = True  # /proc/<pid>/statm per process, cached psutil handles
 
     REFRESH_S = 5.0  # how often the list of children is walked again
 

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from oomguard.probe.classes import ProbeClass
-from oomguard.probe.client import ClientFailure, classify_exception, classify_status, decode_body
+from oomguard.probe.classify import ClientFailure, classify_exception, classify_status
+from oomguard.probe.client import decode_body
 
 if TYPE_CHECKING:
     from oomguard.probe.client import ProbeClient

@@ -144,3 +144,11 @@ def test_unset_variable_in_numeric_flag_is_a_located_error():
 def test_zero_max_model_len_rejected():
     with pytest.raises(InputError, match="0 is not a valid"):
         parse_flags(["--max-model-len", "0"])
+
+
+def test_list_items_typed_and_yaml_negation(tmp_path):
+    launch = parse_flags(["--cudagraph-capture-sizes", "1", "2", "4"], version="0.33")
+    assert launch.flags["cudagraph_capture_sizes"] == [1, 2, 4]
+    y = tmp_path / "c.yaml"
+    y.write_text("model: m\nno-enable-prefix-caching: true\n")
+    assert read_launch(y, version="0.33").flags["enable_prefix_caching"] is False
