@@ -74,6 +74,7 @@ sizes. A case vLLM refuses is recorded with ``"error"`` (exception type and firs
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import re
@@ -133,7 +134,7 @@ CASES: list[tuple[str, int, str]] = [
     ("google__gemma-4-26B-A4B", 2, "auto"),
     ("zai-org__GLM-4.7", 4, "auto"),
     ("MiniMaxAI__MiniMax-M2", 4, "fp8"),
-    # likely refusals or special paths, recorded either way
+    # special paths: weight-quantized (stripped), KV sharing, sparse MLA, cross-attention
     ("Qwen__Qwen3-30B-A3B-FP8", 1, "auto"),
     ("google__gemma-4-E2B-it", 1, "auto"),
     ("deepseek-ai__DeepSeek-V3.2", 1, "auto"),
@@ -324,7 +325,9 @@ def _init_fake_tp(vllm_config, tp: int) -> None:
     from vllm.distributed import parallel_state as ps
 
     if ps._TP is None:
-        init_file = Path(tempfile.mkdtemp(prefix="oracle-dist-")) / "init"
+        init_dir = tempfile.mkdtemp(prefix="oracle-dist-")
+        atexit.register(shutil.rmtree, init_dir, True)
+        init_file = Path(init_dir) / "init"
         with set_current_vllm_config(vllm_config):
             ps.init_distributed_environment(
                 world_size=1,
@@ -484,7 +487,8 @@ def run_case(
                 record["groups_error"] = f"{type(exc).__name__}: {_first_line(exc)}"
         record["bytes_per_token_all_layers"] = _bytes_per_token(specs)
     except Exception as exc:
-        record["error"] = f"{type(exc).__name__}: {_first_line(exc)}"
+        # Temp paths would make the committed data differ from run to run.
+        record["error"] = f"{type(exc).__name__}: {_first_line(exc)}".replace(str(tmp), "<model_dir>")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return record

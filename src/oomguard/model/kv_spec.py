@@ -100,6 +100,19 @@ def hybrid_block_size(model: ModelDescription, tp: int, s: int, kv_cache_dtype: 
     return k * cdiv(m, k * a)
 
 
+def backend_block_size(model: ModelDescription, kv_cache_dtype: str | None, gpu_cc: tuple[int, int] = (9, 0)) -> int:
+    """The block size the attention backend prefers when --block-size is not set (§2.3).
+
+    MLA with an fp8 KV cache runs on FlashMLA (FLASH_ATTN_MLA rejects fp8), whose kernel
+    block is 64 (verified against vLLM 0.32's backend selection for sm90); everything else
+    we model keeps the default 16.
+    """
+    is_mla = any(l.kind is LayerKind.MLA for l in model.layers)
+    if is_mla and (kv_cache_dtype or "auto").startswith("fp8") and gpu_cc >= (9, 0):
+        return 64
+    return DEFAULT_BLOCK_SIZE
+
+
 def layer_kv_specs(
     model: ModelDescription,
     tp: int = 1,
@@ -108,10 +121,11 @@ def layer_kv_specs(
     *,
     num_spec: int = 0,
     disable_hybrid: bool = False,
+    gpu_cc: tuple[int, int] = (9, 0),
 ) -> list[LayerKVSpec]:
     """Per-layer KV specs on one TP rank, with vLLM's block-size rules applied."""
     s = kv_dtype_bytes(kv_cache_dtype, model)
-    bs = block_size or DEFAULT_BLOCK_SIZE
+    bs = block_size or backend_block_size(model, kv_cache_dtype, gpu_cc)
     if model.is_hybrid:
         bs = max(bs, hybrid_block_size(model, tp, s, kv_cache_dtype, bs, num_spec))
     specs: list[LayerKVSpec] = []

@@ -85,7 +85,7 @@ def charts(result: dict[str, Any]) -> list[str]:
                 )
             )
         )
-    flight = [Series("client in flight", _points(samples.get("client") or [], "in_flight"))]
+    flight = [Series("client in flight", _in_flight(result["requests"]) or _points(samples.get("client") or [], "in_flight"))]
     if metrics:
         flight += [
             Series("server running", _points(metrics, "running")),
@@ -113,6 +113,16 @@ def charts(result: dict[str, Any]) -> list[str]:
     ttfts = [r["ttft_s"] for r in result["requests"] if r.get("ttft_s") is not None]
     out.append(histogram("TTFT distribution (all stages)", ttfts))
     return out
+
+
+def _in_flight(requests: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """Exact requests-in-flight steps from each request's start and end (no sampling gap)."""
+    events = sorted([(r["t_start"], 1) for r in requests] + [(r["t_end"], -1) for r in requests if r["t_end"]])
+    points, n = [], 0
+    for t, d in events:
+        n += d
+        points.append((t, float(n)))
+    return points
 
 
 def _table(headers: list[str], rows: list[list[Any]], num_cols: set[int] = frozenset()) -> str:

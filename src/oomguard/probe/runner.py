@@ -365,6 +365,8 @@ async def _stage_two(
             if not result.complete:
                 run.schedule_notes.append(f"stopped after stage {stage.name}: not every request completed")
                 break
+            if stage.kind is StageKind.FIND_LIMIT:
+                await loop.tick()  # a reading from after the stage, not from its middle
             if stage.kind is StageKind.FIND_LIMIT and _saturated(loop.samples, result):
                 result.note = "KV cache saturated (preemptions or a waiting queue): limit reached"
                 run.schedule_notes.append(f"--find-limit: KV pool saturated at concurrency {stage.concurrency}")
@@ -460,12 +462,13 @@ async def run_stage(
 
 
 def _saturated(samples: list[Sample], result: StageResult) -> bool:
-    window = [
-        s for s in samples if s.source is Source.METRICS and result.t_start <= s.t <= result.t_end + 1.0
-    ]
+    """Preemptions rose during the stage, or requests waited while the KV pool was full."""
+    metrics = [s for s in samples if s.source is Source.METRICS]
+    before = [s for s in metrics if s.t < result.t_start]
+    window = [s for s in metrics if s.t >= result.t_start]
     if not window:
         return False
-    pre = [s.values.get("preemptions_total") for s in window if "preemptions_total" in s.values]
+    pre = [s.values["preemptions_total"] for s in before[-1:] + window if "preemptions_total" in s.values]
     if len(pre) >= 2 and pre[-1] > pre[0]:
         return True
     return any(s.values.get("waiting", 0) > 0 and s.values.get("kv_cache_usage", 0) >= 0.99 for s in window)

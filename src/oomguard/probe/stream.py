@@ -107,6 +107,7 @@ class RequestRecord:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("itl_s")
+        d["class"] = d.pop("cls")
         itl = sorted(self.itl_s)
         d["itl_mean_s"] = sum(itl) / len(itl) if itl else None
         d["itl_p50_s"] = itl[len(itl) // 2] if itl else None

@@ -151,3 +151,20 @@ def test_healthy_run_passes_with_local_sampling():
     assert {"client", "metrics", "rss"} <= sources
     assert run.prompt_method.startswith("exact")
     assert all(r.usage_prompt_tokens == 256 - 30 for r in run.records)
+
+
+def test_find_limit_steps_past_the_claim_within_max_requests():
+    with FaultServer("ok") as srv:
+        run, verdict, _ = run_probe(srv.base_url, concurrency=2, find_limit=True, max_requests=20)
+    assert verdict.passed
+    assert [s.stage.name for s in run.stages] == ["long-prompt", "concurrency-2", "limit-3", "limit-5", "limit-8"]
+    assert sum(len(s.records) for s in run.stages) <= 20
+    assert any("--find-limit stops at concurrency 8" in n for n in run.schedule_notes)
+
+
+def test_find_limit_stops_when_the_kv_pool_saturates():
+    with FaultServer("preempt") as srv:
+        run, verdict, _ = run_probe(srv.base_url, concurrency=2, find_limit=True, output_tokens=40)
+    assert run.stages[-1].stage.name == "limit-3"
+    assert any("KV pool saturated at concurrency 3" in n for n in run.schedule_notes)
+    assert verdict.cls is ProbeClass.KV_TOO_SMALL

@@ -68,7 +68,9 @@ def _layer_types(cfg: dict, model_type: str, n: int) -> list[str]:
     if model_type in ("gemma3_text", "gemma3") and window:
         pattern = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or 6)
         return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)]
-    if model_type == "mistral" and window and cfg.get("use_sliding_window", True):
+    if model_type in ("mistral", "phi3") and window and cfg.get("use_sliding_window", True):
+        # vLLM reads config.sliding_window for every layer of these (checked for Phi-4-mini
+        # against vLLM 0.32: window 262144 even though it exceeds max_position_embeddings).
         return ["sliding_attention"] * n
     return ["full_attention"] * n
 

@@ -8,8 +8,8 @@ Differences from the plain decoder, from the config fields:
 - ``hidden_size_per_layer_input`` > 0 adds per-layer embeddings of
   ``vocab_size_per_layer_input × num_layers × hidden_size_per_layer_input`` parameters;
 - ``enable_moe_block`` runs experts alongside the dense MLP in every layer.
-Cache layout of k_eq_v layers (whether vLLM stores V separately) is not verified against
-vLLM yet; we assume K and V are both stored.
+Page sizes, KV sharing and groups were checked against vLLM 0.32's own KV specs
+(tests/data/oracle: gemma-4-26B-A4B TP2, gemma-4-E2B-it): k_eq_v layers still store K and V.
 """
 
 from __future__ import annotations
@@ -91,5 +91,4 @@ def describe_gemma4(config: dict, cfg: dict, *, source: str, name: str, hf_quant
         is_multimodal="vision_config" in config,
         vision_params=vision_params(config),
         per_layer_embed_params=ple_params,
-        notes=("Gemma-4 k_eq_v cache layout assumed K and V both stored (not verified against vLLM)",),
     )
