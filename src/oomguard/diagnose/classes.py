@@ -9,25 +9,8 @@ from __future__ import annotations
 from enum import Enum, IntEnum
 
 
-class FailureClass(str, Enum):
-    WEIGHTS_OOM = "weights-oom"
-    STARTUP_FREE_MEMORY = "startup-free-memory"
-    PROFILE_OOM = "profile-oom"
-    CUDAGRAPH_OOM = "cudagraph-oom"
-    NO_KV_MEMORY = "no-kv-memory"
-    KV_TOO_SMALL = "kv-too-small"
-    RUNTIME_OOM = "runtime-oom"
-    HOST_OOM = "host-oom"
-    ILLEGAL_MEMORY_ACCESS = "illegal-memory-access"
-    BAD_ARGUMENT = "bad-argument"
-    MAX_LEN_EXCEEDS_MODEL = "max-len-exceeds-model"
-    CONFIG_ERROR = "config-error"
-    MAMBA_STATE_LIMIT = "mamba-state-limit"
-    UNKNOWN = "unknown"
-
-    def __str__(self) -> str:
-        return self.value
-
+# One definition for every command: the memory model's enum (a leaf module, no imports).
+from oomguard.model.failures import FailureClass  # noqa: E402
 
 DESCRIPTIONS: dict[FailureClass, str] = {
     FailureClass.WEIGHTS_OOM: "CUDA OOM while loading weights: the weights (per GPU) do not fit",

@@ -23,3 +23,6 @@ class FailureClass(str, enum.Enum):
     CONFIG_ERROR = "config-error"
     MAMBA_STATE_LIMIT = "mamba-state-limit"
     UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return self.value

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from enum import Enum
 
+from oomguard.model.failures import FailureClass
+
 
 class ProbeClass(str, Enum):
-    # memory classes shared with diagnose
-    RUNTIME_OOM = "runtime-oom"
-    HOST_OOM = "host-oom"
-    KV_TOO_SMALL = "kv-too-small"
-    MAX_LEN_EXCEEDS_MODEL = "max-len-exceeds-model"
-    UNKNOWN = "unknown"
+    # memory classes: the values come from the one shared definition
+    RUNTIME_OOM = FailureClass.RUNTIME_OOM.value
+    HOST_OOM = FailureClass.HOST_OOM.value
+    KV_TOO_SMALL = FailureClass.KV_TOO_SMALL.value
+    MAX_LEN_EXCEEDS_MODEL = FailureClass.MAX_LEN_EXCEEDS_MODEL.value
+    UNKNOWN = FailureClass.UNKNOWN.value
     # client-chain classes (issue 5's JSON contract)
     UNREACHABLE = "unreachable"
     AUTH = "auth"

@@ -44,6 +44,7 @@ class SamplingLoop:
     def __post_init__(self) -> None:
         self._stop = asyncio.Event()
         self._pending: dict[str, asyncio.Task] = {}
+        self._collected: set[int] = set()
         for s in self.samplers:
             self.status.setdefault(s.name, SamplerStatus(s.name, s.source.value, "", True))
 
@@ -59,6 +60,8 @@ class SamplingLoop:
             if prev is not None and not prev.done():
                 self.status[s.name].skipped_busy += 1
                 continue
+            if prev is not None and id(prev) not in self._collected:
+                self._collect(s, prev)  # finished after its tick's wait: keep its reading
             task = asyncio.ensure_future(s.sample(t))
             self._pending[s.name] = task
             started.append((s, task))
@@ -72,6 +75,7 @@ class SamplingLoop:
 
     def _collect(self, sampler: MemorySampler, task: asyncio.Task) -> None:
         st = self.status[sampler.name]
+        self._collected.add(id(task))
         if task.cancelled():
             return
         exc = task.exception()
