@@ -65,7 +65,7 @@ def register(sub: Any, name: str, help_text: str) -> None:
         "--http-transport",
         choices=["auto", "httpx", "aiohttp"],
         default="auto",
-        help="stage 2's HTTP stack: aiohttp (via httpx-aiohttp, oomguard[fast]) costs about half the CPU "
+        help="stage 2's HTTP stack: aiohttp (via httpx-aiohttp, httpx-aiohttp, installed with oomguard) costs about half the CPU "
         "per request; auto uses it when installed (default auto)",
     )
     w.add_argument("--sample-interval", type=float, default=1.0, metavar="S", help="memory sampling period (default 1)")
@@ -211,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         if importlib.util.find_spec("httpx_aiohttp") is None:
             from oomguard.errors import InputError
 
-            raise InputError("--http-transport aiohttp needs httpx-aiohttp: pip install 'oomguard[fast]'")
+            raise InputError("--http-transport aiohttp needs httpx-aiohttp: pip install httpx-aiohttp (an oomguard dependency)")
     url = normalize_base_url(args.base_url)
     api_key = _api_key(args.api_key_env)
     launch, claims = _launch_claims(args)

@@ -191,7 +191,7 @@ def load_transport(kind: str, url: ServerURL, *, trust_env: bool, max_connection
 
     httpx's own HTTP/1.1 stack parses each SSE chunk in pure Python (h11); with
     one chunk per generated token that is most of the probe's CPU. The optional
-    ``httpx-aiohttp`` transport (``pip install 'oomguard[fast]'``) parses in C
+    ``httpx-aiohttp`` transport (``pip install httpx-aiohttp (an oomguard dependency)``) parses in C
     and keeps httpx's API. It is not used when a proxy from the environment
     applies (it would bypass it); the client chain always uses httpx's own.
     """
@@ -206,8 +206,8 @@ def load_transport(kind: str, url: ServerURL, *, trust_env: bool, max_connection
         from httpx_aiohttp import AiohttpTransport
     except ImportError:
         if kind == "aiohttp":
-            raise InputError("--http-transport aiohttp needs httpx-aiohttp: pip install 'oomguard[fast]'") from None
-        return None, "httpx (h11; pip install 'oomguard[fast]' for a cheaper client)"
+            raise InputError("--http-transport aiohttp needs httpx-aiohttp: pip install httpx-aiohttp (an oomguard dependency)") from None
+        return None, "httpx (h11; pip install httpx-aiohttp (an oomguard dependency) for a cheaper client)"
     return AiohttpTransport(limits=httpx.Limits(max_connections=max_connections)), "httpx over aiohttp (httpx-aiohttp)"
 
 
