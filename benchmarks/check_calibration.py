@@ -81,10 +81,13 @@ def catalog_match(r: dict) -> tuple[str | None, list[str]]:
         return str(CATALOG_DIR / r["config"]), []
     name = str(r.get("model") or "").strip()
     hit = _catalog_name(name)
-    if hit is None and re.search(r"-FP8\b", name):
-        hit = _catalog_name(re.sub(r"-FP8\b", "", name))
-        if hit is not None and not (Path(hit).name.endswith("-FP8")):
-            return hit, ["--quantization", "fp8"]
+    # A quantized re-upload of a catalog model is that model's architecture with the
+    # re-upload's weight format (4-bit AWQ/GPTQ, group 128, or FP8).
+    for pattern, quant in ((r"-FP8\b", "fp8"), (r"-AWQ\b", "awq"), (r"-GPTQ(-Int4)?\b", "gptq"), (r"-Int4\b", "gptq")):
+        if hit is None and re.search(pattern, name, flags=re.IGNORECASE):
+            hit = _catalog_name(re.sub(pattern, "", name, flags=re.IGNORECASE))
+            if hit is not None and not re.search(pattern, Path(hit).name, flags=re.IGNORECASE):
+                return hit, ["--quantization", quant]
     return hit, []
 
 
@@ -101,7 +104,7 @@ def _catalog_name(name: str) -> str | None:
         part = cid.split("/", 1)[-1]
         if cid == wanted or part == short:
             exact = exact or str(d)
-        elif part in ("meta-" + short, short + "-instruct"):
+        elif part in ("meta-" + short, short + "-instruct") or (short.endswith("-instruct") and part == short[: -len("-instruct")]):
             near = near or str(d)  # the same architecture under its catalog name
     return exact or near
 
