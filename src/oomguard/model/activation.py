@@ -61,9 +61,17 @@ def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool 
         st = layer.mamba
         extra += T * (st.conv_dim / tp) * 4 * 6
         parts.append("GDN scan scratch T·conv_dim/TP·24")
-    if m.is_multimodal:
+    if m.is_multimodal and e.mm_profile:
         extra += T * H * b * 2  # encoder outputs retained at the token budget
         parts.append("encoder outputs 2·T·H·b")
+        v = m.vision
+        if v:
+            # The encoder runs on the largest item the processor allows (multimodal/encoder_budget.py):
+            # per layer, qkv + attention output + the MLP pair over every patch, kept at peak ×1.5.
+            items = max(1, max(T, v["tokens"]) // v["tokens"])
+            enc = 1.5 * items * v["patches"] * (4 * v["hidden"] + 2 * v["intermediate"]) * b
+            extra += enc
+            parts.append(f"vision encoder {items}×{v['patches']} patches·(4·{v['hidden']}+2·{v['intermediate']})·{b}·1.5")
     # V0's summary reports the sampler-dominated peak alone (PR #10511: 1.26 GiB at S=256,
     # V=128k); V1 adds index buffers, rotary caches and allocator slack.
     base = 0 if e.engine == "V0" else BASE_OVERHEAD

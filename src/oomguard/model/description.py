@@ -130,7 +130,8 @@ class ModelDescription:
     # bytes per parameter by module category under the checkpoint's quantization
     category_bytes: dict | None = None
     per_layer_embed_params: int = 0
-    config_path: str | None = None  # the config.json read (for --engine-python)  # Gemma-3n/4 per-layer input embeddings
+    config_path: str | None = None
+    vision: dict | None = None  # profile-run item of the vision tower (architectures/vision.py)  # the config.json read (for --engine-python)  # Gemma-3n/4 per-layer input embeddings
     notes: tuple[str, ...] = ()
 
     @property

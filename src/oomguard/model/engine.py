@@ -66,6 +66,7 @@ class EngineSettings:
     max_cudagraph_capture_size: int
     num_capture_sizes: int
     allow_long_max_model_len: bool
+    mm_profile: bool = True  # multimodal encoder profiled (off with --limit-mm-per-prompt all 0 / --language-model-only)
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -256,6 +257,7 @@ def resolve(
         max_cudagraph_capture_size=max_cap,
         num_capture_sizes=n_sizes,
         allow_long_max_model_len=allow_long,
+        mm_profile=_mm_profiled(flags),
         notes=tuple(notes),
     )
 
@@ -278,3 +280,12 @@ def ceil_requested(total_bytes: int, util: float, v: tuple[int, int, int]) -> in
     """requested = total × util (float through 0.13, ceil from 0.14)."""
     x = total_bytes * util
     return math.ceil(x) if v >= (0, 14, 0) else int(x)
+
+
+def _mm_profiled(flags: dict) -> bool:
+    if flags.get("language_model_only") or flags.get("skip_mm_profiling"):
+        return False
+    limits = _json(flags.get("limit_mm_per_prompt"))
+    if limits and all(isinstance(v, (int, float)) and v == 0 for v in limits.values()):
+        return False
+    return True

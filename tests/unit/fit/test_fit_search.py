@@ -82,6 +82,8 @@ def test_max_len_is_vllm_auto_fit(model_id, gpu_name, version):
     model, gpu = load_model(model_id), lookup_gpu(gpu_name)
     env = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
     flags = {"max_num_batched_tokens": 2048, "max_num_seqs": 8, "gpu_memory_utilization": 0.9, "max_model_len": 4096}
+    if model.is_multimodal:  # text-only serving: no vision-encoder profile (keeps room for a long context)
+        flags["limit_mm_per_prompt"] = {"image": 0, "video": 0}
     base = make_base(model, gpu, flags, env, version=version, num_gpus=1)
     step = make_step(model, gpu, flags, env, version=version, token_budget=2048, num_seqs=8)
     cap = 4_000_000

@@ -115,3 +115,12 @@ def test_num_gpu_blocks_override_sizes_the_pool(llama8b):
     p = plan_launch(llama8b, lookup_gpu("H100"), {"max_model_len": 32768, "num_gpu_blocks_override": 100})
     assert p.num_gpu_blocks == 100
     assert p.failure.value == "kv-too-small"  # 100 blocks × 16 tokens < 32768
+
+
+def test_vision_encoder_profile_and_text_only_switch():
+    m = load_model("Qwen/Qwen2.5-VL-7B-Instruct")
+    with_mm = plan_launch(m, lookup_gpu("L40S"), {"max_model_len": 8192})
+    text_only = plan_launch(m, lookup_gpu("L40S"), {"max_model_len": 8192, "limit_mm_per_prompt": {"image": 0, "video": 0}})
+    # the largest image (65,536 patches) through the vision tower is part of the profile peak
+    assert with_mm.tight_rank.activation.bytes - text_only.tight_rank.activation.bytes > 1.5 * 2**30
+    assert "vision encoder" in with_mm.tight_rank.activation.formula

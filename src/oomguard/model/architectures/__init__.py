@@ -60,4 +60,6 @@ def describe(config: dict, *, source: str, name: str, hf_quant: dict | None = No
 
     desc = adapter(config, text, source=source, name=name, hf_quant=hf_quant)
     costs = weight_costs(desc.quantization, desc.dtype_bytes, config, hf_quant)
-    return replace(desc, category_bytes=dict(costs.per_category))
+    from oomguard.model.architectures.vision import vision_profile
+
+    return replace(desc, category_bytes=dict(costs.per_category), vision=vision_profile(config) if desc.is_multimodal else None)

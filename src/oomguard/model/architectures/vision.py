@@ -33,3 +33,32 @@ def vision_params(config: dict) -> int:
         if isinstance(sub, dict):
             total += _tower(sub)
     return total
+
+
+# Qwen2-VL / Qwen2.5-VL / Qwen3-VL processors default to max_pixels 12,845,056 (patch 14) or
+# 16,777,216 (patch 16): 65,536 patches, 16,384 tokens after the 2×2 merge. vLLM profiles the
+# encoder with the largest item the processor can produce.
+_QWEN_VL_MAX_PATCHES = 65536
+
+
+def vision_profile(config: dict) -> dict | None:
+    """Dimensions of the vision tower's profile-run item: hidden, intermediate, patches, tokens."""
+    v = config.get("vision_config")
+    if not isinstance(v, dict):
+        return None
+    h = int(v.get("hidden_size") or v.get("embed_dim") or 0)
+    depth = int(v.get("depth") or v.get("num_hidden_layers") or 0)
+    if not h or not depth:
+        return None
+    inter = int(v.get("intermediate_size") or 0) or int(h * float(v.get("mlp_ratio") or 4))
+    merge = int(v.get("spatial_merge_size") or 0)
+    patch = int(v.get("patch_size") or 14)
+    if merge:
+        patches = _QWEN_VL_MAX_PATCHES
+        tokens = patches // (merge * merge)
+    elif v.get("image_size"):
+        patches = (int(v["image_size"]) // patch) ** 2
+        tokens = int(config.get("mm_tokens_per_image") or patches)
+    else:
+        return None
+    return {"hidden": h, "intermediate": inter, "patches": patches, "tokens": tokens, "depth": depth}
