@@ -28,7 +28,6 @@ sys.path.insert(0, str(ROOT / "src"))
 from oomguard.errors import OomguardError  # noqa: E402
 from oomguard.inputs.hardware import GPU, lookup_gpu  # noqa: E402
 from oomguard.inputs.model_config import CATALOG_DIR, load_model  # noqa: E402
-from oomguard.model.kv_spec import blocks_per_request  # noqa: E402
 from oomguard.model.planner import plan_launch  # noqa: E402
 from oomguard.units import GiB  # noqa: E402
 

@@ -22,7 +22,7 @@ from oomguard.model.failures import FailureClass
 from oomguard.model.kv_spec import KVLayout, blocks_per_request, kv_layout, layer_kv_specs, per_token_bytes, project_layout
 from oomguard.model.quantization import WeightCosts, override_quantization, weight_costs
 from oomguard.model.weights import pp_layer_ranges, weight_split
-from oomguard.units import GiB, MiB, cdiv
+from oomguard.units import GiB, MiB
 
 SCHEMA_VERSION = 1
 CUDA_CONTEXT_BYTES = 500 * MiB  # baseline before vLLM's snapshot (never charged, reduces free)

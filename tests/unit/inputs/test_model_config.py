@@ -1,7 +1,6 @@
 """Model input: files, directories, HF cache, catalog; refusals with one clear line."""
 
 import json
-import os
 
 import pytest
 
