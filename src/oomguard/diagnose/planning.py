@@ -54,6 +54,16 @@ def make_plan_callback(
     predict = getattr(planner, "predict_fix_effect", None)
     if predict is None:
         return None
+    # Resolve names here, at the I/O edge: the memory model itself only does arithmetic.
+    from oomguard.errors import OomguardError
+    from oomguard.inputs.hardware import lookup_gpu
+    from oomguard.inputs.model_config import load_model
+
+    try:
+        model = load_model(model, allow_hub=False)
+        gpu = lookup_gpu(gpu)
+    except OomguardError:
+        return None
 
     def plan(verdict: Verdict, fix: Fix) -> str | None:
         if not fix.flag.startswith("--") or fix.value is None or isinstance(fix.value, str) and fix.value.startswith("<"):

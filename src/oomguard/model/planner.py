@@ -465,16 +465,12 @@ def _typed(value):
 
 
 def predict_fix_effect(*, model, gpu, num_gpus=None, args=None, flag: str, value, vllm_version=None) -> str | None:
-    """Before/after of one flag edit, for ``diagnose``'s fixes (model and GPU given by the user).
+    """Before/after of one flag edit, for ``diagnose``'s fixes.
 
-    ``model``/``gpu`` may be names (resolved here) or already-built objects; ``args`` are the
-    non-default arguments the log showed (keys as dests or options).
+    ``model`` is a ModelDescription and ``gpu`` a GPU (the caller resolves names); ``args`` are
+    the non-default arguments the log showed (keys as dests or options).
     """
-    from oomguard.inputs.hardware import lookup_gpu
-    from oomguard.inputs.model_config import load_model
-
-    m = load_model(model, allow_hub=False) if isinstance(model, str) else model
-    g = lookup_gpu(gpu) if isinstance(gpu, str) else gpu
+    m, g = model, gpu
     flags = {}
     for k, v in (args or {}).items():
         dest = str(k).lstrip("-").replace("-", "_")
