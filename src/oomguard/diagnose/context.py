@@ -19,18 +19,14 @@ from typing import Any
 
 from oomguard.diagnose.facts import Collector
 
-# Memory of well-known GPUs in GiB as vLLM/PyTorch report it (total capacity).
+# GPUs the catalog (src/oomguard/data/gpus.json) does not list, in GiB as PyTorch reports them;
+# catalog GPUs are looked up there (one place for each card's memory).
 _GPU_GIB: tuple[tuple[re.Pattern[str], float], ...] = tuple(
     (re.compile(p, re.IGNORECASE), gib)
     for p, gib in (
-        (r"GB200", 184.0), (r"B200", 178.0), (r"B300", 268.0), (r"GH200", 94.5), (r"H200", 139.8),
-        (r"H100.*NVL|H100NVL", 93.1), (r"H100|H800", 79.2), (r"A100.*40|A100-SXM4-40|A100-PCIE-40", 39.4),
-        (r"A100|A800", 79.2), (r"L40S?|A6000|RTX 6000 Ada|A40\b", 44.5), (r"RTX PRO 6000", 94.97),
-        (r"A10G|A10\b|L4\b|RTX ?3090|RTX ?4090", 23.6), (r"RTX ?5090", 31.4), (r"A30\b", 23.5),
-        (r"V100.*16", 15.8), (r"V100", 31.7), (r"T4\b", 14.6), (r"RTX ?4080|RTX ?5070 ?Ti|RTX ?5080", 15.6),
-        (r"RTX ?3080 ?Ti|RTX ?3060|RTX ?4070", 11.7), (r"GTX ?1080 ?Ti", 10.9), (r"GTX ?1080|RTX ?2080|RTX ?3070", 7.9),
-        (r"MI300X", 191.5), (r"MI325X", 255.0), (r"MI250", 63.9), (r"MI210", 63.9), (r"RX ?7900 ?XTX", 23.98),
-        (r"RX ?7900 ?XT\b", 19.98),
+        (r"GB200", 184.0), (r"H800", 79.2), (r"A800", 79.2),
+        (r"RTX ?5070 ?Ti|RTX ?5080", 15.6), (r"RTX ?3080 ?Ti|RTX ?3060|RTX ?4070", 11.7), (r"RTX ?2080(?! ?Ti)|RTX ?3070", 7.9),
+        (r"MI210", 63.9), (r"RX ?7900 ?XTX", 23.98), (r"RX ?7900 ?XT\b", 19.98),
     )
 )
 _EXPLICIT_GB = re.compile(r"(\d+(?:\.\d+)?)\s*(GiB|GB|G)\b", re.IGNORECASE)
@@ -48,6 +44,11 @@ def gpu_total_gib_from_name(name: str) -> float | None:
         if 4 <= value <= 300:
             # Marketing GB: the usable total PyTorch reports is about 1% lower.
             return round(value * 0.99, 2)
+    from oomguard.inputs.hardware import find_gpu_in_text
+
+    gpu = find_gpu_in_text(name)
+    if gpu is not None:
+        return round(gpu.total_bytes / 2**30, 2)
     for rx, gib in _GPU_GIB:
         if rx.search(name):
             return gib

@@ -1,14 +1,10 @@
 """Why vLLM rejected a flag, and the spelling it wants instead.
 
-A small table of well-known renames and removals (from the per-wheel flag
-presence table of the vLLM reference, §3.3), plus typo checks: a single
-leading hyphen, a near miss of a known flag, a sampling parameter passed to
-the server, an OpenAI-server flag passed to the demo ``api_server``.
-
-When the generated per-version tables (``oomguard.versions``) are installed,
-they are preferred: their hand-written rename notes, ``option_history`` (which
-releases accept a flag) and the closest option of the running release. This
-module's own table is the fallback when they are not.
+Renames and removals come from ``oomguard.versions`` (its rename notes,
+``option_history`` for which releases accept a flag, and the closest option of
+the running release); this module adds typo checks: a single leading hyphen, a
+near miss of a known flag, a sampling parameter passed to the server, an
+OpenAI-server flag passed to the demo ``api_server``.
 """
 
 from __future__ import annotations
@@ -27,28 +23,11 @@ class FlagChange:
     note: str
 
 
+# Renames and removals live in oomguard.versions.renames (one table for every command); these
+# two are not renames: an argparse abbreviation and a deprecated way to name the model.
 CHANGES: dict[str, FlagChange] = {c.flag: c for c in (
-    FlagChange("--swap-space", "removed", "0.18", (),
-               "CPU swap space for preempted V0 sequences; V1 recomputes instead. Drop it "
-               "(to spill KV to host RAM use --kv-offloading-size, 0.14+)"),
-    FlagChange("--use-v2-block-manager", "removed", "0.10", (), "a no-op since 0.6; drop it"),
-    FlagChange("--num-scheduler-steps", "removed", "0.10", (), "V0 multi-step scheduling; drop it"),
-    FlagChange("--preemption-mode", "removed", "0.11", (), "V0 only; drop it"),
-    FlagChange("--max-seq-len-to-capture", "renamed", "0.11", ("--max-cudagraph-capture-size",),
-               "the CUDA-graph length cap is now --max-cudagraph-capture-size (or --enforce-eager)"),
-    FlagChange("--num-lookahead-slots", "removed", "0.15", (), "speculative decoding sets it; drop it"),
-    FlagChange("--cuda-graph-sizes", "renamed", "0.13", ("--cudagraph-capture-sizes", "--max-cudagraph-capture-size"),
-               "deprecated in 0.12, removed in 0.13: list sizes with --cudagraph-capture-sizes or cap them "
-               "with --max-cudagraph-capture-size"),
     FlagChange("--kv-cache-memory", "abbreviation", None, ("--kv-cache-memory-bytes",),
                "works only as an argparse abbreviation of --kv-cache-memory-bytes (0.10.2+); spell it out"),
-    FlagChange("--disable-log-requests", "renamed", "0.11", ("--no-enable-log-requests",),
-               "request logging is off by default; the switch is now --enable-log-requests / --no-enable-log-requests"),
-    FlagChange("--calculate-kv-scales", "removed", "0.28", (), "present up to 0.25, absent by 0.30; drop it"),
-    FlagChange("--max-num-partial-prefills", "removed", "0.28", (), "present up to 0.25, absent by 0.30; drop it"),
-    FlagChange("--mamba-cache-mode", "deprecated", "0.33", (), "a deprecated no-op in 0.33"),
-    FlagChange("--disable-cascade-attn", "deprecated", "0.33", (), "a deprecated no-op in 0.33"),
-    FlagChange("--task", "renamed", None, ("--runner", "--convert"), "replaced by --runner / --convert"),
     FlagChange("--model", "deprecated", "0.13", (), "with `vllm serve` give the model as the positional argument"),
 )}
 
@@ -143,11 +122,9 @@ def split_unrecognized(args_text: str) -> list[tuple[str, str | None]]:
 
 
 def _recorded_change(flag: str) -> tuple[str | None, str] | None:
-    """(replacement, description) from the version tables' hand-written rename notes, when installed."""
-    try:
-        from oomguard.versions.renames import rename_for
-    except ImportError:
-        return None
+    """(replacement, description) from the version tables' hand-written rename notes."""
+    from oomguard.versions.renames import rename_for
+
     change = rename_for(flag)
     if change is None:
         return None
@@ -155,11 +132,9 @@ def _recorded_change(flag: str) -> tuple[str | None, str] | None:
 
 
 def _suggestion(flag: str, version: str | None) -> str | None:
-    """The closest option of the running release, from the generated tables when installed."""
-    try:
-        from oomguard.versions import get_release
-    except ImportError:
-        return None
+    """The closest option of the running release, from the generated tables."""
+    from oomguard.versions import get_release
+
     try:
         get_release(version).resolve_option(flag)
     except Exception as exc:  # noqa: BLE001 - UnknownFlagError carries the suggestion; anything else: none
@@ -168,11 +143,9 @@ def _suggestion(flag: str, version: str | None) -> str | None:
 
 
 def versions_with_flag(flag: str) -> str | None:
-    """Which releases accept ``flag`` ("0.6.0-0.17.0"), from the generated tables when installed."""
-    try:
-        from oomguard.versions import option_history
-    except ImportError:
-        return None
+    """Which releases accept ``flag`` ("0.6.0-0.17.0"), from the generated tables."""
+    from oomguard.versions import option_history
+
     try:
         history = option_history(flag)
     except Exception:  # noqa: BLE001 - tables missing or unreadable: say nothing rather than guess

@@ -41,8 +41,10 @@ def util_of(ctx: Context, col: Collector, run: int | None) -> float | None:
 
 
 def default_util(ctx: Context) -> float:
+    from oomguard.model.engine import default_utilization
+
     v = ctx.version_tuple()
-    return 0.92 if v and v >= (0, 20) else 0.9
+    return default_utilization(v) if v else 0.9
 
 
 def round_util(value: float) -> float:

@@ -63,11 +63,10 @@ class LaunchView:
 
 
 def default_utilization(version: str | None) -> float:
-    """vLLM's default --gpu-memory-utilization: 0.90 through 0.19, 0.92 from 0.20 (and when unknown)."""
-    m = re.match(r"v?(\d+)\.(\d+)", version or "")
-    if m and (int(m.group(1)), int(m.group(2))) < (0, 20):
-        return 0.90
-    return 0.92
+    """vLLM's default --gpu-memory-utilization for ``version`` (the newest release when unknown)."""
+    from oomguard.model.engine import default_utilization as engine_default, parse_version
+
+    return engine_default(parse_version(version))
 
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")

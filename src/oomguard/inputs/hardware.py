@@ -113,3 +113,19 @@ def lookup_gpu(name: str | None, memory_gib: float | None = None) -> GPU:
         hint = f"; did you mean {', '.join(names)}?" if names else f"; known: {', '.join(gpu_names())}"
         raise UnknownGPUError(f"unknown GPU {name!r}{hint} (or give --gpu-memory-gib with the total your log prints)")
     return _to_gpu(e, memory_gib)
+
+
+def find_gpu_in_text(text: str) -> GPU | None:
+    """The catalog GPU named somewhere in free text ("2x NVIDIA A100-SXM4-80GB (TP2)").
+
+    Tries runs of up to four consecutive words, longest first, so "L40S" never matches "L4"
+    and "RTX 3090 Ti" wins over "RTX 3090".
+    """
+    words = [w for w in re.split(r"[^0-9A-Za-z]+", text or "") if w]
+    index = _index()
+    for size in range(min(4, len(words)), 0, -1):
+        for i in range(len(words) - size + 1):
+            e = index.get(_norm(" ".join(words[i : i + size])))
+            if e is not None:
+                return _to_gpu(e, None)
+    return None

@@ -81,8 +81,18 @@ class EngineSettings:
         return self.pipeline_parallel_size
 
 
-def default_utilization(version: tuple[int, int, int]) -> float:
-    return 0.92 if version >= (0, 20, 0) else 0.9
+def default_utilization(version: tuple[int, ...]) -> float:
+    """vLLM's --gpu-memory-utilization default, from the release's flag table (0.9 → 0.92 in 0.20)."""
+    from oomguard.versions import get_release
+
+    v = tuple(version) + (0,) * (3 - len(version))
+    try:
+        default = get_release(".".join(map(str, v[:3]))).flags["gpu_memory_utilization"].default
+    except Exception:  # noqa: BLE001 - a version outside the tables: fall back to the documented rule
+        default = None
+    if isinstance(default, (int, float)):
+        return float(default)
+    return 0.92 if v >= (0, 20, 0) else 0.9
 
 
 def default_batch_limits(version: tuple[int, int, int], total_bytes: int, gpu_name: str, *, usage: str = "serve", chunked: bool = True) -> tuple[int, int]:

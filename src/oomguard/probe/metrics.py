@@ -76,7 +76,7 @@ def _wanted_pattern() -> re.Pattern[str]:
 _WANTED_LINE = _wanted_pattern()
 
 
-def _wanted_lines(text: str) -> str:
+def wanted_lines(text: str) -> str:
     """Only the series we read: vLLM's page is ~50 kB, mostly histograms, and parsing it
     all costs ~10 ms per scrape, the largest part of the probe's own CPU. The regex
     scan runs in C; the parser then sees a few dozen lines."""
@@ -89,7 +89,7 @@ def parse_metrics(text: str) -> MetricsReading:
 
     by_name: dict[str, list[float]] = {}
     reading = MetricsReading()
-    for family in text_string_to_metric_families(_wanted_lines(text)):
+    for family in text_string_to_metric_families(wanted_lines(text)):
         for s in family.samples:
             if s.name.endswith("_created"):
                 continue

@@ -16,44 +16,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from oomguard.probe.metrics import MetricsSampler, parse_metrics
+from oomguard.probe.metrics import MetricsSampler, parse_metrics, wanted_lines
 from oomguard.probe.samplers import Sample
 
-# the families parse_metrics reads (newest and older spellings)
-_WANTED = (
-    "vllm:kv_cache_usage_perc",
-    "vllm:gpu_cache_usage_perc",
-    "vllm:num_requests_running",
-    "vllm:num_requests_waiting",
-    "vllm:gpu_prefix_cache_hit_rate",
-    "vllm:num_preemptions",
-    "vllm:prefix_cache_hits",
-    "vllm:gpu_prefix_cache_hits",
-    "vllm:prefix_cache_queries",
-    "vllm:gpu_prefix_cache_queries",
-    "vllm:prompt_tokens",
-    "vllm:generation_tokens",
-    "vllm:cache_config_info",
-)
-_NAME = re.compile(r"^(?:# (?:HELP|TYPE) )?([A-Za-z_:][A-Za-z0-9_:]*)")
 _KV_ENGINE = re.compile(r'^vllm:(?:kv|gpu)_cache_usage_perc\{[^}]*engine="([^"]+)"[^}]*\}\s+(\S+)', re.MULTILINE)
 
 
-def _wanted(name: str) -> bool:
-    for w in _WANTED:
-        if name == w or (name.startswith(w) and name[len(w) :] in ("_total", "_created", "_info")):
-            return True
-    return False
-
-
 def filter_metrics(text: str) -> str:
-    """Only the lines (samples, HELP and TYPE) of the families the watch reads."""
-    keep = []
-    for line in text.splitlines():
-        m = _NAME.match(line)
-        if m and _wanted(m.group(1)):
-            keep.append(line)
-    return "\n".join(keep) + "\n"
+    """Only the lines of the families the probe's parser reads (one list, in probe/metrics.py)."""
+    return wanted_lines(text)
 
 
 def kv_usage_by_engine(text: str) -> dict[str, float]:
