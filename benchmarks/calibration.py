@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from oomguard.errors import OomguardError  # noqa: E402
 from oomguard.inputs.hardware import GPU, lookup_gpu  # noqa: E402
 from oomguard.inputs.model_config import CATALOG_DIR, load_model  # noqa: E402
+from oomguard.model.engine import tokens_logged_by_groups  # noqa: E402
 from oomguard.model.planner import plan_launch  # noqa: E402
 from oomguard.units import GiB  # noqa: E402
 
@@ -144,7 +145,7 @@ def evaluate(verbose: bool = False) -> dict:
                 bpr = plan.blocks_per_request
                 cand = set()
                 for nb in range(lo_b, hi_b + 1):
-                    if plan.settings.version < (0, 21, 0) and lay.num_groups > 1:
+                    if tokens_logged_by_groups(plan.settings, lay.num_groups):
                         cand.add((nb // lay.num_groups) * plan.block_size)
                     else:
                         cand.add(int(nb / bpr * L))

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from oomguard.model import activation as act
-from oomguard.model.engine import ceil_requested, derive_len, resolve
+from oomguard.model.engine import ceil_requested, derive_len, mamba_blocks_per_request, resolve, tokens_logged_by_groups
 from oomguard.model.failures import FailureClass
 from oomguard.model.kv_spec import KVLayout, blocks_per_request
 from oomguard.model.planner import CUDA_CONTEXT_BYTES, plan_launch
@@ -77,7 +77,7 @@ class Base:
         self.is_v0 = s.engine == "V0"
         self.charge_context = s.engine == "V1" and v < (0, 10, 0)  # 0.8.x counted everything on the device
         self.startup_check = v >= (0, 10, 2)
-        self.tokens_by_groups = self.is_v0 or (v < (0, 25, 0) and len(g) > 1)
+        self.tokens_by_groups = tokens_logged_by_groups(s, len(g))
         self.graphs_possible = not s.enforce_eager and s.cudagraph_mode != "NONE"
         self.override = int(s.num_gpu_blocks_override) if s.num_gpu_blocks_override else 0
 
@@ -150,11 +150,7 @@ class Outcome:
 
 
 def _mamba_blocks(model, s) -> int:
-    # Mirrors plan_launch: one state block per request, + spec tokens, + one in align mode.
-    k = 1 + (s.num_speculative_tokens if model.is_hybrid else 0)
-    if model.is_hybrid and s.enable_prefix_caching and s.version >= (0, 25, 0):
-        k += 1
-    return k
+    return mamba_blocks_per_request(model, s)
 
 
 def make_base(model, gpu, flags: dict, env: dict, *, version: str | None, num_gpus: int, other_gpu_use_bytes: int = 0, usage: str = "serve") -> Base:

@@ -299,3 +299,18 @@ def _mm_profiled(flags: dict) -> bool:
     if limits and all(isinstance(v, (int, float)) and v == 0 for v in limits.values()):
         return False
     return True
+
+
+def mamba_blocks_per_request(model: ModelDescription, s: EngineSettings) -> int:
+    """Mamba/GDN state blocks one request holds per group (§2.1): one, plus one per speculative
+    token, plus one in prefix-caching "align" mode (hybrid prefix caching, >= 0.25)."""
+    k = 1 + (s.num_speculative_tokens if model.is_hybrid else 0)
+    if model.is_hybrid and s.enable_prefix_caching and s.version >= (0, 25, 0):
+        k += 1
+    return k
+
+
+def tokens_logged_by_groups(s: EngineSettings, num_groups: int) -> bool:
+    """Whether ``GPU KV cache size`` is ``num_blocks // num_groups × block_size`` (V0, and
+    multi-group models before 0.21: S059 at 0.11) rather than ``int(concurrency × L)`` (S028, 0.21)."""
+    return s.engine == "V0" or (s.version < (0, 21, 0) and num_groups > 1)

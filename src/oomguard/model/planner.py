@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from oomguard.model import activation as act
-from oomguard.model.engine import EngineSettings, ceil_requested, resolve
+from oomguard.model.engine import EngineSettings, ceil_requested, mamba_blocks_per_request, resolve, tokens_logged_by_groups
 from oomguard.model.estimate import Term
 from oomguard.model.failures import FailureClass
 from oomguard.model.kv_spec import KVLayout, blocks_per_request, kv_layout, layer_kv_specs, per_token_bytes, project_layout
@@ -218,9 +218,7 @@ def plan_launch(
         specs_all = [sp for sp in specs_all]  # V0 allocates every attention layer as full
     layout_all = kv_layout(specs_all)
     block_size = layout_all.block_size
-    mamba_blocks = 1 + (s.num_speculative_tokens if model.is_hybrid else 0)
-    if model.is_hybrid and s.enable_prefix_caching and s.version >= (0, 25, 0):
-        mamba_blocks += 1  # align mode keeps one extra state block per request
+    mamba_blocks = mamba_blocks_per_request(model, s)
     ranges = pp_layer_ranges(model.num_layers, pp, env.get("VLLM_PP_LAYER_PARTITION"))
     ranks: list[RankLedger] = []
     cpu_off = int(s.cpu_offload_gb * GiB)
@@ -270,9 +268,7 @@ def plan_launch(
     bpr_kw = dict(max_num_batched_tokens=s.max_num_batched_tokens, max_concurrent_batches=s.max_concurrent_batches, mamba_blocks=mamba_blocks)
     bpr = blocks_per_request(layout_all, L, **bpr_kw) if layout_all.groups else 1
     concurrency = num_blocks / bpr if bpr else 0.0
-    # 0.8.5-0.11 logged num_blocks // num_groups × block_size for multi-group models (S059, 0.11);
-    # by 0.21 it is int(concurrency × L) (S028); the switch lies between the two.
-    if s.engine == "V0" or (s.version < (0, 21, 0) and layout_all.num_groups > 1):
+    if tokens_logged_by_groups(s, layout_all.num_groups):
         tokens = (num_blocks // max(1, layout_all.num_groups)) * block_size
     else:
         tokens = int(concurrency * L)

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 
 from oomguard.check.finding import Edit
 from oomguard.model.failures import FailureClass
-from oomguard.units import GiB, MiB
+from oomguard.units import GiB
 
 if TYPE_CHECKING:
     from oomguard.check.context import CheckContext
 
-CUDA_CONTEXT_BYTES = 500 * MiB  # what the CUDA context takes before vLLM's snapshot (planner)
+from oomguard.model.planner import CUDA_CONTEXT_BYTES  # noqa: E402  (one value for every command)
 # S2's table of per-step token budgets, largest first; 8192 is vLLM's own
 # default on large GPUs and what S1's operators used.
 CHUNK_CANDIDATES = (8192, 4096, 2048, 1024, 512, 256)

@@ -13,6 +13,7 @@ from oomguard.check.registry import rule
 from oomguard.check.rules.common import CUDA_CONTEXT_BYTES, gib, round_down, round_len
 from oomguard.model.failures import FailureClass
 from oomguard.model.failures import FailureClass as F
+from oomguard.model.engine import mamba_blocks_per_request
 from oomguard.units import GiB, MiB
 
 # failures vLLM raises before (or independently of) sizing the pool: the pool's numbers still hold
@@ -347,9 +348,7 @@ def mamba_state(ctx):
     if not any(g.kind == "mamba" for g in plan.layout.groups):
         return
     s = plan.settings
-    per_seq = 1 + (s.num_speculative_tokens or 0)
-    if s.enable_prefix_caching and s.version >= (0, 25, 0):
-        per_seq += 1
+    per_seq = mamba_blocks_per_request(ctx.model, s)
     fit = (plan.num_gpu_blocks - 1) // per_seq
     if s.max_num_seqs <= fit:
         return

@@ -9,9 +9,9 @@ from oomguard.host.facts import HostFacts
 from oomguard.host.findings import Finding, Severity
 from oomguard.host.launchview import LaunchView
 from oomguard.inputs.topology import LinkKind
-from oomguard.units import GiB, MiB
+from oomguard.units import GiB
 
-CUDA_CONTEXT_BYTES = 512 * MiB  # taken from free memory before vLLM measures it
+from oomguard.model.planner import CUDA_CONTEXT_BYTES  # noqa: E402  (taken from free memory before vLLM measures it)
 GPU_IDLE_USED_BYTES = 1 * GiB  # below this a GPU with no listed process counts as idle
 
 
