@@ -60,18 +60,12 @@ def value_text(dest: str, value: Any) -> str:
 
 
 def flag_words(dest: str, value: Any, version: tuple[int, int, int] = (0, 33, 0)) -> list[str]:
-    opt = option_name(dest)
-    if isinstance(value, bool):
-        if value:
-            return [opt]
-        if version >= (0, 10, 0):
-            return ["--no-" + dest.replace("_", "-")]
-        if dest.startswith("enable_"):
-            return ["--disable-" + dest[len("enable_"):].replace("_", "-")]
-        return []
-    if isinstance(value, list) and all(isinstance(x, (str, int, float)) for x in value):
-        return [opt, *[str(x) for x in value]]
-    return [opt, value_text(dest, value)]
+    """One flag as ``vllm serve`` words, spelled by the version's flag table (``inputs.render``)."""
+    from oomguard.inputs.render import flags_to_argv
+
+    if dest in _SIZE_FLAGS and isinstance(value, int):
+        value = size_text(value)
+    return flags_to_argv(None, {dest: value}, version=".".join(map(str, version)))
 
 
 def render(model: str, flags: dict, env: dict | None = None, *, version: tuple[int, int, int] = (0, 33, 0), program: str = "vllm serve") -> str:
