@@ -23,8 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-from oomguard.versions.extract.fetch import fetch  # noqa: E402
-from oomguard.versions.extract.release import extract_release  # noqa: E402
+from vllm_flag_extract.fetch import fetch  # noqa: E402
+from vllm_flag_extract.release import extract_release  # noqa: E402
 
 OUT_DIR = REPO / "src" / "oomguard" / "data" / "flags"
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from oomguard.versions.extract.release import extract_release
+# The extractor is tooling for scripts/gen_flag_tables.py, not part of the installed package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+from vllm_flag_extract.release import extract_release  # noqa: E402
 
 FILES = {
     "vllm/__init__.py": "",
