@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "host": ("oomguard.cli.host", "check host RAM, kernel settings and topology"),
     "watch": ("oomguard.cli.watch", "monitor a live server with alerts"),
     "export": ("oomguard.cli.export", "export alert rules, dashboards and launch units"),
+    "models": ("oomguard.cli.models", "list the bundled model catalog (works offline)"),
 }
 
 

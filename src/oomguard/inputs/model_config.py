@@ -140,11 +140,38 @@ def load_model(spec: str, *, allow_hub: bool = True) -> ModelDescription:
         raise InputError(f"model path does not exist: {spec}")
     if allow_hub and "/" in spec and os.environ.get("HF_HUB_OFFLINE", "0") in ("0", "", "false", "False"):
         return _from_hub(spec)
-    import difflib
+    raise InputError(f"model {spec!r} not found as a path, in the HF cache or in the bundled catalog"
+                     f"{_did_you_mean(spec)}")
 
-    close = difflib.get_close_matches(spec, catalog_ids(), n=3, cutoff=0.5)
-    hint = f"; close catalog entries: {', '.join(close)}" if close else ""
-    raise InputError(f"model {spec!r} not found as a path, in the HF cache or in the bundled catalog{hint}")
+
+def close_catalog_ids(spec: str, n: int = 3) -> list[str]:
+    """Catalog ids that look like ``spec``. Shared name tokens count most ("3.1", "70b",
+    "instruct"), so a size or version match beats a near-identical spelling of another size."""
+    import difflib
+    import re
+
+    def tokens(text: str) -> set[str]:
+        return set(re.findall(r"\d+(?:\.\d+)*[a-z]?|[a-z]+", text.lower()))
+
+    want = tokens(spec)
+    want_name = spec.split("/", 1)[-1].lower()
+    scored = []
+    for cid in catalog_ids():
+        have = tokens(cid)
+        overlap = len(want & have) / max(1, len(want | have))
+        sizes = {t for t in want if re.fullmatch(r"\d+(?:\.\d+)?b", t)}
+        size_bonus = 0.3 if sizes and sizes <= have else (-0.3 if sizes else 0.0)
+        ratio = difflib.SequenceMatcher(None, want_name, cid.split("/", 1)[-1].lower()).ratio()
+        scored.append((overlap + size_bonus + 0.5 * ratio, cid))
+    scored.sort(reverse=True)
+    return [cid for score, cid in scored[:n] if score >= 0.6]
+
+
+def _did_you_mean(spec: str) -> str:
+    close = close_catalog_ids(spec)
+    if close:
+        return f"; did you mean {' or '.join(close)}? (`oomguard models` lists the catalog)"
+    return "; `oomguard models` lists the bundled catalog"
 
 
 def _from_hub(model_id: str) -> ModelDescription:
@@ -152,8 +179,8 @@ def _from_hub(model_id: str) -> ModelDescription:
         from huggingface_hub import hf_hub_download  # optional dependency
     except ImportError:
         raise InputError(
-            f"model {model_id!r} is not local; install oomguard[hub] to fetch its config.json, "
-            "or pass a local config.json"
+            f"model {model_id!r} is not local and not in the bundled catalog{_did_you_mean(model_id)}; "
+            "or pass its config.json (--model PATH), or install oomguard[hub] to fetch it"
         ) from None
     from oomguard.model.architectures import describe
 

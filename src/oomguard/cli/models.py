@@ -1,0 +1,92 @@
+"""``oomguard models``: list the bundled model catalog (configs that need no download).
+
+Exit codes: 0 listed, 1 a filter matched nothing, 2 bad input. A catalog entry
+the planner cannot describe (an architecture not modelled yet) is listed with
+the reason instead of being hidden.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_OK = 0
+EXIT_NO_MATCH = 1
+EXIT_BAD_INPUT = 2
+
+
+def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
+    p = subparsers.add_parser(
+        name,
+        help=help_text,
+        description="List the model configs bundled with oomguard. Any of these ids works offline with "
+        "--model (plan, check, fit, diagnose) or as the model in a launch.",
+    )
+    p.add_argument("filter", nargs="?", default="", metavar="TEXT",
+                   help="only ids containing TEXT (case-insensitive), e.g. qwen3 or 70b")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--json", dest="format", action="store_const", const="json", help="same as --format json")
+
+
+def _entry(model_id: str) -> dict:
+    from oomguard.errors import OomguardError
+    from oomguard.inputs.model_config import load_model
+    from oomguard.model.weights import model_weight_bytes
+    from oomguard.units import GiB
+
+    try:
+        m = load_model(model_id, allow_hub=False)
+    except OomguardError as exc:
+        return {"id": model_id, "supported": False, "reason": str(exc)}
+    quant = m.quantization.method if m.quantization.is_quantized else m.dtype
+    return {
+        "id": model_id,
+        "supported": True,
+        "model_type": m.model_type,
+        "family": m.family,
+        "layers": m.num_layers,
+        "weights_gib": round(model_weight_bytes(m) / GiB, 2),
+        "weights_format": quant,
+        "max_position_embeddings": m.max_position_embeddings,
+        "multimodal": m.is_multimodal,
+        "moe": m.moe is not None,
+        "hybrid": m.is_hybrid,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from oomguard.inputs.model_config import catalog_ids
+
+    needle = (args.filter or "").lower()
+    ids = [i for i in catalog_ids() if needle in i.lower()]
+    if not ids:
+        import difflib
+
+        close = difflib.get_close_matches(args.filter, catalog_ids(), n=5, cutoff=0.4)
+        hint = f"; close: {', '.join(close)}" if close else ""
+        print(f"oomguard models: no catalog id contains {args.filter!r}{hint}", file=sys.stderr)
+        return EXIT_NO_MATCH
+    rows = [_entry(i) for i in ids]
+    if args.format == "json":
+        print(json.dumps({"catalog": rows, "count": len(rows)}, indent=2))
+        return EXIT_OK
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for col, justify in (("model id", "left"), ("type", "left"), ("weights", "right"), ("format", "left"),
+                         ("context", "right"), ("notes", "left")):
+        table.add_column(col, justify=justify, no_wrap=col == "model id")
+    for r in rows:
+        if not r["supported"]:
+            table.add_row(r["id"], "-", "-", "-", "-", f"not modelled: {r['reason']}")
+            continue
+        notes = ", ".join(n for n, on in (("MoE", r["moe"]), ("hybrid", r["hybrid"]), ("multimodal", r["multimodal"])) if on)
+        ctx = f"{r['max_position_embeddings']:,}" if r["max_position_embeddings"] else "-"
+        table.add_row(r["id"], r["model_type"], f"{r['weights_gib']:.1f} GiB", r["weights_format"], ctx, notes)
+    Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
+    print(f"{len(rows)} bundled config(s); weights: the whole model as vLLM loads it on one GPU "
+          "(`oomguard plan` gives the per-GPU split).")
+    return EXIT_OK

@@ -1,0 +1,47 @@
+"""`oomguard models` lists the catalog; unknown model ids get a did-you-mean from it."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import run_cli
+
+
+def test_models_json_lists_every_catalog_entry_and_says_which_are_not_modelled():
+    from oomguard.inputs.model_config import catalog_ids
+
+    out = run_cli("models", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["count"] == len(catalog_ids()) == len(data["catalog"])
+    by_id = {r["id"]: r for r in data["catalog"]}
+    assert by_id["Qwen/Qwen3-8B"]["supported"] and by_id["Qwen/Qwen3-8B"]["layers"] == 36
+    # listed with the reason, not hidden
+    assert by_id["deepseek-ai/DeepSeek-V4-Flash"]["supported"] is False
+    assert "not modelled" in by_id["deepseek-ai/DeepSeek-V4-Flash"]["reason"]
+
+
+def test_models_filter_and_no_match_exit():
+    out = run_cli("models", "70b")
+    assert out.returncode == 0
+    assert "meta-llama/Meta-Llama-3.1-70B" in out.stdout and "Qwen/Qwen3-8B" not in out.stdout
+    miss = run_cli("models", "no-such-model-xyz")
+    assert miss.returncode == 1 and "no catalog id contains" in miss.stderr
+
+
+def test_unknown_hub_id_without_hub_extra_suggests_catalog_entries_of_the_same_size(monkeypatch):
+    out = run_cli("plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100-SXM-80GB",
+                  env={"HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 2
+    line = out.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert "did you mean meta-llama/Meta-Llama-3.1-70B" in line
+    assert "oomguard models" in line
+
+
+def test_close_catalog_ids_prefers_the_same_size():
+    from oomguard.inputs.model_config import close_catalog_ids
+
+    assert close_catalog_ids("Qwen/Qwen3-32B-AWQ")[0] == "Qwen/Qwen3-32B"
+    assert close_catalog_ids("gpt-oss-120")[0] == "openai/gpt-oss-120b"
+    assert close_catalog_ids("completely/unrelated") == []
