@@ -34,21 +34,6 @@ _VERSION = re.compile(
     re.IGNORECASE,
 )
 
-# Patch releases whose flag table was generated and found identical to the
-# listed release's (scripts/gen_flag_tables.py, flags section byte-for-byte).
-SAME_FLAGS_AS: dict[str, str] = {
-    "0.14.1": "0.14.0",
-    "0.15.1": "0.15.0",
-    "0.17.1": "0.17.0",
-    "0.18.1": "0.18.0",
-    "0.19.1": "0.19.0",
-    "0.20.2": "0.20.0",
-    "0.22.1": "0.22.0",
-    "0.25.1": "0.25.0",
-    "0.27.1": "0.27.0",
-}
-
-
 @dataclass(frozen=True, order=True)
 class Version:
     """A parsed vLLM version. Orders like PEP 440 for the forms vLLM publishes."""
@@ -193,9 +178,6 @@ def choose(spec: str | None) -> Choice:
     posts = [s for s in versions if parse_version(s).release[:4] == want.release[:4] and not want.is_prerelease]
     if posts:
         return Choice(posts[-1], f"vLLM {spec}: using the {posts[-1]} table (post-release of the same version)")
-    same = SAME_FLAGS_AS.get(".".join(str(x) for x in want.release[:3]))
-    if same in versions and not want.is_prerelease:
-        return Choice(same, f"vLLM {spec} has no table of its own: using {same} (same flags, checked)")
     oldest, newest = parse_version(versions[0]), parse_version(versions[-1])
     if want < oldest:
         raise InputError(f"vLLM {spec} is older than the oldest supported release ({versions[0]}); "

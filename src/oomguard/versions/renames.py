@@ -53,13 +53,13 @@ class FlagChange:
 _AE = "vllm/engine/arg_utils.py"
 
 CHANGES: tuple[FlagChange, ...] = (
-    FlagChange("--cuda-graph-sizes", ChangeKind.RENAMED, "--cudagraph-capture-sizes", "0.11.2", "0.13.0",
+    FlagChange("--cuda-graph-sizes", ChangeKind.RENAMED, "--cudagraph-capture-sizes", "0.11.1", "0.13.0",
                "the largest size alone is --max-cudagraph-capture-size",
-               f"{_AE} @0.12.0 (deprecated) vs @0.13.0; config/compilation.py @0.13.0"),
-    FlagChange("--disable-log-requests", ChangeKind.INVERTED, "--enable-log-requests", "0.10.1.1", "0.17.0",
+               f"{_AE} @0.11.1 (deprecated) vs @0.13.0; config/compilation.py @0.13.0"),
+    FlagChange("--disable-log-requests", ChangeKind.INVERTED, "--enable-log-requests", "0.10.1", "0.17.0",
                "request logging is off by default since 0.10.1; drop the flag (0.33 accepts it again as "
                "the --no form of --enable-log-requests)",
-               f"{_AE}::AsyncEngineArgs.add_cli_args @0.10.1.1 (deprecated), absent @0.17.0, "
+               f"{_AE}::AsyncEngineArgs.add_cli_args @0.10.1 (deprecated), absent @0.17.0, "
                "EnableDisableAction inverse @0.33.0", suggest=False),
     FlagChange("--swap-space", ChangeKind.REMOVED, None, None, "0.18.0",
                "CPU swap for V0 preemption (4 GiB per GPU by default); the V1 engine recomputes instead",
@@ -77,14 +77,14 @@ CHANGES: tuple[FlagChange, ...] = (
                "V1 always preempts by recomputation", f"{_AE} @0.10.2 vs @0.11.0"),
     FlagChange("--num-lookahead-slots", ChangeKind.REMOVED, None, None, "0.12.0", "",
                f"{_AE} @0.11.2 vs @0.12.0"),
-    FlagChange("--task", ChangeKind.REPLACED, "--runner", "0.10.1.1", "0.13.0",
+    FlagChange("--task", ChangeKind.REPLACED, "--runner", "0.10.1", "0.13.0",
                "use --runner (generate/pooling) and --convert (embed/classify/reward)",
-               f"{_AE} @0.10.1.1 (deprecated) vs @0.13.0"),
+               f"{_AE} @0.10.1 (deprecated) vs @0.13.0"),
     FlagChange("--guided-decoding-backend", ChangeKind.REPLACED, "--structured-outputs-config", "0.11.0",
                "0.12.0", "set the backend as --structured-outputs-config.backend",
                f"{_AE} @0.11.0 (deprecated) vs @0.12.0"),
-    FlagChange("--disable-mm-preprocessor-cache", ChangeKind.REPLACED, "--mm-processor-cache-gb", "0.10.1.1",
-               "0.13.0", "use --mm-processor-cache-gb 0", f"{_AE} @0.10.1.1 (deprecated) vs @0.13.0"),
+    FlagChange("--disable-mm-preprocessor-cache", ChangeKind.REPLACED, "--mm-processor-cache-gb", "0.10.1",
+               "0.13.0", "use --mm-processor-cache-gb 0", f"{_AE} @0.10.1 (deprecated) vs @0.13.0"),
     FlagChange("--override-pooler-config", ChangeKind.RENAMED, "--pooler-config", "0.11.0", "0.12.0", "",
                f"{_AE} @0.11.0 (deprecated) vs @0.12.0"),
     FlagChange("--speculative-model", ChangeKind.REPLACED, "--speculative-config", None, "0.8.5.post1",
@@ -92,8 +92,8 @@ CHANGES: tuple[FlagChange, ...] = (
                f"{_AE} @0.8.0 vs @0.8.5.post1"),
     FlagChange("--num-speculative-tokens", ChangeKind.REPLACED, "--speculative-config", None, "0.8.5.post1",
                "now a key of --speculative-config", f"{_AE} @0.8.0 vs @0.8.5.post1"),
-    FlagChange("--tokenizer-pool-size", ChangeKind.REMOVED, None, "0.8.5.post1", "0.10.0", "",
-               f"{_AE} @0.8.5.post1 (deprecated) vs @0.10.0"),
+    FlagChange("--tokenizer-pool-size", ChangeKind.REMOVED, None, "0.8.5", "0.10.0", "",
+               f"{_AE} @0.8.5 (deprecated) vs @0.10.0"),
     FlagChange("--enable-reasoning", ChangeKind.REMOVED, None, "0.9.0", "0.10.0",
                "--reasoning-parser alone enables it", f"{_AE} @0.9.0 (deprecated) vs @0.10.0"),
     FlagChange("--device", ChangeKind.REMOVED, None, "0.9.0", "0.10.0", "the device is detected",

@@ -66,31 +66,40 @@ def test_get_release_exact_and_minor(spec, version):
 
 
 def test_get_release_family_names():
-    assert get_release("0.11-0.19").version == "0.19.0"
+    assert get_release("0.11-0.19").version == "0.19.1"
     assert get_release("v0").version == "0.7.3"
     assert get_release("early-v1").version == "0.10.2"
     assert get_release("0.28-0.33").version == "0.33.0"
     assert "family" in get_release("0.20-0.27").note
 
 
-def test_patch_release_with_identical_flags_maps_to_its_dot_zero():
-    rel = get_release("0.19.1")
-    assert rel.version == "0.19.0"
-    assert "0.19.1" in rel.note and "same flags" in rel.note
+ALL_PUBLISHED_0_6_TO_0_33 = (
+    "0.6.0 0.6.1 0.6.1.post1 0.6.1.post2 0.6.2 0.6.3 0.6.3.post1 0.6.4 0.6.4.post1 0.6.5 0.6.6 0.6.6.post1 "
+    "0.7.0 0.7.1 0.7.2 0.7.3 0.8.0 0.8.1 0.8.2 0.8.3 0.8.4 0.8.5 0.8.5.post1 0.9.0 0.9.0.1 0.9.1 0.9.2 "
+    "0.10.0 0.10.1 0.10.1.1 0.10.2 0.11.0 0.11.1 0.11.2 0.12.0 0.13.0 0.14.0 0.14.1 0.15.0 0.15.1 0.16.0 "
+    "0.17.0 0.17.1 0.18.0 0.18.1 0.19.0 0.19.1 0.20.0 0.20.1 0.20.2 0.21.0 0.22.0 0.22.1 0.23.0 0.24.0 "
+    "0.25.0 0.25.1 0.26.0 0.27.0 0.27.1 0.28.0 0.29.0 0.30.0 0.31.0 0.32.0 0.33.0"
+).split()
 
 
-def test_unsupported_version_picks_nearest_lower_in_family_and_says_so():
-    rel = get_release("0.8.3")
-    assert rel.version == "0.8.0"
-    assert "0.8.3" in rel.note and "0.8.0" in rel.note and "0.8-0.10" in rel.note
-    assert get_release("0.11.1").version == "0.11.0"
-    assert get_release("0.6.4.post1").version == "0.6.3.post1"
+@pytest.mark.parametrize("version", ALL_PUBLISHED_0_6_TO_0_33)
+def test_every_published_release_has_its_own_table(version):
+    rel = get_release(version)
+    assert rel.version == version
+    assert rel.note == ""
+
+
+def test_unpublished_version_picks_nearest_lower_in_family_and_says_so():
+    rel = get_release("0.8.6")
+    assert rel.version == "0.8.5.post1"
+    assert "0.8.6" in rel.note and "0.8.5.post1" in rel.note and "0.8-0.10" in rel.note
+    assert get_release("0.6.4.post2").version == "0.6.4.post1"
 
 
 def test_prerelease_and_dev_builds():
     assert get_release("0.11.0rc1").version == "0.11.0"
     assert "pre-release" in get_release("0.11.0rc1").note
-    assert get_release("0.11.1.dev3+gabcdef").version == "0.11.0"
+    assert get_release("0.11.1.dev3+gabcdef").version == "0.11.1"
 
 
 def test_newer_than_newest_uses_newest_with_a_hint():

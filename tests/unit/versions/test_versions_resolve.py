@@ -95,7 +95,7 @@ def test_unknown_flag_carries_suggestion_and_other_versions(v33):
     with pytest.raises(UnknownFlagError) as err:
         v33.resolve_option("--swap-space")
     e = err.value
-    assert e.other_versions[0] == "0.6.0" and e.other_versions[-1] == "0.17.0"
+    assert e.other_versions[0] == "0.6.0" and e.other_versions[-1] == "0.17.1"
     assert "0.18.0" in str(e)
     assert isinstance(e, InputError)
 
@@ -147,7 +147,7 @@ def test_frontend_flags_are_known(v33):
 
 def test_history(v33):
     h = v33.history("--swap-space")
-    assert (h.first, h.last, h.removed_in) == ("0.6.0", "0.17.0", "0.18.0")
+    assert (h.first, h.last, h.removed_in) == ("0.6.0", "0.17.1", "0.18.0")
     h = v33.history("--kv_cache_memory_bytes")
     assert (h.first, h.added_in, h.removed_in) == ("0.10.2", "0.10.2", None)
     h = v33.history("--device-memory-utilization")

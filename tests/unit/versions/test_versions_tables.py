@@ -80,12 +80,16 @@ def test_memory_flag_defaults_every_release(version):
     # None = computed at start-up (by GPU, usage context, model); the lead's model derives these
     runtime = ["block_size", "max_num_batched_tokens", "max_num_seqs", "max_model_len",
                "enable_prefix_caching", "enable_chunked_prefill", "num_gpu_blocks_override"]
-    if _v(version) < _v("0.6.6"):
-        # 0.6.0-0.6.3 still wrote the V0 values into the parser
+    if _v(version) < _v("0.6.4"):
+        # 0.6.0-0.6.3.post1 still wrote the V0 block size into the parser; 0.6.4 made it
+        # `16 if not current_platform.is_hpu() else 128` (left unevaluated: a platform question)
         assert flags["block_size"].default == 16
+        runtime.remove("block_size")
+    if _v(version) < _v("0.6.5"):
+        # up to 0.6.4.post1 the parser held the V0 values; 0.6.5 moved them to start-up
         assert flags["max_num_seqs"].default == 256
         assert flags["enable_prefix_caching"].default is False
-        runtime = [r for r in runtime if r not in ("block_size", "max_num_seqs", "enable_prefix_caching")]
+        runtime = [r for r in runtime if r not in ("max_num_seqs", "enable_prefix_caching")]
     # None = computed at start-up (by GPU, usage context, model); the lead's model derives these
     for name in runtime:
         assert flags[name].default is None, name
