@@ -10,7 +10,7 @@ from tests.conftest import run_cli
 @pytest.mark.vllm
 def test_engine_python_resolves_defaults(vllm_venv):
     py = vllm_venv / "bin" / "python"
-    p = run_cli("plan", "--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--engine-python", str(py), "--json", timeout=300)
+    p = run_cli("plan", "--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--engine-python", str(py), "--json", timeout=300)
     assert p.returncode in (0, 1), p.stderr
     d = json.loads(p.stdout)
     assert d["vllm_version"] == "0.32.0"
@@ -20,5 +20,5 @@ def test_engine_python_resolves_defaults(vllm_venv):
 
 
 def test_engine_python_missing_interpreter():
-    p = run_cli("plan", "--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--engine-python", "/nonexistent/python")
+    p = run_cli("plan", "--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--engine-python", "/nonexistent/python")
     assert p.returncode == 2 and "no such interpreter" in p.stderr

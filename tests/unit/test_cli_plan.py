@@ -22,7 +22,7 @@ def test_plan_command_after_dashes():
 
 
 def test_plan_text_output():
-    p = run_cli("plan", "--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--max-model-len", "32768")
+    p = run_cli("plan", "--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--max-model-len", "32768")
     assert p.returncode == 0
     assert "KV cache pool" in p.stdout and "GPU KV cache size:" in p.stdout and "STARTS" in p.stdout
 
@@ -31,9 +31,9 @@ def test_plan_text_output():
     "args,needle",
     [
         (["--model", "Qwen/Qwen3-8B", "--gpu", "H1000"], "unknown GPU"),
-        (["--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--max-num-seqs", "-4"], "negative"),
-        (["--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--max-model-len", "lots"], "not an integer"),
-        (["--model", "nope/none-such", "--gpu", "A100"], "not found"),
+        (["--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--max-num-seqs", "-4"], "negative"),
+        (["--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--max-model-len", "lots"], "not an integer"),
+        (["--model", "nope/none-such", "--gpu", "A100-80GB"], "not found"),
     ],
 )
 def test_bad_input_exit_2_one_line(args, needle):
@@ -46,13 +46,13 @@ def test_bad_input_exit_2_one_line(args, needle):
 def test_unterminated_quote_script(tmp_path):
     s = tmp_path / "start.sh"
     s.write_text("vllm serve Qwen/Qwen3-8B \\\n  --served-model-name 'oops\n")
-    p = run_cli("plan", str(s), "--gpu", "A100")
+    p = run_cli("plan", str(s), "--gpu", "A100-80GB")
     assert p.returncode == 2 and f"{s}:2" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_malformed_config_json(tmp_path):
     (tmp_path / "config.json").write_text("{ not json")
-    p = run_cli("plan", "--model", str(tmp_path / "config.json"), "--gpu", "A100")
+    p = run_cli("plan", "--model", str(tmp_path / "config.json"), "--gpu", "A100-80GB")
     assert p.returncode == 2 and "malformed JSON" in p.stderr
 
 
@@ -60,7 +60,7 @@ def test_two_gb_binary_as_config(tmp_path):
     big = tmp_path / "model.bin"
     with open(big, "wb") as fh:
         fh.truncate(2 * 1024**3)
-    p = run_cli("plan", "--model", str(big), "--gpu", "A100")
+    p = run_cli("plan", "--model", str(big), "--gpu", "A100-80GB")
     assert p.returncode == 2 and "not a config file" in p.stderr
 
 

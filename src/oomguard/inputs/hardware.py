@@ -70,6 +70,13 @@ def _index() -> dict[str, dict]:
     return idx
 
 
+@functools.lru_cache(maxsize=1)
+def _ambiguous() -> dict[str, tuple[str, ...]]:
+    """Names that stand for cards with different memory (a bare "A100" is a 40 GB or an 80 GB card)."""
+    raw = json.loads(_CATALOG.read_text()).get("ambiguous", {})
+    return {_norm(k): tuple(v) for k, v in raw.items()}
+
+
 def gpu_names() -> list[str]:
     return [e["name"] for e in _entries()]
 
@@ -99,6 +106,15 @@ def lookup_gpu(name: str | None, memory_gib: float | None = None) -> GPU:
             raise InputError("no GPU given: use --gpu NAME (e.g. --gpu A100-80GB) or --gpu-memory-gib X")
         return GPU("custom", int(round(memory_gib * GiB)), "8.0", 1000.0, 100.0, total_source="--gpu-memory-gib")
     key = _norm(name)
+    choices = _ambiguous().get(key)
+    if choices:
+        by_name = {e["name"]: e for e in _entries()}
+        if memory_gib is not None:  # the total settles which card it is
+            best = min(choices, key=lambda c: abs(by_name[c]["total_gib"] - memory_gib))
+            return _to_gpu(by_name[best], memory_gib)
+        listed = " or ".join(f"{c} ({by_name[c]['total_gib']:.2f} GiB)" for c in choices)
+        raise UnknownGPUError(f"GPU name {name!r} is ambiguous: {listed}; pass one of them "
+                              "(or --gpu-memory-gib with the total your log prints)")
     e = _index().get(key)
     if e is None:
         # "a100 80gb pcie" -> try dropping form-factor words
@@ -125,7 +141,8 @@ def find_gpu_in_text(text: str) -> GPU | None:
     index = _index()
     for size in range(min(4, len(words)), 0, -1):
         for i in range(len(words) - size + 1):
-            e = index.get(_norm(" ".join(words[i : i + size])))
-            if e is not None:
+            key = _norm(" ".join(words[i : i + size]))
+            e = index.get(key)
+            if e is not None:  # a bare "A100" is ambiguous (40 or 80 GB) and not in the index
                 return _to_gpu(e, None)
     return None

@@ -43,10 +43,10 @@ def test_none_fits_exit_1(capsys):
     "args,needle",
     [
         (["--model", "Qwen/Qwen3-8B", "--gpu", "B9000"], "unknown GPU"),
-        (["--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--context", "lots"], "--context"),
-        (["--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--concurrency", "0"], "--concurrency"),
-        (["--gpu", "A100"], "no model"),
-        (["--from", "/nonexistent/start_api.sh", "--gpu", "A100"], "no such file"),
+        (["--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--context", "lots"], "--context"),
+        (["--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--concurrency", "0"], "--concurrency"),
+        (["--gpu", "A100-80GB"], "no model"),
+        (["--from", "/nonexistent/start_api.sh", "--gpu", "A100-80GB"], "no such file"),
     ],
 )
 def test_bad_input_exit_2_one_line(capsys, args, needle):
@@ -58,7 +58,7 @@ def test_bad_input_exit_2_one_line(capsys, args, needle):
 
 def test_context_and_max_context_are_exclusive(capsys):
     with pytest.raises(SystemExit) as e:
-        main(["fit", "--model", "Qwen/Qwen3-8B", "--gpu", "A100", "--context", "8192", "--max-context"])
+        main(["fit", "--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--context", "8192", "--max-context"])
     assert e.value.code == 2
 
 

@@ -35,7 +35,7 @@ def test_fp8_kv_on_ampere_but_not_volta():
     m = load_model("Qwen/Qwen3-8B")
     assert FP8_KV in kv_dtypes(m, lookup_gpu("RTX-3090"))
     assert FP8_KV in kv_dtypes(m, lookup_gpu("H100"))
-    assert kv_dtypes(m, lookup_gpu("V100")) == ["auto"]
+    assert kv_dtypes(m, lookup_gpu("V100-16GB")) == ["auto"]
     assert "fp8_e4m3" in kv_dtypes(m, lookup_gpu("RTX-4090"), "fp8_e4m3")
 
 

@@ -37,8 +37,8 @@ def test_graph_estimate_changes_pool_from_020(llama8b):
 
 
 def test_max_num_batched_tokens_moves_the_pool(llama8b):
-    small = plan_launch(llama8b, lookup_gpu("A100"), {"max_model_len": 32768, "max_num_batched_tokens": 2048})
-    big = plan_launch(llama8b, lookup_gpu("A100"), {"max_model_len": 32768, "max_num_batched_tokens": 65536})
+    small = plan_launch(llama8b, lookup_gpu("A100-80GB"), {"max_model_len": 32768, "max_num_batched_tokens": 2048})
+    big = plan_launch(llama8b, lookup_gpu("A100-80GB"), {"max_model_len": 32768, "max_num_batched_tokens": 65536})
     assert big.tight_rank.activation.bytes > small.tight_rank.activation.bytes
     assert big.kv_cache_tokens < small.kv_cache_tokens
 
@@ -65,20 +65,20 @@ def test_no_kv_memory(llama8b):
 
 def test_max_len_exceeds_model_and_env_override():
     m = load_model("meta-llama/Llama-2-7b-chat-hf")
-    p = plan_launch(m, lookup_gpu("A100"), {"max_model_len": 8192})
+    p = plan_launch(m, lookup_gpu("A100-80GB"), {"max_model_len": 8192})
     assert p.failure.value == "max-len-exceeds-model"
-    p2 = plan_launch(m, lookup_gpu("A100"), {"max_model_len": 8192}, {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    p2 = plan_launch(m, lookup_gpu("A100-80GB"), {"max_model_len": 8192}, {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
     assert p2.failure is None
 
 
 def test_tp_must_divide_heads():
     m = load_model("Qwen/Qwen2.5-7B")  # 28 heads
-    p = plan_launch(m, lookup_gpu("A100"), {"tensor_parallel_size": 8}, num_gpus=8)
+    p = plan_launch(m, lookup_gpu("A100-80GB"), {"tensor_parallel_size": 8}, num_gpus=8)
     assert p.failure.value == "config-error"
 
 
 def test_startup_free_memory_with_other_process(llama8b):
-    p = plan_launch(llama8b, lookup_gpu("A100"), {"gpu_memory_utilization": 0.9}, other_gpu_use_bytes=10 * GiB)
+    p = plan_launch(llama8b, lookup_gpu("A100-80GB"), {"gpu_memory_utilization": 0.9}, other_gpu_use_bytes=10 * GiB)
     assert p.failure.value == "startup-free-memory"
 
 
@@ -105,7 +105,7 @@ def test_auto_fit_max_model_len(llama8b):
 
 def test_pipeline_stages_check_their_own_layers():
     m = load_model("meta-llama/Meta-Llama-3.1-70B")
-    p = plan_launch(m, lookup_gpu("A100"), {"pipeline_parallel_size": 2, "tensor_parallel_size": 2, "max_model_len": 131072}, num_gpus=4)
+    p = plan_launch(m, lookup_gpu("A100-80GB"), {"pipeline_parallel_size": 2, "tensor_parallel_size": 2, "max_model_len": 131072}, num_gpus=4)
     # each stage stores 40 of 80 layers: one request needs half the whole-model KV per GPU
     assert len(p.ranks) == 2
     assert p.one_request_bytes == 40 * 16 * 2 * 4 * 128 * 2 * (131072 // 16)
