@@ -11,6 +11,10 @@ import argparse
 import importlib
 import sys
 
+# Exit codes shared by every command: 0 ok, 1 findings / does not fit / failed, 2 bad input,
+# 3 could not complete (an unmodelled architecture, a server gone, a log that stops early).
+EXIT_INCOMPLETE = 3
+
 # name -> (module, one-line help). Order is the order shown in --help.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("oomguard.cli.plan", "predict vLLM's start-up memory ledger per GPU"),
@@ -47,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from oomguard.errors import OomguardError
+    from oomguard.errors import OomguardError, UnsupportedModelError
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -83,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(module.run(args) or 0)
+    except UnsupportedModelError as exc:
+        # Not bad input: the config is fine, the planner cannot model it yet ("could not complete").
+        print(f"oomguard {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     except OomguardError as exc:
         print(f"oomguard {args.command}: error: {exc}", file=sys.stderr)
         return getattr(module, "EXIT_BAD_INPUT", 2)

@@ -27,8 +27,11 @@ def register(sub, name: str, help_text: str) -> None:
         allow_abbrev=False,
     )
     add_target_options(p)
-    p.add_argument("--json", action="store_true", help="print the plan as JSON (docs/json.md)")
-    p.add_argument("--explain", action="store_true", help="show every term's formula and source")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="text ledger or JSON (docs/json.md)")
+    p.add_argument("--json", dest="format", action="store_const", const="json", help="same as --format json")
+    p.add_argument("--verbose", action="store_true", help="show every term's formula and source")
+    # Before 0.2 this was --explain; `check --explain RULE` now owns that name.
+    p.add_argument("--explain", dest="verbose", action="store_true", help=argparse.SUPPRESS)
     _PARSER = p
 
 
@@ -37,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     ctx = build_context(args, list(args.unknown or []))
     plan = ctx.plan()
-    if args.json:
+    if args.format == "json":
         d = plan.to_dict()
         d["launch_notes"] = list(ctx.launch.notes)
         json.dump(d, sys.stdout, indent=2)
@@ -45,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         from oomguard.report.plan_text import render_plan
 
-        render_plan(plan, explain=args.explain, notes=ctx.launch.notes)
+        render_plan(plan, explain=args.verbose, notes=ctx.launch.notes)
     return EXIT_STARTS if plan.starts else EXIT_FAILS
