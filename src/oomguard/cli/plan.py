@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(d, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        from oomguard.report.plan_text import render_plan
+        from oomguard.plan.render import render_plan
 
         render_plan(plan, explain=args.verbose, notes=ctx.launch.notes)
     return EXIT_STARTS if plan.starts else EXIT_FAILS

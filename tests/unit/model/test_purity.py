@@ -4,7 +4,7 @@ import ast
 from pathlib import Path
 
 MODEL = Path(__file__).resolve().parents[3] / "src" / "oomguard" / "model"
-FORBIDDEN = {"rich", "httpx", "psutil", "subprocess", "socket", "pynvml", "requests", "yaml", "oomguard.inputs", "oomguard.cli", "oomguard.report"}
+FORBIDDEN = {"rich", "httpx", "psutil", "subprocess", "socket", "pynvml", "requests", "yaml", "oomguard.inputs", "oomguard.cli", "oomguard.plan"}
 
 
 def test_model_package_imports_nothing_impure():
