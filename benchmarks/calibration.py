@@ -138,11 +138,13 @@ def flags_of(r: dict) -> dict:
 
 
 def quant_flag(r: dict, model) -> str | None:
-    """A checkpoint quantized differently from its config (config_note): inject the method."""
+    """A checkpoint quantized differently from its config (config_note): inject the method.
+
+    INT8 W8A8 has no flag of its own in the planner; fp8 stands in for it (1 byte per linear weight)."""
     q = str(r.get("quantization") or "").lower()
     if not q or model.quantization.is_quantized:
         return None
-    for key, flag in (("nvfp4", "modelopt_fp4"), ("gptq", "gptq"), ("awq", "awq"), ("fp8", "fp8"), ("bitsandbytes", "bitsandbytes")):
+    for key, flag in (("nvfp4", "modelopt_fp4"), ("gptq", "gptq"), ("awq", "awq"), ("fp8", "fp8"), ("w8a8", "fp8"), ("bitsandbytes", "bitsandbytes")):
         if key in q:
             return flag
     return None
@@ -176,6 +178,7 @@ def prepare(r: dict, models: dict) -> tuple[dict | None, str | None]:
     env = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
     if "V0" in str(r.get("engine", "")) and version >= "0.8":
         env["VLLM_USE_V1"] = "0"
+    env.update(r.get("env") or {})  # the launch's own environment (e.g. VLLM_USE_V1=1 on 0.7)
     return {"model": model, "gpu": gpu, "flags": flags, "env": env, "version": version}, None
 
 
