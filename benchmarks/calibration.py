@@ -56,6 +56,7 @@ CONFIG_DIRS = (DATA_DIR / "configs", CATALOG_DIR)
 TERMS = ("weights", "activation", "non_torch", "cuda_graph", "kv_pool", "tokens", "concurrency")
 ROUNDING_GIB = 0.005  # vLLM prints the pool with two decimals
 SMALL_POOL_GIB = 1.0  # below this a % error on the pool says nothing; the GiB error is kept
+OUTLIER_PCT = 10.0  # records listed by name when a term is off by more than this
 
 # Read from main's code (oomguard/model/activation.py, "Coefficients were calibrated on
 # tests/data/calibration"); used only when no module declares FITTED_CONSTANTS.
@@ -277,8 +278,18 @@ def summarize(rows: list[dict]) -> dict:
     overall = {t: stats(rows, t) for t in TERMS}
     pinned = [row["pinned_tokens"] for row in rows if "pinned_tokens" in row]
     misses = [row["id"] for row in rows if "pinned_tokens" in row and not (row["pinned_tokens"][0] <= row["pinned_tokens"][2] <= row["pinned_tokens"][1])]
+    outliers = sorted(
+        ({"id": row["id"], "family": row["family"], "term": t, "predicted": round(row["terms"][t][0], 2), "logged": row["terms"][t][1],
+          "pct": round(e, 1)}
+         for row in rows for t in ("weights", "activation", "kv_pool", "tokens", "concurrency") if t in row["terms"]
+         for e in [term_error(t, *row["terms"][t])] if e is not None and e > OUTLIER_PCT),
+        key=lambda o: -o["pct"])
+    agree = [row for row in rows if row["outcome"]["logged"]]
+    same = [row for row in agree if row["outcome"]["predicted_starts"] == str(row["outcome"]["logged"]).startswith("success")]
     return {"overall": overall, "by_family": by_family,
-            "pinned_tokens": {"n": len(pinned), "exact_to_rounding": len(pinned) - len(misses), "misses": misses}}
+            "pinned_tokens": {"n": len(pinned), "exact_to_rounding": len(pinned) - len(misses), "misses": misses},
+            "outliers": outliers,
+            "outcome": {"n": len(agree), "agree": len(same), "disagree": [r["id"] for r in agree if r not in same]}}
 
 
 def _fam_key(f: str) -> tuple:
@@ -339,6 +350,7 @@ def _pool_loss(cases: list[tuple[dict, dict]]) -> float:
 
 
 GRID = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0)
+PASSES = 2
 
 
 def leave_one_release_out(records: list[dict], models: dict) -> dict:
@@ -354,7 +366,7 @@ def leave_one_release_out(records: list[dict], models: dict) -> dict:
     base = {c: getattr(importlib.import_module(c[0]), c[1]) for c in consts}
     out = {"constants": [f"{m.rsplit('.', 1)[-1]}.{n}" for m, n in consts], "source": origin,
            "not_refittable": list(INLINE_LITERALS), "objective": "median |KV pool % error| on the training families",
-           "grid": list(GRID), "families": {}}
+           "grid": list(GRID), "passes": PASSES, "families": {}}
     if not consts:
         out["note"] = "no fitted constant can be re-fitted automatically: per-family errors above are the whole story"
         return out
@@ -362,15 +374,19 @@ def leave_one_release_out(records: list[dict], models: dict) -> dict:
         train = [(r, i) for r, i in cases if family(i["version"]) != held]
         test = [(r, i) for r, i in cases if family(i["version"]) == held]
         values = dict(base)
-        for c in consts:  # one coordinate-descent pass over a multiplicative grid
-            best = (math.inf, values[c])
-            for g in GRID:
-                trial = {**values, c: base[c] * g}
-                with patched(trial):
-                    loss = _pool_loss(train)
-                if loss < best[0] - 1e-9:
-                    best = (loss, base[c] * g)
-            values[c] = best[1]
+        for _ in range(PASSES):  # coordinate descent over a multiplicative grid
+            for c in consts:
+                # start from the current value: a constant the training records do not
+                # constrain (e.g. a V0-only one with V0 held out) stays where it was
+                with patched(values):
+                    best = (_pool_loss(train), values[c])
+                for g in GRID:
+                    trial = {**values, c: base[c] * g}
+                    with patched(trial):
+                        loss = _pool_loss(train)
+                    if loss < best[0] - 1e-9:
+                        best = (loss, base[c] * g)
+                values[c] = best[1]
         with patched(values):
             held_err = _pool_loss(test)
         out["families"][held] = {
@@ -418,10 +434,15 @@ def markdown(res: dict, show_records: bool) -> str:
     p = s["pinned_tokens"]
     out += ["", f"Tokens with the pool pinned to the logged GiB (±{ROUNDING_GIB} rounding): {p['exact_to_rounding']}/{p['n']} exact"
             + (f"; misses: {', '.join(p['misses'])}" if p["misses"] else "")]
+    o = s["outcome"]
+    out.append(f"Start / fail verdict agrees with the log: {o['agree']}/{o['n']}" + (f"; disagrees: {', '.join(o['disagree'])}" if o["disagree"] else ""))
+    if s["outliers"]:
+        out += ["", f"## Terms off by more than {OUTLIER_PCT:g} % (record, term: predicted / logged)", ""]
+        out += [f"- {x['id']} ({x['family']}) {x['term']}: {x['predicted']} / {x['logged']} ({x['pct']} %)" for x in s["outliers"]]
     lo = res.get("leave_one_release_out")
     if lo:
         out += ["", f"## Leave one release family out ({lo['source']})", "",
-                f"Re-fitted: {', '.join(lo['constants']) or 'none'}; objective: {lo['objective']}; grid ×{lo['grid']}.",
+                f"Re-fitted: {', '.join(lo['constants']) or 'none'}; objective: {lo['objective']}; grid ×{lo['grid']}, {lo['passes']} coordinate-descent passes.",
                 f"Not re-fittable (inline literals): {'; '.join(lo['not_refittable'])}.", ""]
         if lo.get("note"):
             out.append(lo["note"])
