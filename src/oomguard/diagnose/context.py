@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.numbers import BadNumber, integer, num
 
 # GPUs the catalog (src/oomguard/data/gpus.json) does not list, in GiB as PyTorch reports them;
 # catalog GPUs are looked up there (one place for each card's memory).
@@ -39,8 +40,8 @@ _MULTIMODAL = re.compile(r"VL\b|-V\b|-V-|-V\d|Vision|vision|llava|LLaVA|Omni|Pix
 def gpu_total_gib_from_name(name: str) -> float | None:
     """GPU memory from a name or a free-form description ("1x A100 80GB", "RTX 4090 24GB")."""
     m = _EXPLICIT_GB.search(name)
-    if m:
-        value = float(m.group(1))
+    value = _safe(num, m.group(1)) if m else None
+    if value is not None:
         if 4 <= value <= 300:
             # Marketing GB: the usable total PyTorch reports is about 1% lower.
             return round(value * 0.99, 2)
@@ -59,16 +60,24 @@ def gpu_count_from_text(text: str) -> int | None:
     m = _COUNT.search(text)
     if not m:
         return None
-    return int(next(g for g in m.groups() if g))
+    return _safe(integer, next(g for g in m.groups() if g), lo=1, hi=1 << 20)
+
+
+def _safe(convert, text: str, **limits):  # noqa: ANN001, ANN003, ANN202 - tiny local helper
+    try:
+        return convert(text, **limits)
+    except BadNumber:
+        return None
 
 
 def params_from_name(model: str) -> float | None:
     """Billions of parameters read from a model name ("Llama-3-70B" -> 70, "Mixtral-8x7B" -> 56)."""
     best = None
     for m in _PARAMS.finditer(model):
-        experts = int(m.group(1)) if m.group(1) else 1
-        value = float(m.group(2)) * experts
-        if value > 0.05:
+        experts = _safe(integer, m.group(1), lo=1, hi=4096) if m.group(1) else 1
+        value = _safe(num, m.group(2), lo=0, hi=1e6)
+        if experts is not None and value is not None and value * experts > 0.05:
+            value *= experts
             # "Qwen3-30B-A3B": the first count is the total, the A-count is active parameters.
             best = value if best is None else best
     return best
@@ -128,7 +137,7 @@ class Context:
     def version_tuple(self) -> tuple[int, int] | None:
         if not self.version:
             return None
-        m = re.match(r"v?(\d+)\.(\d+)", self.version)
+        m = re.match(r"v?(\d{1,4})\.(\d{1,4})", self.version)
         return (int(m.group(1)), int(m.group(2))) if m else None
 
     # --- model / GPU ---------------------------------------------------

@@ -100,6 +100,7 @@ class Collector:
     timeline: list[dict[str, Any]] = field(default_factory=list)
     timeline_dropped: int = 0
     notes: list[str] = field(default_factory=list)
+    skipped_numbers: int = 0
     run: int = 0
     seq: int = 0
     state: FileState = field(default_factory=FileState)

@@ -14,7 +14,7 @@ import re
 
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
-from oomguard.diagnose.parsers.numbers import num, to_gib
+from oomguard.diagnose.parsers.numbers import integer, num, to_gib
 from oomguard.diagnose.parsers.prose import looks_like_words, phase_hints
 
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
@@ -142,7 +142,7 @@ def parse_errors(line: LogLine, col: Collector) -> None:
         numbers = {}
         e = _EXIT_CODE.search(msg)
         if e:
-            code = int(next(g for g in e.groups() if g is not None))
+            code = integer(next(g for g in e.groups() if g is not None))
             numbers["exit_code"] = code
         method = _METHOD.search(msg)
         if method:
@@ -160,7 +160,7 @@ def parse_errors(line: LogLine, col: Collector) -> None:
 def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     m = _SAMPLER.search(joined) if "warming up" in msg or "occurred when" in msg else None
     if m:
-        col.signal(Signal.SAMPLER_WARMUP_OOM, line, numbers={"what": m.group(1), "num_dummy": int(m.group(2))})
+        col.signal(Signal.SAMPLER_WARMUP_OOM, line, numbers={"what": m.group(1), "num_dummy": integer(m.group(2))})
         return True
     if "Failed to load model - not enough GPU memory" in msg:
         col.signal(Signal.LOAD_OOM, line)
@@ -193,12 +193,12 @@ def _oom_numbers(msg: str) -> dict[str, float | int]:
     out: dict[str, float | int] = {}
     m = _OOM_NEW.search(msg)
     if m:
-        out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=int(m.group(3)),
+        out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=integer(m.group(3)),
                    total_gib=to_gib(m.group(4), m.group(5)), free_gib=to_gib(m.group(6), m.group(7)))
     else:
         m = _OOM_OLD.search(msg)
         if m:
-            out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=int(m.group(3)),
+            out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=integer(m.group(3)),
                        total_gib=to_gib(m.group(4), m.group(5)), allocated_gib=to_gib(m.group(6), m.group(7)),
                        free_gib=to_gib(m.group(8), m.group(9)))
         else:
@@ -225,21 +225,21 @@ def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         return True
     m = _V0_KV.search(joined) if "max seq len" in msg else None
     if m:
-        col.signal(Signal.KV_TOO_SMALL, line, numbers={"max_model_len": int(m.group(1)), "kv_tokens": int(m.group(2))})
+        col.signal(Signal.KV_TOO_SMALL, line, numbers={"max_model_len": integer(m.group(1)), "kv_tokens": integer(m.group(2))})
         return True
     if "KV cache is" in msg and _V1_NEEDED.search(joined):
-        numbers: dict[str, float | int] = {"needed_gib": float(_V1_NEEDED.search(joined).group(1))}  # type: ignore[union-attr]
+        numbers: dict[str, float | int] = {"needed_gib": num(_V1_NEEDED.search(joined).group(1))}  # type: ignore[union-attr]
         for rx, key in ((_V1_AVAILABLE, "available_gib"), (_V1_ESTIMATE, "estimated_max_len"), (_V1_MAXLEN, "max_model_len")):
             mm = rx.search(joined)
             if mm:
-                numbers[key] = num(mm.group(1)) if key == "available_gib" else int(num(mm.group(1)))
+                numbers[key] = num(mm.group(1)) if key == "available_gib" else integer((mm.group(1)))
         col.signal(Signal.KV_TOO_SMALL, line, numbers=numbers)
         return True
     if "max seq len" in msg and "estimated maximum model length" in joined and "KV cache" in joined:
         numbers = {}
         mm = _V1_ESTIMATE.search(joined)
         if mm:
-            numbers["estimated_max_len"] = int(num(mm.group(1)))
+            numbers["estimated_max_len"] = integer((mm.group(1)))
         col.signal(Signal.KV_TOO_SMALL, line, numbers=numbers)
         return True
     if re.search(r"(?:insufficient|not enough|too small|too little)\W+(?:\w+\W+){0,2}KV cache|KV cache (?:is )?too small",
@@ -248,33 +248,33 @@ def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         return True
     m = _MAMBA.search(msg)
     if m:
-        col.signal(Signal.MAMBA_LIMIT, line, numbers={"max_num_seqs": int(m.group(1)), "mamba_blocks": int(m.group(2))})
+        col.signal(Signal.MAMBA_LIMIT, line, numbers={"max_num_seqs": integer(m.group(1)), "mamba_blocks": integer(m.group(2))})
         return True
     m = _STARTUP_FREE.search(joined) if "Free memory on device" in msg else None
     if m:
         col.signal(Signal.STARTUP_FREE_MEMORY, line, numbers={
-            "free_gib": float(m.group(1)), "total_gib": float(m.group(2)),
-            "gpu_memory_utilization": float(m.group(3)), "requested_gib": float(m.group(4))})
+            "free_gib": num(m.group(1)), "total_gib": num(m.group(2)),
+            "gpu_memory_utilization": num(m.group(3)), "requested_gib": num(m.group(4))})
         return True
     if "Available memory on node" in msg:
         m = _CPU_STARTUP_FREE.search(msg)
         if m:
             col.platform = col.platform or "cpu"
             col.signal(Signal.STARTUP_FREE_MEMORY, line, numbers={
-                "free_gib": float(m.group(2)), "total_gib": float(m.group(3)),
-                "gpu_memory_utilization": float(m.group(4)), "requested_gib": float(m.group(5)), "host": True})
+                "free_gib": num(m.group(2)), "total_gib": num(m.group(3)),
+                "gpu_memory_utilization": num(m.group(4)), "requested_gib": num(m.group(5)), "host": True})
             return True
         m = _CPU_KV_FREE.search(msg)
         if m:
             col.platform = col.platform or "cpu"
             col.signal(Signal.STARTUP_FREE_MEMORY, line, numbers={
-                "free_gib": float(m.group(2)), "total_gib": float(m.group(3)), "kv_requested_gib": float(m.group(4)),
+                "free_gib": num(m.group(2)), "total_gib": num(m.group(3)), "kv_requested_gib": num(m.group(4)),
                 "host": True})
             return True
     m = _PROFILING_BAD.search(joined) if "Error in memory profiling" in msg else None
     if m:
         col.signal(Signal.PROFILING_INCONSISTENT, line, numbers={
-            "initial_free_gib": float(m.group(1)), "current_free_gib": float(m.group(2))})
+            "initial_free_gib": num(m.group(1)), "current_free_gib": num(m.group(2))})
         return True
     return False
 
@@ -285,8 +285,8 @@ def _arguments(line: LogLine, col: Collector, msg: str) -> bool:
     if m:
         derived = m.group(3)
         col.signal(Signal.MAX_LEN_EXCEEDS, line, numbers={
-            "max_model_len": int(m.group(1)),
-            **({"derived_max_len": int(float(derived))} if derived != "None" else {}),
+            "max_model_len": integer(m.group(1)),
+            **({"derived_max_len": int(num(derived))} if derived != "None" else {}),
             **({"derived_from": m.group(2)} if m.group(2) else {})})
         return True
     if "unrecognized argument" in msg:
@@ -340,11 +340,11 @@ def _arguments(line: LogLine, col: Collector, msg: str) -> bool:
 def _config(line: LogLine, col: Collector, msg: str) -> bool:
     m = _WORLD.search(msg)
     if m:
-        col.signal(Signal.CONFIG_REJECTED, line, numbers={"world_size": int(m.group(1)), "available_gpus": int(m.group(2))})
+        col.signal(Signal.CONFIG_REJECTED, line, numbers={"world_size": integer(m.group(1)), "available_gpus": integer(m.group(2))})
         return True
     m = _DIVISIBLE.search(msg) if "must be divisible" in msg else None
     if m:
-        col.signal(Signal.CONFIG_REJECTED, line, numbers={"heads": int(m.group(1)), "tensor_parallel_size": int(m.group(2))})
+        col.signal(Signal.CONFIG_REJECTED, line, numbers={"heads": integer(m.group(1)), "tensor_parallel_size": integer(m.group(2))})
         return True
     exc = _EXCEPTION.match(msg)
     is_exception = exc is not None and exc.group(1) in ("ValueError", "NotImplementedError", "AssertionError", "RuntimeError", "TypeError")

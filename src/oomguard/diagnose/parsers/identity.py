@@ -16,6 +16,7 @@ from typing import Any
 from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.numbers import integer, maybe_number, num
 
 _VERSION_PATTERNS = (
     re.compile(r"vLLM API server version\s+v?(\d+\.\d+[\w.+-]*)"),
@@ -97,10 +98,10 @@ def parse_identity(line: LogLine, col: Collector) -> None:
         col.platform = "cpu"
     m = _MAX_LEN.search(msg) if "max model len" in msg else None
     if m:
-        col.args.setdefault("max_model_len", int(m.group(1)))
+        col.args.setdefault("max_model_len", integer(m.group(1)))
     m = _CHUNKED.search(msg) if "Chunked prefill" in msg else None
     if m:
-        col.args.setdefault("max_num_batched_tokens", int(m.group(1)))
+        col.args.setdefault("max_num_batched_tokens", integer(m.group(1)))
     _phase_markers(line, col)
 
 
@@ -133,13 +134,13 @@ def _phase_markers(line: LogLine, col: Collector) -> None:
         running, swapped, waiting, kv_usage = m.groups()
         t = _THROUGHPUT.search(msg)
         col.requests = {
-            "running": int(running), "waiting": int(waiting),
-            **({"swapped": int(swapped)} if swapped else {}),
-            **({"kv_cache_usage_pct": float(kv_usage)} if kv_usage else {}),
-            **({"prompt_tokens_per_s": float(t.group(1)), "generation_tokens_per_s": float(t.group(2))} if t else {}),
+            "running": integer(running), "waiting": integer(waiting),
+            **({"swapped": integer(swapped)} if swapped else {}),
+            **({"kv_cache_usage_pct": num(kv_usage)} if kv_usage else {}),
+            **({"prompt_tokens_per_s": num(t.group(1)), "generation_tokens_per_s": num(t.group(2))} if t else {}),
             "file": line.file, "line": line.line,
         }
-        busy = int(running) > 0 or (t is not None and (float(t.group(1)) > 0 or float(t.group(2)) > 0))
+        busy = integer(running) > 0 or (t is not None and (num(t.group(1)) > 0 or num(t.group(2)) > 0))
         col.advance_phase(Phase.SERVING if busy else Phase.READY, line)
         return
     if _SERVING_RX.search(msg):
@@ -170,14 +171,8 @@ def _coerce(value: Any) -> Any:
         return text == "True"
     if text == "None":
         return None
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
+    number = maybe_number(text) if text[:1].isdigit() or text[:1] in "-." else None
+    return text if number is None else number
 
 
 def _set_arg(col: Collector, key: str, value: Any, *, from_config: bool = False) -> None:
