@@ -43,6 +43,10 @@ class Signal(str, Enum):
     SIGKILL = "sigkill"
     ENGINE_DIED = "engine-died"  # secondary: the engine / a worker reported death
     GENERIC_EXCEPTION = "generic-exception"
+    MISSING_DEPENDENCY = "missing-dependency"
+    CHAT_TEMPLATE = "chat-template"
+    NCCL_ERROR = "nccl-error"
+    RAY_PLACEMENT = "ray-placement"
 
 
 @dataclass

@@ -139,5 +139,26 @@ def _mamba(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None
 
 
 def _unknown(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
+    # The root error is the first exception of the run; "EngineCore encountered an issue" / EngineDeadError
+    # is the API server reporting it afterwards.
+    roots = sorted((m for m in members if m.event.signal == Signal.GENERIC_EXCEPTION), key=lambda m: m.event.seq)
+    if roots:
+        root = roots[0].event
+        where = f" in {root.frames[-1]}()" if root.frames else ""
+        died = any(m.event.signal == Signal.ENGINE_DIED for m in members) or any(
+            s.signal == Signal.ENGINE_DIED and s.run == root.run for s in col.signals)
+        v.summary = (f"The engine crashed{' while serving' if root.phase.label == 'serving' else ''}: root error "
+                     f"(line {root.line}){where}: {_message_of(root.text)[:200]}"
+                     + ("; the 'EngineCore encountered an issue' / EngineDeadError that follows is its consequence"
+                        if died else ""))
+        v.fix.append(Fix("VLLM_LOGGING_LEVEL", "DEBUG", "environment variable: more context around the root error "
+                         "for a bug report (the error is not a memory or flag problem oomguard knows)"))
+        return
     text = members[-1].event.text if members else ""
     v.summary = f"The engine failed without a recognised cause; last error: {text.strip()[:200]}"
+
+
+def _message_of(text: str) -> str:
+    """The exception part of a log record ("... [core.py:700] AssertionError: x" -> "AssertionError: x")."""
+    m = re.search(r"(?:[\w.]+\.)?\w*(?:Error|Exception)\b.*", text)
+    return m.group(0) if m else text.strip()

@@ -58,6 +58,16 @@ def _weights(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
     _ = run
 
 
+def _co_resident(col: Collector, held_gib: float) -> str:
+    """Who holds the memory vLLM found missing: nvidia-smi's process list when given, else 'another process'."""
+    procs = [p for smi in col.nvidia_smi for p in smi.get("processes", []) if p.get("used_bytes")]
+    if procs:
+        named = ", ".join(f"pid {p['pid']} {p.get('name') or ''} ({p['used_bytes'] / (1 << 30):.1f} GiB)".replace("  ", " ")
+                          for p in sorted(procs, key=lambda p: -p["used_bytes"])[:3])
+        return f"other processes hold {fmt(held_gib)} GiB (nvidia-smi: {named})"
+    return f"another process holds {fmt(held_gib)} GiB of the GPU"
+
+
 def _startup_free(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     free, total = num_of(members, "free_gib"), num_of(members, "total_gib")
     util, requested = num_of(members, "gpu_memory_utilization"), num_of(members, "requested_gib")
@@ -82,13 +92,17 @@ def _startup_free(v: Verdict, members: list[Any], col: Collector, ctx: Context) 
         v.fix.append(Fix("--kv-cache-memory-bytes", human_bytes(max(free * 0.5, 0.01) * (1 << 30)),
                          "or pin the KV cache size instead of a fraction of RAM"))
         return
-    if free is not None and total:
+    if free is not None and total and requested is not None and util is not None:
         v.numbers.append(f"free at start {fmt(free)} GiB of {fmt(total)} GiB < {util} x {fmt(total)} = {fmt(requested)} GiB")
         new = math.floor((free / total - 0.01) * 100) / 100
+        whose = _co_resident(col, total - free)
         v.summary = (f"Only {fmt(free)} of {fmt(total)} GiB were free when vLLM started, less than the "
-                     f"{fmt(requested)} GiB that --gpu-memory-utilization {util} asks for: another process holds the GPU.")
+                     f"{fmt(requested)} GiB that --gpu-memory-utilization {util} asks for: {whose}.")
         v.fix.append(Fix("--gpu-memory-utilization", new, f"fits in the {fmt(free)} GiB actually free "
                          "(or stop the other processes shown by nvidia-smi)"))
+        v.fix.append(Fix("--kv-cache-memory-bytes", "<KV GiB that fit in the free memory>G",
+                         f"sizes the KV cache in bytes, independent of the {fmt(total - free)} GiB {whose.split(' hold')[0]} "
+                         "hold (>= 0.11); vLLM then ignores --gpu-memory-utilization"))
         return
     initial, current = num_of(members, "initial_free_gib"), num_of(members, "current_free_gib")
     if initial is not None:

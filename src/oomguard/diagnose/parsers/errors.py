@@ -14,10 +14,26 @@ import re
 
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.environment import parse_environment
+from oomguard.diagnose.parsers.frames import frame_function
 from oomguard.diagnose.parsers.numbers import integer, num, to_gib
+from oomguard.diagnose.parsers.paraphrase import parse_paraphrase
 from oomguard.diagnose.parsers.prose import looks_like_words, phase_hints
 
-_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+# Lines that echo what a client sent (prompts can say anything, "CUDA out of memory" included).
+_REQUEST_ECHO = re.compile(r"^(?:Received request|Added request|Finished request)\b|\bprompt: '|prompt_token_ids: \[")
+# vLLM's own advice ("If you are running out of memory, consider ...", "This may cause OOM errors during the initial
+# memory profiling phase"): INFO and WARNING lines that mention OOM without reporting one.
+_ADVICE = re.compile(
+    r"\b(?:if you (?:are|run|encounter|see|hit|get)|to (?:avoid|prevent|reduce the risk of)|may (?:cause|lead to|result in)|"
+    r"might (?:cause|lead to)|can (?:cause|lead to)|could (?:cause|lead to)|risk of|in case of|prone to|consider)\b"
+    r"[^.]{0,80}?(?:\bOOMs?\b|out of memory|out-of-memory)"
+    r"|(?:\bOOMs?\b|out of memory|out-of-memory)[^.]{0,40}?\b(?:may|might|can|could) (?:occur|happen)",
+    re.IGNORECASE)
+_OOM_WORD = re.compile(r"(?<![A-Za-z])OOM(?:s|ed|ing)?(?![A-Za-z])")
+_HOST_KILL_WORDS = re.compile(
+    r"oom[\s_-]?kill|killed by (?:the )?(?:kernel|oom|linux|os|system|cgroup)|kernel killed|\bOOMKilled\b|"
+    r"exit(?:ed)? (?:with )?(?:code |status )?137\b", re.IGNORECASE)
 _METHOD = re.compile(r"Error executing method '?(\w+)'?")
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(.*))?$")
 
@@ -56,11 +72,12 @@ _CPU_KV_FREE = re.compile(
     r"memory for kv \(([\d.]+)(?:/([\d.]+))? GiB\)"
 )
 _PROFILING_BAD = re.compile(r"Error in memory profiling\. Initial free memory ([\d.]+) GiB, current free memory ([\d.]+) GiB")
-_V0_KV = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)")
-_V1_MAXLEN = re.compile(r"max seq len \((\d+)\)")
-_V1_NEEDED = re.compile(r"([\d.]{1,20})\s*GiB KV cache is\s+needed")
-_V1_AVAILABLE = re.compile(r"available KV cache\s+memory \(([\d.]+)\s*GiB\)")
-_V1_ESTIMATE = re.compile(r"estimated maximum model length is\s+([\d,]+)")
+_V0_KV = re.compile(r"max\s+seq\s+len\s+\((\d+)\)\s+is\s+larger\s+than\s+the\s+maximum\s+number\s+of\s+tokens\s+that\s+can\s+be\s+"
+                    r"stored\s+in\s+KV\s+cache\s+\((\d+)\)", re.IGNORECASE)
+_V1_MAXLEN = re.compile(r"max\s+seq\s+len\s+\((\d+)\)", re.IGNORECASE)
+_V1_NEEDED = re.compile(r"([\d.]{1,20})\s*GiB\s+KV\s+cache\s+is\s+needed", re.IGNORECASE)
+_V1_AVAILABLE = re.compile(r"available\s+KV\s+cache\s+memory\s+\(([\d.]+)\s*GiB\)", re.IGNORECASE)
+_V1_ESTIMATE = re.compile(r"estimated\s+maximum\s+model\s+length\s+is\s+([\d,]+)", re.IGNORECASE)
 _MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
 _MAX_LEN = re.compile(
     r"(?:User-specified )?max_model_len \((\d+)\) is greater than the derived max_model_len "
@@ -111,15 +128,18 @@ def parse_errors(line: LogLine, col: Collector) -> None:
     if msg.startswith("Traceback (most recent call last)"):
         col.start_traceback(line)
         return
-    m = _FRAME.match(msg)
-    if m:
-        col.add_frame(line, m.group(3))
+    function = frame_function(msg)
+    if function is not None:
+        col.add_frame(line, function)
+        return
+    if _REQUEST_ECHO.search(msg):
         return
     if msg.startswith("usage: "):
         st.prog = msg[7:].split()[0] if len(msg) > 7 else None
         return
     joined = f"{msg} {line.following}".strip() if line.following else msg
-    if _oom(line, col, msg, joined):
+    advice = line.level in ("INFO", "WARNING", "DEBUG") and _ADVICE.search(msg) is not None
+    if not advice and _oom(line, col, msg, joined):
         return
     if _kv(line, col, msg, joined):
         return
@@ -146,10 +166,15 @@ def parse_errors(line: LogLine, col: Collector) -> None:
             numbers["exit_code"] = code
         method = _METHOD.search(msg)
         if method:
-            col.add_frame(line, method.group(1))
+            # The method the driver asked the worker to run is the outermost frame of the worker's traceback.
+            col.add_outer_frame(line, method.group(1))
         col.signal(Signal.ENGINE_DIED, line, numbers=numbers)
         return
+    if parse_environment(line, col, msg, joined):
+        return
     if _config(line, col, msg):
+        return
+    if (line.prose or not line.level) and not advice and parse_paraphrase(line, col, msg, joined):
         return
     m = _EXCEPTION.match(msg)
     if m and m.group(1) not in ("Exception", "KeyboardInterrupt", "SystemExit") or (m and m.group(2)):
@@ -178,7 +203,12 @@ def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         return True
     if line.kernel:
         return False
-    if re.search(r"\bOOM(?:s|ed|ing)?\b", msg) or ("out of memory" in msg.lower() and "Out of memory: Kill" not in msg):
+    if _OOM_WORD.search(msg) or ("out of memory" in msg.lower() and "Out of memory: Kill" not in msg):
+        if _HOST_KILL_WORDS.search(joined) and not _GPU_OOM_MARKERS_RX.search(msg):
+            col.signal(Signal.HOST_PROSE, line)
+            return True
+        if line.level in ("INFO", "DEBUG"):
+            return False  # vLLM reports an OOM at WARNING or above; INFO lines only talk about one
         if (line.level or looks_like_words(msg)) and not re.search(r"\b(?:RAM|host memory|CPU memory|system memory|swap)\b", msg):
             col.signal(Signal.OOM_PROSE, line, hints=phase_hints(joined), numbers=_flags_mentioned(joined))
             return True
@@ -223,24 +253,32 @@ def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     if "No available memory" in msg or "not enough GPU memory available to serve even a single token" in msg:
         col.signal(Signal.NO_KV_MEMORY, line)
         return True
-    m = _V0_KV.search(joined) if "max seq len" in msg else None
+    low = joined.lower()
+    # Wrapped (a terminal or a paste cut the line), lower-cased or truncated forms of vLLM's two messages.
+    m = _V0_KV.search(joined) if "max seq" in low or "seq len" in low else None
     if m:
-        col.signal(Signal.KV_TOO_SMALL, line, numbers={"max_model_len": integer(m.group(1)), "kv_tokens": integer(m.group(2))})
+        col.signal(Signal.KV_TOO_SMALL, line, numbers={"max_model_len": integer(m.group(1)),
+                                                       "kv_tokens": integer(m.group(2))})
         return True
-    if "KV cache is" in msg and _V1_NEEDED.search(joined):
+    if "kv cache" in msg.lower() and _V1_NEEDED.search(joined):
         numbers: dict[str, float | int] = {"needed_gib": num(_V1_NEEDED.search(joined).group(1))}  # type: ignore[union-attr]
         for rx, key in ((_V1_AVAILABLE, "available_gib"), (_V1_ESTIMATE, "estimated_max_len"), (_V1_MAXLEN, "max_model_len")):
             mm = rx.search(joined)
             if mm:
-                numbers[key] = num(mm.group(1)) if key == "available_gib" else integer((mm.group(1)))
+                numbers[key] = num(mm.group(1)) if key == "available_gib" else integer(mm.group(1))
         col.signal(Signal.KV_TOO_SMALL, line, numbers=numbers)
         return True
-    if "max seq len" in msg and "estimated maximum model length" in joined and "KV cache" in joined:
+    if ("max seq len" in msg.lower() or "to serve at least one request" in msg.lower()) and (
+            "estimated maximum model length" in low or "kv cache" in low):
         numbers = {}
-        mm = _V1_ESTIMATE.search(joined)
-        if mm:
-            numbers["estimated_max_len"] = integer((mm.group(1)))
+        for rx, key in ((_V1_ESTIMATE, "estimated_max_len"), (_V1_MAXLEN, "max_model_len")):
+            mm = rx.search(joined)
+            if mm:
+                numbers[key] = integer(mm.group(1))
         col.signal(Signal.KV_TOO_SMALL, line, numbers=numbers)
+        return True
+    if "larger than the maximum number of tokens that can be stored in kv cache" in low and not line.prose:
+        col.signal(Signal.KV_TOO_SMALL, line)
         return True
     if re.search(r"(?:insufficient|not enough|too small|too little)\W+(?:\w+\W+){0,2}KV cache|KV cache (?:is )?too small",
                  joined, re.IGNORECASE) and line.prose and looks_like_words(msg):
