@@ -1,7 +1,8 @@
 """``oomguard diagnose``: say which failure a dead vLLM server left behind, why, and what to change.
 
 Exit codes: 0 no failure found (a clean start), 1 at least one failure
-verdict, 2 bad input (a missing or unreadable file, or nothing readable at all).
+verdict, 2 bad input (a missing or unreadable file, or nothing readable at all),
+3 could not complete (a vLLM log that stops before the server was ready, with no error).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 EXIT_CLEAN = 0
 EXIT_FAILURE_FOUND = 1
 EXIT_BAD_INPUT = 2
+EXIT_INCOMPLETE = 3
 
 
 def add_common_options(p: argparse.ArgumentParser) -> None:
@@ -28,7 +30,7 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
     p = subparsers.add_parser(
-        name, help=help_text, description=help_text + ". Exit status: 0 clean, 1 failure found, 2 bad input.",
+        name, help=help_text, description=help_text + ". Exit status: 0 clean, 1 failure found, 2 bad input, 3 incomplete log.",
     )
     add_common_options(p)
     p.add_argument("--format", choices=["text", "json", "markdown"], default="text", help="output format (default text)")
@@ -80,4 +82,6 @@ def run(args: argparse.Namespace) -> int:
     if not diagnosis.readable:
         print("oomguard diagnose: error: no input could be read (see the notes above)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return EXIT_FAILURE_FOUND if diagnosis.failed else EXIT_CLEAN
+    if diagnosis.failed:
+        return EXIT_FAILURE_FOUND
+    return EXIT_CLEAN if diagnosis.complete else EXIT_INCOMPLETE

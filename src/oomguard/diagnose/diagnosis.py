@@ -15,6 +15,7 @@ from oomguard.diagnose.context import Context, build_context
 from oomguard.diagnose.events import Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.fixes import attach_fixes
+from oomguard.diagnose.incomplete import Incomplete, find_incomplete
 from oomguard.diagnose.launch import Launch, parse_launch
 from oomguard.diagnose.planning import PlanCallback, apply_plan
 from oomguard.diagnose.readers import InputReport, read_input
@@ -28,10 +29,16 @@ class Diagnosis:
     context: Context
     inputs: list[InputReport] = field(default_factory=list)
     launch: Launch | None = None
+    incomplete: Incomplete | None = None
 
     @property
     def failed(self) -> bool:
         return bool(self.verdicts)
+
+    @property
+    def complete(self) -> bool:
+        """False when a vLLM log stops before the server was ready with no error (exit 3)."""
+        return self.incomplete is None
 
     @property
     def readable(self) -> bool:
@@ -56,6 +63,8 @@ class Diagnosis:
     def to_dict(self) -> dict[str, Any]:
         return redact_obj({
             "verdicts": [v.to_dict() for v in self.verdicts],
+            **({"incomplete": self.incomplete.to_dict() | {"summary": self.incomplete.summary}}
+               if self.incomplete else {}),
             "facts": self.facts(),
             "inputs": [r.to_dict() for r in self.inputs],
         })
@@ -97,4 +106,14 @@ def diagnose(
     verdicts = classify(col, ctx)
     attach_fixes(verdicts, col, ctx)
     apply_plan(verdicts, plan)
-    return Diagnosis(verdicts, col, ctx, reports, launch)
+    incomplete = find_incomplete(col, ctx, reports, bool(verdicts))
+    return Diagnosis(verdicts, col, ctx, reports, launch, incomplete)
+
+
+def diagnose_paths(paths: list[str], **options: Any) -> Diagnosis:
+    """Stable entry point for other commands (probe's ``--server-log``): same as ``diagnose``.
+
+    Read ``Diagnosis.verdicts`` (``cls``, ``confidence``, ``summary``, ``fix``), ``Diagnosis.incomplete``
+    and ``Diagnosis.to_dict()`` (the JSON contract, redacted).
+    """
+    return diagnose(paths, **options)

@@ -27,6 +27,8 @@ def fix_text(fix: dict[str, Any]) -> str:
     flag, value = fix["flag"], fix["value"]
     if value is None:
         return f"remove {flag}"
+    if flag.islower() and not flag.startswith("-"):
+        return f"{flag}: {value}"  # an action outside vLLM's flags (pip, docker, ray, a request)
     if not flag.startswith("-"):
         return f"{flag}={value}"
     if value is True:
@@ -34,6 +36,14 @@ def fix_text(fix: dict[str, Any]) -> str:
     if isinstance(value, str) and (" " in value or "{" in value):
         return f"{flag} '{value}'"
     return f"{flag} {value}"
+
+
+def _incomplete_lines(inc: dict[str, Any], lead: str) -> list[str]:
+    out = [lead + inc["summary"] + "."]
+    if inc.get("likely"):
+        out.append(f"- likely (lower confidence {inc['likely_confidence']:.2f}): {inc['likely']}")
+    out.append("- collect next: " + "; ".join(inc["collect"]))
+    return out
 
 
 def _fact_line(data: dict[str, Any]) -> list[str]:
@@ -95,7 +105,9 @@ def render_markdown(diagnosis: Diagnosis, out: TextIO, *, title: str = "oomguard
 def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evidence_limit: int | None = None) -> str:
     lines = [f"# {title}", ""]
     verdicts = data["verdicts"]
-    if not verdicts:
+    if not verdicts and data.get("incomplete"):
+        lines += _incomplete_lines(data["incomplete"], "**Incomplete**: ") + [""]
+    elif not verdicts:
         lines += ["**No failure found**: the inputs show no error oomguard recognises (a clean start).", ""]
     for i, v in enumerate(verdicts, 1):
         lines.append(f"## {i}. `{v['class']}` (confidence {v['confidence']:.2f}, phase {v['phase']})")
@@ -139,7 +151,10 @@ def render_text(diagnosis: Diagnosis, out: TextIO) -> None:
     data = diagnosis.to_dict()
     console = Console(file=out, highlight=False, soft_wrap=True)
     verdicts = data["verdicts"]
-    if not verdicts:
+    if not verdicts and data.get("incomplete"):
+        for i, text in enumerate(_incomplete_lines(data["incomplete"], "")):
+            console.print(f"[bold yellow]{escape(text)}[/]" if i == 0 else escape(text))
+    elif not verdicts:
         console.print("[bold green]No failure found[/]: no error oomguard recognises (a clean start).")
     else:
         console.print(f"[bold]{len(verdicts)} failure(s) found[/], most likely root cause first:")
