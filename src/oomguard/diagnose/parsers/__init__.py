@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
-from oomguard.diagnose.parsers.errors import parse_errors
+from oomguard.diagnose.parsers.errors import REQUEST_ECHO, parse_errors
 from oomguard.diagnose.parsers.identity import parse_identity
 from oomguard.diagnose.parsers.kernel import parse_kernel
 from oomguard.diagnose.parsers.memory import parse_memory
@@ -23,6 +23,10 @@ __all__ = ["feed"]
 
 def feed(line: LogLine, col: Collector) -> None:
     if not line.message:
+        return
+    if REQUEST_ECHO.search(line.message):
+        # A prompt can say anything ("my pod was OOMKilled"): only the serving phase is read from it.
+        parse_identity(line, col)
         return
     try:
         if parse_kernel(line, col):

@@ -20,8 +20,8 @@ from oomguard.diagnose.parsers.numbers import integer, num, to_gib
 from oomguard.diagnose.parsers.paraphrase import parse_paraphrase
 from oomguard.diagnose.parsers.prose import looks_like_words, phase_hints
 
-# Lines that echo what a client sent (prompts can say anything, "CUDA out of memory" included).
-_REQUEST_ECHO = re.compile(r"^(?:Received request|Added request|Finished request)\b|\bprompt: '|prompt_token_ids: \[")
+# Lines that echo what a client sent (parsers.feed skips them) (prompts can say anything, "CUDA out of memory" included).
+REQUEST_ECHO = re.compile(r"^(?:Received request|Added request|Finished request)\b|\bprompt: '|prompt_token_ids: \[")
 # vLLM's own advice ("If you are running out of memory, consider ...", "This may cause OOM errors during the initial
 # memory profiling phase"): INFO and WARNING lines that mention OOM without reporting one.
 _ADVICE = re.compile(
@@ -30,6 +30,7 @@ _ADVICE = re.compile(
     r"[^.]{0,80}?(?:\bOOMs?\b|out of memory|out-of-memory)"
     r"|(?:\bOOMs?\b|out of memory|out-of-memory)[^.]{0,40}?\b(?:may|might|can|could) (?:occur|happen)",
     re.IGNORECASE)
+_CJK = re.compile(r"[\u3400-\u9fff]")
 _OOM_WORD = re.compile(r"(?<![A-Za-z])OOM(?:s|ed|ing)?(?![A-Za-z])")
 _HOST_KILL_WORDS = re.compile(
     r"oom[\s_-]?kill|killed by (?:the )?(?:kernel|oom|linux|os|system|cgroup)|kernel killed|\bOOMKilled\b|"
@@ -132,8 +133,6 @@ def parse_errors(line: LogLine, col: Collector) -> None:
     if function is not None:
         col.add_frame(line, function)
         return
-    if _REQUEST_ECHO.search(msg):
-        return
     if msg.startswith("usage: "):
         st.prog = msg[7:].split()[0] if len(msg) > 7 else None
         return
@@ -204,6 +203,8 @@ def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     if line.kernel:
         return False
     if _OOM_WORD.search(msg) or ("out of memory" in msg.lower() and "Out of memory: Kill" not in msg):
+        if _CJK.search(msg):
+            return False  # a sentence in Chinese: the paraphrase tier reads it (parsers/paraphrase.py)
         if _HOST_KILL_WORDS.search(joined) and not _GPU_OOM_MARKERS_RX.search(msg):
             col.signal(Signal.HOST_PROSE, line)
             return True

@@ -1,0 +1,182 @@
+"""Issue 11: traceback shapes, healthy corpus, incomplete logs, paraphrases, wrapped messages, new classes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from oomguard.cli.main import main
+from oomguard.diagnose import diagnose_paths
+from oomguard.diagnose.diagnosis import diagnose
+
+ROOT = Path(__file__).resolve().parents[3]
+LOGS = ROOT / "tests" / "fixtures" / "logs"
+STARTUP = ROOT / "tests" / "data" / "calibration" / "startup.jsonl"
+
+SHAPES = {
+    "rank-prefixed-profile-oom.log": "profile-oom",
+    "ipython-weights-oom.txt": "weights-oom",
+    "ray-wrapped-cudagraph-oom.log": "cudagraph-oom",
+    "trimmed-indented-sampler-oom.md": "profile-oom",
+    "interleaved-runtime-oom.log": "runtime-oom",
+    "rich-capture-oom.txt": "cudagraph-oom",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_traceback_shapes(name):
+    d = diagnose([str(LOGS / "shapes" / name)])
+    assert [v.cls.value for v in d.verdicts][:1] == [SHAPES[name]], [(v.cls.value, v.confidence) for v in d.verdicts]
+    # One run, one GPU OOM: the re-reports (Ray, engine core, API server) do not become other phases.
+    assert len([v for v in d.verdicts if v.cls.value.endswith("-oom")]) == 1
+
+
+def test_engine_crash_names_the_root_error():
+    d = diagnose([str(LOGS / "shapes" / "engine-crash-root-error.log")])
+    top = d.verdicts[0]
+    assert "AssertionError: num_computed_tokens" in top.summary and "consequence" in top.summary
+    assert len(d.verdicts) == 1
+
+
+# --- healthy corpus: no failure verdict, ever -------------------------------
+HEALTHY = sorted((LOGS / "healthy").iterdir())
+
+
+@pytest.mark.parametrize("path", HEALTHY, ids=[p.name for p in HEALTHY])
+def test_healthy_logs_have_no_verdict(path):
+    d = diagnose([str(path)])
+    assert d.verdicts == [], [(v.cls.value, v.evidence[0].text) for v in d.verdicts]
+    assert d.complete  # each reaches the ready line
+
+
+def _startup_records():
+    with open(STARTUP, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def test_public_startup_excerpts_have_no_failure_verdict(tmp_path):
+    alarms = []
+    for rec in _startup_records():
+        if rec.get("startup_outcome") not in (None, "success"):
+            continue
+        p = tmp_path / f"{rec['id']}.log"
+        p.write_text(rec.get("raw_excerpt") or "", encoding="utf-8")
+        d = diagnose([str(p)])
+        alarms += [(rec["id"], v.cls.value) for v in d.verdicts]
+    assert alarms == []
+
+
+@pytest.mark.parametrize("line", [
+    "INFO 10-10 05:34:54 model_runner.py:1389] CUDA graphs can take additional 1~3 GiB memory per GPU. If you are "
+    "running out of memory, consider decreasing `gpu_memory_utilization` or enforcing eager mode.",
+    "WARNING 10-10 05:33:59 arg_utils.py:930] The model has a long context length (131072). This may cause OOM errors "
+    "during the initial memory profiling phase, or result in low performance due to small KV cache space.",
+    "INFO 10-10 05:36:10 logger.py:37] Received request chat-1: prompt: 'torch.OutOfMemoryError: CUDA out of memory. "
+    "Tried to allocate 2.00 GiB. My pod was OOMKilled', params: SamplingParams(n=1)",
+    "WARNING 05-01 10:00:18 [topk_topp_sampler.py:69] FlashInfer is not available. Falling back to the PyTorch-native "
+    "implementation of top-p & top-k sampling. For the best performance, please install FlashInfer.",
+    "WARNING 11-20 08:01:05 [_custom_ops.py:21] Failed to import from vllm._C with ImportError('libcuda.so.1: cannot "
+    "open shared object file: No such file or directory')",
+    "2c1e8a3b9d4f:1:1 [0] NCCL INFO Channel 00/02 :    0   1",
+])
+def test_advice_and_echo_lines_are_not_failures(tmp_path, line):
+    p = tmp_path / "vllm.log"
+    p.write_text(line + "\n")
+    assert diagnose([str(p)]).verdicts == []
+
+
+# --- incomplete logs ------------------------------------------------------
+def _cli(capsys, *args):
+    code = main(["diagnose", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_log_cut_during_loading_is_incomplete_exit_3(tmp_path, capsys):
+    lines = (LOGS / "healthy" / "v0.8.5-v1.log").read_text().splitlines()
+    cut = tmp_path / "cut.log"
+    cut.write_text("\n".join(lines[:12]) + "\n")
+    d = diagnose([str(cut)])
+    assert d.verdicts == [] and d.incomplete is not None and d.incomplete.phase.label == "loading"
+    assert any("dmesg" in c for c in d.incomplete.collect)
+    code, out, err = _cli(capsys, str(cut), "--format", "json")
+    assert code == 3, err
+    data = json.loads(out)
+    assert data["incomplete"]["stopped_during"] == "loading" and data["verdicts"] == []
+    code, out, _ = _cli(capsys, str(cut))
+    assert code == 3 and "incomplete" in out and "clean start" not in out
+
+
+def test_thin_margin_says_what_is_likely(tmp_path):
+    p = tmp_path / "cut.log"
+    p.write_text("INFO 01-27 00:31:40 [api_server.py:1] vLLM API server version 0.11.0\n"
+                 "INFO 01-27 00:31:44 [gpu_model_runner.py:1] Starting to load model openai/gpt-oss-120b...\n"
+                 "INFO 01-27 00:31:59 [gpu_model_runner.py:3905] Model loading took 68.38 GiB memory and 14.4 seconds\n")
+    d = diagnose([str(p)], gpu="H100 80GB")
+    assert d.incomplete is not None and d.incomplete.phase.label == "profiling"
+    assert d.incomplete.likely and "profile-oom" in d.incomplete.likely and d.incomplete.confidence < 0.5
+
+
+def test_text_without_vllm_lines_is_not_incomplete(tmp_path):
+    p = tmp_path / "notes.txt"
+    p.write_text("we restarted the box yesterday and it has been fine since\n")
+    assert diagnose([str(p)]).incomplete is None
+
+
+# --- paraphrases, English and Chinese --------------------------------------
+@pytest.mark.parametrize("text,cls", [
+    ("模型加载的时候显存不足，直接挂了", "weights-oom"),
+    ("vllm 启动后推理的时候 OOM 了，并发一高就挂", "runtime-oom"),
+    ("服务跑着跑着被 OOM killer 杀掉了", "host-oom"),
+    ("KV 缓存不够，max_model_len 设成 128k 就起不来", "kv-too-small"),
+    ("It ran out of GPU memory while loading the weights of the 70B model on one card.", "weights-oom"),
+    ("After an hour under load the kernel killed it, no error in the vLLM log at all.", "host-oom"),
+])
+def test_paraphrases_are_lower_confidence(tmp_path, text, cls):
+    p = tmp_path / "issue.txt"
+    p.write_text(text + "\n", encoding="utf-8")
+    d = diagnose([str(p)])
+    assert d.verdicts and d.verdicts[0].cls.value == cls, [(v.cls.value, v.confidence) for v in d.verdicts]
+    assert d.verdicts[0].confidence <= 0.5
+
+
+# --- wrapped, lower-cased and truncated vLLM messages ----------------------
+@pytest.mark.parametrize("text", [
+    "ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is\n"
+    "needed, which is larger than the available KV cache memory (9.47 GiB). Based on the available memory, the\n"
+    "Estimated maximum model length is 77552. Try increasing `gpu_memory_utilization` or decreasing `max_model_len`",
+    "valueerror: to serve at least one request with the models's max seq len (131072), (16.00 gib kv cache is needed, "
+    "which is larger than the available kv cache memory (9.47 gib). based on the available memory, the estimated "
+    "maximum model length is 77552.",
+    "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be\n"
+    "stored in KV cache (77552). Try increasing `gpu_memory_utilization`",
+    "ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, wh",
+])
+def test_wrapped_kv_messages(tmp_path, text):
+    p = tmp_path / "vllm.log"
+    p.write_text(text + "\n")
+    d = diagnose([str(p)])
+    assert d.verdicts and d.verdicts[0].cls.value == "kv-too-small"
+    if "77552" in text and "stored in" not in text:
+        assert any(f.flag == "--max-model-len" and f.value == 77552 for f in d.verdicts[0].fix)
+
+
+@pytest.mark.parametrize("text", [
+    "Warning  OOMKilled  pod/vllm-0  Container vllm was OOMKilled (exit code 137)",
+    "[Mon May  5 10:00:01 2025] Out of memory: Killed process 4242 (python3) total-vm:99999999kB, anon-rss:88888888kB",
+    "May 05 10:00:01 host systemd[1]: vllm.service: Failed with result 'oom-kill'.",
+    "the vllm container keeps getting OOM killed during start-up",
+])
+def test_oom_killer_wording_is_host_oom(tmp_path, text):
+    p = tmp_path / "x.log"
+    p.write_text(text + "\n")
+    d = diagnose([str(p)])
+    assert d.verdicts and d.verdicts[0].cls.value == "host-oom", [(v.cls.value, v.confidence) for v in d.verdicts]
+    assert all(not v.cls.value.endswith("-oom") or v.cls.value == "host-oom" for v in d.verdicts)
+
+
+def test_diagnose_paths_is_the_stable_entry_point():
+    d = diagnose_paths([str(LOGS / "shapes" / "interleaved-runtime-oom.log")])
+    assert d.verdicts[0].cls.value == "runtime-oom" and d.to_dict()["verdicts"][0]["class"] == "runtime-oom"
