@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
 def run_diagnosis(args: argparse.Namespace):  # -> Diagnosis
     from oomguard.diagnose.diagnosis import diagnose
-    from oomguard.diagnose.planning import apply_plan, make_plan_callback
+    from oomguard.diagnose.planning import apply_plan, check_diagnosis, make_plan_callback
     from oomguard.errors import InputError
 
     files = list(args.files or [])
@@ -62,6 +62,8 @@ def run_diagnosis(args: argparse.Namespace):  # -> Diagnosis
     diagnosis = diagnose(files, launch_text=launch_text, model=args.model, gpu=args.gpu, num_gpus=args.num_gpus,
                          vllm_version=args.vllm_version, exit_code=args.exit_code)
     # Predicted effects need the arguments that actually ran, known only after reading the logs.
+    if check_diagnosis(diagnosis, model=args.model, gpu=args.gpu, num_gpus=args.num_gpus):
+        return diagnosis
     plan = make_plan_callback(model=args.model, gpu=args.gpu, num_gpus=args.num_gpus,
                               args=dict(diagnosis.context.args), vllm_version=diagnosis.context.version)
     apply_plan(diagnosis.verdicts, plan)

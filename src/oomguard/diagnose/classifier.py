@@ -223,7 +223,7 @@ def _cause_from_flags(ev: SignalEvent, ctx: Context) -> str | None:
         return "num-seqs"
     if "enforce-eager" in mentioned:
         return "cudagraph"
-    if "limit-mm-per-prompt" in mentioned:
+    if "limit-mm-per-prompt" in mentioned and not ctx.text_only:
         return "multimodal"
     tokens = ctx.arg("max_num_batched_tokens")
     if isinstance(tokens, (int, float)) and tokens >= 32768:

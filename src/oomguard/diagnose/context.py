@@ -33,7 +33,8 @@ _GPU_GIB: tuple[tuple[re.Pattern[str], float], ...] = tuple(
 _EXPLICIT_GB = re.compile(r"(\d+(?:\.\d+)?)\s*(GiB|GB|G)\b", re.IGNORECASE)
 _COUNT = re.compile(r"(\d+)\s*[x×]\s*\S|\bTP\s*=?\s*(\d+)|\(TP(\d+)", re.IGNORECASE)
 _PARAMS = re.compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
-_MULTIMODAL = re.compile(r"VL\b|-V\b|-V-|-V\d|Vision|vision|llava|LLaVA|Omni|Pixtral|InternVL|MiniCPM-V|Phi-3\.5-vision|"
+# Only when no config.json can be read (the config decides otherwise); "-V3" (DeepSeek-V3) is a version, not vision.
+_MULTIMODAL = re.compile(r"VL\b|-V\b|-V-|Vision|vision|llava|LLaVA|Omni|Pixtral|InternVL|MiniCPM-V|Phi-3\.5-vision|"
                          r"Qwen2-VL|Qwen2\.5-VL|Qwen3-VL|gemma-3|Gemma-3|Llama-4|Idefics|paligemma|Molmo", re.IGNORECASE)
 
 
@@ -108,6 +109,8 @@ class Context:
     gpu_total_gib: float | None = None
     num_gpus: int | None = None
     exit_code: int | None = None
+    config_multimodal: bool | None = None  # from the model's config.json when it could be read
+    log_multimodal: bool = False  # the log shows a multimodal encoder being set up or profiled
 
     # --- arguments -----------------------------------------------------
     def arg(self, name: str, default: Any = None) -> Any:
@@ -143,7 +146,17 @@ class Context:
     # --- model / GPU ---------------------------------------------------
     @property
     def multimodal(self) -> bool:
-        return is_multimodal(self.model) or any(k in self.args for k in ("limit_mm_per_prompt", "mm_processor_kwargs"))
+        """Multimodal from the config when known; else from the log or the launch; the name only as a last resort."""
+        if self.config_multimodal is not None:
+            return self.config_multimodal
+        if self.log_multimodal or any(k in self.args for k in ("limit_mm_per_prompt", "mm_processor_kwargs")):
+            return True
+        return is_multimodal(self.model)
+
+    @property
+    def text_only(self) -> bool:
+        """True only when the config says so: multimodal fixes are never offered then."""
+        return self.config_multimodal is False
 
     def weights_per_gpu_gib(self, collector: Collector | None = None) -> tuple[float, str] | None:
         """Weights per GPU: vLLM's own figure when logged, else an estimate from the model name."""
@@ -207,4 +220,5 @@ def build_context(
         ctx.num_gpus = num_gpus
     if ctx.num_gpus is None and collector.gpus:
         ctx.num_gpus = len(collector.gpus)
+    ctx.log_multimodal = bool(collector.multimodal_seen)
     return ctx

@@ -103,6 +103,7 @@ def diagnose(
             launch = parsed
     ctx = build_context(col, launch.args, launch.flags, model=model, gpu=gpu, num_gpus=num_gpus,
                         vllm_version=vllm_version, exit_code=exit_code)
+    ctx.config_multimodal = _config_multimodal(ctx.model)
     verdicts = classify(col, ctx)
     attach_fixes(verdicts, col, ctx)
     apply_plan(verdicts, plan)
@@ -110,10 +111,28 @@ def diagnose(
     return Diagnosis(verdicts, col, ctx, reports, launch, incomplete)
 
 
+def _config_multimodal(model: str | None) -> bool | None:
+    """Whether the model's config.json (local directory, HF cache or the bundled catalog) has a vision or
+    audio tower; None when no config can be read (no network: never the Hub)."""
+    if not model:
+        return None
+    try:
+        from oomguard.inputs.model_config import load_model
+
+        return bool(load_model(model, allow_hub=False).is_multimodal)
+    except Exception:  # noqa: BLE001 - any unreadable config: undecided, not a failure of diagnose
+        return None
+
+
 def diagnose_paths(paths: list[str], **options: Any) -> Diagnosis:
-    """Stable entry point for other commands (probe's ``--server-log``): same as ``diagnose``.
+    """Stable entry point for other commands (probe's ``--server-log``): ``diagnose`` plus the planner's check
+    of every fix when the model and GPU resolve (from the options or the log).
 
     Read ``Diagnosis.verdicts`` (``cls``, ``confidence``, ``summary``, ``fix``), ``Diagnosis.incomplete``
     and ``Diagnosis.to_dict()`` (the JSON contract, redacted).
     """
-    return diagnose(paths, **options)
+    from oomguard.diagnose.planning import check_diagnosis
+
+    diagnosis = diagnose(paths, **options)
+    check_diagnosis(diagnosis, model=options.get("model"), gpu=options.get("gpu"), num_gpus=options.get("num_gpus"))
+    return diagnosis

@@ -101,11 +101,14 @@ class Fix:
     value: Any
     why: str
     effect: str | None = None  # filled by a plan callback when the model and GPU are known
+    checked: str | None = None  # the planner's verdict on the launch with this fix: "starts: ..." / "fails: ..."
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"flag": self.flag, "value": self.value, "why": self.why}
         if self.effect:
             out["effect"] = self.effect
+        if self.checked:
+            out["checked"] = self.checked
         return out
 
 

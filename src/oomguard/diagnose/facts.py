@@ -102,6 +102,7 @@ class Collector:
     timeline_dropped: int = 0
     notes: list[str] = field(default_factory=list)
     skipped_numbers: int = 0
+    multimodal_seen: bool = False  # "Encoder cache will be initialized ... image items" and the like
     run: int = 0
     seq: int = 0
     state: FileState = field(default_factory=FileState)

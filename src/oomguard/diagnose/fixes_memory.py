@@ -101,8 +101,8 @@ def _startup_free(v: Verdict, members: list[Any], col: Collector, ctx: Context) 
         v.fix.append(Fix("--gpu-memory-utilization", new, f"fits in the {fmt(free)} GiB actually free "
                          "(or stop the other processes shown by nvidia-smi)"))
         v.fix.append(Fix("--kv-cache-memory-bytes", "<KV GiB that fit in the free memory>G",
-                         f"sizes the KV cache in bytes, independent of the {fmt(total - free)} GiB {whose.split(' hold')[0]} "
-                         "hold (>= 0.11); vLLM then ignores --gpu-memory-utilization"))
+                         f"pins the KV cache size in bytes (>= 0.11) next to the {fmt(total - free)} GiB held by "
+                         f"{whose.split(' hold')[0]}, instead of deriving it from --gpu-memory-utilization"))
         return
     initial, current = num_of(members, "initial_free_gib"), num_of(members, "current_free_gib")
     if initial is not None:
@@ -135,7 +135,7 @@ def _profile(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
         v.fix.append(Fix("--gpu-memory-utilization", round_util((util_of(ctx, col, run_of(members)) or default_util(ctx)) - 0.03),
                          "a smaller KV pool leaves more room for the warm-up (costs KV capacity)"))
         return
-    if cause == "multimodal" or ctx.multimodal:
+    if (cause == "multimodal" or ctx.multimodal) and not ctx.text_only:
         v.summary = ("CUDA out of memory in the start-up profile run of a multimodal model: the dummy images/videos "
                      "of the encoder budget did not fit next to the weights.")
         v.fix.append(Fix("--limit-mm-per-prompt", '{"image": 1}', "profiles fewer items per prompt "

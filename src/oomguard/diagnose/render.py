@@ -121,6 +121,8 @@ def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evi
             lines.append("")
             for f in v["fix"]:
                 effect = f" (predicted: {f['effect']})" if f.get("effect") else ""
+                if f.get("checked") and not f.get("effect"):
+                    effect = f" (planner: {f['checked']})"
                 lines.append(f"- `{fix_text(f)}`: {f['why']}{effect}")
             lines.append("")
         evidence = v["evidence"][:evidence_limit] if evidence_limit else v["evidence"]
@@ -166,6 +168,8 @@ def render_text(diagnosis: Diagnosis, out: TextIO) -> None:
             console.print(f"   [cyan]numbers:[/] {escape(n)}")
         for f in v["fix"]:
             effect = f" [green](predicted: {escape(f['effect'])})[/]" if f.get("effect") else ""
+            if f.get("checked") and not f.get("effect"):
+                effect = f" [green](planner: {escape(f['checked'])})[/]"
             console.print(f"   [bold green]fix:[/] [bold]{escape(fix_text(f))}[/]  [dim]{escape(f['why'])}[/]{effect}")
         for e in v["evidence"]:
             console.print(f"   [yellow]{escape(e['file'])}:{e['line']}[/] {escape(e['text'][:300])}")

@@ -180,3 +180,62 @@ def test_oom_killer_wording_is_host_oom(tmp_path, text):
 def test_diagnose_paths_is_the_stable_entry_point():
     d = diagnose_paths([str(LOGS / "shapes" / "interleaved-runtime-oom.log")])
     assert d.verdicts[0].cls.value == "runtime-oom" and d.to_dict()["verdicts"][0]["class"] == "runtime-oom"
+
+
+# --- fixes the planner has checked -----------------------------------------
+KV_LOG = (
+    "(APIServer pid=1) INFO 10-06 12:00:01 [api_server.py:1839] vLLM API server version 0.11.0\n"
+    "(APIServer pid=1) INFO 10-06 12:00:01 [utils.py:233] non-default args: {'model': 'Qwen/Qwen3-8B', "
+    "'max_model_len': 40960}\n"
+    "(EngineCore_DP0 pid=201) ERROR 10-06 12:01:13 [core.py:700] ValueError: To serve at least one request with the "
+    "models's max seq len (40960), (5.62 GiB KV cache is needed, which is larger than the available KV cache memory "
+    "(4.20 GiB). Based on the available memory, the estimated maximum model length is 30576. Try increasing "
+    "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n")
+
+
+def test_max_model_len_fix_is_checked_and_never_above_vllms_estimate(tmp_path):
+    p = tmp_path / "vllm.log"
+    p.write_text(KV_LOG)
+    d = diagnose_paths([str(p)], gpu="RTX 4090")
+    fix = next(f for f in d.verdicts[0].fix if f.flag == "--max-model-len")
+    assert fix.value <= 30576 and fix.checked and fix.checked.startswith("starts")
+
+
+SF_LOG = (
+    "INFO 05-01 10:00:03 [api_server.py:1043] vLLM API server version 0.11.0\n"
+    "INFO 05-01 10:00:03 [utils.py:309] non-default args: {'model': 'Qwen/Qwen3-8B', 'max_model_len': 32768}\n"
+    "ERROR 05-01 10:00:20 [core.py:515] ValueError: Free memory on device (30.2/79.19 GiB) on startup is less than "
+    "desired GPU memory utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by "
+    "other processes.\n")
+
+
+def test_co_resident_process_gets_a_checked_kv_cache_memory_bytes(tmp_path):
+    p = tmp_path / "vllm.log"
+    p.write_text(SF_LOG)
+    d = diagnose_paths([str(p)], gpu="H100 80GB")
+    v = d.verdicts[0]
+    assert v.cls.value == "startup-free-memory" and "48.99 GiB" in v.summary
+    kv = next(f for f in v.fix if f.flag == "--kv-cache-memory-bytes")
+    assert isinstance(kv.value, int) and kv.checked.startswith("starts")
+    assert v.fix[0] is kv  # the fix that starts comes first
+    util = next(f for f in v.fix if f.flag == "--gpu-memory-utilization")
+    assert util.value <= 30.2 / 79.19  # never above what is free
+
+
+def test_old_version_has_no_kv_cache_memory_bytes(tmp_path):
+    p = tmp_path / "vllm.log"
+    p.write_text(SF_LOG.replace("0.11.0", "0.9.1"))
+    d = diagnose_paths([str(p)], gpu="H100 80GB")
+    kv = next(f for f in d.verdicts[0].fix if f.flag == "--kv-cache-memory-bytes")
+    assert kv.checked.startswith("fails") and "0.9.1" in kv.checked
+
+
+def test_text_only_model_never_gets_multimodal_fixes(tmp_path):
+    p = tmp_path / "issue.txt"
+    p.write_text("Qwen3-8B OOMs during the profile run with the vision encoder settings from the docs; "
+                 "--limit-mm-per-prompt did not help\n")
+    d = diagnose([str(p)], model="Qwen/Qwen3-8B")
+    assert d.context.config_multimodal is False
+    assert all(f.flag != "--limit-mm-per-prompt" for v in d.verdicts for f in v.fix)
+    d = diagnose([str(p)], model="Qwen/Qwen2.5-VL-7B-Instruct")
+    assert d.context.config_multimodal is True

@@ -102,6 +102,8 @@ def parse_identity(line: LogLine, col: Collector) -> None:
     m = _CHUNKED.search(msg) if "Chunked prefill" in msg else None
     if m:
         col.args.setdefault("max_num_batched_tokens", integer(m.group(1)))
+    if "Encoder cache will be initialized" in msg or "multi-modal" in msg or "mm_processor" in msg:
+        col.multimodal_seen = True
     _phase_markers(line, col)
 
 
