@@ -30,6 +30,7 @@ class Diagnosis:
     inputs: list[InputReport] = field(default_factory=list)
     launch: Launch | None = None
     incomplete: Incomplete | None = None
+    agreement: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -46,7 +47,11 @@ class Diagnosis:
         return any(r.kind.value not in ("empty", "binary", "unreadable") for r in self.inputs) or not self.inputs
 
     def facts(self) -> dict[str, Any]:
+        from oomguard.diagnose.story import merged_timeline
+
         facts = self.collector.to_dict()
+        facts["timeline"] = merged_timeline(facts["timeline"])
+        facts["agreement"] = list(self.agreement)
         facts["args"] = dict(self.context.args)
         facts["model"] = self.context.model
         facts["version"] = self.context.version
@@ -108,7 +113,10 @@ def diagnose(
     attach_fixes(verdicts, col, ctx)
     apply_plan(verdicts, plan)
     incomplete = find_incomplete(col, ctx, reports, bool(verdicts))
-    return Diagnosis(verdicts, col, ctx, reports, launch, incomplete)
+    from oomguard.diagnose.story import checks
+
+    agreement = checks(col, ctx, launch, gpu)
+    return Diagnosis(verdicts, col, ctx, reports, launch, incomplete, agreement)
 
 
 def _config_multimodal(model: str | None) -> bool | None:

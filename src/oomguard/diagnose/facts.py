@@ -102,6 +102,8 @@ class Collector:
     timeline_dropped: int = 0
     notes: list[str] = field(default_factory=list)
     skipped_numbers: int = 0
+    cli_args: dict[str, Any] = field(default_factory=dict)  # only "non-default args" / Namespace(...)
+    vllm_pids: dict[int, str] = field(default_factory=dict)  # pid -> process prefix seen in vLLM lines
     multimodal_seen: bool = False  # "Encoder cache will be initialized ... image items" and the like
     run: int = 0
     seq: int = 0

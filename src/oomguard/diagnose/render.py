@@ -64,6 +64,8 @@ def _fact_line(data: dict[str, Any]) -> list[str]:
     if ident:
         out.append(" | ".join(ident))
     out.append(f"phase reached: {facts.get('phase_reached', 'unknown')}")
+    for check in facts.get("agreement", []):
+        out.append(("inputs agree: " if check["agree"] else "inputs DISAGREE: ") + check["detail"])
     mem = {}
     for m in facts.get("memory", []):
         mem[m["name"]] = m

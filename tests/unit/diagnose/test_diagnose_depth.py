@@ -239,3 +239,32 @@ def test_text_only_model_never_gets_multimodal_fixes(tmp_path):
     assert all(f.flag != "--limit-mm-per-prompt" for v in d.verdicts for f in v.fix)
     d = diagnose([str(p)], model="Qwen/Qwen2.5-VL-7B-Instruct")
     assert d.context.config_multimodal is True
+
+
+# --- several files, one story ------------------------------------------------
+def test_launch_and_log_disagree_is_said(tmp_path):
+    log = tmp_path / "vllm.log"
+    log.write_text(KV_LOG)
+    launch = tmp_path / "start_api.sh"
+    launch.write_text("vllm serve Qwen/Qwen3-8B --max-model-len 65536\n")
+    d = diagnose([str(log)], launch_text=launch.read_text())
+    bad = [c for c in d.agreement if not c["agree"]]
+    assert bad and "max_model_len=65536" in bad[0]["detail"] and "40960" in bad[0]["detail"]
+    assert d.to_dict()["facts"]["agreement"] == d.agreement
+
+
+def test_gpu_option_vs_log(tmp_path):
+    log = tmp_path / "vllm.log"
+    log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+                   "of 79.19 GiB of which 1.00 GiB is free.\n")
+    d = diagnose([str(log)], gpu="A100 40GB")
+    assert [c["agree"] for c in d.agreement if c["check"] == "gpu"] == [False]
+    d = diagnose([str(log)], gpu="H100 80GB")
+    assert [c["agree"] for c in d.agreement if c["check"] == "gpu"] == [True]
+
+
+def test_kernel_victim_matches_the_vllm_process_and_timeline_is_merged():
+    d = diagnose([str(LOGS / "host-oom-dmesg.txt"), str(LOGS / "host-oom-vllm.log")])
+    assert any(c["check"] == "oom-kill victim" and c["agree"] for c in d.agreement)
+    files = [e["file"] for e in d.to_dict()["facts"]["timeline"]]
+    assert len(set(files)) == 2

@@ -59,8 +59,16 @@ _READY_RX = re.compile("|".join(map(re.escape, _READY)))
 _SERVING_RX = re.compile("|".join(map(re.escape, _SERVING)))
 
 
+_PROC_PID = re.compile(r"pid=(\d{1,10})")
+MAX_PIDS = 64
+
+
 def parse_identity(line: LogLine, col: Collector) -> None:
     msg = line.message
+    if line.proc and "pid=" in line.proc and len(col.vllm_pids) < MAX_PIDS:
+        p = _PROC_PID.search(line.proc)
+        if p:
+            col.vllm_pids.setdefault(int(p.group(1)), line.proc)
     _version(msg, col)
     if "V1 LLM engine" in msg or "EngineCore" in line.proc or "EngineCore" in msg:
         col.engine = col.engine or "V1"
@@ -194,3 +202,5 @@ def _set_arg(col: Collector, key: str, value: Any, *, from_config: bool = False)
         if value is None:
             return
     col.args[key] = value
+    if not from_config:
+        col.cli_args[key] = value
