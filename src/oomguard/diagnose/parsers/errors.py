@@ -40,7 +40,7 @@ _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit))(
 
 # PyTorch's OOM, new (>= 2.1) and old wording.
 _OOM_NEW = re.compile(
-    r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)\b.*?GPU (\d+) has a total capacity of ([\d.]+) (GiB|MiB) "
+    r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)\b.*?GPU (\d+) has a total capac(?:i)?ty of ([\d.]+) (GiB|MiB) "
     r"of which ([\d.]+) (GiB|MiB|KiB|bytes|B) is free"
 )
 _OOM_IN_USE = re.compile(r"this process has ([\d.]+) (GiB|MiB) memory in use")
