@@ -43,6 +43,11 @@ def _bad_arg(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
                 else:
                     v.fix.append(Fix(hint.flag, None, hint.why))
                 whys.append(f"{flag} was rejected")
+        elif ev.signal == Signal.MODEL_NOT_FOUND and ev.numbers.get("gated"):
+            if not any(f.flag == "HF_TOKEN" for f in v.fix):
+                v.fix.append(Fix("HF_TOKEN", "<a token of an account that accepted the model's licence>",
+                                 "environment variable: the repository is gated or private"))
+            whys.append("the model repository is gated: no access with the current token")
         elif ev.signal == Signal.MODEL_NOT_FOUND:
             v.fix.append(Fix("--model", "<local directory with config.json, or an existing Hugging Face repo id>",
                              "the model path does not exist or is not a model directory"))

@@ -26,6 +26,11 @@ def _missing_dependency(v: Verdict, members: list[Any], col: Collector, ctx: Con
         v.fix.append(Fix("pip", f"install --force-reinstall vllm=={ctx.version}" if ctx.version else
                          "install --force-reinstall vllm", "reinstall vLLM with its pinned dependencies"))
         return
+    if num_of(members, "upgrade"):
+        v.summary = (f"The installed {package} is too old for this model (it does not know its architecture); "
+                     "vLLM stopped reading the config.")
+        v.fix.append(Fix("pip", f"install -U {package}", "a release that knows the model type (check the model card)"))
+        return
     if library:
         v.summary = f"A shared library is missing: {library} (a CUDA / driver runtime the wheel expects)."
         v.fix.append(Fix("pip", "install a vLLM wheel built for this machine's CUDA (or the matching CUDA runtime)",

@@ -268,3 +268,26 @@ def test_kernel_victim_matches_the_vllm_process_and_timeline_is_merged():
     assert any(c["check"] == "oom-kill victim" and c["agree"] for c in d.agreement)
     files = [e["file"] for e in d.to_dict()["facts"]["timeline"]]
     assert len(set(files)) == 2
+
+
+@pytest.mark.parametrize("text,cls,flag", [
+    ("ValueError: User-specified max_model_len (262144) is greater than the derived max_model_len\n"
+     "(max_position_embeddings=40960 or model_max_length=None in model's config.json).", "max-len-exceeds-model",
+     "--max-model-len"),
+    ("ValueError: The checkpoint you are trying to load has model type `qwen3_moe` but Transformers does not "
+     "recognize this architecture.", "missing-dependency", "pip"),
+    ("huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url "
+     "https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/config.json. Access to model meta-llama/Llama-3.1-8B "
+     "is restricted. You must have access to it and be authenticated to access it.", "bad-argument", "HF_TOKEN"),
+    ("ERROR 04-01 10:00:00 [core.py:1] RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for "
+     "details)\nNCCL WARN Cuda failure 'peer access is not supported between these two devices'", "nccl-error",
+     "NCCL_P2P_DISABLE"),
+    ("ValueError: Cannot use chat template functions because tokenizer.chat_template is not set and no template "
+     "argument was passed!", "chat-template-error", "--chat-template"),
+])
+def test_more_messages(tmp_path, text, cls, flag):
+    p = tmp_path / "x.log"
+    p.write_text(text + "\n")
+    d = diagnose([str(p)])
+    assert d.verdicts and d.verdicts[0].cls.value == cls, [(v.cls.value, v.confidence) for v in d.verdicts]
+    assert flag in [f.flag for f in d.verdicts[0].fix]

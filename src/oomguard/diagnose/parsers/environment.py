@@ -83,6 +83,12 @@ def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> b
             numbers.update(name=mm.group(1), module=mm.group(2), mismatch=True)
         col.signal(Signal.MISSING_DEPENDENCY, line, numbers=numbers)
         return True
+    if "Transformers does not recognize this architecture" in msg or "requires a newer version of transformers" in msg \
+            or ("KeyError" in msg and "model_type" in joined and "transformers" in joined.lower()):
+        if _is_error_record(line, msg) or line.prose:
+            col.signal(Signal.MISSING_DEPENDENCY, line, numbers={"package": "transformers", "upgrade": True,
+                                                                 "detail": msg[:300]})
+            return True
     if _is_error_record(line, msg) and _TEMPLATE_RX.search(joined):
         if "chat" in joined.lower() or "jinja" in msg or "Template" in msg or "Conversation roles" in joined:
             col.signal(Signal.CHAT_TEMPLATE, line, numbers={"detail": msg[:300]})

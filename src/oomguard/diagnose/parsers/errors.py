@@ -81,9 +81,8 @@ _V1_AVAILABLE = re.compile(r"available\s+KV\s+cache\s+memory\s+\(([\d.]+)\s*GiB\
 _V1_ESTIMATE = re.compile(r"estimated\s+maximum\s+model\s+length\s+is\s+([\d,]+)", re.IGNORECASE)
 _MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
 _MAX_LEN = re.compile(
-    r"(?:User-specified )?max_model_len \((\d+)\) is greater than the derived max_model_len "
-    r"\((?:(\w+)=)?([\d.]+|None)"
-)
+    r"(?:User-specified\s+)?max_model_len\s+\((\d+)\)\s+is\s+greater\s+than\s+the\s+derived\s+max_model_len"
+    r"(?:\s+\((?:(\w+)=)?([\d.]+|None))?", re.IGNORECASE)
 _UNRECOGNIZED = re.compile(r"(?:([\w./-]{1,100}): error: )?unrecognized arguments?:\s*(.{1,2000})$")
 _ARG_INVALID = re.compile(r"([\w./-]{1,100}): error: argument ([^:]{1,200}): (.{1,2000})$")
 _ARG_OTHER = re.compile(r"([\w./-]{1,100}): error: (.{1,2000})$")
@@ -103,7 +102,10 @@ _MODEL_NOT_FOUND = ("Invalid repository ID or local directory", "is not a local 
                     "does not appear to have a file named config.json", "Repo id must be in the form",
                     "Repo id must use alphanumeric", "RepositoryNotFoundError", "HFValidationError",
                     "No such file or directory", "Can't load the configuration of", "not a valid model identifier",
-                    "Unrecognized model in")
+                    "Unrecognized model in", "GatedRepoError", "You are trying to access a gated repo",
+                    "is restricted. You must have access to it", "401 Client Error")
+# The model id needs a Hugging Face token (gated or private): the same class, another fix.
+_GATED = re.compile(r"GatedRepoError|gated repo|is restricted\. You must have access|401 Client Error")
 _MODEL_NOT_FOUND_RX = re.compile("|".join(map(re.escape, _MODEL_NOT_FOUND)))
 _CONFIG = ("not supported", "Not supported", "is unsupported", "Unsupported", "does not support", "No common block size",
            "must be divisible", "is larger than the number of available GPUs", "exceeds the total number of available GPUs",
@@ -142,7 +144,7 @@ def parse_errors(line: LogLine, col: Collector) -> None:
         return
     if _kv(line, col, msg, joined):
         return
-    if _arguments(line, col, msg):
+    if _arguments(line, col, msg, joined):
         return
     if _IMA_RX.search(msg):
         col.signal(Signal.ILLEGAL_MEMORY_ACCESS, line)
@@ -318,11 +320,11 @@ def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     return False
 
 
-def _arguments(line: LogLine, col: Collector, msg: str) -> bool:
+def _arguments(line: LogLine, col: Collector, msg: str, joined: str = "") -> bool:
     st = col.state
-    m = _MAX_LEN.search(msg)
+    m = _MAX_LEN.search(joined or msg) if "max_model_len" in msg.lower() else None
     if m:
-        derived = m.group(3)
+        derived = m.group(3) or "None"
         col.signal(Signal.MAX_LEN_EXCEEDS, line, numbers={
             "max_model_len": integer(m.group(1)),
             **({"derived_max_len": int(num(derived))} if derived != "None" else {}),
@@ -371,7 +373,7 @@ def _arguments(line: LogLine, col: Collector, msg: str) -> bool:
                     "config": config, "problem": detail[:300], **({"arg": field} if field else {})})
             return True
     if _MODEL_NOT_FOUND_RX.search(msg) and ("model" in msg.lower() or "repo" in msg.lower() or "config" in msg):
-        col.signal(Signal.MODEL_NOT_FOUND, line)
+        col.signal(Signal.MODEL_NOT_FOUND, line, numbers={"gated": True} if _GATED.search(msg) else {})
         return True
     return False
 
