@@ -291,3 +291,16 @@ def test_more_messages(tmp_path, text, cls, flag):
     d = diagnose([str(p)])
     assert d.verdicts and d.verdicts[0].cls.value == cls, [(v.cls.value, v.confidence) for v in d.verdicts]
     assert flag in [f.flag for f in d.verdicts[0].fix]
+
+
+def test_real_vllm_cpu_log_cut_before_ready_is_incomplete(tmp_path):
+    """The real vLLM 0.32 CPU start (tests/fixtures/logs/healthy/vllm-cpu-0.32-serve-one-request.log) cut after
+    the weights: no verdict, incomplete, and the full log is a clean start that reached serving."""
+    real = LOGS / "healthy" / "vllm-cpu-0.32-serve-one-request.log"
+    full = diagnose([str(real)])
+    assert full.verdicts == [] and full.complete and full.collector.phase_reached.label == "serving"
+    cut = tmp_path / "cut.log"
+    cut.write_text("\n".join(real.read_text().splitlines()[:45]) + "\n")
+    d = diagnose([str(cut)])
+    assert d.verdicts == [] and d.incomplete is not None
+    assert d.incomplete.phase.label in ("loading", "profiling")
