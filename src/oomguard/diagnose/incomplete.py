@@ -39,9 +39,11 @@ class Incomplete:
     likely: str | None = None
     confidence: float | None = None
     collect: list[str] = field(default_factory=list)
+    reason: str = "stopped"  # "stopped": a vLLM log without a ready line; "unrecognised": text with nothing known
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"stopped_during": self.phase.label, "file": self.file, "collect": list(self.collect)}
+        out: dict[str, Any] = {"reason": self.reason, "stopped_during": self.phase.label, "file": self.file,
+                               "collect": list(self.collect)}
         if self.likely:
             out["likely"] = self.likely
             out["likely_confidence"] = self.confidence
@@ -49,6 +51,9 @@ class Incomplete:
 
     @property
     def summary(self) -> str:
+        if self.reason == "unrecognised":
+            return ("incomplete: the text holds no vLLM log lines and no failure oomguard recognises "
+                    "(this is not a clean start; it is nothing oomguard can read)")
         where = "before any start-up phase oomguard knows" if self.phase == Phase.UNKNOWN else \
             f"during {self.phase.label}"
         return (f"incomplete: the log stops {where}, with no error and no ready line "
@@ -59,6 +64,12 @@ def find_incomplete(col: Collector, ctx: Context, inputs: list[Any], has_verdict
     if has_verdicts:
         return None
     logs = [r for r in inputs if r.kind == InputKind.VLLM_LOG]
+    readable = [r for r in inputs if r.kind not in (InputKind.EMPTY, InputKind.BINARY, InputKind.UNREADABLE)]
+    if not logs and readable and all(r.kind == InputKind.TEXT for r in readable):
+        return Incomplete(Phase.UNKNOWN, readable[-1].name, reason="unrecognised", collect=[
+            "the vLLM server's own log (`docker logs`, `kubectl logs`, `journalctl -u`), from its first line",
+            "`oomguard bundle FILE -o report.md --ask`: a second opinion from an LLM endpoint "
+            "(OOMGUARD_LLM_BASE_URL) on text oomguard does not recognise"])
     if not logs:
         return None
     if col.phase_reached >= Phase.READY:

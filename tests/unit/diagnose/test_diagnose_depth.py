@@ -119,10 +119,14 @@ def test_thin_margin_says_what_is_likely(tmp_path):
     assert d.incomplete.likely and "profile-oom" in d.incomplete.likely and d.incomplete.confidence < 0.5
 
 
-def test_text_without_vllm_lines_is_not_incomplete(tmp_path):
+def test_text_without_anything_known_is_unrecognised_not_clean(tmp_path, capsys):
     p = tmp_path / "notes.txt"
     p.write_text("we restarted the box yesterday and it has been fine since\n")
-    assert diagnose([str(p)]).incomplete is None
+    d = diagnose([str(p)])
+    assert d.verdicts == [] and d.incomplete is not None and d.incomplete.reason == "unrecognised"
+    assert any("--ask" in c for c in d.incomplete.collect)
+    code, out, _ = _cli(capsys, str(p))
+    assert code == 3 and "clean start" not in out
 
 
 # --- paraphrases, English and Chinese --------------------------------------
