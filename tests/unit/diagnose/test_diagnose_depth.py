@@ -126,7 +126,7 @@ def test_text_without_anything_known_is_unrecognised_not_clean(tmp_path, capsys)
     assert d.verdicts == [] and d.incomplete is not None and d.incomplete.reason == "unrecognised"
     assert any("--ask" in c for c in d.incomplete.collect)
     code, out, _ = _cli(capsys, str(p))
-    assert code == 3 and "clean start" not in out
+    assert code == 3 and "No failure found" not in out
 
 
 # --- paraphrases, English and Chinese --------------------------------------
