@@ -104,6 +104,7 @@ class Collector:
     skipped_numbers: int = 0
     cli_args: dict[str, Any] = field(default_factory=dict)  # only "non-default args" / Namespace(...)
     vllm_pids: dict[int, str] = field(default_factory=dict)  # pid -> process prefix seen in vLLM lines
+    ray_gpus: int | None = None  # GPUs in the Ray cluster (`ray status`)
     multimodal_seen: bool = False  # "Encoder cache will be initialized ... image items" and the like
     run: int = 0
     seq: int = 0

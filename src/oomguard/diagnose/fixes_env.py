@@ -85,6 +85,8 @@ def _nccl(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
 
 def _ray(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     requested, available = num_of(members, "requested_gpus"), num_of(members, "available_gpus")
+    if available is None:
+        available = col.ray_gpus  # `ray status` pasted anywhere in the inputs
     timeout = num_of(members, "timeout_s")
     wait = f" within {timeout} s" if timeout else ""
     if requested and available is not None:

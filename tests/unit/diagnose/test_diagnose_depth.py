@@ -308,3 +308,11 @@ def test_real_vllm_cpu_log_cut_before_ready_is_incomplete(tmp_path):
     d = diagnose([str(cut)])
     assert d.verdicts == [] and d.incomplete is not None
     assert d.incomplete.phase.label in ("loading", "profiling")
+
+
+def test_ray_placement_requested_vs_available_from_ray_status(tmp_path):
+    p = tmp_path / "ray.log"
+    p.write_text((LOGS / "ray-placement-timeout.log").read_text() + "Usage:\n 0.0/96.0 CPU\n 0.0/4.0 GPU\n")
+    v = diagnose([str(p)]).verdicts[0]
+    assert v.cls.value == "ray-placement-timeout" and "8 GPUs" in v.summary and "offers 4" in v.summary
+    assert ("--pipeline-parallel-size", 1) in [(f.flag, f.value) for f in v.fix]

@@ -56,11 +56,20 @@ _AVAILABLE = re.compile(r"(?:available GPUs|GPUs available)\s*\(?(\d{1,6})\)?|cu
                         r"([\d.]{1,12})|['\"]GPU['\"]:\s*([\d.]{1,12})\}?\s*(?:available|in the cluster)", re.IGNORECASE)
 
 
+# `ray status`: " 0.0/4.0 GPU" (used/total in the cluster); recorded as the available count for placement.
+_RAY_STATUS_GPU = re.compile(r"^\s*([\d.]{1,12})/([\d.]{1,12}) GPU\b")
+
+
 def _is_error_record(line: LogLine, msg: str) -> bool:
     return line.level in ("ERROR", "CRITICAL") or bool(re.match(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b", msg))
 
 
 def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
+    if "GPU" in msg and "/" in msg:
+        m = _RAY_STATUS_GPU.match(msg)
+        if m:
+            col.ray_gpus = int(num(m.group(2), lo=0, hi=1e6))
+            return True
     if line.level in ("INFO", "DEBUG", "WARNING") and "NCCL WARN" not in msg and "placement group" not in msg:
         return False
     if "NCCL" in msg or "nccl" in msg or "WorkNCCL" in msg or "DistBackendError" in msg:
@@ -144,7 +153,9 @@ def _ray(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         if m.group(2):
             numbers["timeout_s"] = integer(m.group(2))
     a = _AVAILABLE.search(joined)
-    if a:
+    if col.ray_gpus is not None and not a:
+        numbers["available_gpus"] = col.ray_gpus
+    elif a:
         numbers["available_gpus"] = int(num(next(g for g in a.groups() if g), lo=0, hi=1e6))
     elif "no GPU available" in msg:
         numbers["available_gpus"] = 0
