@@ -152,9 +152,11 @@ def _gpu_oom(ev: SignalEvent, ctx: Context) -> Candidate:
     return Candidate(FC.WEIGHTS_OOM, 0.3 + base, ev, "no phase logged before the error (guess: loading)", cause)
 
 
-# One weight tensor of the models people serve is at most ~1 GiB (a 150k x 4k embedding in bf16 is 1.2 GiB);
-# activation tensors of the profile run (logits, MoE intermediates, a dummy image batch) are routinely larger.
-_LARGEST_WEIGHT_TENSOR_GIB = 1.25
+# vLLM allocates parameters one by one; the largest is the embedding / lm_head, vocab x hidden x 2 bytes (bf16):
+# Qwen2.5-72B 152,064 x 8,192 x 2 B = 2.32 GiB, Llama-3-70B 128,256 x 8,192 x 2 B = 1.96 GiB (less under TP).
+# Larger single allocations are activations: V0 profiles max_model_len tokens without chunked prefill, e.g. one
+# MLP intermediate of 32,768 tokens x 28,672 x 2 (gate+up) x 2 B = 3.5 GiB.
+_LARGEST_WEIGHT_TENSOR_GIB = 2.5
 
 
 def _class_from_sizes(n: dict, ctx: Context) -> tuple[FC, float, str] | None:

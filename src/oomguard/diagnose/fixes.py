@@ -26,9 +26,15 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context) -> None:
     for v in verdicts:
         members = getattr(v, "_members", [])
         _BUILDERS[v.cls](v, members, col, ctx)
+        if v.cls in _GPU_OOM and v.confidence < 0.5 and any(
+                "estimate" in m.reason or "guess" in m.reason for m in members):
+            v.summary += (" The phase is an estimate (no phase marker or traceback frame): the log lines before the "
+                          "error, or --model and --gpu, would settle it.")
         if hasattr(v, "_members"):
             del v._members  # type: ignore[attr-defined]
 
+
+_GPU_OOM = (FC.WEIGHTS_OOM, FC.PROFILE_OOM, FC.CUDAGRAPH_OOM, FC.RUNTIME_OOM)
 
 _BUILDERS: dict[FC, Callable[[Verdict, list[Any], Collector, Context], None]] = {
     FC.WEIGHTS_OOM: _weights, FC.STARTUP_FREE_MEMORY: _startup_free, FC.PROFILE_OOM: _profile,
