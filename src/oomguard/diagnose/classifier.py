@@ -63,6 +63,7 @@ _EXACT = {
 # Words, not vLLM messages (parsers/paraphrase.py): at most this sure, however clear the sentence.
 PARAPHRASE_CAP = 0.5
 _GPU_OOM = {Signal.CUDA_OOM, Signal.OOM_PROSE, Signal.ALLOCATOR_FAILURE}
+_PROSE = {Signal.OOM_PROSE, Signal.HOST_PROSE, Signal.KV_PROSE}
 _STARTUP_EXCEPTIONS = {"ValueError", "AssertionError", "NotImplementedError", "TypeError", "KeyError"}
 
 
@@ -334,6 +335,8 @@ def _merge(candidates: list[Candidate]) -> list[Verdict]:
         evidence.sort(key=lambda e: (e.file, e.line))
         verdict = Verdict(cls=cls, confidence=conf, summary="", evidence=evidence, phase=best.event.phase,
                           first_seq=min(m.event.seq for m in members))
+        if all(m.event.signal in _PROSE or m.event.numbers.get("tier") == "paraphrase" for m in members):
+            verdict.tier = "paraphrase"
         verdict._members = members  # type: ignore[attr-defined]  # read by fixes.attach_fixes, then dropped
         verdicts.append(verdict)
     _demote_consequences(verdicts)

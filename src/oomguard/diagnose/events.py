@@ -122,6 +122,7 @@ class Verdict:
     numbers: list[str] = field(default_factory=list)
     phase: Phase = Phase.UNKNOWN
     first_seq: int = 0
+    tier: str = "message"  # "paraphrase": rests on people's wording only (lower confidence)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -132,4 +133,5 @@ class Verdict:
             "fix": [f.to_dict() for f in self.fix],
             "numbers": list(self.numbers),
             "phase": self.phase.label,
+            "tier": self.tier,
         }

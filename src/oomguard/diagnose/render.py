@@ -112,7 +112,8 @@ def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evi
     elif not verdicts:
         lines += ["**No failure found**: the inputs show no error oomguard recognises (a clean start).", ""]
     for i, v in enumerate(verdicts, 1):
-        lines.append(f"## {i}. `{v['class']}` (confidence {v['confidence']:.2f}, phase {v['phase']})")
+        tier = ", lower confidence: from wording, not a vLLM message" if v.get("tier") == "paraphrase" else ""
+        lines.append(f"## {i}. `{v['class']}` (confidence {v['confidence']:.2f}, phase {v['phase']}{tier})")
         lines += ["", v["summary"], ""]
         for n in v.get("numbers", []):
             lines.append(f"- {n}")
@@ -164,7 +165,8 @@ def render_text(diagnosis: Diagnosis, out: TextIO) -> None:
         console.print(f"[bold]{len(verdicts)} failure(s) found[/], most likely root cause first:")
     for i, v in enumerate(verdicts, 1):
         console.print()
-        console.print(f"[bold red]{i}. {v['class']}[/]  [dim](confidence {v['confidence']:.2f}, phase {v['phase']})[/]")
+        tier = ", lower confidence: from wording, not a vLLM message" if v.get("tier") == "paraphrase" else ""
+        console.print(f"[bold red]{i}. {v['class']}[/]  [dim](confidence {v['confidence']:.2f}, phase {v['phase']}{tier})[/]")
         console.print(f"   {escape(v['summary'])}")
         for n in v.get("numbers", []):
             console.print(f"   [cyan]numbers:[/] {escape(n)}")

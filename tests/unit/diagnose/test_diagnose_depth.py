@@ -143,7 +143,7 @@ def test_paraphrases_are_lower_confidence(tmp_path, text, cls):
     p.write_text(text + "\n", encoding="utf-8")
     d = diagnose([str(p)])
     assert d.verdicts and d.verdicts[0].cls.value == cls, [(v.cls.value, v.confidence) for v in d.verdicts]
-    assert d.verdicts[0].confidence <= 0.5
+    assert d.verdicts[0].confidence <= 0.5 and d.verdicts[0].to_dict()["tier"] == "paraphrase"
 
 
 # --- wrapped, lower-cased and truncated vLLM messages ----------------------
