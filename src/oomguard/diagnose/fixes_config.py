@@ -13,6 +13,7 @@ from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Fix, Signal, Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.flags import hint_for, split_unrecognized
+from oomguard.diagnose.parsers.numbers import maybe_number
 from oomguard.diagnose.remedy import num_of
 
 
@@ -63,9 +64,8 @@ def _bad_arg(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
                     v.fix.append(Fix(flag, None, "0 no longer means auto: omit it (or pass a positive length)"))
                 elif flag == "--gpu-memory-utilization":
                     v.fix.append(Fix(flag, 0.9, "a fraction of the device memory between 0 and 1; 0.9 is the usual default"))
-                elif bound:
-                    v.fix.append(Fix(flag, float(bound.group(1)) if "." in bound.group(1) else int(bound.group(1)),
-                                     problem[:200]))
+                elif bound and maybe_number(bound.group(1)) is not None:
+                    v.fix.append(Fix(flag, maybe_number(bound.group(1)), problem[:200]))
                 else:
                     v.fix.append(Fix(flag, "<valid value>", problem[:200]))
     v.summary = "vLLM rejected its command line: " + ("; ".join(dict.fromkeys(whys)) or "invalid argument") + "."

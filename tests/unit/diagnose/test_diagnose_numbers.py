@@ -80,3 +80,20 @@ def test_skipped_line_is_noted(tmp_path):
     d = diagnose([str(log)])
     assert any("vllm.log:2" in n and "unreadable" in n for n in d.collector.notes)
     assert not d.collector.memory.get("kv_available")
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "1e999", "1.2.3", "9" * 5000, "1e308"])
+def test_launch_and_printed_args_with_bad_numbers(tmp_path, bad):
+    """Values from --launch and from vLLM's printed dict never become nan/inf/absurd numbers in the arithmetic."""
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        f"INFO 05-01 10:00:03 [cli_args.py:309] non-default args: {{'model': 'Qwen/Qwen3-8B', 'max_model_len': {bad!r}, "
+        f"'max_num_batched_tokens': {bad}}}\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB. GPU 0 has a total capacity of 79.19 GiB "
+        "of which 1.00 GiB is free.\n")
+    launch = f"vllm serve Qwen/Qwen3-8B --max-model-len {bad} --gpu-memory-utilization {bad}\n"
+    d = diagnose([str(log)], launch_text=launch, model="Qwen/Qwen3-8B", gpu="H100 80GB")
+    d.to_dict()
+    for value in d.context.args.values():
+        if isinstance(value, float):
+            assert abs(value) < 1e18

@@ -188,6 +188,8 @@ def _coerce(value: Any) -> Any:
 def _set_arg(col: Collector, key: str, value: Any, *, from_config: bool = False) -> None:
     key = key.strip()
     value = _coerce(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and maybe_number(repr(value)) is None:
+        value = repr(value)  # inf / nan / an absurd integer from a literal dict: kept as text, never as a number
     if isinstance(value, str) and len(value) > _MAX_ARG_VALUE:
         value = value[:_MAX_ARG_VALUE] + "..."
     if key in _MODEL_KEYS and isinstance(value, str) and value:
