@@ -100,6 +100,22 @@ _FEATURE_FLAGS = (
 )
 
 
+_MACHINE_FIXES = {
+    "Failed to infer device type": Fix("CUDA_VISIBLE_DEVICES", "<the GPU indices>", "environment variable: vLLM saw no "
+                                       "GPU (container without --gpus, wrong index, or a CPU-only wheel)"),
+    "No CUDA GPUs": Fix("CUDA_VISIBLE_DEVICES", "<the GPU indices>", "environment variable: no GPU is visible"),
+    "NVIDIA driver": Fix("docker", "--gpus all (and the NVIDIA container toolkit)", "the container sees no driver"),
+    "no kernel image": Fix("pip", "install a vLLM wheel built for this GPU's compute capability (or build from source)",
+                           "the installed kernels were not compiled for this GPU"),
+    "forked subprocess": Fix("VLLM_WORKER_MULTIPROC_METHOD", "spawn", "environment variable: CUDA was initialised "
+                             "before the workers were forked"),
+    "shared memory": Fix("--enforce-eager", True, "a Triton kernel asked for more shared memory than this GPU has; "
+                         "or try another attention backend (VLLM_ATTENTION_BACKEND)"),
+    "driver version is insufficient": Fix("pip", "install a vLLM / torch build for this driver's CUDA version",
+                                          "the driver is older than the CUDA runtime of the wheel"),
+}
+
+
 def _config(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     world, gpus = num_of(members, "world_size"), num_of(members, "available_gpus")
     heads, tp = num_of(members, "heads"), num_of(members, "tensor_parallel_size")
@@ -113,6 +129,14 @@ def _config(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> Non
         best = max(d for d in (1, 2, 4, 8, 16, 32, 64) if d <= tp and heads % d == 0)
         v.summary = f"The model's {heads} attention heads cannot be split across tensor-parallel size {tp}."
         v.fix.append(Fix("--tensor-parallel-size", best, f"a divisor of {heads}"))
+        return
+    machine = num_of(members, "machine")
+    if machine:
+        v.summary = f"This machine cannot run the launch as configured: {detail.strip()[:200]}"
+        for key, fix in _MACHINE_FIXES.items():
+            if key in machine:
+                v.fix.append(fix)
+                break
         return
     v.summary = f"vLLM rejected the configuration: {detail.strip()[:200]}"
     low = detail.lower()

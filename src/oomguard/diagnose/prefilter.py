@@ -59,7 +59,7 @@ KEYWORDS: tuple[bytes, ...] = (
     "杀".encode(),
     # environment failures (parsers/environment.py)
     b"No module named", b"Please install", b"shared object", b"cannot import", b"emplate", b"placement group",
-    b"GPU available", b"fulfill resource", b" GPU\n",
+    b"GPU available", b"fulfill resource", b" GPU\n", b"out of resource",
 ) + FRAME_KEYWORDS
 
 # Frequent serving lines, handled with rfind between hits (see module docstring).

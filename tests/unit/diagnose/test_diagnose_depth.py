@@ -316,3 +316,18 @@ def test_ray_placement_requested_vs_available_from_ray_status(tmp_path):
     v = diagnose([str(p)]).verdicts[0]
     assert v.cls.value == "ray-placement-timeout" and "8 GPUs" in v.summary and "offers 4" in v.summary
     assert ("--pipeline-parallel-size", 1) in [(f.flag, f.value) for f in v.fix]
+
+
+@pytest.mark.parametrize("text,flag", [
+    ("RuntimeError: Failed to infer device type", "CUDA_VISIBLE_DEVICES"),
+    ("RuntimeError: CUDA error: no kernel image is available for execution on the device", "pip"),
+    ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the "
+     "'spawn' start method", "VLLM_WORKER_MULTIPROC_METHOD"),
+    ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 81920, Hardware limit: 65536.",
+     "--enforce-eager"),
+])
+def test_machine_cannot_run_the_launch_is_config_error(tmp_path, text, flag):
+    p = tmp_path / "x.log"
+    p.write_text(text + "\n")
+    v = diagnose([str(p)]).verdicts[0]
+    assert v.cls.value == "config-error" and flag in [f.flag for f in v.fix]

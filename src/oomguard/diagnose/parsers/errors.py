@@ -378,7 +378,18 @@ def _arguments(line: LogLine, col: Collector, msg: str, joined: str = "") -> boo
     return False
 
 
+# The machine cannot run this launch at all (no GPU visible, a wheel without kernels for this GPU, CUDA in a
+# forked process, a Triton kernel larger than the GPU's shared memory): configuration, not memory.
+_MACHINE = re.compile(r"Failed to infer device type|No CUDA GPUs are available|Found no NVIDIA driver|"
+                      r"no kernel image is available for execution|Cannot re-initialize CUDA in forked subprocess|"
+                      r"OutOfResources: out of resource: shared memory|CUDA driver version is insufficient")
+
+
 def _config(line: LogLine, col: Collector, msg: str) -> bool:
+    m = _MACHINE.search(msg)
+    if m and (_EXCEPTION.match(msg) or line.level in ("ERROR", "CRITICAL") or re.match(r"^[\w.]+: ", msg)):
+        col.signal(Signal.CONFIG_REJECTED, line, numbers={"detail": msg[:300], "machine": m.group(0)})
+        return True
     m = _WORLD.search(msg)
     if m:
         col.signal(Signal.CONFIG_REJECTED, line, numbers={"world_size": integer(m.group(1)), "available_gpus": integer(m.group(2))})
