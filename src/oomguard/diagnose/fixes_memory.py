@@ -98,8 +98,15 @@ def _startup_free(v: Verdict, members: list[Any], col: Collector, ctx: Context) 
         whose = _co_resident(col, total - free)
         v.summary = (f"Only {fmt(free)} of {fmt(total)} GiB were free when vLLM started, less than the "
                      f"{fmt(requested)} GiB that --gpu-memory-utilization {util} asks for: {whose}.")
-        v.fix.append(Fix("--gpu-memory-utilization", new, f"fits in the {fmt(free)} GiB actually free "
-                         "(or stop the other processes shown by nvidia-smi)"))
+        why = f"fits in the {fmt(free)} GiB actually free (or stop the other processes shown by nvidia-smi)"
+        weights = ctx.weights_per_gpu_gib(col)
+        if weights is not None and new * total < weights[0] * 1.05:
+            # A utilization below the weights cannot start at all: say so instead of offering it as a fix.
+            v.numbers.append(f"at {new} x {fmt(total)} = {fmt(new * total)} GiB the budget is below the weights "
+                             f"({fmt(weights[0])} GiB, {weights[1]})")
+            why = (f"passes the start-up check, but {fmt(new * total)} GiB cannot hold the {fmt(weights[0])} GiB of "
+                   "weights: free the GPU (stop the other process) or add GPUs instead")
+        v.fix.append(Fix("--gpu-memory-utilization", new, why))
         v.fix.append(Fix("--kv-cache-memory-bytes", "<KV GiB that fit in the free memory>G",
                          f"pins the KV cache size in bytes (>= 0.11) next to the {fmt(total - free)} GiB held by "
                          f"{whose.split(' hold')[0]}, instead of deriving it from --gpu-memory-utilization"))

@@ -331,3 +331,14 @@ def test_machine_cannot_run_the_launch_is_config_error(tmp_path, text, flag):
     p.write_text(text + "\n")
     v = diagnose([str(p)]).verdicts[0]
     assert v.cls.value == "config-error" and flag in [f.flag for f in v.fix]
+
+
+def test_utilization_below_the_weights_is_not_offered_as_a_fix(tmp_path):
+    p = tmp_path / "vllm.log"
+    p.write_text("INFO 05-01 10:00:03 [cli_args.py:309] non-default args: {'model': 'meta-llama/Llama-3.3-70B-Instruct', "
+                 "'tensor_parallel_size': 2}\n"
+                 "ERROR 05-01 10:00:20 [core.py:515] ValueError: Free memory on device (30.2/79.19 GiB) on startup is less "
+                 "than desired GPU memory utilization (0.9, 71.27 GiB).\n")
+    v = diagnose([str(p)]).verdicts[0]
+    util = next(f for f in v.fix if f.flag == "--gpu-memory-utilization")
+    assert "cannot hold" in util.why and any("below the weights" in n for n in v.numbers)
