@@ -65,6 +65,7 @@ class LogLine:
     prose: bool = False  # not a log record at all (pasted text, issue title)
     following: str = ""  # the next line(s), for wrapped messages
     truncated: bool = False
+    old_prefix: bool = False  # "file.py:123]" without "[": vLLM <= 0.7, the V0 engine
 
 
 @dataclass

@@ -70,6 +70,8 @@ def parse_identity(line: LogLine, col: Collector) -> None:
         if p:
             col.vllm_pids.setdefault(int(p.group(1)), line.proc)
     _version(msg, col)
+    if line.old_prefix and col.engine is None:
+        col.engine = "V0"  # "file.py:123]" without a bracket: vLLM <= 0.7, where V1 was opt-in
     if "V1 LLM engine" in msg or "EngineCore" in line.proc or "EngineCore" in msg:
         col.engine = col.engine or "V1"
     elif "V0 LLM engine" in msg or "VllmWorkerProcess" in line.proc:

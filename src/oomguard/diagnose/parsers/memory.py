@@ -177,6 +177,10 @@ def parse_memory(line: LogLine, col: Collector) -> None:
     if m:
         col.add_memory("num_gpu_blocks", integer(m.group(1)), "blocks", line)
         return
+    if "Graph capturing finished" in msg:
+        # V0 and early V1 print no GiB figure ("Graph capturing finished in 7 secs."): capture is over all the same.
+        col.advance_phase(Phase.WARMUP, line)
+        return
     if _CAPTURING_RX.search(msg):
         col.advance_phase(Phase.GRAPH_CAPTURE, line)
 
