@@ -7,6 +7,10 @@ once from the log alone and once with the context an operator would pass
 accuracy overall and on ``cause_confidence_level == "high"``, and whether the
 first fixes name the record's ``fix_flag``.
 
+Also prints accuracy by expected class, and the false-alarm count on the healthy corpus
+(tests/fixtures/logs/healthy/ and the public start-up excerpts of tests/data/calibration/startup.jsonl):
+any failure verdict there is a false alarm; an "incomplete" (no ready line in an excerpt) is not.
+
 Usage: .venv/bin/python benchmarks/diagnose_accuracy.py [--log-only] [--json]
 """
 
@@ -101,6 +105,38 @@ def summary(results: list[Result]) -> dict:
     }
 
 
+def by_class(results: list[Result]) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for r in results:
+        ok, n = out.get(r.expected, (0, 0))
+        out[r.expected] = (ok + r.correct, n + 1)
+    return dict(sorted(out.items()))
+
+
+def healthy_false_alarms() -> dict:
+    texts: list[tuple[str, str]] = []
+    for p in sorted((ROOT / "tests" / "fixtures" / "logs" / "healthy").iterdir()):
+        texts.append((p.name, p.read_text(encoding="utf-8")))
+    with open(ROOT / "tests" / "data" / "calibration" / "startup.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                rec = json.loads(line)
+                if rec.get("startup_outcome") in (None, "success") and rec.get("raw_excerpt"):
+                    texts.append((rec["id"], rec["raw_excerpt"]))
+    alarms, incomplete = [], 0
+    for name, text in texts:
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8") as fh:
+            fh.write(text)
+            path = fh.name
+        try:
+            d = diagnose([path])
+        finally:
+            os.unlink(path)
+        alarms += [(name, v.cls.value) for v in d.verdicts]
+        incomplete += getattr(d, "incomplete", None) is not None
+    return {"inputs": len(texts), "false_alarms": alarms, "incomplete": incomplete}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log-only", action="store_true", help="classify the excerpts without any context")
@@ -124,7 +160,13 @@ def main() -> int:
         print(f"accuracy: {s['accuracy']:.1%} of {s['records']} records; high confidence: "
               f"{s['high_accuracy']:.1%} of {s['high_records']}; fix names fix_flag: "
               f"{s['fix_flag_named']}/{s['fix_flag_records']}")
+        print("by class: " + ", ".join(f"{cls} {ok}/{n}" for cls, (ok, n) in by_class(results).items()))
         print()
+    healthy = healthy_false_alarms()
+    report["healthy"] = healthy
+    if not args.json:
+        print(f"healthy corpus: {healthy['inputs']} start-ups, {len(healthy['false_alarms'])} false alarms "
+              f"{healthy['false_alarms'] or ''}, {healthy['incomplete']} excerpts without a ready line (incomplete)")
     if args.json:
         print(json.dumps(report, indent=2))
     return 0

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"oomguard verdict: {top}; report written to {args.output} ({len(text.encode())} bytes)")
     else:
         sys.stdout.write(text)
-    code = EXIT_FAILURE_FOUND if diagnosis.failed else EXIT_CLEAN
+    code = EXIT_FAILURE_FOUND if diagnosis.failed else (EXIT_CLEAN if diagnosis.complete else EXIT_ASK_FAILED)
     if not diagnosis.readable:
         code = EXIT_BAD_INPUT
     if args.ask:

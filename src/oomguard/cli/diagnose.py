@@ -1,7 +1,8 @@
 """``oomguard diagnose``: say which failure a dead vLLM server left behind, why, and what to change.
 
 Exit codes: 0 no failure found (a clean start), 1 at least one failure
-verdict, 2 bad input (a missing or unreadable file, or nothing readable at all).
+verdict, 2 bad input (a missing or unreadable file, or nothing readable at all),
+3 could not complete (a vLLM log that stops before the server was ready, with no error).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 EXIT_CLEAN = 0
 EXIT_FAILURE_FOUND = 1
 EXIT_BAD_INPUT = 2
+EXIT_INCOMPLETE = 3
 
 
 def add_common_options(p: argparse.ArgumentParser) -> None:
@@ -28,7 +30,7 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
     p = subparsers.add_parser(
-        name, help=help_text, description=help_text + ". Exit status: 0 clean, 1 failure found, 2 bad input.",
+        name, help=help_text, description=help_text + ". Exit status: 0 clean, 1 failure found, 2 bad input, 3 incomplete log.",
     )
     add_common_options(p)
     p.add_argument("--format", choices=["text", "json", "markdown"], default="text", help="output format (default text)")
@@ -36,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
 def run_diagnosis(args: argparse.Namespace):  # -> Diagnosis
     from oomguard.diagnose.diagnosis import diagnose
-    from oomguard.diagnose.planning import apply_plan, make_plan_callback
+    from oomguard.diagnose.planning import apply_plan, check_diagnosis, make_plan_callback
     from oomguard.errors import InputError
 
     files = list(args.files or [])
@@ -60,6 +62,8 @@ def run_diagnosis(args: argparse.Namespace):  # -> Diagnosis
     diagnosis = diagnose(files, launch_text=launch_text, model=args.model, gpu=args.gpu, num_gpus=args.num_gpus,
                          vllm_version=args.vllm_version, exit_code=args.exit_code)
     # Predicted effects need the arguments that actually ran, known only after reading the logs.
+    if check_diagnosis(diagnosis, model=args.model, gpu=args.gpu, num_gpus=args.num_gpus):
+        return diagnosis
     plan = make_plan_callback(model=args.model, gpu=args.gpu, num_gpus=args.num_gpus,
                               args=dict(diagnosis.context.args), vllm_version=diagnosis.context.version)
     apply_plan(diagnosis.verdicts, plan)
@@ -80,4 +84,6 @@ def run(args: argparse.Namespace) -> int:
     if not diagnosis.readable:
         print("oomguard diagnose: error: no input could be read (see the notes above)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return EXIT_FAILURE_FOUND if diagnosis.failed else EXIT_CLEAN
+    if diagnosis.failed:
+        return EXIT_FAILURE_FOUND
+    return EXIT_CLEAN if diagnosis.complete else EXIT_INCOMPLETE

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Diagnosis", "FailureClass", "diagnose"]
+__all__ = ["Diagnosis", "FailureClass", "diagnose", "diagnose_paths"]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: importing the package must not pull in the parsers (CLI start-up time).
-    if name in ("diagnose", "Diagnosis"):
+    if name in ("diagnose", "diagnose_paths", "Diagnosis"):
         from oomguard.diagnose import diagnosis
 
         return getattr(diagnosis, name)

@@ -27,6 +27,10 @@ DESCRIPTIONS: dict[FailureClass, str] = {
     FailureClass.MAX_LEN_EXCEEDS_MODEL: "max_model_len above the model's derived maximum",
     FailureClass.CONFIG_ERROR: "other configuration rejected",
     FailureClass.MAMBA_STATE_LIMIT: "max_num_seqs above the available Mamba / linear-attention state blocks",
+    FailureClass.MISSING_DEPENDENCY: "a Python module or optional extra vLLM needs is not installed (or broken)",
+    FailureClass.CHAT_TEMPLATE_ERROR: "requests fail in the chat template; the server itself is up",
+    FailureClass.NCCL_ERROR: "NCCL collective communication failed (shared memory, P2P, network)",
+    FailureClass.RAY_PLACEMENT_TIMEOUT: "Ray could not place the GPUs the launch asked for",
     FailureClass.UNKNOWN: "a failure none of the known classes explains",
 }
 

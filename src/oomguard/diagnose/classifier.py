@@ -57,8 +57,13 @@ _EXACT = {
     Signal.HOST_ALLOC_FAILURE: (FC.HOST_OOM, 0.85), Signal.HOST_PROSE: (FC.HOST_OOM, 0.55),
     Signal.SIGKILL: (FC.HOST_OOM, 0.6), Signal.LOAD_OOM: (FC.WEIGHTS_OOM, 0.95),
     Signal.SAMPLER_WARMUP_OOM: (FC.PROFILE_OOM, 0.95),
+    Signal.MISSING_DEPENDENCY: (FC.MISSING_DEPENDENCY, 0.85), Signal.CHAT_TEMPLATE: (FC.CHAT_TEMPLATE_ERROR, 0.85),
+    Signal.NCCL_ERROR: (FC.NCCL_ERROR, 0.85), Signal.RAY_PLACEMENT: (FC.RAY_PLACEMENT_TIMEOUT, 0.9),
 }
+# Words, not vLLM messages (parsers/paraphrase.py): at most this sure, however clear the sentence.
+PARAPHRASE_CAP = 0.5
 _GPU_OOM = {Signal.CUDA_OOM, Signal.OOM_PROSE, Signal.ALLOCATOR_FAILURE}
+_PROSE = {Signal.OOM_PROSE, Signal.HOST_PROSE, Signal.KV_PROSE}
 _STARTUP_EXCEPTIONS = {"ValueError", "AssertionError", "NotImplementedError", "TypeError", "KeyError"}
 
 
@@ -72,6 +77,14 @@ class Candidate:
 
 
 def classify_signal(ev: SignalEvent, ctx: Context) -> Candidate | None:
+    cand = _classify_signal(ev, ctx)
+    if cand is not None and ev.numbers.get("tier") == "paraphrase":
+        cand.confidence = min(cand.confidence, PARAPHRASE_CAP)
+        cand.reason = "paraphrase (lower confidence): " + cand.reason
+    return cand
+
+
+def _classify_signal(ev: SignalEvent, ctx: Context) -> Candidate | None:
     if ev.signal in _EXACT:
         cls, conf = _EXACT[ev.signal]
         cause = "sampler" if ev.signal == Signal.SAMPLER_WARMUP_OOM else None
@@ -130,8 +143,37 @@ def _gpu_oom(ev: SignalEvent, ctx: Context) -> Candidate:
         # On a large GPU a multimodal model's weights load; its profile run with dummy images is what fails.
         return Candidate(FC.PROFILE_OOM, 0.5 + base, ev, "multimodal model on a large GPU: profile run with dummy images",
                          "multimodal")
-    # 7. nothing logged: the process died at the first large allocation, the weights.
-    return Candidate(FC.WEIGHTS_OOM, 0.4 + base, ev, "no phase logged before the error", cause)
+    # 7. the sizes alone (torch's message): what the process held and what it asked for.
+    sized = _class_from_sizes(n, ctx)
+    if sized is not None:
+        cls, conf, why = sized
+        return Candidate(cls, conf + base, ev, why, cause)
+    # 8. nothing at all: the first large allocation of a start, the weights, at low confidence (the summary says
+    # the phase is a guess and what to collect).
+    return Candidate(FC.WEIGHTS_OOM, 0.3 + base, ev, "no phase logged before the error (guess: loading)", cause)
+
+
+# vLLM allocates parameters one by one; the largest is the embedding / lm_head, vocab x hidden x 2 bytes (bf16):
+# Qwen2.5-72B 152,064 x 8,192 x 2 B = 2.32 GiB, Llama-3-70B 128,256 x 8,192 x 2 B = 1.96 GiB (less under TP).
+# Larger single allocations are activations: V0 profiles max_model_len tokens without chunked prefill, e.g. one
+# MLP intermediate of 32,768 tokens x 28,672 x 2 (gate+up) x 2 B = 3.5 GiB.
+_LARGEST_WEIGHT_TENSOR_GIB = 2.5
+
+
+def _class_from_sizes(n: dict, ctx: Context) -> tuple[FC, float, str] | None:
+    """Phase from torch's OOM figures (an estimate: the reason says so)."""
+    alloc = n.get("alloc_gib")
+    if alloc is None:
+        return None
+    total = n.get("total_gib") or ctx.gpu_total_gib
+    held = n.get("in_use_gib") or n.get("allocated_gib")
+    if alloc > _LARGEST_WEIGHT_TENSOR_GIB:
+        return FC.PROFILE_OOM, 0.4, (f"a {alloc:.2f} GiB allocation is larger than one weight tensor: activations of the "
+                                     "profile run (estimate from the OOM sizes)")
+    if total and held is not None and held < 0.1 * total:
+        return None
+    return FC.WEIGHTS_OOM, 0.35, (f"a {alloc * 1024:.0f} MiB allocation, the size of one weight tensor, with no phase "
+                                  "logged: loading (estimate from the OOM sizes)")
 
 
 def _classify_frames(frames: tuple[str, ...]) -> tuple[FC, str | None, str] | None:
@@ -184,7 +226,7 @@ def _cause_from_flags(ev: SignalEvent, ctx: Context) -> str | None:
         return "num-seqs"
     if "enforce-eager" in mentioned:
         return "cudagraph"
-    if "limit-mm-per-prompt" in mentioned:
+    if "limit-mm-per-prompt" in mentioned and not ctx.text_only:
         return "multimodal"
     tokens = ctx.arg("max_num_batched_tokens")
     if isinstance(tokens, (int, float)) and tokens >= 32768:
@@ -206,6 +248,7 @@ def classify(col: Collector, ctx: Context) -> list[Verdict]:
         cand = classify_signal(ev, ctx)
         if cand is not None:
             candidates.append(cand)
+    candidates = _one_gpu_oom_per_run(candidates)
     # vLLM kills its own processes after a fatal error ("Got fatal signal from worker processes"), and a
     # shell then prints "Killed": a SIGKILL after another failure of the same run is its consequence.
     first_error = {}
@@ -227,15 +270,42 @@ def classify(col: Collector, ctx: Context) -> list[Verdict]:
             if first_error.get(ev.run, 1 << 62) > ev.seq:
                 candidates.append(Candidate(FC.HOST_OOM, 0.6, ev, "a process was killed with SIGKILL"))
     primary_runs = {c.event.run for c in candidates}
+    unknown_runs = {c.event.run for c in candidates if c.cls == FC.UNKNOWN}
     for ev in col.signals:
         if ev.signal == Signal.ENGINE_DIED and ev.run not in primary_runs:
             candidates.append(Candidate(FC.UNKNOWN, 0.3, ev, "the engine died without a recognised cause"))
             primary_runs.add(ev.run)
+        elif ev.signal == Signal.ENGINE_DIED and ev.run in unknown_runs:
+            # Evidence that the root error killed the engine (kept with it, not a verdict of its own).
+            candidates.append(Candidate(FC.UNKNOWN, 0.3, ev, "the engine died after the root error"))
     if ctx.exit_code in (137, -9):
         has_gpu_error = any(c.cls not in (FC.HOST_OOM, FC.UNKNOWN) for c in candidates)
         candidates.append(Candidate(FC.HOST_OOM, 0.45 if has_gpu_error else 0.7, _synthetic_exit(ctx),
                                     "exit status 137 = SIGKILL, the kernel OOM killer's signal"))
     return _merge(candidates)
+
+
+_GPU_OOM_CLASSES = (FC.WEIGHTS_OOM, FC.PROFILE_OOM, FC.CUDAGRAPH_OOM, FC.RUNTIME_OOM)
+
+
+def _one_gpu_oom_per_run(candidates: list[Candidate]) -> list[Candidate]:
+    """A run dies of one GPU OOM; the worker, Ray, the engine core and the API server each re-report it, often
+    without the frames. The best-placed report decides the phase for all of them (prose reports are exempt:
+    a pasted text can describe several runs)."""
+    best: dict[int, Candidate] = {}
+    for c in candidates:
+        if c.cls in _GPU_OOM_CLASSES and c.event.signal in _GPU_OOM and not c.event.prose:
+            cur = best.get(c.event.run)
+            if cur is None or c.confidence > cur.confidence:
+                best[c.event.run] = c
+    out = []
+    for c in candidates:
+        chosen = best.get(c.event.run)
+        if (chosen is not None and c is not chosen and c.cls in _GPU_OOM_CLASSES and c.event.signal in _GPU_OOM
+                and not c.event.prose and c.cls != chosen.cls):
+            c = Candidate(chosen.cls, min(c.confidence, chosen.confidence), c.event, chosen.reason, chosen.cause)
+        out.append(c)
+    return out
 
 
 def _synthetic_exit(ctx: Context) -> SignalEvent:
@@ -265,6 +335,8 @@ def _merge(candidates: list[Candidate]) -> list[Verdict]:
         evidence.sort(key=lambda e: (e.file, e.line))
         verdict = Verdict(cls=cls, confidence=conf, summary="", evidence=evidence, phase=best.event.phase,
                           first_seq=min(m.event.seq for m in members))
+        if all(m.event.signal in _PROSE or m.event.numbers.get("tier") == "paraphrase" for m in members):
+            verdict.tier = "paraphrase"
         verdict._members = members  # type: ignore[attr-defined]  # read by fixes.attach_fixes, then dropped
         verdicts.append(verdict)
     _demote_consequences(verdicts)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.numbers import BadNumber, integer, num
 
 # GPUs the catalog (src/oomguard/data/gpus.json) does not list, in GiB as PyTorch reports them;
 # catalog GPUs are looked up there (one place for each card's memory).
@@ -32,15 +33,16 @@ _GPU_GIB: tuple[tuple[re.Pattern[str], float], ...] = tuple(
 _EXPLICIT_GB = re.compile(r"(\d+(?:\.\d+)?)\s*(GiB|GB|G)\b", re.IGNORECASE)
 _COUNT = re.compile(r"(\d+)\s*[x×]\s*\S|\bTP\s*=?\s*(\d+)|\(TP(\d+)", re.IGNORECASE)
 _PARAMS = re.compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
-_MULTIMODAL = re.compile(r"VL\b|-V\b|-V-|-V\d|Vision|vision|llava|LLaVA|Omni|Pixtral|InternVL|MiniCPM-V|Phi-3\.5-vision|"
+# Only when no config.json can be read (the config decides otherwise); "-V3" (DeepSeek-V3) is a version, not vision.
+_MULTIMODAL = re.compile(r"VL\b|-V\b|-V-|Vision|vision|llava|LLaVA|Omni|Pixtral|InternVL|MiniCPM-V|Phi-3\.5-vision|"
                          r"Qwen2-VL|Qwen2\.5-VL|Qwen3-VL|gemma-3|Gemma-3|Llama-4|Idefics|paligemma|Molmo", re.IGNORECASE)
 
 
 def gpu_total_gib_from_name(name: str) -> float | None:
     """GPU memory from a name or a free-form description ("1x A100 80GB", "RTX 4090 24GB")."""
     m = _EXPLICIT_GB.search(name)
-    if m:
-        value = float(m.group(1))
+    value = _safe(num, m.group(1)) if m else None
+    if value is not None:
         if 4 <= value <= 300:
             # Marketing GB: the usable total PyTorch reports is about 1% lower.
             return round(value * 0.99, 2)
@@ -59,16 +61,24 @@ def gpu_count_from_text(text: str) -> int | None:
     m = _COUNT.search(text)
     if not m:
         return None
-    return int(next(g for g in m.groups() if g))
+    return _safe(integer, next(g for g in m.groups() if g), lo=1, hi=1 << 20)
+
+
+def _safe(convert, text: str, **limits):  # noqa: ANN001, ANN003, ANN202 - tiny local helper
+    try:
+        return convert(text, **limits)
+    except BadNumber:
+        return None
 
 
 def params_from_name(model: str) -> float | None:
     """Billions of parameters read from a model name ("Llama-3-70B" -> 70, "Mixtral-8x7B" -> 56)."""
     best = None
     for m in _PARAMS.finditer(model):
-        experts = int(m.group(1)) if m.group(1) else 1
-        value = float(m.group(2)) * experts
-        if value > 0.05:
+        experts = _safe(integer, m.group(1), lo=1, hi=4096) if m.group(1) else 1
+        value = _safe(num, m.group(2), lo=0, hi=1e6)
+        if experts is not None and value is not None and value * experts > 0.05:
+            value *= experts
             # "Qwen3-30B-A3B": the first count is the total, the A-count is active parameters.
             best = value if best is None else best
     return best
@@ -99,6 +109,8 @@ class Context:
     gpu_total_gib: float | None = None
     num_gpus: int | None = None
     exit_code: int | None = None
+    config_multimodal: bool | None = None  # from the model's config.json when it could be read
+    log_multimodal: bool = False  # the log shows a multimodal encoder being set up or profiled
 
     # --- arguments -----------------------------------------------------
     def arg(self, name: str, default: Any = None) -> Any:
@@ -128,13 +140,23 @@ class Context:
     def version_tuple(self) -> tuple[int, int] | None:
         if not self.version:
             return None
-        m = re.match(r"v?(\d+)\.(\d+)", self.version)
+        m = re.match(r"v?(\d{1,4})\.(\d{1,4})", self.version)
         return (int(m.group(1)), int(m.group(2))) if m else None
 
     # --- model / GPU ---------------------------------------------------
     @property
     def multimodal(self) -> bool:
-        return is_multimodal(self.model) or any(k in self.args for k in ("limit_mm_per_prompt", "mm_processor_kwargs"))
+        """Multimodal from the config when known; else from the log or the launch; the name only as a last resort."""
+        if self.config_multimodal is not None:
+            return self.config_multimodal
+        if self.log_multimodal or any(k in self.args for k in ("limit_mm_per_prompt", "mm_processor_kwargs")):
+            return True
+        return is_multimodal(self.model)
+
+    @property
+    def text_only(self) -> bool:
+        """True only when the config says so: multimodal fixes are never offered then."""
+        return self.config_multimodal is False
 
     def weights_per_gpu_gib(self, collector: Collector | None = None) -> tuple[float, str] | None:
         """Weights per GPU: vLLM's own figure when logged, else an estimate from the model name."""
@@ -198,4 +220,5 @@ def build_context(
         ctx.num_gpus = num_gpus
     if ctx.num_gpus is None and collector.gpus:
         ctx.num_gpus = len(collector.gpus)
+    ctx.log_multimodal = bool(collector.multimodal_seen)
     return ctx

@@ -15,6 +15,7 @@ from oomguard.diagnose.context import Context, build_context
 from oomguard.diagnose.events import Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.fixes import attach_fixes
+from oomguard.diagnose.incomplete import Incomplete, find_incomplete
 from oomguard.diagnose.launch import Launch, parse_launch
 from oomguard.diagnose.planning import PlanCallback, apply_plan
 from oomguard.diagnose.readers import InputReport, read_input
@@ -28,10 +29,17 @@ class Diagnosis:
     context: Context
     inputs: list[InputReport] = field(default_factory=list)
     launch: Launch | None = None
+    incomplete: Incomplete | None = None
+    agreement: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
         return bool(self.verdicts)
+
+    @property
+    def complete(self) -> bool:
+        """False when a vLLM log stops before the server was ready with no error (exit 3)."""
+        return self.incomplete is None
 
     @property
     def readable(self) -> bool:
@@ -39,7 +47,11 @@ class Diagnosis:
         return any(r.kind.value not in ("empty", "binary", "unreadable") for r in self.inputs) or not self.inputs
 
     def facts(self) -> dict[str, Any]:
+        from oomguard.diagnose.story import merged_timeline
+
         facts = self.collector.to_dict()
+        facts["timeline"] = merged_timeline(facts["timeline"])
+        facts["agreement"] = list(self.agreement)
         facts["args"] = dict(self.context.args)
         facts["model"] = self.context.model
         facts["version"] = self.context.version
@@ -56,6 +68,8 @@ class Diagnosis:
     def to_dict(self) -> dict[str, Any]:
         return redact_obj({
             "verdicts": [v.to_dict() for v in self.verdicts],
+            **({"incomplete": self.incomplete.to_dict() | {"summary": self.incomplete.summary}}
+               if self.incomplete else {}),
             "facts": self.facts(),
             "inputs": [r.to_dict() for r in self.inputs],
         })
@@ -94,7 +108,39 @@ def diagnose(
             launch = parsed
     ctx = build_context(col, launch.args, launch.flags, model=model, gpu=gpu, num_gpus=num_gpus,
                         vllm_version=vllm_version, exit_code=exit_code)
+    ctx.config_multimodal = _config_multimodal(ctx.model)
     verdicts = classify(col, ctx)
     attach_fixes(verdicts, col, ctx)
     apply_plan(verdicts, plan)
-    return Diagnosis(verdicts, col, ctx, reports, launch)
+    incomplete = find_incomplete(col, ctx, reports, bool(verdicts))
+    from oomguard.diagnose.story import checks
+
+    agreement = checks(col, ctx, launch, gpu)
+    return Diagnosis(verdicts, col, ctx, reports, launch, incomplete, agreement)
+
+
+def _config_multimodal(model: str | None) -> bool | None:
+    """Whether the model's config.json (local directory, HF cache or the bundled catalog) has a vision or
+    audio tower; None when no config can be read (no network: never the Hub)."""
+    if not model:
+        return None
+    try:
+        from oomguard.inputs.model_config import load_model
+
+        return bool(load_model(model, allow_hub=False).is_multimodal)
+    except Exception:  # noqa: BLE001 - any unreadable config: undecided, not a failure of diagnose
+        return None
+
+
+def diagnose_paths(paths: list[str], **options: Any) -> Diagnosis:
+    """Stable entry point for other commands (probe's ``--server-log``): ``diagnose`` plus the planner's check
+    of every fix when the model and GPU resolve (from the options or the log).
+
+    Read ``Diagnosis.verdicts`` (``cls``, ``confidence``, ``summary``, ``fix``), ``Diagnosis.incomplete``
+    and ``Diagnosis.to_dict()`` (the JSON contract, redacted).
+    """
+    from oomguard.diagnose.planning import check_diagnosis
+
+    diagnosis = diagnose(paths, **options)
+    check_diagnosis(diagnosis, model=options.get("model"), gpu=options.get("gpu"), num_gpus=options.get("num_gpus"))
+    return diagnosis

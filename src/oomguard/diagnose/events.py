@@ -43,6 +43,10 @@ class Signal(str, Enum):
     SIGKILL = "sigkill"
     ENGINE_DIED = "engine-died"  # secondary: the engine / a worker reported death
     GENERIC_EXCEPTION = "generic-exception"
+    MISSING_DEPENDENCY = "missing-dependency"
+    CHAT_TEMPLATE = "chat-template"
+    NCCL_ERROR = "nccl-error"
+    RAY_PLACEMENT = "ray-placement"
 
 
 @dataclass
@@ -61,6 +65,7 @@ class LogLine:
     prose: bool = False  # not a log record at all (pasted text, issue title)
     following: str = ""  # the next line(s), for wrapped messages
     truncated: bool = False
+    old_prefix: bool = False  # "file.py:123]" without "[": vLLM <= 0.7, the V0 engine
 
 
 @dataclass
@@ -97,11 +102,14 @@ class Fix:
     value: Any
     why: str
     effect: str | None = None  # filled by a plan callback when the model and GPU are known
+    checked: str | None = None  # the planner's verdict on the launch with this fix: "starts: ..." / "fails: ..."
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"flag": self.flag, "value": self.value, "why": self.why}
         if self.effect:
             out["effect"] = self.effect
+        if self.checked:
+            out["checked"] = self.checked
         return out
 
 
@@ -115,6 +123,7 @@ class Verdict:
     numbers: list[str] = field(default_factory=list)
     phase: Phase = Phase.UNKNOWN
     first_seq: int = 0
+    tier: str = "message"  # "paraphrase": rests on people's wording only (lower confidence)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,4 +134,5 @@ class Verdict:
             "fix": [f.to_dict() for f in self.fix],
             "numbers": list(self.numbers),
             "phase": self.phase.label,
+            "tier": self.tier,
         }

@@ -74,6 +74,7 @@ class FileState:
     pending_validation: dict[str, str] = field(default_factory=dict)
     pending_field: dict[str, str] = field(default_factory=dict)
     prog: str | None = None  # argparse program name from a "usage:" line
+    last_frames_proc: str | None = None  # the process whose traceback was seen last
 
 
 @dataclass
@@ -100,6 +101,11 @@ class Collector:
     timeline: list[dict[str, Any]] = field(default_factory=list)
     timeline_dropped: int = 0
     notes: list[str] = field(default_factory=list)
+    skipped_numbers: int = 0
+    cli_args: dict[str, Any] = field(default_factory=dict)  # only "non-default args" / Namespace(...)
+    vllm_pids: dict[int, str] = field(default_factory=dict)  # pid -> process prefix seen in vLLM lines
+    ray_gpus: int | None = None  # GPUs in the Ray cluster (`ray status`)
+    multimodal_seen: bool = False  # "Encoder cache will be initialized ... image items" and the like
     run: int = 0
     seq: int = 0
     state: FileState = field(default_factory=FileState)
@@ -163,13 +169,32 @@ class Collector:
         if len(frames) > MAX_FRAMES:
             del frames[: len(frames) - MAX_FRAMES]
         self.state.frame_seen_at[line.proc] = line.line
+        self.state.last_frames_proc = line.proc
+
+    def add_outer_frame(self, line: LogLine, function: str) -> None:
+        proc = line.proc if line.proc in self.state.frames else (self.state.last_frames_proc or line.proc)
+        frames = self.state.frames.setdefault(proc, [])
+        if function not in frames:
+            frames.insert(0, function)
+            del frames[MAX_FRAMES:]
+        if proc == line.proc:
+            self.state.frame_seen_at[proc] = line.line
 
     def recent_frames(self, line: LogLine) -> tuple[str, ...]:
-        frames = self.state.frames.get(line.proc)
+        st = self.state
+        proc = line.proc
+        frames = st.frames.get(proc)
+        if not frames and st.last_frames_proc is not None and st.last_frames_proc != proc:
+            # Ray and the engine core re-raise a worker's error under their own prefix, and pasted logs drop
+            # prefixes from some lines: the traceback printed just before, by any process, is this error's.
+            proc = st.last_frames_proc
+            frames = st.frames.get(proc)
+            if frames and line.line - st.frame_seen_at.get(proc, 0) > 40:
+                return ()
         if not frames:
             return ()
         # A traceback far above this line belongs to another failure.
-        if line.line - self.state.frame_seen_at.get(line.proc, 0) > 200:
+        if line.line - st.frame_seen_at.get(proc, 0) > 200:
             return ()
         return tuple(frames)
 

@@ -17,6 +17,7 @@ from oomguard.diagnose.classes import FailureClass as FC
 from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Verdict
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.fixes_env import _chat_template, _missing_dependency, _nccl, _ray
 from oomguard.diagnose.fixes_config import _bad_arg, _config, _ima, _mamba, _max_len, _unknown
 from oomguard.diagnose.fixes_memory import _cudagraph, _host, _kv_small, _no_kv, _profile, _runtime, _startup_free, _weights
 
@@ -25,13 +26,21 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context) -> None:
     for v in verdicts:
         members = getattr(v, "_members", [])
         _BUILDERS[v.cls](v, members, col, ctx)
+        if v.cls in _GPU_OOM and v.confidence < 0.5 and any(
+                "estimate" in m.reason or "guess" in m.reason for m in members):
+            v.summary += (" The phase is an estimate (no phase marker or traceback frame): the log lines before the "
+                          "error, or --model and --gpu, would settle it.")
         if hasattr(v, "_members"):
             del v._members  # type: ignore[attr-defined]
 
+
+_GPU_OOM = (FC.WEIGHTS_OOM, FC.PROFILE_OOM, FC.CUDAGRAPH_OOM, FC.RUNTIME_OOM)
 
 _BUILDERS: dict[FC, Callable[[Verdict, list[Any], Collector, Context], None]] = {
     FC.WEIGHTS_OOM: _weights, FC.STARTUP_FREE_MEMORY: _startup_free, FC.PROFILE_OOM: _profile,
     FC.CUDAGRAPH_OOM: _cudagraph, FC.NO_KV_MEMORY: _no_kv, FC.KV_TOO_SMALL: _kv_small, FC.RUNTIME_OOM: _runtime,
     FC.HOST_OOM: _host, FC.ILLEGAL_MEMORY_ACCESS: _ima, FC.BAD_ARGUMENT: _bad_arg, FC.MAX_LEN_EXCEEDS_MODEL: _max_len,
     FC.CONFIG_ERROR: _config, FC.MAMBA_STATE_LIMIT: _mamba, FC.UNKNOWN: _unknown,
+    FC.MISSING_DEPENDENCY: _missing_dependency, FC.CHAT_TEMPLATE_ERROR: _chat_template, FC.NCCL_ERROR: _nccl,
+    FC.RAY_PLACEMENT_TIMEOUT: _ray,
 }

@@ -13,6 +13,7 @@ from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Fix, Signal, Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.flags import hint_for, split_unrecognized
+from oomguard.diagnose.parsers.numbers import maybe_number
 from oomguard.diagnose.remedy import num_of
 
 
@@ -43,6 +44,11 @@ def _bad_arg(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
                 else:
                     v.fix.append(Fix(hint.flag, None, hint.why))
                 whys.append(f"{flag} was rejected")
+        elif ev.signal == Signal.MODEL_NOT_FOUND and ev.numbers.get("gated"):
+            if not any(f.flag == "HF_TOKEN" for f in v.fix):
+                v.fix.append(Fix("HF_TOKEN", "<a token of an account that accepted the model's licence>",
+                                 "environment variable: the repository is gated or private"))
+            whys.append("the model repository is gated: no access with the current token")
         elif ev.signal == Signal.MODEL_NOT_FOUND:
             v.fix.append(Fix("--model", "<local directory with config.json, or an existing Hugging Face repo id>",
                              "the model path does not exist or is not a model directory"))
@@ -58,9 +64,8 @@ def _bad_arg(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
                     v.fix.append(Fix(flag, None, "0 no longer means auto: omit it (or pass a positive length)"))
                 elif flag == "--gpu-memory-utilization":
                     v.fix.append(Fix(flag, 0.9, "a fraction of the device memory between 0 and 1; 0.9 is the usual default"))
-                elif bound:
-                    v.fix.append(Fix(flag, float(bound.group(1)) if "." in bound.group(1) else int(bound.group(1)),
-                                     problem[:200]))
+                elif bound and maybe_number(bound.group(1)) is not None:
+                    v.fix.append(Fix(flag, maybe_number(bound.group(1)), problem[:200]))
                 else:
                     v.fix.append(Fix(flag, "<valid value>", problem[:200]))
     v.summary = "vLLM rejected its command line: " + ("; ".join(dict.fromkeys(whys)) or "invalid argument") + "."
@@ -95,6 +100,22 @@ _FEATURE_FLAGS = (
 )
 
 
+_MACHINE_FIXES = {
+    "Failed to infer device type": Fix("CUDA_VISIBLE_DEVICES", "<the GPU indices>", "environment variable: vLLM saw no "
+                                       "GPU (container without --gpus, wrong index, or a CPU-only wheel)"),
+    "No CUDA GPUs": Fix("CUDA_VISIBLE_DEVICES", "<the GPU indices>", "environment variable: no GPU is visible"),
+    "NVIDIA driver": Fix("docker", "--gpus all (and the NVIDIA container toolkit)", "the container sees no driver"),
+    "no kernel image": Fix("pip", "install a vLLM wheel built for this GPU's compute capability (or build from source)",
+                           "the installed kernels were not compiled for this GPU"),
+    "forked subprocess": Fix("VLLM_WORKER_MULTIPROC_METHOD", "spawn", "environment variable: CUDA was initialised "
+                             "before the workers were forked"),
+    "shared memory": Fix("--enforce-eager", True, "a Triton kernel asked for more shared memory than this GPU has; "
+                         "or try another attention backend (VLLM_ATTENTION_BACKEND)"),
+    "driver version is insufficient": Fix("pip", "install a vLLM / torch build for this driver's CUDA version",
+                                          "the driver is older than the CUDA runtime of the wheel"),
+}
+
+
 def _config(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     world, gpus = num_of(members, "world_size"), num_of(members, "available_gpus")
     heads, tp = num_of(members, "heads"), num_of(members, "tensor_parallel_size")
@@ -108,6 +129,14 @@ def _config(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> Non
         best = max(d for d in (1, 2, 4, 8, 16, 32, 64) if d <= tp and heads % d == 0)
         v.summary = f"The model's {heads} attention heads cannot be split across tensor-parallel size {tp}."
         v.fix.append(Fix("--tensor-parallel-size", best, f"a divisor of {heads}"))
+        return
+    machine = num_of(members, "machine")
+    if machine:
+        v.summary = f"This machine cannot run the launch as configured: {detail.strip()[:200]}"
+        for key, fix in _MACHINE_FIXES.items():
+            if key in machine:
+                v.fix.append(fix)
+                break
         return
     v.summary = f"vLLM rejected the configuration: {detail.strip()[:200]}"
     low = detail.lower()
@@ -139,5 +168,26 @@ def _mamba(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None
 
 
 def _unknown(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
+    # The root error is the first exception of the run; "EngineCore encountered an issue" / EngineDeadError
+    # is the API server reporting it afterwards.
+    roots = sorted((m for m in members if m.event.signal == Signal.GENERIC_EXCEPTION), key=lambda m: m.event.seq)
+    if roots:
+        root = roots[0].event
+        where = f" in {root.frames[-1]}()" if root.frames else ""
+        died = any(m.event.signal == Signal.ENGINE_DIED for m in members) or any(
+            s.signal == Signal.ENGINE_DIED and s.run == root.run for s in col.signals)
+        v.summary = (f"The engine crashed{' while serving' if root.phase.label == 'serving' else ''}: root error "
+                     f"(line {root.line}){where}: {_message_of(root.text)[:200]}"
+                     + ("; the 'EngineCore encountered an issue' / EngineDeadError that follows is its consequence"
+                        if died else ""))
+        v.fix.append(Fix("VLLM_LOGGING_LEVEL", "DEBUG", "environment variable: more context around the root error "
+                         "for a bug report (the error is not a memory or flag problem oomguard knows)"))
+        return
     text = members[-1].event.text if members else ""
     v.summary = f"The engine failed without a recognised cause; last error: {text.strip()[:200]}"
+
+
+def _message_of(text: str) -> str:
+    """The exception part of a log record ("... [core.py:700] AssertionError: x" -> "AssertionError: x")."""
+    m = re.search(r"(?:[\w.]+\.)?\w*(?:Error|Exception)\b.*", text)
+    return m.group(0) if m else text.strip()

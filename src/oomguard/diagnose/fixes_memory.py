@@ -58,6 +58,16 @@ def _weights(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
     _ = run
 
 
+def _co_resident(col: Collector, held_gib: float) -> str:
+    """Who holds the memory vLLM found missing: nvidia-smi's process list when given, else 'another process'."""
+    procs = [p for smi in col.nvidia_smi for p in smi.get("processes", []) if p.get("used_bytes")]
+    if procs:
+        named = ", ".join(f"pid {p['pid']} {p.get('name') or ''} ({p['used_bytes'] / (1 << 30):.1f} GiB)".replace("  ", " ")
+                          for p in sorted(procs, key=lambda p: -p["used_bytes"])[:3])
+        return f"other processes hold {fmt(held_gib)} GiB (nvidia-smi: {named})"
+    return f"another process holds {fmt(held_gib)} GiB of the GPU"
+
+
 def _startup_free(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     free, total = num_of(members, "free_gib"), num_of(members, "total_gib")
     util, requested = num_of(members, "gpu_memory_utilization"), num_of(members, "requested_gib")
@@ -82,13 +92,24 @@ def _startup_free(v: Verdict, members: list[Any], col: Collector, ctx: Context) 
         v.fix.append(Fix("--kv-cache-memory-bytes", human_bytes(max(free * 0.5, 0.01) * (1 << 30)),
                          "or pin the KV cache size instead of a fraction of RAM"))
         return
-    if free is not None and total:
+    if free is not None and total and requested is not None and util is not None:
         v.numbers.append(f"free at start {fmt(free)} GiB of {fmt(total)} GiB < {util} x {fmt(total)} = {fmt(requested)} GiB")
         new = math.floor((free / total - 0.01) * 100) / 100
+        whose = _co_resident(col, total - free)
         v.summary = (f"Only {fmt(free)} of {fmt(total)} GiB were free when vLLM started, less than the "
-                     f"{fmt(requested)} GiB that --gpu-memory-utilization {util} asks for: another process holds the GPU.")
-        v.fix.append(Fix("--gpu-memory-utilization", new, f"fits in the {fmt(free)} GiB actually free "
-                         "(or stop the other processes shown by nvidia-smi)"))
+                     f"{fmt(requested)} GiB that --gpu-memory-utilization {util} asks for: {whose}.")
+        why = f"fits in the {fmt(free)} GiB actually free (or stop the other processes shown by nvidia-smi)"
+        weights = ctx.weights_per_gpu_gib(col)
+        if weights is not None and new * total < weights[0] * 1.05:
+            # A utilization below the weights cannot start at all: say so instead of offering it as a fix.
+            v.numbers.append(f"at {new} x {fmt(total)} = {fmt(new * total)} GiB the budget is below the weights "
+                             f"({fmt(weights[0])} GiB, {weights[1]})")
+            why = (f"passes the start-up check, but {fmt(new * total)} GiB cannot hold the {fmt(weights[0])} GiB of "
+                   "weights: free the GPU (stop the other process) or add GPUs instead")
+        v.fix.append(Fix("--gpu-memory-utilization", new, why))
+        v.fix.append(Fix("--kv-cache-memory-bytes", "<KV GiB that fit in the free memory>G",
+                         f"pins the KV cache size in bytes (>= 0.11) next to the {fmt(total - free)} GiB held by "
+                         f"{whose.split(' hold')[0]}, instead of deriving it from --gpu-memory-utilization"))
         return
     initial, current = num_of(members, "initial_free_gib"), num_of(members, "current_free_gib")
     if initial is not None:
@@ -121,7 +142,7 @@ def _profile(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
         v.fix.append(Fix("--gpu-memory-utilization", round_util((util_of(ctx, col, run_of(members)) or default_util(ctx)) - 0.03),
                          "a smaller KV pool leaves more room for the warm-up (costs KV capacity)"))
         return
-    if cause == "multimodal" or ctx.multimodal:
+    if (cause == "multimodal" or ctx.multimodal) and not ctx.text_only:
         v.summary = ("CUDA out of memory in the start-up profile run of a multimodal model: the dummy images/videos "
                      "of the encoder budget did not fit next to the weights.")
         v.fix.append(Fix("--limit-mm-per-prompt", '{"image": 1}', "profiles fewer items per prompt "

@@ -48,12 +48,11 @@ def _value(text: str) -> Any:
         return low == "true"
     if low in ("none", "null"):
         return None
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
+    from oomguard.diagnose.parsers.numbers import maybe_number
+
+    # Finite and in range, or kept as the text it was ('nan', '1e999', 5000 digits are not numbers here).
+    number = maybe_number(text) if text[:1].isdigit() or text[:1] in "-+." else None
+    return text if number is None else number
 
 
 def flag_key(flag: str) -> str:

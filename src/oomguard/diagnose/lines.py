@@ -117,12 +117,14 @@ def parse_line(file: str, line_no: int, text: str, following: str = "", truncate
         msg = msg[m.end():]
         had_prefix = True
     level = src = None
+    old_prefix = False
     m = _LEVEL.match(msg)
     if m and (m.group(2) or m.group(3) or m.group(4) or msg[m.end(1):m.end(1) + 1] == ":"):
         level = "WARNING" if m.group(1) == "WARN" else m.group(1)
         time = time or " ".join(x for x in (m.group(2), m.group(3)) if x) or None
         if m.group(4):
             src = f"{m.group(4)}:{m.group(5)}" if m.group(5) else m.group(4)
+            old_prefix = msg[m.start(4) - 1:m.start(4)] != "[" and msg[m.end(4):m.end()].rstrip().endswith("]")
         msg = msg[m.end():]
         had_prefix = True
     else:
@@ -149,4 +151,5 @@ def parse_line(file: str, line_no: int, text: str, following: str = "", truncate
         prose=prose,
         following=following,
         truncated=truncated,
+        old_prefix=old_prefix,
     )

@@ -72,3 +72,221 @@ def make_plan_callback(
                        vllm_version=vllm_version)
 
     return plan
+
+
+# --- fixes the planner has checked -------------------------------------------
+_UTIL_STEP = 0.01
+_UTIL_MAX = 0.98
+
+
+class PlanChecker:
+    """Runs ``oomguard.model.planner.plan_launch`` on the launch that ran, with one fix applied.
+
+    Built at the I/O edge (``make_checker``) from resolved model and GPU descriptions; the planner
+    itself stays pure. ``other_gpu_bytes`` is memory other processes hold on the GPU (co-resident).
+    """
+
+    def __init__(self, plan_launch: Callable[..., Any], model: Any, gpu: Any, *, num_gpus: int | None,
+                 args: dict[str, Any], vllm_version: str | None, other_gpu_bytes: int = 0) -> None:
+        self._plan_launch = plan_launch
+        self.model, self.gpu, self.num_gpus, self.version = model, gpu, num_gpus, vllm_version
+        self.other_gpu_bytes = max(0, int(other_gpu_bytes))
+        self.flags: dict[str, Any] = {}
+        for key, value in args.items():
+            dest = str(key).lstrip("-").replace("-", "_")
+            if dest not in ("model", "model_tag", "served_model_name", "host", "port", "api_key") and value is not None:
+                self.flags[dest] = value
+
+    def plan(self, edits: dict[str, Any] | None = None) -> Any:
+        flags = dict(self.flags)
+        for flag, value in (edits or {}).items():
+            dest = flag.lstrip("-").replace("-", "_")
+            if value is None:
+                flags.pop(dest, None)
+            else:
+                flags[dest] = value
+        return self._plan_launch(self.model, self.gpu, flags, version=self.version, num_gpus=self.num_gpus,
+                                 other_gpu_use_bytes=self.other_gpu_bytes)
+
+
+def make_checker(*, model: str | None, gpu: str | None, gpu_total_gib: float | None, num_gpus: int | None,
+                 args: dict[str, Any], vllm_version: str | None, other_gpu_gib: float = 0.0) -> PlanChecker | None:
+    """A checker when the model (a local config or catalog id) and the GPU (a name or its size) resolve."""
+    if not model or not (gpu or gpu_total_gib):
+        return None
+    try:
+        from oomguard.errors import OomguardError
+        from oomguard.inputs.hardware import lookup_gpu
+        from oomguard.inputs.model_config import load_model
+        from oomguard.model.planner import plan_launch
+    except ImportError:
+        return None
+    try:
+        described = load_model(model, allow_hub=False)
+    except (OomguardError, OSError, ValueError):
+        return None
+    gpu_desc = None
+    for name, size in ((gpu, None), (None, gpu_total_gib)):
+        if name is None and size is None:
+            continue
+        try:
+            gpu_desc = lookup_gpu(name, size)
+            break
+        except (OomguardError, ValueError):
+            continue
+    if gpu_desc is None:
+        return None
+    return PlanChecker(plan_launch, described, gpu_desc, num_gpus=num_gpus, args=args, vllm_version=vllm_version,
+                       other_gpu_bytes=int(other_gpu_gib * (1 << 30)))
+
+
+def _state(p: Any) -> str:
+    if p.starts:
+        return f"starts: {p.kv_cache_tokens:,} KV tokens, {p.max_concurrency:.2f}x at {p.settings.max_model_len:,}"
+    return f"fails: {p.failure.value if p.failure else 'does not start'}"
+
+
+def _checkable(fix: Fix) -> bool:
+    if fix.flag == "--kv-cache-memory-bytes":
+        return True  # a placeholder value is computed from the plan (co-resident processes)
+    return fix.flag.startswith("--") and (fix.value is None or isinstance(fix.value, (bool, int, float)))
+
+
+def _flag_exists(flag: str, version: str | None) -> bool:
+    try:
+        from oomguard.versions import get_release
+
+        return get_release(version).has_option(flag)
+    except Exception:  # noqa: BLE001 - no table for this version: do not claim the flag exists
+        return False
+
+
+def _kv_bytes_that_fit(checker: PlanChecker, before: Any) -> int | None:
+    """The KV cache that fits next to the co-resident processes: free memory minus what vLLM itself needs
+    besides the KV cache (weights, activation peak, non-torch, CUDA graphs), from the plan's ledger."""
+    rank = before.tight_rank
+    free = rank.total_bytes - checker.other_gpu_bytes
+    need = rank.weights.bytes + rank.activation.bytes + rank.non_torch.bytes + rank.cuda_graph.bytes
+    kv = free - need - (256 << 20)  # headroom for the CUDA context the ledger does not list per rank
+    if kv <= 0:
+        return None
+    return int(kv // (1 << 27) * (1 << 27))  # down to 128 MiB steps
+
+
+def check_fixes(verdicts: list[Verdict], checker: PlanChecker | None, *,
+                estimated_max_len: int | None = None) -> list[Verdict]:
+    """Give every flag fix the planner's verdict (``fix.checked``) and its predicted effect, and move a value
+    the planner says fails to the nearest one it says starts: a shorter ``--max-model-len`` (never above
+    vLLM's own estimated maximum), a ``--gpu-memory-utilization`` at which the weights load."""
+    if checker is None:
+        return verdicts
+    try:
+        before = checker.plan()
+    except Exception:  # noqa: BLE001 - a model the planner cannot handle: the fixes stay unchecked
+        return verdicts
+    for verdict in verdicts:
+        for fix in verdict.fix:
+            if not _checkable(fix):
+                continue
+            companion: dict[str, Any] = {}
+            if fix.flag == "--kv-cache-memory-bytes":
+                # vLLM still checks free memory against --gpu-memory-utilization at start-up (request_memory):
+                # a pinned KV size is checked together with the utilization fix of the same verdict.
+                companion = {f.flag: f.value for f in verdict.fix
+                             if f.flag == "--gpu-memory-utilization" and isinstance(f.value, float)}
+            try:
+                _check_one(fix, checker, before, estimated_max_len, companion)
+            except Exception:  # noqa: BLE001 - never lose the verdict over a prediction
+                continue
+        # Fixes the planner says start come first (stable: the builders' order otherwise).
+        verdict.fix.sort(key=lambda f: 1 if (f.checked or "").startswith("fails") else 0)
+    return verdicts
+
+
+def _largest_kv_that_starts(checker: PlanChecker, upper: int, companion: dict[str, Any]) -> int | None:
+    """Bisect (128 MiB steps) for the largest pinned KV size the planner says starts; None when none does."""
+    step = 1 << 27
+    lo, hi = 0, upper // step
+    best = None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if mid == 0:
+            lo = 1
+            continue
+        if checker.plan({**companion, "--kv-cache-memory-bytes": mid * step}).starts:
+            best, lo = mid * step, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def _check_one(fix: Fix, checker: PlanChecker, before: Any, estimated_max_len: int | None,
+               companion: dict[str, Any] | None = None) -> None:
+    companion = companion or {}
+    if fix.flag == "--kv-cache-memory-bytes" and not isinstance(fix.value, int):
+        if not _flag_exists(fix.flag, checker.version):
+            fix.checked = f"fails: vLLM {checker.version or '(this version)'} has no --kv-cache-memory-bytes"
+            return
+        kv = _kv_bytes_that_fit(checker, before)
+        if kv is None:
+            fix.checked = "fails: nothing is left for a KV cache next to the other processes"
+            return
+        fix.value = _largest_kv_that_starts(checker, kv, companion) or kv
+        if companion:
+            fix.why += " (with " + ", ".join(f"{k} {v}" for k, v in companion.items()) + ")"
+    after = checker.plan({**companion, fix.flag: fix.value})
+    if not after.starts and fix.flag == "--max-model-len" and isinstance(fix.value, int):
+        cap = min(x for x in (fix.value, after.max_fitting_len, estimated_max_len) if x)
+        if cap and cap < fix.value:
+            trial = checker.plan({fix.flag: cap})
+            if trial.starts:
+                fix.why += f" (lowered from {fix.value:,} to {cap:,}: the largest the planner says starts)"
+                fix.value, after = cap, trial
+    if not after.starts and fix.flag == "--gpu-memory-utilization" and isinstance(fix.value, float):
+        # Upwards only as far as the memory the GPU has free (co-resident processes included).
+        ceiling = _UTIL_MAX
+        total = getattr(checker.gpu, "total_bytes", 0)
+        if total and checker.other_gpu_bytes:
+            ceiling = min(ceiling, (total - checker.other_gpu_bytes) / total - _UTIL_STEP)
+        value = round(fix.value + _UTIL_STEP, 2)
+        while value <= ceiling + 1e-9:
+            trial = checker.plan({fix.flag: value})
+            if trial.starts:
+                fix.why += f" (raised from {fix.value} to {value}: the lowest utilization at which the planner says it starts)"
+                fix.value, after = value, trial
+                break
+            value = round(value + _UTIL_STEP, 2)
+    fix.checked = _state(after)
+    if not after.starts:
+        fix.why += f" (the planner says the launch still fails with this change alone: {fix.checked[7:]})"
+    if fix.effect is None:
+        fix.effect = (f"KV pool {before.tight_rank.kv_bytes / (1 << 30):.2f} -> {after.tight_rank.kv_bytes / (1 << 30):.2f} "
+                      f"GiB; {_state(before)} -> {_state(after)}")
+
+
+def check_diagnosis(diagnosis: Any, *, model: str | None = None, gpu: str | None = None,
+                    num_gpus: int | None = None) -> bool:
+    """Check every fix of ``diagnosis`` with the planner, the model and GPU taken from the options or the log.
+
+    Returns True when the planner ran. Co-resident memory (vLLM's "Free memory on device (F/T GiB) on
+    startup" message) is charged to the plan, so a fix is one that starts next to the other process.
+    """
+    from oomguard.diagnose.events import Signal
+
+    ctx, col = diagnosis.context, diagnosis.collector
+    other = 0.0
+    estimated = None
+    for ev in col.signals:
+        n = ev.numbers
+        if ev.signal == Signal.STARTUP_FREE_MEMORY and n.get("free_gib") is not None and n.get("total_gib") \
+                and not n.get("host"):
+            other = max(other, n["total_gib"] - n["free_gib"])
+        if ev.signal == Signal.KV_TOO_SMALL and n.get("estimated_max_len"):
+            estimated = int(n["estimated_max_len"])
+    checker = make_checker(model=model or ctx.model, gpu=gpu or ctx.gpu_name, gpu_total_gib=ctx.gpu_total_gib,
+                           num_gpus=num_gpus or ctx.num_gpus, args=dict(ctx.args), vllm_version=ctx.version,
+                           other_gpu_gib=other)
+    if checker is None:
+        return False
+    check_fixes(diagnosis.verdicts, checker, estimated_max_len=estimated)
+    return True

@@ -19,6 +19,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from oomguard.diagnose.parsers.frames import KEYWORDS as FRAME_KEYWORDS
+
 # Every line the parsers understand contains at least one of these. Keep them
 # specific: a keyword that appears on ordinary serving lines costs throughput.
 KEYWORDS: tuple[bytes, ...] = (
@@ -52,7 +54,13 @@ KEYWORDS: tuple[bytes, ...] = (
     # kernel / container / init system
     b"oom-kill", b"oom_reaper", b"invoked oom", b"Memory cgroup", b"memory cgroup", b"anon-rss",
     b"OOMKilled", b"memory.max", b"memory: usage",
-)
+    # words of the paraphrase tier (parsers/paraphrase.py), English and Chinese
+    b"VRAM", b"ran out", b"run out", b"fit on", b"fit in", "显存".encode(), "内存".encode(), "缓存".encode(),
+    "杀".encode(),
+    # environment failures (parsers/environment.py)
+    b"No module named", b"Please install", b"shared object", b"cannot import", b"emplate", b"placement group",
+    b"GPU available", b"fulfill resource", b" GPU\n", b"out of resource",
+) + FRAME_KEYWORDS
 
 # Frequent serving lines, handled with rfind between hits (see module docstring).
 FREQUENT: tuple[bytes, ...] = (

@@ -55,7 +55,7 @@ def int_arg(ctx: Context, name: str) -> int | None:
     value = ctx.arg(name)
     try:
         return int(value) if value is not None and not isinstance(value, bool) else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # "abc", nan, inf from a launch or a log
         return None
 
 

@@ -27,6 +27,8 @@ def fix_text(fix: dict[str, Any]) -> str:
     flag, value = fix["flag"], fix["value"]
     if value is None:
         return f"remove {flag}"
+    if flag.islower() and not flag.startswith("-"):
+        return f"{flag}: {value}"  # an action outside vLLM's flags (pip, docker, ray, a request)
     if not flag.startswith("-"):
         return f"{flag}={value}"
     if value is True:
@@ -34,6 +36,14 @@ def fix_text(fix: dict[str, Any]) -> str:
     if isinstance(value, str) and (" " in value or "{" in value):
         return f"{flag} '{value}'"
     return f"{flag} {value}"
+
+
+def _incomplete_lines(inc: dict[str, Any], lead: str) -> list[str]:
+    out = [lead + inc["summary"] + "."]
+    if inc.get("likely"):
+        out.append(f"- likely (lower confidence {inc['likely_confidence']:.2f}): {inc['likely']}")
+    out.append("- collect next: " + "; ".join(inc["collect"]))
+    return out
 
 
 def _fact_line(data: dict[str, Any]) -> list[str]:
@@ -54,6 +64,8 @@ def _fact_line(data: dict[str, Any]) -> list[str]:
     if ident:
         out.append(" | ".join(ident))
     out.append(f"phase reached: {facts.get('phase_reached', 'unknown')}")
+    for check in facts.get("agreement", []):
+        out.append(("inputs agree: " if check["agree"] else "inputs DISAGREE: ") + check["detail"])
     mem = {}
     for m in facts.get("memory", []):
         mem[m["name"]] = m
@@ -95,10 +107,13 @@ def render_markdown(diagnosis: Diagnosis, out: TextIO, *, title: str = "oomguard
 def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evidence_limit: int | None = None) -> str:
     lines = [f"# {title}", ""]
     verdicts = data["verdicts"]
-    if not verdicts:
+    if not verdicts and data.get("incomplete"):
+        lines += _incomplete_lines(data["incomplete"], "**Incomplete**: ") + [""]
+    elif not verdicts:
         lines += ["**No failure found**: the inputs show no error oomguard recognises (a clean start).", ""]
     for i, v in enumerate(verdicts, 1):
-        lines.append(f"## {i}. `{v['class']}` (confidence {v['confidence']:.2f}, phase {v['phase']})")
+        tier = ", lower confidence: from wording, not a vLLM message" if v.get("tier") == "paraphrase" else ""
+        lines.append(f"## {i}. `{v['class']}` (confidence {v['confidence']:.2f}, phase {v['phase']}{tier})")
         lines += ["", v["summary"], ""]
         for n in v.get("numbers", []):
             lines.append(f"- {n}")
@@ -109,6 +124,8 @@ def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evi
             lines.append("")
             for f in v["fix"]:
                 effect = f" (predicted: {f['effect']})" if f.get("effect") else ""
+                if f.get("checked") and not f.get("effect"):
+                    effect = f" (planner: {f['checked']})"
                 lines.append(f"- `{fix_text(f)}`: {f['why']}{effect}")
             lines.append("")
         evidence = v["evidence"][:evidence_limit] if evidence_limit else v["evidence"]
@@ -139,18 +156,24 @@ def render_text(diagnosis: Diagnosis, out: TextIO) -> None:
     data = diagnosis.to_dict()
     console = Console(file=out, highlight=False, soft_wrap=True)
     verdicts = data["verdicts"]
-    if not verdicts:
+    if not verdicts and data.get("incomplete"):
+        for i, text in enumerate(_incomplete_lines(data["incomplete"], "")):
+            console.print(f"[bold yellow]{escape(text)}[/]" if i == 0 else escape(text))
+    elif not verdicts:
         console.print("[bold green]No failure found[/]: no error oomguard recognises (a clean start).")
     else:
         console.print(f"[bold]{len(verdicts)} failure(s) found[/], most likely root cause first:")
     for i, v in enumerate(verdicts, 1):
         console.print()
-        console.print(f"[bold red]{i}. {v['class']}[/]  [dim](confidence {v['confidence']:.2f}, phase {v['phase']})[/]")
+        tier = ", lower confidence: from wording, not a vLLM message" if v.get("tier") == "paraphrase" else ""
+        console.print(f"[bold red]{i}. {v['class']}[/]  [dim](confidence {v['confidence']:.2f}, phase {v['phase']}{tier})[/]")
         console.print(f"   {escape(v['summary'])}")
         for n in v.get("numbers", []):
             console.print(f"   [cyan]numbers:[/] {escape(n)}")
         for f in v["fix"]:
             effect = f" [green](predicted: {escape(f['effect'])})[/]" if f.get("effect") else ""
+            if f.get("checked") and not f.get("effect"):
+                effect = f" [green](planner: {escape(f['checked'])})[/]"
             console.print(f"   [bold green]fix:[/] [bold]{escape(fix_text(f))}[/]  [dim]{escape(f['why'])}[/]{effect}")
         for e in v["evidence"]:
             console.print(f"   [yellow]{escape(e['file'])}:{e['line']}[/] {escape(e['text'][:300])}")

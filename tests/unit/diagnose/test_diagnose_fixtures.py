@@ -40,6 +40,10 @@ EXPECTED = {
     "max-len-exceeds.log": ("max-len-exceeds-model", "--max-model-len", None, "vllm-log"),
     "config-error-tp.log": ("config-error", "--tensor-parallel-size", None, "vllm-log"),
     "mamba-state-limit.log": ("mamba-state-limit", "--max-num-seqs", None, "vllm-log"),
+    "missing-dependency.log": ("missing-dependency", "pip", None, "vllm-log"),
+    "chat-template-error.log": ("chat-template-error", "--chat-template", None, "vllm-log"),
+    "nccl-shm.log": ("nccl-error", "docker", None, "vllm-log"),
+    "ray-placement-timeout.log": ("ray-placement-timeout", "ray", None, "vllm-log"),
 }
 CLEAN = {
     "v1-clean-start.log": "vllm-log",

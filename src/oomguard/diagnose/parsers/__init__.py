@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
-from oomguard.diagnose.parsers.errors import parse_errors
+from oomguard.diagnose.parsers.errors import REQUEST_ECHO, parse_errors
 from oomguard.diagnose.parsers.identity import parse_identity
 from oomguard.diagnose.parsers.kernel import parse_kernel
 from oomguard.diagnose.parsers.memory import parse_memory
+from oomguard.diagnose.parsers.numbers import BadNumber
+
+MAX_NUMBER_NOTES = 10
 
 __all__ = ["feed"]
 
@@ -21,8 +24,21 @@ __all__ = ["feed"]
 def feed(line: LogLine, col: Collector) -> None:
     if not line.message:
         return
-    if parse_kernel(line, col):
+    if REQUEST_ECHO.search(line.message):
+        # A prompt can say anything ("my pod was OOMKilled"): only the serving phase is read from it.
+        parse_identity(line, col)
         return
-    parse_memory(line, col)
-    parse_identity(line, col)
-    parse_errors(line, col)
+    try:
+        if parse_kernel(line, col):
+            return
+        parse_memory(line, col)
+        parse_identity(line, col)
+        parse_errors(line, col)
+    except BadNumber as exc:
+        # A number nobody could have printed ('1.2.3', '1e999', 5000 digits): the rest of the line
+        # cannot be trusted either, so it is skipped, and the output says so.
+        col.skipped_numbers += 1
+        if col.skipped_numbers <= MAX_NUMBER_NOTES:
+            col.notes.append(f"{line.file}:{line.line}: line skipped, a number in it is unreadable ({exc})")
+        elif col.skipped_numbers == MAX_NUMBER_NOTES + 1:
+            col.notes.append("more lines with unreadable numbers were skipped (not listed)")

@@ -14,16 +14,33 @@ import re
 
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
-from oomguard.diagnose.parsers.numbers import num, to_gib
+from oomguard.diagnose.parsers.environment import parse_environment
+from oomguard.diagnose.parsers.frames import frame_function
+from oomguard.diagnose.parsers.numbers import integer, num, to_gib
+from oomguard.diagnose.parsers.paraphrase import parse_paraphrase
 from oomguard.diagnose.parsers.prose import looks_like_words, phase_hints
 
-_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+# Lines that echo what a client sent (parsers.feed skips them) (prompts can say anything, "CUDA out of memory" included).
+REQUEST_ECHO = re.compile(r"^(?:Received request|Added request|Finished request)\b|\bprompt: '|prompt_token_ids: \[")
+# vLLM's own advice ("If you are running out of memory, consider ...", "This may cause OOM errors during the initial
+# memory profiling phase"): INFO and WARNING lines that mention OOM without reporting one.
+_ADVICE = re.compile(
+    r"\b(?:if you (?:are|run|encounter|see|hit|get)|to (?:avoid|prevent|reduce the risk of)|may (?:cause|lead to|result in)|"
+    r"might (?:cause|lead to)|can (?:cause|lead to)|could (?:cause|lead to)|risk of|in case of|prone to|consider)\b"
+    r"[^.]{0,80}?(?:\bOOMs?\b|out of memory|out-of-memory)"
+    r"|(?:\bOOMs?\b|out of memory|out-of-memory)[^.]{0,40}?\b(?:may|might|can|could) (?:occur|happen)",
+    re.IGNORECASE)
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_OOM_WORD = re.compile(r"(?<![A-Za-z])OOM(?:s|ed|ing)?(?![A-Za-z])")
+_HOST_KILL_WORDS = re.compile(
+    r"oom[\s_-]?kill|killed by (?:the )?(?:kernel|oom|linux|os|system|cgroup)|kernel killed|\bOOMKilled\b|"
+    r"exit(?:ed)? (?:with )?(?:code |status )?137\b", re.IGNORECASE)
 _METHOD = re.compile(r"Error executing method '?(\w+)'?")
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(.*))?$")
 
 # PyTorch's OOM, new (>= 2.1) and old wording.
 _OOM_NEW = re.compile(
-    r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)\b.*?GPU (\d+) has a total capacity of ([\d.]+) (GiB|MiB) "
+    r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)\b.*?GPU (\d+) has a total capac(?:i)?ty of ([\d.]+) (GiB|MiB) "
     r"of which ([\d.]+) (GiB|MiB|KiB|bytes|B) is free"
 )
 _OOM_IN_USE = re.compile(r"this process has ([\d.]+) (GiB|MiB) memory in use")
@@ -56,16 +73,16 @@ _CPU_KV_FREE = re.compile(
     r"memory for kv \(([\d.]+)(?:/([\d.]+))? GiB\)"
 )
 _PROFILING_BAD = re.compile(r"Error in memory profiling\. Initial free memory ([\d.]+) GiB, current free memory ([\d.]+) GiB")
-_V0_KV = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)")
-_V1_MAXLEN = re.compile(r"max seq len \((\d+)\)")
-_V1_NEEDED = re.compile(r"([\d.]{1,20})\s*GiB KV cache is\s+needed")
-_V1_AVAILABLE = re.compile(r"available KV cache\s+memory \(([\d.]+)\s*GiB\)")
-_V1_ESTIMATE = re.compile(r"estimated maximum model length is\s+([\d,]+)")
+_V0_KV = re.compile(r"max\s+seq\s+len\s+\((\d+)\)\s+is\s+larger\s+than\s+the\s+maximum\s+number\s+of\s+tokens\s+that\s+can\s+be\s+"
+                    r"stored\s+in\s+KV\s+cache\s+\((\d+)\)", re.IGNORECASE)
+_V1_MAXLEN = re.compile(r"max\s+seq\s+len\s+\((\d+)\)", re.IGNORECASE)
+_V1_NEEDED = re.compile(r"([\d.]{1,20})\s*GiB\s+KV\s+cache\s+is\s+needed", re.IGNORECASE)
+_V1_AVAILABLE = re.compile(r"available\s+KV\s+cache\s+memory\s+\(([\d.]+)\s*GiB\)", re.IGNORECASE)
+_V1_ESTIMATE = re.compile(r"estimated\s+maximum\s+model\s+length\s+is\s+([\d,]+)", re.IGNORECASE)
 _MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
 _MAX_LEN = re.compile(
-    r"(?:User-specified )?max_model_len \((\d+)\) is greater than the derived max_model_len "
-    r"\((?:(\w+)=)?([\d.]+|None)"
-)
+    r"(?:User-specified\s+)?max_model_len\s+\((\d+)\)\s+is\s+greater\s+than\s+the\s+derived\s+max_model_len"
+    r"(?:\s+\((?:(\w+)=)?([\d.]+|None))?", re.IGNORECASE)
 _UNRECOGNIZED = re.compile(r"(?:([\w./-]{1,100}): error: )?unrecognized arguments?:\s*(.{1,2000})$")
 _ARG_INVALID = re.compile(r"([\w./-]{1,100}): error: argument ([^:]{1,200}): (.{1,2000})$")
 _ARG_OTHER = re.compile(r"([\w./-]{1,100}): error: (.{1,2000})$")
@@ -85,7 +102,10 @@ _MODEL_NOT_FOUND = ("Invalid repository ID or local directory", "is not a local 
                     "does not appear to have a file named config.json", "Repo id must be in the form",
                     "Repo id must use alphanumeric", "RepositoryNotFoundError", "HFValidationError",
                     "No such file or directory", "Can't load the configuration of", "not a valid model identifier",
-                    "Unrecognized model in")
+                    "Unrecognized model in", "GatedRepoError", "You are trying to access a gated repo",
+                    "is restricted. You must have access to it", "401 Client Error")
+# The model id needs a Hugging Face token (gated or private): the same class, another fix.
+_GATED = re.compile(r"GatedRepoError|gated repo|is restricted\. You must have access|401 Client Error")
 _MODEL_NOT_FOUND_RX = re.compile("|".join(map(re.escape, _MODEL_NOT_FOUND)))
 _CONFIG = ("not supported", "Not supported", "is unsupported", "Unsupported", "does not support", "No common block size",
            "must be divisible", "is larger than the number of available GPUs", "exceeds the total number of available GPUs",
@@ -111,19 +131,20 @@ def parse_errors(line: LogLine, col: Collector) -> None:
     if msg.startswith("Traceback (most recent call last)"):
         col.start_traceback(line)
         return
-    m = _FRAME.match(msg)
-    if m:
-        col.add_frame(line, m.group(3))
+    function = frame_function(msg)
+    if function is not None:
+        col.add_frame(line, function)
         return
     if msg.startswith("usage: "):
         st.prog = msg[7:].split()[0] if len(msg) > 7 else None
         return
     joined = f"{msg} {line.following}".strip() if line.following else msg
-    if _oom(line, col, msg, joined):
+    advice = line.level in ("INFO", "WARNING", "DEBUG") and _ADVICE.search(msg) is not None
+    if not advice and _oom(line, col, msg, joined):
         return
     if _kv(line, col, msg, joined):
         return
-    if _arguments(line, col, msg):
+    if _arguments(line, col, msg, joined):
         return
     if _IMA_RX.search(msg):
         col.signal(Signal.ILLEGAL_MEMORY_ACCESS, line)
@@ -142,14 +163,19 @@ def parse_errors(line: LogLine, col: Collector) -> None:
         numbers = {}
         e = _EXIT_CODE.search(msg)
         if e:
-            code = int(next(g for g in e.groups() if g is not None))
+            code = integer(next(g for g in e.groups() if g is not None))
             numbers["exit_code"] = code
         method = _METHOD.search(msg)
         if method:
-            col.add_frame(line, method.group(1))
+            # The method the driver asked the worker to run is the outermost frame of the worker's traceback.
+            col.add_outer_frame(line, method.group(1))
         col.signal(Signal.ENGINE_DIED, line, numbers=numbers)
         return
+    if parse_environment(line, col, msg, joined):
+        return
     if _config(line, col, msg):
+        return
+    if (line.prose or not line.level) and not advice and parse_paraphrase(line, col, msg, joined):
         return
     m = _EXCEPTION.match(msg)
     if m and m.group(1) not in ("Exception", "KeyboardInterrupt", "SystemExit") or (m and m.group(2)):
@@ -160,7 +186,7 @@ def parse_errors(line: LogLine, col: Collector) -> None:
 def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     m = _SAMPLER.search(joined) if "warming up" in msg or "occurred when" in msg else None
     if m:
-        col.signal(Signal.SAMPLER_WARMUP_OOM, line, numbers={"what": m.group(1), "num_dummy": int(m.group(2))})
+        col.signal(Signal.SAMPLER_WARMUP_OOM, line, numbers={"what": m.group(1), "num_dummy": integer(m.group(2))})
         return True
     if "Failed to load model - not enough GPU memory" in msg:
         col.signal(Signal.LOAD_OOM, line)
@@ -178,7 +204,14 @@ def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         return True
     if line.kernel:
         return False
-    if re.search(r"\bOOM(?:s|ed|ing)?\b", msg) or ("out of memory" in msg.lower() and "Out of memory: Kill" not in msg):
+    if _OOM_WORD.search(msg) or ("out of memory" in msg.lower() and "Out of memory: Kill" not in msg):
+        if _CJK.search(msg):
+            return False  # a sentence in Chinese: the paraphrase tier reads it (parsers/paraphrase.py)
+        if _HOST_KILL_WORDS.search(joined) and not _GPU_OOM_MARKERS_RX.search(msg):
+            col.signal(Signal.HOST_PROSE, line)
+            return True
+        if line.level in ("INFO", "DEBUG"):
+            return False  # vLLM reports an OOM at WARNING or above; INFO lines only talk about one
         if (line.level or looks_like_words(msg)) and not re.search(r"\b(?:RAM|host memory|CPU memory|system memory|swap)\b", msg):
             col.signal(Signal.OOM_PROSE, line, hints=phase_hints(joined), numbers=_flags_mentioned(joined))
             return True
@@ -193,12 +226,12 @@ def _oom_numbers(msg: str) -> dict[str, float | int]:
     out: dict[str, float | int] = {}
     m = _OOM_NEW.search(msg)
     if m:
-        out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=int(m.group(3)),
+        out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=integer(m.group(3)),
                    total_gib=to_gib(m.group(4), m.group(5)), free_gib=to_gib(m.group(6), m.group(7)))
     else:
         m = _OOM_OLD.search(msg)
         if m:
-            out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=int(m.group(3)),
+            out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=integer(m.group(3)),
                        total_gib=to_gib(m.group(4), m.group(5)), allocated_gib=to_gib(m.group(6), m.group(7)),
                        free_gib=to_gib(m.group(8), m.group(9)))
         else:
@@ -223,24 +256,32 @@ def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     if "No available memory" in msg or "not enough GPU memory available to serve even a single token" in msg:
         col.signal(Signal.NO_KV_MEMORY, line)
         return True
-    m = _V0_KV.search(joined) if "max seq len" in msg else None
+    low = joined.lower()
+    # Wrapped (a terminal or a paste cut the line), lower-cased or truncated forms of vLLM's two messages.
+    m = _V0_KV.search(joined) if "max seq" in low or "seq len" in low else None
     if m:
-        col.signal(Signal.KV_TOO_SMALL, line, numbers={"max_model_len": int(m.group(1)), "kv_tokens": int(m.group(2))})
+        col.signal(Signal.KV_TOO_SMALL, line, numbers={"max_model_len": integer(m.group(1)),
+                                                       "kv_tokens": integer(m.group(2))})
         return True
-    if "KV cache is" in msg and _V1_NEEDED.search(joined):
-        numbers: dict[str, float | int] = {"needed_gib": float(_V1_NEEDED.search(joined).group(1))}  # type: ignore[union-attr]
+    if "kv cache" in msg.lower() and _V1_NEEDED.search(joined):
+        numbers: dict[str, float | int] = {"needed_gib": num(_V1_NEEDED.search(joined).group(1))}  # type: ignore[union-attr]
         for rx, key in ((_V1_AVAILABLE, "available_gib"), (_V1_ESTIMATE, "estimated_max_len"), (_V1_MAXLEN, "max_model_len")):
             mm = rx.search(joined)
             if mm:
-                numbers[key] = num(mm.group(1)) if key == "available_gib" else int(num(mm.group(1)))
+                numbers[key] = num(mm.group(1)) if key == "available_gib" else integer(mm.group(1))
         col.signal(Signal.KV_TOO_SMALL, line, numbers=numbers)
         return True
-    if "max seq len" in msg and "estimated maximum model length" in joined and "KV cache" in joined:
+    if ("max seq len" in msg.lower() or "to serve at least one request" in msg.lower()) and (
+            "estimated maximum model length" in low or "kv cache" in low):
         numbers = {}
-        mm = _V1_ESTIMATE.search(joined)
-        if mm:
-            numbers["estimated_max_len"] = int(num(mm.group(1)))
+        for rx, key in ((_V1_ESTIMATE, "estimated_max_len"), (_V1_MAXLEN, "max_model_len")):
+            mm = rx.search(joined)
+            if mm:
+                numbers[key] = integer(mm.group(1))
         col.signal(Signal.KV_TOO_SMALL, line, numbers=numbers)
+        return True
+    if "larger than the maximum number of tokens that can be stored in kv cache" in low and not line.prose:
+        col.signal(Signal.KV_TOO_SMALL, line)
         return True
     if re.search(r"(?:insufficient|not enough|too small|too little)\W+(?:\w+\W+){0,2}KV cache|KV cache (?:is )?too small",
                  joined, re.IGNORECASE) and line.prose and looks_like_words(msg):
@@ -248,45 +289,45 @@ def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         return True
     m = _MAMBA.search(msg)
     if m:
-        col.signal(Signal.MAMBA_LIMIT, line, numbers={"max_num_seqs": int(m.group(1)), "mamba_blocks": int(m.group(2))})
+        col.signal(Signal.MAMBA_LIMIT, line, numbers={"max_num_seqs": integer(m.group(1)), "mamba_blocks": integer(m.group(2))})
         return True
     m = _STARTUP_FREE.search(joined) if "Free memory on device" in msg else None
     if m:
         col.signal(Signal.STARTUP_FREE_MEMORY, line, numbers={
-            "free_gib": float(m.group(1)), "total_gib": float(m.group(2)),
-            "gpu_memory_utilization": float(m.group(3)), "requested_gib": float(m.group(4))})
+            "free_gib": num(m.group(1)), "total_gib": num(m.group(2)),
+            "gpu_memory_utilization": num(m.group(3)), "requested_gib": num(m.group(4))})
         return True
     if "Available memory on node" in msg:
         m = _CPU_STARTUP_FREE.search(msg)
         if m:
             col.platform = col.platform or "cpu"
             col.signal(Signal.STARTUP_FREE_MEMORY, line, numbers={
-                "free_gib": float(m.group(2)), "total_gib": float(m.group(3)),
-                "gpu_memory_utilization": float(m.group(4)), "requested_gib": float(m.group(5)), "host": True})
+                "free_gib": num(m.group(2)), "total_gib": num(m.group(3)),
+                "gpu_memory_utilization": num(m.group(4)), "requested_gib": num(m.group(5)), "host": True})
             return True
         m = _CPU_KV_FREE.search(msg)
         if m:
             col.platform = col.platform or "cpu"
             col.signal(Signal.STARTUP_FREE_MEMORY, line, numbers={
-                "free_gib": float(m.group(2)), "total_gib": float(m.group(3)), "kv_requested_gib": float(m.group(4)),
+                "free_gib": num(m.group(2)), "total_gib": num(m.group(3)), "kv_requested_gib": num(m.group(4)),
                 "host": True})
             return True
     m = _PROFILING_BAD.search(joined) if "Error in memory profiling" in msg else None
     if m:
         col.signal(Signal.PROFILING_INCONSISTENT, line, numbers={
-            "initial_free_gib": float(m.group(1)), "current_free_gib": float(m.group(2))})
+            "initial_free_gib": num(m.group(1)), "current_free_gib": num(m.group(2))})
         return True
     return False
 
 
-def _arguments(line: LogLine, col: Collector, msg: str) -> bool:
+def _arguments(line: LogLine, col: Collector, msg: str, joined: str = "") -> bool:
     st = col.state
-    m = _MAX_LEN.search(msg)
+    m = _MAX_LEN.search(joined or msg) if "max_model_len" in msg.lower() else None
     if m:
-        derived = m.group(3)
+        derived = m.group(3) or "None"
         col.signal(Signal.MAX_LEN_EXCEEDS, line, numbers={
-            "max_model_len": int(m.group(1)),
-            **({"derived_max_len": int(float(derived))} if derived != "None" else {}),
+            "max_model_len": integer(m.group(1)),
+            **({"derived_max_len": int(num(derived))} if derived != "None" else {}),
             **({"derived_from": m.group(2)} if m.group(2) else {})})
         return True
     if "unrecognized argument" in msg:
@@ -332,19 +373,30 @@ def _arguments(line: LogLine, col: Collector, msg: str) -> bool:
                     "config": config, "problem": detail[:300], **({"arg": field} if field else {})})
             return True
     if _MODEL_NOT_FOUND_RX.search(msg) and ("model" in msg.lower() or "repo" in msg.lower() or "config" in msg):
-        col.signal(Signal.MODEL_NOT_FOUND, line)
+        col.signal(Signal.MODEL_NOT_FOUND, line, numbers={"gated": True} if _GATED.search(msg) else {})
         return True
     return False
 
 
+# The machine cannot run this launch at all (no GPU visible, a wheel without kernels for this GPU, CUDA in a
+# forked process, a Triton kernel larger than the GPU's shared memory): configuration, not memory.
+_MACHINE = re.compile(r"Failed to infer device type|No CUDA GPUs are available|Found no NVIDIA driver|"
+                      r"no kernel image is available for execution|Cannot re-initialize CUDA in forked subprocess|"
+                      r"OutOfResources: out of resource: shared memory|CUDA driver version is insufficient")
+
+
 def _config(line: LogLine, col: Collector, msg: str) -> bool:
+    m = _MACHINE.search(msg)
+    if m and (_EXCEPTION.match(msg) or line.level in ("ERROR", "CRITICAL") or re.match(r"^[\w.]+: ", msg)):
+        col.signal(Signal.CONFIG_REJECTED, line, numbers={"detail": msg[:300], "machine": m.group(0)})
+        return True
     m = _WORLD.search(msg)
     if m:
-        col.signal(Signal.CONFIG_REJECTED, line, numbers={"world_size": int(m.group(1)), "available_gpus": int(m.group(2))})
+        col.signal(Signal.CONFIG_REJECTED, line, numbers={"world_size": integer(m.group(1)), "available_gpus": integer(m.group(2))})
         return True
     m = _DIVISIBLE.search(msg) if "must be divisible" in msg else None
     if m:
-        col.signal(Signal.CONFIG_REJECTED, line, numbers={"heads": int(m.group(1)), "tensor_parallel_size": int(m.group(2))})
+        col.signal(Signal.CONFIG_REJECTED, line, numbers={"heads": integer(m.group(1)), "tensor_parallel_size": integer(m.group(2))})
         return True
     exc = _EXCEPTION.match(msg)
     is_exception = exc is not None and exc.group(1) in ("ValueError", "NotImplementedError", "AssertionError", "RuntimeError", "TypeError")

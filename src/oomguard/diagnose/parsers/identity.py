@@ -16,6 +16,7 @@ from typing import Any
 from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.numbers import integer, maybe_number, num
 
 _VERSION_PATTERNS = (
     re.compile(r"vLLM API server version\s+v?(\d+\.\d+[\w.+-]*)"),
@@ -58,9 +59,19 @@ _READY_RX = re.compile("|".join(map(re.escape, _READY)))
 _SERVING_RX = re.compile("|".join(map(re.escape, _SERVING)))
 
 
+_PROC_PID = re.compile(r"pid=(\d{1,10})")
+MAX_PIDS = 64
+
+
 def parse_identity(line: LogLine, col: Collector) -> None:
     msg = line.message
+    if line.proc and "pid=" in line.proc and len(col.vllm_pids) < MAX_PIDS:
+        p = _PROC_PID.search(line.proc)
+        if p:
+            col.vllm_pids.setdefault(int(p.group(1)), line.proc)
     _version(msg, col)
+    if line.old_prefix and col.engine is None:
+        col.engine = "V0"  # "file.py:123]" without a bracket: vLLM <= 0.7, where V1 was opt-in
     if "V1 LLM engine" in msg or "EngineCore" in line.proc or "EngineCore" in msg:
         col.engine = col.engine or "V1"
     elif "V0 LLM engine" in msg or "VllmWorkerProcess" in line.proc:
@@ -97,10 +108,12 @@ def parse_identity(line: LogLine, col: Collector) -> None:
         col.platform = "cpu"
     m = _MAX_LEN.search(msg) if "max model len" in msg else None
     if m:
-        col.args.setdefault("max_model_len", int(m.group(1)))
+        col.args.setdefault("max_model_len", integer(m.group(1)))
     m = _CHUNKED.search(msg) if "Chunked prefill" in msg else None
     if m:
-        col.args.setdefault("max_num_batched_tokens", int(m.group(1)))
+        col.args.setdefault("max_num_batched_tokens", integer(m.group(1)))
+    if "Encoder cache will be initialized" in msg or "multi-modal" in msg or "mm_processor" in msg:
+        col.multimodal_seen = True
     _phase_markers(line, col)
 
 
@@ -133,13 +146,13 @@ def _phase_markers(line: LogLine, col: Collector) -> None:
         running, swapped, waiting, kv_usage = m.groups()
         t = _THROUGHPUT.search(msg)
         col.requests = {
-            "running": int(running), "waiting": int(waiting),
-            **({"swapped": int(swapped)} if swapped else {}),
-            **({"kv_cache_usage_pct": float(kv_usage)} if kv_usage else {}),
-            **({"prompt_tokens_per_s": float(t.group(1)), "generation_tokens_per_s": float(t.group(2))} if t else {}),
+            "running": integer(running), "waiting": integer(waiting),
+            **({"swapped": integer(swapped)} if swapped else {}),
+            **({"kv_cache_usage_pct": num(kv_usage)} if kv_usage else {}),
+            **({"prompt_tokens_per_s": num(t.group(1)), "generation_tokens_per_s": num(t.group(2))} if t else {}),
             "file": line.file, "line": line.line,
         }
-        busy = int(running) > 0 or (t is not None and (float(t.group(1)) > 0 or float(t.group(2)) > 0))
+        busy = integer(running) > 0 or (t is not None and (num(t.group(1)) > 0 or num(t.group(2)) > 0))
         col.advance_phase(Phase.SERVING if busy else Phase.READY, line)
         return
     if _SERVING_RX.search(msg):
@@ -170,19 +183,15 @@ def _coerce(value: Any) -> Any:
         return text == "True"
     if text == "None":
         return None
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
+    number = maybe_number(text) if text[:1].isdigit() or text[:1] in "-." else None
+    return text if number is None else number
 
 
 def _set_arg(col: Collector, key: str, value: Any, *, from_config: bool = False) -> None:
     key = key.strip()
     value = _coerce(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and maybe_number(repr(value)) is None:
+        value = repr(value)  # inf / nan / an absurd integer from a literal dict: kept as text, never as a number
     if isinstance(value, str) and len(value) > _MAX_ARG_VALUE:
         value = value[:_MAX_ARG_VALUE] + "..."
     if key in _MODEL_KEYS and isinstance(value, str) and value:
@@ -197,3 +206,5 @@ def _set_arg(col: Collector, key: str, value: Any, *, from_config: bool = False)
         if value is None:
             return
     col.args[key] = value
+    if not from_config:
+        col.cli_args[key] = value

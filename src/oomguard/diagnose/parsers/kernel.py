@@ -18,6 +18,7 @@ import re
 
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector, KernelKill
+from oomguard.diagnose.parsers.numbers import integer
 
 _KILLED = re.compile(
     r"(?:(Memory cgroup) out of memory: |Out of memory(?: \(oom_kill_allocating_task\))?: )?"
@@ -40,8 +41,8 @@ def parse_kernel(line: LogLine, col: Collector) -> bool:
         m = _KILLED.search(msg)
         if m and ("total-vm" in msg or "score" in msg or m.group(1) or "Out of memory" in msg or line.kernel):
             cgroup_kill = bool(m.group(1))
-            pid, name = int(m.group(2)), m.group(3)
-            rss = {k: int(v) * 1024 for k, v in _RSS.findall(m.group(4))}
+            pid, name = integer(m.group(2)), m.group(3)
+            rss = {k: integer(v) * 1024 for k, v in _RSS.findall(m.group(4))}
             if "score" in m.group(4) and "total-vm" not in msg:
                 # Older two-line form: the second line ("Killed process ...") carries the sizes.
                 return True
@@ -69,18 +70,18 @@ def parse_kernel(line: LogLine, col: Collector) -> bool:
         if m:
             _bound(col.kernel_memory)
             col.kernel_memory.append({"event": "oom-kill", "constraint": m.group(1), "cgroup": m.group(2),
-                                      "task": m.group(3), "pid": int(m.group(4)) if m.group(4) else None,
+                                      "task": m.group(3), "pid": integer(m.group(4)) if m.group(4) else None,
                                       "file": line.file, "line": line.line})
             for kill in col.kernel_kills:
-                if m.group(4) and kill.pid == int(m.group(4)):
+                if m.group(4) and kill.pid == integer(m.group(4)):
                     kill.constraint, kill.cgroup = m.group(1), m.group(2)
         return True
     if "memory: usage" in msg:
         m = _USAGE.search(msg)
         if m:
             _bound(col.kernel_memory)
-            col.kernel_memory.append({"event": "cgroup usage", "usage_bytes": int(m.group(1)) * 1024,
-                                      "limit_bytes": int(m.group(2)) * 1024, "failcnt": int(m.group(3)),
+            col.kernel_memory.append({"event": "cgroup usage", "usage_bytes": integer(m.group(1)) * 1024,
+                                      "limit_bytes": integer(m.group(2)) * 1024, "failcnt": integer(m.group(3)),
                                       "file": line.file, "line": line.line})
             return True
     if "oom_reaper" in msg:

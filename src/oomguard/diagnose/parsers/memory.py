@@ -14,7 +14,7 @@ import re
 from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
-from oomguard.diagnose.parsers.numbers import num, to_gib
+from oomguard.diagnose.parsers.numbers import integer, num, to_gib
 
 _WEIGHTS = re.compile(r"(?:Model loading took|Loading model weights took|model weights took)\s+(-?[\d.]+)\s*(GiB|GB|MiB)")
 _V0_PROFILE_ONE_LINE = re.compile(r"Memory profiling results:(.*)")
@@ -77,7 +77,7 @@ def parse_memory(line: LogLine, col: Collector) -> None:
             return
         m = _CG_CAPTURED.search(msg)
         if m:
-            col.add_memory("cuda_graph", float(m.group(2)), "GiB", line)
+            col.add_memory("cuda_graph", num(m.group(2)), "GiB", line)
             col.advance_phase(Phase.WARMUP, line)
             return
     if "Memory profiling results:" in msg:
@@ -89,25 +89,25 @@ def parse_memory(line: LogLine, col: Collector) -> None:
                         "initial_memory_usage": "initial_usage", "memory_usage_post_profile": "post_profile_usage",
                         "gpu_memory_utilization": "gpu_memory_utilization"}.get(key)
                 if name:
-                    col.add_memory(name, float(value), "ratio" if not unit else "GiB", line)
+                    col.add_memory(name, num(value), "ratio" if not unit else "GiB", line)
             col.advance_phase(Phase.KV_CACHE, line)
             _check_negative_kv(line, col)
             return
     m = _CAN_USE.search(msg)
     if m:
-        col.add_memory("total_gpu", float(m.group(1)), "GiB", line)
-        col.add_memory("gpu_memory_utilization", float(m.group(2)), "ratio", line)
-        col.add_memory("requested", float(m.group(3)), "GiB", line)
+        col.add_memory("total_gpu", num(m.group(1)), "GiB", line)
+        col.add_memory("gpu_memory_utilization", num(m.group(2)), "ratio", line)
+        col.add_memory("requested", num(m.group(3)), "GiB", line)
         col.advance_phase(Phase.PROFILING, line)
     found = False
     for name, rx in _V0_PIECES.items():
         m = rx.search(msg)
         if m:
-            col.add_memory(name, float(m.group(1)), "GiB", line)
+            col.add_memory(name, num(m.group(1)), "GiB", line)
             found = True
     m = _V0_UTIL.match(msg)
     if m:
-        col.add_memory("gpu_memory_utilization", float(m.group(1)), "ratio", line)
+        col.add_memory("gpu_memory_utilization", num(m.group(1)), "ratio", line)
         found = True
     if found:
         if "reserved for KV Cache" in msg:
@@ -118,7 +118,7 @@ def parse_memory(line: LogLine, col: Collector) -> None:
         for name, rx in _V1_PROFILE.items():
             m = rx.search(msg)
             if m:
-                col.add_memory(name, float(m.group(1)), "GiB", line)
+                col.add_memory(name, num(m.group(1)), "GiB", line)
         return
     m = _AVAILABLE_KV.search(msg)
     if m:
@@ -130,29 +130,29 @@ def parse_memory(line: LogLine, col: Collector) -> None:
         return
     m = _KV_OVERRIDE.search(msg)
     if m:
-        col.add_memory("free_at_start", float(m.group(1)), "GiB", line)
-        col.add_memory("kv_available", float(m.group(2)), "GiB", line)
+        col.add_memory("free_at_start", num(m.group(1)), "GiB", line)
+        col.add_memory("kv_available", num(m.group(2)), "GiB", line)
         col.advance_phase(Phase.KV_CACHE, line)
         return
     m = _CG_ESTIMATE.search(msg)
     if m:
-        col.add_memory("cuda_graph_estimate", float(m.group(1)), "GiB", line)
+        col.add_memory("cuda_graph_estimate", num(m.group(1)), "GiB", line)
         col.advance_phase(Phase.GRAPH_CAPTURE, line)
         return
     m = _CG_POOL.search(msg)
     if m:
-        col.add_memory("cuda_graph", float(m.group(1)), "GiB", line)
+        col.add_memory("cuda_graph", num(m.group(1)), "GiB", line)
         return
     m = _CG_UTIL.search(msg)
     if m:
-        col.add_memory("gpu_memory_utilization", float(m.group(1)), "ratio", line)
+        col.add_memory("gpu_memory_utilization", num(m.group(1)), "ratio", line)
         return
     m = _BLOCKS.search(msg) or _BARE_BLOCKS.search(msg)
     if m:
-        blocks = int(m.group(2) if m.re is _BLOCKS else m.group(1))
+        blocks = integer(m.group(2) if m.re is _BLOCKS else m.group(1))
         col.add_memory("num_gpu_blocks", blocks, "blocks", line)
         if m.re is _BLOCKS and m.group(3):
-            col.add_memory("num_cpu_blocks", int(m.group(3)), "blocks", line)
+            col.add_memory("num_cpu_blocks", integer(m.group(3)), "blocks", line)
         col.advance_phase(Phase.KV_CACHE, line)
         if blocks == 0:
             col.signal(Signal.ZERO_BLOCKS, line, numbers={"num_gpu_blocks": 0})
@@ -162,20 +162,24 @@ def parse_memory(line: LogLine, col: Collector) -> None:
         col.advance_phase(Phase.KV_CACHE, line)
     m = _CONCURRENCY.search(msg)
     if m:
-        col.add_memory("max_concurrency", float(m.group(2)), "x", line)
+        col.add_memory("max_concurrency", num(m.group(2)), "x", line)
         col.add_memory("concurrency_len", num(m.group(1)), "tokens", line)
         col.advance_phase(Phase.KV_CACHE, line)
         return
     m = _SUGGESTION.search(msg)
     if m:
-        col.add_memory("free_at_start", float(m.group(1)), "GiB", line)
-        col.add_memory("total_gpu", float(m.group(2)), "GiB", line)
-        col.add_memory("gpu_memory_utilization", float(m.group(3)), "ratio", line)
-        col.add_memory("requested", float(m.group(4)), "GiB", line)
+        col.add_memory("free_at_start", num(m.group(1)), "GiB", line)
+        col.add_memory("total_gpu", num(m.group(2)), "GiB", line)
+        col.add_memory("gpu_memory_utilization", num(m.group(3)), "ratio", line)
+        col.add_memory("requested", num(m.group(4)), "GiB", line)
         return
     m = _CACHE_INFO_BLOCKS.search(msg)
     if m:
-        col.add_memory("num_gpu_blocks", int(m.group(1)), "blocks", line)
+        col.add_memory("num_gpu_blocks", integer(m.group(1)), "blocks", line)
+        return
+    if "Graph capturing finished" in msg:
+        # V0 and early V1 print no GiB figure ("Graph capturing finished in 7 secs."): capture is over all the same.
+        col.advance_phase(Phase.WARMUP, line)
         return
     if _CAPTURING_RX.search(msg):
         col.advance_phase(Phase.GRAPH_CAPTURE, line)

@@ -11,15 +11,18 @@ from __future__ import annotations
 import re
 
 _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("sampler", re.compile(r"\bsampler\b|dummy requests", re.IGNORECASE)),
-    ("capture", re.compile(r"captur|cuda ?graph|cudagraph", re.IGNORECASE)),
-    ("warmup", re.compile(r"warm[- ]?up|warming", re.IGNORECASE)),
-    ("profile", re.compile(r"profil|dummy (?:run|input)|determine_num_available_blocks", re.IGNORECASE)),
-    ("loading", re.compile(r"\bload(?:ing)?\b(?! test)|weights? (?:do not|don't) fit|loading weights", re.IGNORECASE)),
+    ("sampler", re.compile(r"\bsampler\b|dummy requests|采样器", re.IGNORECASE)),
+    ("capture", re.compile(r"captur|cuda ?graph|cudagraph|图捕获|捕获", re.IGNORECASE)),
+    ("warmup", re.compile(r"warm[- ]?up|warming|预热", re.IGNORECASE)),
+    ("profile", re.compile(r"profil|dummy (?:run|input)|determine_num_available_blocks|显存分析|性能分析", re.IGNORECASE)),
+    ("loading", re.compile(
+        r"\bload(?:ing)?\b(?! test)|weights? (?:do not|don't) fit|loading weights|加载|载入|权重", re.IGNORECASE)),
     ("serving", re.compile(
-        r"\brequests?\b|\binference\b|\bserving\b|under load|load test|\bgenerat|long prompts?|concurren|\bbatch(?:es)? of\b",
+        r"\brequests?\b|\binference\b|\bserving\b|under load|load test|\bgenerat|long prompts?|concurren|\bbatch(?:es)? of\b|"
+        r"推理|请求|并发|生成|压测|运行一段时间",
         re.IGNORECASE)),
-    ("multimodal", re.compile(r"\bimages?\b|vision|multimodal|multi-modal|\bvideo\b|encoder", re.IGNORECASE)),
+    ("multimodal", re.compile(r"\bimages?\b|vision|multimodal|multi-modal|\bvideo\b|encoder|图片|图像|多模态|视频",
+                              re.IGNORECASE)),
 )
 
 

@@ -1,0 +1,163 @@
+"""Failures of the environment rather than of memory or flags: missing modules, chat templates,
+NCCL and Ray placement.
+
+Recognised (exception lines or ``ERROR`` records only: vLLM logs the same words as
+``WARNING`` when it falls back by itself, e.g. "Failed to import from vllm._C" on a CPU host):
+- ``ImportError: Please install vllm[audio] for audio support``; ``ModuleNotFoundError: No module
+  named 'flash_attn'``; ``ImportError: X is not installed. Please install it ...``;
+  ``ImportError: libcudart.so.12: cannot open shared object file``; ``cannot import name``;
+- chat templates: transformers' "default chat template is no longer allowed" / "Cannot use chat
+  template functions because tokenizer.chat_template is not set", jinja2's ``TemplateError`` /
+  ``TemplateSyntaxError`` / ``UndefinedError``, vLLM's "Error in applying chat template";
+- NCCL: ``NCCL error``, ``DistBackendError``, ``nccl*Error`` codes, and the ``NCCL WARN`` lines that
+  name the host cause (``/dev/shm`` segment creation or ``posix_fallocate`` failures, peer access
+  not supported, socket / bootstrap interface problems), the watchdog timeout;
+- Ray: "Cannot provide a placement group of placement_group_specs=[...] within N seconds", "The
+  number of required GPUs exceeds the total number of available GPUs in the placement group",
+  "Current node has no GPU available", with the requested and available GPU counts.
+"""
+
+from __future__ import annotations
+
+import re
+
+from oomguard.diagnose.events import LogLine, Signal
+from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.numbers import integer, num
+
+_IMPORT = re.compile(r"^(?:[\w.]+\.)?(ImportError|ModuleNotFoundError|OSError)(?::\s*(.*))?$")
+_EXTRA = re.compile(r"(?:pip install |Please install )[`'\"]?(vllm\[[\w,-]{1,40}\])")
+_NO_MODULE = re.compile(r"No module named '([\w.]{1,100})'")
+_PIP = re.compile(r"pip install\s+[`'\"]?([\w.\[\],<>=-]{1,80})")
+_NOT_INSTALLED = re.compile(r"\b([\w.-]{1,60}) (?:is|are) not installed")
+_SHARED_OBJECT = re.compile(r"([\w.+-]{1,80}\.so[\w.]*): cannot open shared object file")
+_CANNOT_IMPORT = re.compile(r"cannot import name '(\w{1,100})' from '([\w.]{1,100})'")
+
+_TEMPLATE = ("default chat template is no longer allowed", "chat_template is not set",
+             "Error in applying chat template", "TemplateError", "TemplateSyntaxError", "UndefinedError",
+             "Conversation roles must alternate", "chat template", "chat_template")
+_TEMPLATE_RX = re.compile("|".join(map(re.escape, _TEMPLATE)))
+
+_NCCL_ERROR = re.compile(r"NCCL error|DistBackendError|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|Remote|"
+                         r"InvalidArgument)Error\b|NCCL Error \d|ProcessGroupNCCL|WorkNCCL", re.IGNORECASE)
+_NCCL_SHM = re.compile(r"/dev/shm|posix_fallocate|shared memory segment|No space left on device", re.IGNORECASE)
+_NCCL_P2P = re.compile(r"peer access|P2P|NVLink|peer mapping", re.IGNORECASE)
+_NCCL_NET = re.compile(r"NET/Socket|Bootstrap|no socket interface|socket|NCCL_SOCKET_IFNAME|IB\b|InfiniBand|"
+                       r"Connection (?:refused|reset|closed)", re.IGNORECASE)
+_SHM_SIZE = re.compile(r"\(size (\d{1,20})\)")
+_NCCL_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective operation timeout", re.IGNORECASE)
+
+_PLACEMENT = re.compile(r"Cannot provide a placement group of placement_group_specs=(\[.{0,4000}?\])"
+                        r"(?:\s*within (\d{1,9}) seconds)?")
+_PLACEMENT_OTHER = ("required GPUs exceeds the total number of available GPUs in the placement group",
+                    "Current node has no GPU available", "No available node types can fulfill resource request")
+_GPU_SPEC = re.compile(r"['\"]GPU['\"]:\s*([\d.]{1,12})")
+_AVAILABLE = re.compile(r"(?:available GPUs|GPUs available)\s*\(?(\d{1,6})\)?|current_node_resource=\{[^}]*?['\"]GPU['\"]:\s*"
+                        r"([\d.]{1,12})|['\"]GPU['\"]:\s*([\d.]{1,12})\}?\s*(?:available|in the cluster)", re.IGNORECASE)
+
+
+# `ray status`: " 0.0/4.0 GPU" (used/total in the cluster); recorded as the available count for placement.
+_RAY_STATUS_GPU = re.compile(r"^\s*([\d.]{1,12})/([\d.]{1,12}) GPU\b")
+
+
+def _is_error_record(line: LogLine, msg: str) -> bool:
+    return line.level in ("ERROR", "CRITICAL") or bool(re.match(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b", msg))
+
+
+def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
+    if "GPU" in msg and "/" in msg:
+        m = _RAY_STATUS_GPU.match(msg)
+        if m:
+            col.ray_gpus = int(num(m.group(2), lo=0, hi=1e6))
+            return True
+    if line.level in ("INFO", "DEBUG", "WARNING") and "NCCL WARN" not in msg and "placement group" not in msg:
+        return False
+    if "NCCL" in msg or "nccl" in msg or "WorkNCCL" in msg or "DistBackendError" in msg:
+        if _nccl(line, col, msg, joined):
+            return True
+    if "placement" in msg or "GPU available" in msg or "fulfill resource request" in msg:
+        if _ray(line, col, msg, joined):
+            return True
+    m = _IMPORT.match(msg)
+    if m and (m.group(1) != "OSError" or "shared object" in msg):
+        detail = m.group(2) or ""
+        numbers: dict[str, object] = {"exception": m.group(1), "detail": detail[:300]}
+        for rx, key in ((_EXTRA, "extra"), (_NO_MODULE, "module"), (_SHARED_OBJECT, "library"),
+                        (_NOT_INSTALLED, "package"), (_PIP, "pip")):
+            mm = rx.search(joined if key in ("extra", "pip") else detail)
+            if mm:
+                numbers[key] = mm.group(1)
+        mm = _CANNOT_IMPORT.search(detail)
+        if mm:
+            numbers.update(name=mm.group(1), module=mm.group(2), mismatch=True)
+        col.signal(Signal.MISSING_DEPENDENCY, line, numbers=numbers)
+        return True
+    if "Transformers does not recognize this architecture" in msg or "requires a newer version of transformers" in msg \
+            or ("KeyError" in msg and "model_type" in joined and "transformers" in joined.lower()):
+        if _is_error_record(line, msg) or line.prose:
+            col.signal(Signal.MISSING_DEPENDENCY, line, numbers={"package": "transformers", "upgrade": True,
+                                                                 "detail": msg[:300]})
+            return True
+    if _is_error_record(line, msg) and _TEMPLATE_RX.search(joined):
+        if "chat" in joined.lower() or "jinja" in msg or "Template" in msg or "Conversation roles" in joined:
+            col.signal(Signal.CHAT_TEMPLATE, line, numbers={"detail": msg[:300]})
+            return True
+    return False
+
+
+def _nccl(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
+    warn = "NCCL WARN" in msg
+    if warn:
+        cause = _nccl_cause(msg)
+        if cause is None:
+            return False  # other NCCL warnings are routine (NCCL_DEBUG=WARN prints some on healthy runs)
+        numbers: dict[str, object] = {"cause": cause, "detail": msg[:300]}
+        s = _SHM_SIZE.search(msg)
+        if s and cause == "shm":
+            numbers["shm_bytes"] = integer(s.group(1))
+        col.signal(Signal.NCCL_ERROR, line, numbers=numbers)
+        return True
+    if not (_NCCL_ERROR.search(msg) or _NCCL_TIMEOUT.search(msg)):
+        return False
+    if not _is_error_record(line, msg) and not line.prose and "NCCL error" not in msg and "WorkNCCL" not in msg:
+        return False
+    cause = "timeout" if _NCCL_TIMEOUT.search(msg) else _nccl_cause(joined)
+    col.signal(Signal.NCCL_ERROR, line, numbers={"cause": cause, "detail": msg[:300]} if cause else {"detail": msg[:300]})
+    return True
+
+
+def _nccl_cause(text: str) -> str | None:
+    if _NCCL_SHM.search(text):
+        return "shm"
+    if _NCCL_P2P.search(text):
+        return "p2p"
+    if _NCCL_NET.search(text):
+        return "network"
+    if "out of memory" in text:
+        return None  # a GPU OOM inside NCCL: the OOM parser owns it
+    return None
+
+
+def _ray(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
+    m = _PLACEMENT.search(joined)
+    other = any(k in msg for k in _PLACEMENT_OTHER)
+    if not m and not other:
+        return False
+    if line.level == "WARNING" and not other:
+        return False
+    numbers: dict[str, object] = {}
+    if m:
+        requested = sum(num(g, lo=0, hi=1e6) for g in _GPU_SPEC.findall(m.group(1)))
+        numbers["requested_gpus"] = int(round(requested))
+        numbers["bundles"] = m.group(1).count("{")
+        if m.group(2):
+            numbers["timeout_s"] = integer(m.group(2))
+    a = _AVAILABLE.search(joined)
+    if col.ray_gpus is not None and not a:
+        numbers["available_gpus"] = col.ray_gpus
+    elif a:
+        numbers["available_gpus"] = int(num(next(g for g in a.groups() if g), lo=0, hi=1e6))
+    elif "no GPU available" in msg:
+        numbers["available_gpus"] = 0
+    col.signal(Signal.RAY_PLACEMENT, line, numbers=numbers)
+    return True
