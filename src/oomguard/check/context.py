@@ -60,6 +60,7 @@ class CheckContext:
     smi: Any = None
     notes: list[str] = field(default_factory=list)
     model_note: str = ""
+    model_unsupported: bool = False  # the config was read but its architecture is not modelled
     gpu_note: str = ""
     plan_error: str | None = None
     _plan: Any = None
@@ -353,12 +354,18 @@ def build_check_context(read: LaunchRead, options: CheckOptions) -> CheckContext
     else:
         from oomguard.inputs.model_config import load_model
 
+        from oomguard.errors import UnsupportedModelError
+
         try:
             ctx.model = load_model(spec)
+        except UnsupportedModelError as exc:
+            # read, but not modelled: every rule that needs no memory plan still runs
+            ctx.model_unsupported = True
+            ctx.model_note = f"the memory rules need the architecture, which oomguard does not model ({exc})"
         except OomguardError as exc:
             if options.model:
                 raise  # the user named it explicitly: bad input
-            ctx.model_note = f"model config not found ({exc}); pass --model PATH/config.json to run the memory rules"
+            ctx.model_note = f"model config not found ({exc})"
 
     # --- GPU
     from oomguard.inputs.hardware import lookup_gpu

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 class Family(str, enum.Enum):
     """Rule families; the value is the id's hundreds digit."""
 
+    COVERAGE = "0"
     BATCHING = "1"
     KV_CACHE = "2"
     GPU_MEMORY = "3"
@@ -44,6 +45,7 @@ class Family(str, enum.Enum):
 
 
 _FAMILY_TITLES = {
+    Family.COVERAGE: "What the check could not look at",
     Family.BATCHING: "Prefill token budget and activation peak",
     Family.KV_CACHE: "KV cache capacity",
     Family.GPU_MEMORY: "GPU memory budget (utilization, sharing, CUDA graphs, weights)",

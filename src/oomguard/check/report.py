@@ -30,6 +30,7 @@ from oomguard.check.lenient import (
 from oomguard.check.registry import RunResult, run_rules
 
 SCHEMA_VERSION = 1
+COVERAGE_RULE = "OG001"  # rules-not-run: makes the exit non-zero even without --strict
 
 
 class ExitCode(enum.IntEnum):
@@ -58,10 +59,15 @@ class CheckReport:
     def warnings(self) -> list[Finding]:
         return [f for f in self.findings if f.severity is Severity.WARNING]
 
+    @property
+    def incomplete(self) -> bool:
+        """Memory rules could not run (OG001): the result is not a clean bill of health."""
+        return any(f.rule == COVERAGE_RULE for f in self.findings)
+
     def exit_code(self, strict: bool = False) -> ExitCode:
         if self.errors:
             return ExitCode.ERRORS
-        if strict and self.warnings:
+        if (strict and self.warnings) or self.incomplete:
             return ExitCode.WARNINGS
         return ExitCode.CLEAN
 
@@ -93,6 +99,7 @@ class CheckReport:
             "diff": self.fix.diff(self.fixed_path()) if fixed is not None else None,
             "fixed_check": None,
             "skipped_rules": dict(self.result.skipped),
+            "complete": not self.incomplete,
             "ignored": [f.rule for f in self.result.ignored],
             "notes": list(self.notes),
         }
