@@ -200,6 +200,15 @@ def _apply_fix(args: argparse.Namespace, launch):
     except ValueError:
         msg = err.getvalue().strip().splitlines()
         raise InputError("--fix: oomguard check failed: " + (msg[-1] if msg else "no JSON output")) from None
+    if report.get("complete") is False:
+        # exporting "as given" here would freeze a launch nobody checked into a unit file
+        cov = next((f for f in report.get("findings", []) if f.get("rule") == "OG001"), {})
+        nums = cov.get("numbers") or {}
+        what = " and ".join(nums.get("pass") or []) or "what the check needs"
+        raise InputError(
+            f"--fix: check could not run its memory rules ({'; '.join(nums.get('reasons') or [])}); "
+            f"pass {what}, or export without --fix"
+        )
     fixed = report.get("fixed_command")
     errors = [f for f in report.get("findings", []) if f.get("severity") == "error"]
     if not fixed:

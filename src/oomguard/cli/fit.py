@@ -79,7 +79,17 @@ def build_request(args: argparse.Namespace):
         # a launch to edit: the shared reader (scripts, --config YAML, a command after --, --engine-python)
         from oomguard.cli.common import build_context
 
-        ctx = build_context(args, [])
+        from oomguard.errors import OomguardError, UnsupportedModelError
+
+        try:
+            ctx = build_context(args, [])
+        except UnsupportedModelError as exc:
+            raise InputError(f"fit needs the memory plan, and oomguard does not model this architecture: {exc}") from None
+        except OomguardError as exc:
+            if args.og_model or "model" not in str(exc):
+                raise
+            # the launch's model is not on this machine: say what to pass rather than stop at the path
+            raise InputError(f"{exc}; pass --model PATH/config.json (or an HF id in the local cache or the bundled catalog)") from None
         launch, model, gpu, version = ctx.launch, ctx.model, ctx.gpu, ctx.version
         spec = args.og_model or launch.model
     else:
