@@ -19,6 +19,7 @@ from pathlib import Path
 
 from oomguard.check.context import CheckContext, CheckOptions, build_check_context
 from oomguard.check.finding import Finding, Severity
+from oomguard.check.goal import findings_for_fix, goal_fixes, options_to_dict
 from oomguard.check.fixer import FixResult, fix_launch
 from oomguard.check.lenient import (
     LaunchRead,
@@ -46,6 +47,7 @@ class CheckReport:
     result: RunResult
     fix: FixResult | None
     notes: list[str] = field(default_factory=list)
+    goal_fixes: list = field(default_factory=list)  # oomguard.fit.goalfix.Option, ranked; #1 is what --fix applies
 
     @property
     def findings(self) -> list[Finding]:
@@ -102,6 +104,8 @@ class CheckReport:
             "complete": not self.incomplete,
             "ignored": [f.rule for f in self.result.ignored],
             "notes": list(self.notes),
+            "goal_fixes": options_to_dict(self.ctx, self.goal_fixes),
+            "goal_kept": (self.goal_fixes[0].keeps_goal if self.goal_fixes else None),
         }
         if fixed is not None:
             d["fixed_check"] = {
@@ -163,7 +167,9 @@ def check_read(read: LaunchRead, options: CheckOptions, *, ignore: Iterable[str]
             c2 = build_check_context(r2, options)
             return c2, run_rules(c2, ignore)
 
-        fx = fix_launch(ctx, result.findings, rebuild=rebuild)
+        goal = goal_fixes(ctx, result.findings)
+        fx = fix_launch(ctx, findings_for_fix(ctx, result.findings, goal), rebuild=rebuild)
+        return CheckReport(ctx, result, fx, notes, goal)
     return CheckReport(ctx, result, fx, notes)
 
 

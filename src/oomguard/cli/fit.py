@@ -42,7 +42,10 @@ def register(sub, name: str, help_text: str) -> None:
         help="what to maximise once the constraints hold (default: throughput; max-context with --max-context)",
     )
     p.add_argument("--host-ram-gib", type=float, metavar="X", help="host RAM available to the server (sizes the CPU KV tier)")
-    p.add_argument("--margin-gib", type=float, default=1.0, metavar="X", help="GPU memory to keep free at the prefill peak (default 1)")
+    p.add_argument("--margin-gib", type=float, default=None, metavar="X",
+                   help="GPU memory to keep free at the prefill peak (default: 2%% of the card, at least 0.5 GiB, as check uses)")
+    p.add_argument("--margin-share", type=float, default=None, metavar="F",
+                   help="the headroom floor as a share of the card when --margin-gib is not given (default 0.02)")
     p.add_argument("--peak-limit-gib", type=float, metavar="X", help="cap the per-GPU peak, e.g. what nvidia-smi may show")
     p.add_argument("--top", type=int, default=5, metavar="K", help="candidates to show (default 5)")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -113,8 +116,15 @@ def build_request(args: argparse.Namespace):
     for opt, val in (("--host-ram-gib", args.host_ram_gib), ("--peak-limit-gib", args.peak_limit_gib), ("--other-gpu-use-gib", args.other_gpu_use_gib)):
         if val is not None and val < 0:
             raise InputError(f"{opt} must not be negative, got {val}")
-    if args.margin_gib < 0:
+    if args.margin_gib is not None and args.margin_gib < 0:
         raise InputError(f"--margin-gib must not be negative, got {args.margin_gib}")
+    if args.margin_share is not None and not 0 <= args.margin_share < 0.5:
+        raise InputError(f"--margin-share must be in [0, 0.5), got {args.margin_share}")
+    from oomguard.fit.goalfix import headroom_floor
+    from oomguard.fit.space import HEADROOM_FLOOR_SHARE
+
+    # one floor for check and fit: a share of the card, never below 0.5 GiB, unless stated
+    margin = int(args.margin_gib * GiB) if args.margin_gib is not None else headroom_floor(gpu.total_bytes, args.margin_share if args.margin_share is not None else HEADROOM_FLOOR_SHARE)
     objective = Objective(args.objective) if args.objective else (Objective.MAX_CONTEXT if args.max_context else Objective.THROUGHPUT)
     goal = Goal(
         context=_length(args.context, "--context"),
@@ -123,7 +133,7 @@ def build_request(args: argparse.Namespace):
         avg_input_len=_length(args.avg_input_len, "--avg-input-len"),
         objective=objective,
         explicit_objective=bool(args.objective),
-        margin_bytes=int(args.margin_gib * GiB),
+        margin_bytes=margin,
         peak_limit_bytes=int(args.peak_limit_gib * GiB) if args.peak_limit_gib else None,
         host_ram_bytes=int(args.host_ram_gib * GiB) if args.host_ram_gib else None,
     )

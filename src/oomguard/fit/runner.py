@@ -218,6 +218,28 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
                             trials.append(Trial(bi, T, S, util, mode, kvmem, L, o, kvmem is not None or spare >= d_act, margin, spare))
         return trials, bases, steps
 
+    def goal_fixes(self, fixed: int | None, source: str) -> list:
+        """check's ranked goal-keeping edits for a --from launch that will not start (same ranking, same first choice)."""
+        lp = self.launch_plan
+        if lp is None or lp.starts or source != "the launch's max-model-len" or self.goal.max_context:
+            return []
+        from oomguard.fit.goalfix import Goal, goal_options
+
+        g = self.goal
+        opts = goal_options(
+            self._plan,
+            dict(self.lf),
+            dict(self.launch_env),
+            lp,
+            model=self.model,
+            goal=Goal(fixed or lp.settings.max_model_len, g.concurrency, g.avg_input_len, user_length="max_model_len" in self.lf),
+            other_gpu_use_bytes=self.req.other_gpu_use_bytes,
+            floor_bytes=g.margin_bytes,
+        )
+        # fit's own constraints (a peak cap) narrow the list; they never reorder it
+        total = self.gpu.total_bytes
+        return [o for o in opts if g.peak_limit_bytes is None or total - o.headroom_bytes - self.req.other_gpu_use_bytes <= g.peak_limit_bytes]
+
     # ------------------------------------------------------------------ driver
     def run(self) -> FitResult:
         t0 = time.perf_counter()
@@ -257,11 +279,27 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
                 ranked = self.rank(relaxed_trials, bases, from_launch=from_launch, relaxed_len=True)
                 closest = [c for c in (self.candidate(t, p, ch, bases, steps, offload) for t, p, ch in ranked[:3]) if c]
         candidates: list[Candidate] = []
-        if result_trials:
-            ranked = self.rank(result_trials, bases, from_launch=from_launch, relaxed_len=relaxed)
-            for t, perf, changes in ranked:
+        goal_opts = self.goal_fixes(fixed, source)
+        ranked = self.rank(result_trials, bases, from_launch=from_launch, relaxed_len=relaxed) if result_trials else []
+        if goal_opts:
+            # the same ranked, plan-verified edit check --fix applies comes first: fit's own view of
+            # it when the search found that launch too, else the option as planned
+            g = self.goal_candidate(goal_opts[0])
+            hit = next((i for i, (t, _, _) in enumerate(ranked) if _same_flags(self._flags_for(t, bases[t.base_index][0]), g.flags)), None)
+            if hit is not None:
+                t, perf, changes = ranked.pop(hit)
                 c = self.candidate(t, perf, changes, bases, steps, offload)
                 if c is not None:
+                    c.tradeoffs = g.tradeoffs + c.tradeoffs
+                    c.summary["goal_fix"] = g.summary["goal_fix"]
+                    g = c
+            candidates.append(g)
+            if not goal_opts[0].keeps_goal:
+                self.notes.append(f"nothing keeps max-model-len {fixed:,}: the first edit lowers it (and says so)")
+        if ranked:
+            for t, perf, changes in ranked:
+                c = self.candidate(t, perf, changes, bases, steps, offload)
+                if c is not None and not any(_same_edit(c, x) for x in candidates):
                     candidates.append(c)
                 if len(candidates) >= self.req.top:
                     break
@@ -292,6 +330,16 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
             elapsed_s=time.perf_counter() - t0,
             from_launch=from_launch,
         )
+
+
+def _same_flags(a: dict, b: dict) -> bool:
+    keys = set(cmd.SEARCHED) | {"enable_chunked_prefill"}
+    norm = {"kv_cache_dtype": "auto", "enforce_eager": False, "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+    return all(a.get(k, norm.get(k)) == b.get(k, norm.get(k)) for k in keys)
+
+
+def _same_edit(a: Candidate, b: Candidate) -> bool:
+    return _same_flags(a.flags, b.flags)
 
 
 def fit(req: FitRequest) -> FitResult:
