@@ -381,6 +381,40 @@ def _distinct(options: list[Option], top: int) -> list[Option]:
     return shown
 
 
+# S2's table: "ordinary online serving" takes 1024; "memory tight" starts at 256.
+S2_BUDGETS = (1024, 512, 256)
+UNCHUNKED_MIN = 4096  # a whole-prompt step this large is where S2's operators saw the staircase
+
+
+def unchunked_whole_prompt(plan, flags: dict) -> bool:
+    """Chunked prefill is off and vLLM derived the budget: every long prompt is one prefill step (S2)."""
+    s = plan.settings
+    T = s.max_num_batched_tokens
+    return not s.enable_chunked_prefill and "max_num_batched_tokens" not in flags and T >= UNCHUNKED_MIN and T >= s.max_model_len
+
+
+def s2_edits(plan, tokens: int) -> dict:
+    """S2's fix: chunked prefill with this budget, max-num-seqs no larger than it."""
+    e = {"enable_chunked_prefill": True, "max_num_batched_tokens": tokens}
+    if plan.settings.max_num_seqs > tokens:
+        e["max_num_seqs"] = tokens
+    return e
+
+
+def s2_option(planner, flags: dict, env: dict, plan, *, goal: Goal | None = None, other_gpu_use_bytes: int = 0,
+              floor_share: float = HEADROOM_FLOOR_SHARE, floor_bytes: int = HEADROOM_FLOOR_BYTES) -> Option | None:
+    """The first budget of S2's table whose re-planned launch starts, for an unchunked launch that starts."""
+    if plan is None or not plan.starts or not unchunked_whole_prompt(plan, flags):
+        return None
+    goal = goal or Goal(plan.settings.max_model_len)
+    floor = headroom_floor(plan.gpu.total_bytes, floor_share, floor_bytes)
+    for t in S2_BUDGETS:
+        o = _option(planner, plan, flags, env, s2_edits(plan, t), goal, other_gpu_use_bytes, floor)
+        if o is not None:
+            return o
+    return None
+
+
 def describe_edits(edits, option_for: Callable[[str], str] = lambda d: "--" + d.replace("_", "-")) -> str:
     """``--flag value`` words of an option's edits (for messages)."""
     parts = []

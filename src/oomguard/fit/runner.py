@@ -221,11 +221,15 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
     def goal_fixes(self, fixed: int | None, source: str) -> list:
         """check's ranked goal-keeping edits for a --from launch that will not start (same ranking, same first choice)."""
         lp = self.launch_plan
-        if lp is None or lp.starts or source != "the launch's max-model-len" or self.goal.max_context:
+        if lp is None or source != "the launch's max-model-len" or self.goal.max_context:
             return []
-        from oomguard.fit.goalfix import Goal, goal_options
+        from oomguard.fit.goalfix import Goal, goal_options, s2_option
 
         g = self.goal
+        if lp.starts:
+            # S2: a launch that starts with whole-prompt prefill steps still gets check's OG103 edit first
+            o = s2_option(self._plan, dict(self.lf), dict(self.launch_env), lp, other_gpu_use_bytes=self.req.other_gpu_use_bytes, floor_bytes=g.margin_bytes)
+            return [o] if o is not None else []
         opts = goal_options(
             self._plan,
             dict(self.lf),

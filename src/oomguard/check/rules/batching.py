@@ -111,9 +111,7 @@ def unchunked_budget_below_len(ctx):
     )
 
 
-# S2's table: "ordinary online serving" takes 1024; "memory tight" starts at 256.
-S2_BUDGETS = (1024, 512, 256)
-_UNCHUNKED_MIN = 4096  # a whole-prompt step this large is where S2's operators saw the staircase
+from oomguard.fit.goalfix import S2_BUDGETS, s2_edits, unchunked_whole_prompt  # noqa: E402  (one S2 rule for check and fit)
 
 
 def _act_range(plan) -> tuple[int, int, int]:
@@ -128,11 +126,8 @@ def s2_chunk(ctx, base=()):
     re-planned launch starts (max-num-seqs lowered to the budget when it is larger).
     Returns (tokens, plan, edits) or (None, None, [])."""
     base = [e for e in base if e.dest not in ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill")]
-    seqs = ctx.plan.settings.max_num_seqs
     for t in S2_BUDGETS:
-        edits = base + [ctx.edit("enable_chunked_prefill", True), ctx.edit("max_num_batched_tokens", t)]
-        if seqs > t:
-            edits.append(ctx.edit("max_num_seqs", t))
+        edits = base + [ctx.edit(d, v) for d, v in s2_edits(ctx.plan, t).items()]
         p = ctx.replan(edits)
         if p.starts or p.failure not in (FailureClass.PROFILE_OOM, FailureClass.NO_KV_MEMORY, FailureClass.STARTUP_FREE_MEMORY):
             return t, p, edits
@@ -165,11 +160,9 @@ def unchunked_profile(ctx):
     r = unchunked_profile.rule
     plan = ctx.plan
     s = plan.settings
-    if s.enable_chunked_prefill or ctx.is_set("max_num_batched_tokens"):
+    if not unchunked_whole_prompt(plan, ctx.flags):
         return
     L, T = s.max_model_len, s.max_num_batched_tokens
-    if T < _UNCHUNKED_MIN or T < L:
-        return
     t, after, edits = s2_chunk(ctx)
     if t is None:
         return
