@@ -155,10 +155,12 @@ def _read_target(args: argparse.Namespace):
     from oomguard.inputs.launch import parse_command, read_launch
 
     tail = getattr(args, "launch_tail", None) or []
+    # with --fix, check reads the launch and respells what this release no longer accepts
+    lenient = bool(getattr(args, "fix", False))
     if args.launch_file:
-        return read_launch(args.launch_file, version=args.vllm_version)
+        return read_launch(args.launch_file, version=args.vllm_version, lenient=lenient)
     if tail:
-        return parse_command(tail, version=args.vllm_version)
+        return parse_command(tail, version=args.vllm_version, lenient=lenient)
     raise InputError("export launch: give a launch file (start_api.sh, --config YAML) or a command after --")
 
 
