@@ -17,7 +17,7 @@ from typing import Any
 
 from oomguard.check.finding import Edit, Finding
 from oomguard.check.lenient import LaunchRead
-from oomguard.check.registry import Needs
+from oomguard.check.needs import Needs
 from oomguard.errors import InputError, OomguardError
 from oomguard.units import GiB
 
