@@ -6,7 +6,18 @@ first; rule, severity, title, message, flags, location, fix), ``fixed_command``
 (the corrected launch as one string, or null when nothing changes) and
 ``plan`` (the ``oomguard plan`` JSON of the launch as given, when it could be
 planned). Extra keys (``vllm_version``, ``fixed_form``, ``diff``,
-``fixed_check``, ``skipped_rules``, ``ignored``, ``notes``) are additions.
+``fixed_check``, ``skipped_rules``, ``ignored``, ``notes``) are additions, and:
+
+- ``complete``: false when memory rules could not run (the OG001 finding says
+  which and what to pass; the exit code is then non-zero);
+- ``goal_fixes``: for a launch predicted not to start, the ranked, plan-verified
+  edits of ``oomguard.fit.goalfix`` (``rank``, ``flags``, ``edits``,
+  ``keeps_goal``, ``kv_cache_tokens``, ``max_concurrency``, ``headroom_gib``,
+  ``headroom_floor_gib``, ``kv_spare_gib``, ``robust``, ``cost``, ``tradeoffs``,
+  ``applied_by_fix``); #1 is what ``--fix`` applies and what ``fit --from``
+  proposes first;
+- ``goal_kept``: whether #1 keeps the launch's max-model-len and concurrency
+  (null when there is nothing to cure).
 """
 
 from __future__ import annotations
