@@ -276,6 +276,35 @@ def image_version(program: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+def model_by_name(launch, spec: str):
+    """The model a launch means when its path is not on this machine: the path's last two
+    components as an HF id (``/models/Qwen/Qwen3-8B``), its last component as a catalog name, or
+    ``--served-model-name``, each looked up locally only (HF cache, catalog). (model, how) or (None, "")."""
+    from oomguard.inputs.model_config import load_model
+    from oomguard.errors import UnsupportedModelError
+
+    parts = [p for p in str(spec).replace("\\", "/").split("/") if p and not p.startswith("$")]
+    tries = []
+    if len(parts) >= 2:
+        tries.append(("/".join(parts[-2:]), "the path's last two components"))
+    if parts:
+        tries.append((parts[-1], "the path's last component"))
+    served = (launch.flags or {}).get("served_model_name")
+    if isinstance(served, list):
+        served = served[0] if served else None
+    if served:
+        tries.append((str(served), "--served-model-name"))
+    for name, how in tries:
+        try:
+            m = load_model(name, allow_hub=False)
+            return m, f"{how} ({name})"
+        except UnsupportedModelError:
+            return None, ""
+        except OomguardError:
+            continue
+    return None, ""
+
+
 def _read_host_ram(path: str) -> tuple[int | None, str]:
     try:
         text = Path(path).read_text()
@@ -365,7 +394,11 @@ def build_check_context(read: LaunchRead, options: CheckOptions) -> CheckContext
         except OomguardError as exc:
             if options.model:
                 raise  # the user named it explicitly: bad input
-            ctx.model_note = f"model config not found ({exc})"
+            ctx.model, how = model_by_name(read.launch, spec)
+            if ctx.model is None:
+                ctx.model_note = f"model config not found ({exc})"
+            else:
+                ctx.notes.append(f"{spec} is not on this machine: using the config of {ctx.model.source}, matched by {how}; pass --model PATH to use another")
 
     # --- GPU
     from oomguard.inputs.hardware import lookup_gpu

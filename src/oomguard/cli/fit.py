@@ -91,8 +91,17 @@ def build_request(args: argparse.Namespace):
         except OomguardError as exc:
             if args.og_model or "model" not in str(exc):
                 raise
-            # the launch's model is not on this machine: say what to pass rather than stop at the path
-            raise InputError(f"{exc}; pass --model PATH/config.json (or an HF id in the local cache or the bundled catalog)") from None
+            # the launch's model is not on this machine: match it by name the way check does, else say what to pass
+            from oomguard.check.context import model_by_name
+            from oomguard.cli.common import read_target
+
+            launch0 = read_target(args, [])
+            found, how = model_by_name(launch0, launch0.model or "")
+            if found is None:
+                raise InputError(f"{exc}; pass --model PATH/config.json (or an HF id in the local cache or the bundled catalog)") from None
+            print(f"note: {launch0.model} is not on this machine: using the config of {found.source}, matched by {how}; pass --model PATH to use another", file=sys.stderr)
+            args.og_model = found.config_path or found.name
+            ctx = build_context(args, [])
         launch, model, gpu, version = ctx.launch, ctx.model, ctx.gpu, ctx.version
         spec = args.og_model or launch.model
     else:

@@ -63,3 +63,25 @@ def test_unmodelled_architecture_given_explicitly_is_not_bad_input():
     rep = check("vllm serve /srv/dsv4 -tp 8", gpu="H200", num_gpus=8, model=str(cfg))
     assert rep.ctx.model_unsupported and rep.exit_code() == 1
     assert rules_of(rep) == {"OG001"}
+
+
+def test_a_path_not_on_this_machine_is_matched_by_name_and_says_so():
+    rep = check("vllm serve /models/Qwen/Qwen3-8B --max-model-len 32768", gpu="A100-80GB")
+    assert rep.ctx.model is not None and rep.ctx.model.name == "Qwen/Qwen3-8B"
+    assert "OG001" not in rules_of(rep) and rep.ctx.plan.starts
+    assert any("matched by the path's last two components" in n for n in rep.notes)
+    rep = check("vllm serve /srv/weights/latest --served-model-name Qwen/Qwen3-8B", gpu="A100-80GB")
+    assert rep.ctx.model is not None and any("--served-model-name" in n for n in rep.notes)
+    # no guess without a name that matches: the finding says what to pass
+    rep = check("vllm serve /srv/weights/latest", gpu="A100-80GB")
+    assert rep.ctx.model is None and "OG001" in rules_of(rep)
+
+
+def test_fit_from_matches_the_model_by_name_too(tmp_path):
+    p = tmp_path / "start.sh"
+    p.write_text("vllm serve /models/Qwen/Qwen3-8B --max-model-len 32768\n")
+    proc = run_cli("fit", "--from", str(p), "--gpu", "A100-80GB", "--format", "json", env={"HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert "matched by the path's last two components" in proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["candidates"][0]["command"].startswith("vllm serve /models/Qwen/Qwen3-8B")
