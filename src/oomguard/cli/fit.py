@@ -148,6 +148,11 @@ def build_request(args: argparse.Namespace):
     )
     # the command keeps the model as the launch names it; --model only says where the config is
     name = launch.model if launch is not None and launch.model else spec
+    first = None
+    fit_only = args.peak_limit_gib or args.margin_gib is not None or args.margin_share is not None or args.host_ram_gib
+    if launch is not None and not (args.context or args.max_context or args.objective or fit_only):
+        # constraints check does not know (a peak cap, a margin, host RAM) are fit's to rank on
+        first = check_first_edit(args, launch, spec)
     return FitRequest(
         model=model,
         gpu=gpu,
@@ -159,7 +164,52 @@ def build_request(args: argparse.Namespace):
         other_gpu_use_bytes=int((args.other_gpu_use_gib or 0) * GiB),
         usage=args.usage,
         top=args.top,
+        first_edit=first,
     )
+
+
+# flags whose change in check's corrected launch is a memory edit fit shows first
+_MEMORY_DESTS = (
+    "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "enforce_eager", "max_num_batched_tokens",
+    "max_num_seqs", "gpu_memory_utilization", "max_model_len", "kv_cache_memory_bytes", "enable_chunked_prefill",
+    "hf_overrides", "rope_scaling",
+)
+
+
+def check_first_edit(args: argparse.Namespace, launch, model_spec: str | None):
+    """The memory edits of ``oomguard check --fix`` on this launch ({dest: value}, {env: value}), so
+    that fit --from proposes the same first choice; None when check cannot say (then fit decides)."""
+    from oomguard.check.context import CheckOptions
+    from oomguard.check.report import check_target, reread
+    from oomguard.errors import OomguardError
+
+    opts = CheckOptions(
+        version=args.vllm_version,
+        model=model_spec if model_spec and model_spec != launch.model else args.og_model,
+        gpu=args.gpu,
+        gpu_memory_gib=args.gpu_memory_gib,
+        num_gpus=args.num_gpus,
+        other_gpu_use_gib=args.other_gpu_use_gib or None,
+        usage=args.usage,
+        concurrency=args.concurrency,
+        avg_input_len=_length(args.avg_input_len, "--avg-input-len"),
+    )
+    tail = getattr(args, "launch_tail", None) or []
+    try:
+        rep = check_target(opts, path=args.launch_file, command=tail or None)
+    except OomguardError:
+        return None
+    if rep.incomplete or rep.fixed_text is None:
+        return None
+    from oomguard.check.context import json_value
+
+    fixed = reread(rep.ctx.read, rep.fixed_text, opts.version).launch
+    # JSON-valued flags (--hf-overrides) are read as text from a script; the planner wants the data
+    new = {d: json_value(fixed.flags.get(d)) for d in _MEMORY_DESTS}
+    old = {d: json_value(launch.flags.get(d)) for d in _MEMORY_DESTS}
+    flags = {d: new[d] for d in _MEMORY_DESTS if new[d] != old[d]}
+    env = {k: v for k, v in fixed.env.items() if rep.ctx.env.get(k) != v}
+    return (flags, env) if flags else None
 
 
 def run(args: argparse.Namespace) -> int:

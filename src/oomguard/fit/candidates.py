@@ -164,8 +164,8 @@ class CandidatesMixin:
         flags with the option's edits, the option's own plan and trade-offs."""
         from oomguard.fit.goalfix import summary as option_summary
 
-        flags = {**self.lf, **dict(option.edits)}
-        env = dict(self.launch_env)
+        flags = {k: v for k, v in {**self.lf, **dict(option.edits)}.items() if v is not None}
+        env = {**self.launch_env, **getattr(self, "_first_env", {})}
         plan = option.plan
         sites = getattr(self.launch, "sites", None) or {}
         eff = self._effective()

@@ -273,7 +273,7 @@ def _edit_dict(base, flags: dict, choice: dict) -> dict:
 
 
 def _option(planner, base, flags: dict, env: dict, edits: dict, goal: Goal, other_use: int, floor: int) -> Option | None:
-    p = planner({**flags, **edits}, env)
+    p = planner({k: v for k, v in {**flags, **edits}.items() if v is not None}, env)  # None removes a flag
     if not p.starts:
         return None
     cost, trade = _costs(base, p, edits, goal)

@@ -44,6 +44,9 @@ class FitRequest:
     other_gpu_use_bytes: int = 0
     usage: str = "serve"
     top: int = 5
+    # check --fix's memory edits of the --from launch ({dest: value}, {env: value}): shown first, so both
+    # commands give the same first choice (None: fit's own goal-keeping ranking decides)
+    first_edit: tuple | None = None
 
 
 @dataclass(slots=True)
@@ -224,6 +227,22 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
                             trials.append(Trial(bi, T, S, util, mode, kvmem, L, o, robust, margin, spare))
         return trials, bases, steps
 
+    def check_option(self) -> list:
+        """check --fix's memory edits as a re-planned option ([] when, re-planned here, it does not start)."""
+        from oomguard.fit.goalfix import Goal, _option, headroom_floor
+
+        lp = self.launch_plan
+        flags, env = self.req.first_edit
+        g = self.goal
+        env2 = {**self.launch_env, **env}
+        floor = headroom_floor(self.gpu.total_bytes, floor_bytes=g.margin_bytes)
+        goal = Goal(lp.settings.max_model_len, g.concurrency, g.avg_input_len, user_length="max_model_len" in self.lf)
+        o = _option(self._plan, lp, self.lf, env2, dict(flags), goal, self.req.other_gpu_use_bytes, floor)
+        if o is None:
+            return []
+        self._first_env = env
+        return [o]
+
     def goal_fixes(self, fixed: int | None, source: str) -> list:
         """check's ranked goal-keeping edits for a --from launch that will not start (same ranking, same first choice)."""
         lp = self.launch_plan
@@ -320,7 +339,7 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
                 ranked = self.rank(relaxed_trials, bases, from_launch=from_launch, relaxed_len=True)
                 closest = [c for c in (self.candidate(t, p, ch, bases, steps, offload) for t, p, ch in ranked[:3]) if c]
         candidates: list[Candidate] = []
-        goal_opts = self.goal_fixes(fixed, source)
+        goal_opts = self.check_option() if self.req.first_edit else self.goal_fixes(fixed, source)
         ranked = self.rank(result_trials, bases, from_launch=from_launch, relaxed_len=relaxed) if result_trials else []
         if goal_opts:
             # the same ranked, plan-verified edit check --fix applies comes first: fit's own view of
