@@ -112,3 +112,19 @@ def test_s2_rule_is_for_unchunked_releases_only():
         dict(o.edits)["max_num_batched_tokens"] == 1024
     new = _planner(m, g, num_gpus=8)
     assert not unchunked_whole_prompt(new(flags, {}), flags) and s2_option(new, flags, {}, new(flags, {})) is None
+
+
+def test_fit_from_and_check_fix_agree_on_a_launch_that_starts(tmp_path):
+    import json
+
+    from tests.conftest import run_cli
+
+    p = tmp_path / "start.sh"
+    p.write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 131072 --max-num-batched-tokens 131072\n")
+    env = {"HF_HUB_OFFLINE": "1"}
+    chk = json.loads(run_cli("check", str(p), "--gpu", "H100", "--format", "json", env=env).stdout)
+    assert "--max-num-batched-tokens 8192" in chk["fixed_command"]  # OG101's fix; the launch starts
+    proc = run_cli("fit", "--from", str(p), "--gpu", "H100", "--format", "json", env=env)
+    d = json.loads(proc.stdout)
+    assert d["candidates"][0]["flags"]["max_num_batched_tokens"] == 8192
+    assert d["candidates"][0]["plan"]["max_model_len"] == 131072
