@@ -66,7 +66,7 @@ def rules_not_run(ctx):
     passes = what_to_pass(ctx)
     yield r.finding(
         ctx,
-        f"{len(skipped)} memory rule(s) did not run ({', '.join(sorted(skipped))}): {'; '.join(reasons)}. "
+        f"{len(skipped)} memory rule(s) did not run ({', '.join(sorted(skipped))}): {'; '.join(reasons)}."
         + (" The flag, version, host and syntax rules ran; the memory rules wait for this architecture to be modelled."
            if ctx.model_unsupported else "")
         + (" Pass " + " and ".join(passes) + " to run them." if passes else "")
