@@ -17,7 +17,7 @@ from typing import Any
 
 from oomguard.check.finding import Edit, Finding
 from oomguard.check.lenient import LaunchRead
-from oomguard.check.registry import Needs
+from oomguard.check.needs import Needs
 from oomguard.errors import InputError, OomguardError
 from oomguard.units import GiB
 
@@ -60,6 +60,7 @@ class CheckContext:
     smi: Any = None
     notes: list[str] = field(default_factory=list)
     model_note: str = ""
+    model_unsupported: bool = False  # the config was read but its architecture is not modelled
     gpu_note: str = ""
     plan_error: str | None = None
     _plan: Any = None
@@ -275,6 +276,35 @@ def image_version(program: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+def model_by_name(launch, spec: str):
+    """The model a launch means when its path is not on this machine: the path's last two
+    components as an HF id (``/models/Qwen/Qwen3-8B``), its last component as a catalog name, or
+    ``--served-model-name``, each looked up locally only (HF cache, catalog). (model, how) or (None, "")."""
+    from oomguard.inputs.model_config import load_model
+    from oomguard.errors import UnsupportedModelError
+
+    parts = [p for p in str(spec).replace("\\", "/").split("/") if p and not p.startswith("$")]
+    tries = []
+    if len(parts) >= 2:
+        tries.append(("/".join(parts[-2:]), "the path's last two components"))
+    if parts:
+        tries.append((parts[-1], "the path's last component"))
+    served = (launch.flags or {}).get("served_model_name")
+    if isinstance(served, list):
+        served = served[0] if served else None
+    if served:
+        tries.append((str(served), "--served-model-name"))
+    for name, how in tries:
+        try:
+            m = load_model(name, allow_hub=False)
+            return m, f"{how} ({name})"
+        except UnsupportedModelError:
+            return None, ""
+        except OomguardError:
+            continue
+    return None, ""
+
+
 def _read_host_ram(path: str) -> tuple[int | None, str]:
     try:
         text = Path(path).read_text()
@@ -353,12 +383,22 @@ def build_check_context(read: LaunchRead, options: CheckOptions) -> CheckContext
     else:
         from oomguard.inputs.model_config import load_model
 
+        from oomguard.errors import UnsupportedModelError
+
         try:
             ctx.model = load_model(spec)
+        except UnsupportedModelError as exc:
+            # read, but not modelled: every rule that needs no memory plan still runs
+            ctx.model_unsupported = True
+            ctx.model_note = f"the memory rules need the architecture, which oomguard does not model ({exc})"
         except OomguardError as exc:
             if options.model:
                 raise  # the user named it explicitly: bad input
-            ctx.model_note = f"model config not found ({exc}); pass --model PATH/config.json to run the memory rules"
+            ctx.model, how = model_by_name(read.launch, spec)
+            if ctx.model is None:
+                ctx.model_note = f"model config not found ({exc})"
+            else:
+                ctx.notes.append(f"{spec} is not on this machine: using the config of {ctx.model.source}, matched by {how}; pass --model PATH to use another")
 
     # --- GPU
     from oomguard.inputs.hardware import lookup_gpu

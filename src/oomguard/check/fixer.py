@@ -195,17 +195,52 @@ def _remove_words(te: _TextEdits, start: int, end: int) -> None:
     te.replace(ws, end, "")
 
 
+def _open_quote(line: str, quote: str | None) -> str | None:
+    """The shell quote still open at the end of ``line`` (None when none), given the one open at its start."""
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if quote == "'":
+            if c == "'":
+                quote = None
+        elif quote == '"':
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                quote = None
+        elif c == "\\":
+            i += 1
+        elif c in ("'", '"'):
+            quote = c
+        elif c == "#" and (i == 0 or line[i - 1] in " \t"):
+            break  # a comment: quotes after it do not count
+        i += 1
+    return quote
+
+
 def _tidy_command(region: str) -> str:
-    """Drop lines a removal emptied and restore the ``\\`` continuations of a multi-line command."""
+    """Drop lines a removal emptied and restore the ``\\`` continuations of a multi-line command.
+
+    A line that ends inside a quoted value (a JSON flag written over several lines) is kept
+    as written: a ``\\`` there would become part of the value."""
     lines = region.split("\n")
-    kept = [lines[0]] + [ln for ln in lines[1:] if ln.strip() not in ("", "\\")]
+    quote = None
+    kept = []
+    inside = []  # whether each kept line ends inside quotes
+    for i, ln in enumerate(lines):
+        start_quote = quote
+        quote = _open_quote(ln, quote)
+        if i and start_quote is None and ln.strip() in ("", "\\"):
+            continue
+        kept.append(ln)
+        inside.append(quote is not None)
     out = []
     for i, ln in enumerate(kept):
+        if inside[i]:
+            out.append(ln)
+            continue
         body = re.sub(r"[ \t]*\\$", "", ln.rstrip())
-        if i < len(kept) - 1:
-            out.append(body + " \\")
-        else:
-            out.append(body)
+        out.append(body + " \\" if i < len(kept) - 1 else body)
     return "\n".join(out)
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from oomguard.check.finding import Edit, Finding, Severity, sort_findings
+from oomguard.check.needs import Needs  # noqa: F401  (re-exported: rules declare their needs with it)
 
 if TYPE_CHECKING:
     from oomguard.check.context import CheckContext
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 class Family(str, enum.Enum):
     """Rule families; the value is the id's hundreds digit."""
 
+    COVERAGE = "0"
     BATCHING = "1"
     KV_CACHE = "2"
     GPU_MEMORY = "3"
@@ -44,6 +46,7 @@ class Family(str, enum.Enum):
 
 
 _FAMILY_TITLES = {
+    Family.COVERAGE: "What the check could not look at",
     Family.BATCHING: "Prefill token budget and activation peak",
     Family.KV_CACHE: "KV cache capacity",
     Family.GPU_MEMORY: "GPU memory budget (utilization, sharing, CUDA graphs, weights)",
@@ -54,15 +57,6 @@ _FAMILY_TITLES = {
     Family.FEATURES: "Model features: speculative decoding, hybrid, multimodal, quantization",
     Family.PRACTICE: "Operating practice",
 }
-
-
-class Needs(str, enum.Enum):
-    """What a rule needs to run; rules whose needs are missing are skipped (and listed)."""
-
-    MODEL = "model"  # a model config
-    GPU = "gpu"  # a GPU (name or total memory)
-    PLAN = "plan"  # both: the memory plan of the launch
-    TOPOLOGY = "topology"  # nvidia-smi topo -m output
 
 
 @dataclass(frozen=True)

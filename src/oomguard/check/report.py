@@ -6,7 +6,18 @@ first; rule, severity, title, message, flags, location, fix), ``fixed_command``
 (the corrected launch as one string, or null when nothing changes) and
 ``plan`` (the ``oomguard plan`` JSON of the launch as given, when it could be
 planned). Extra keys (``vllm_version``, ``fixed_form``, ``diff``,
-``fixed_check``, ``skipped_rules``, ``ignored``, ``notes``) are additions.
+``fixed_check``, ``skipped_rules``, ``ignored``, ``notes``) are additions, and:
+
+- ``complete``: false when memory rules could not run (the OG001 finding says
+  which and what to pass; the exit code is then non-zero);
+- ``goal_fixes``: for a launch predicted not to start, the ranked, plan-verified
+  edits of ``oomguard.fit.goalfix`` (``rank``, ``flags``, ``edits``,
+  ``keeps_goal``, ``kv_cache_tokens``, ``max_concurrency``, ``headroom_gib``,
+  ``headroom_floor_gib``, ``kv_spare_gib``, ``robust``, ``cost``, ``tradeoffs``,
+  ``applied_by_fix``); #1 is what ``--fix`` applies and what ``fit --from``
+  proposes first;
+- ``goal_kept``: whether #1 keeps the launch's max-model-len and concurrency
+  (null when there is nothing to cure).
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ from pathlib import Path
 
 from oomguard.check.context import CheckContext, CheckOptions, build_check_context
 from oomguard.check.finding import Finding, Severity
+from oomguard.check.goal import findings_for_fix, goal_fixes, options_to_dict
 from oomguard.check.fixer import FixResult, fix_launch
 from oomguard.check.lenient import (
     LaunchRead,
@@ -30,6 +42,7 @@ from oomguard.check.lenient import (
 from oomguard.check.registry import RunResult, run_rules
 
 SCHEMA_VERSION = 1
+COVERAGE_RULE = "OG001"  # rules-not-run: makes the exit non-zero even without --strict
 
 
 class ExitCode(enum.IntEnum):
@@ -45,6 +58,7 @@ class CheckReport:
     result: RunResult
     fix: FixResult | None
     notes: list[str] = field(default_factory=list)
+    goal_fixes: list = field(default_factory=list)  # oomguard.fit.goalfix.Option, ranked; #1 is what --fix applies
 
     @property
     def findings(self) -> list[Finding]:
@@ -58,10 +72,15 @@ class CheckReport:
     def warnings(self) -> list[Finding]:
         return [f for f in self.findings if f.severity is Severity.WARNING]
 
+    @property
+    def incomplete(self) -> bool:
+        """Memory rules could not run (OG001): the result is not a clean bill of health."""
+        return any(f.rule == COVERAGE_RULE for f in self.findings)
+
     def exit_code(self, strict: bool = False) -> ExitCode:
         if self.errors:
             return ExitCode.ERRORS
-        if strict and self.warnings:
+        if (strict and self.warnings) or self.incomplete:
             return ExitCode.WARNINGS
         return ExitCode.CLEAN
 
@@ -93,8 +112,11 @@ class CheckReport:
             "diff": self.fix.diff(self.fixed_path()) if fixed is not None else None,
             "fixed_check": None,
             "skipped_rules": dict(self.result.skipped),
+            "complete": not self.incomplete,
             "ignored": [f.rule for f in self.result.ignored],
             "notes": list(self.notes),
+            "goal_fixes": options_to_dict(self.ctx, self.goal_fixes),
+            "goal_kept": (self.goal_fixes[0].keeps_goal if self.goal_fixes else None),
         }
         if fixed is not None:
             d["fixed_check"] = {
@@ -156,7 +178,9 @@ def check_read(read: LaunchRead, options: CheckOptions, *, ignore: Iterable[str]
             c2 = build_check_context(r2, options)
             return c2, run_rules(c2, ignore)
 
-        fx = fix_launch(ctx, result.findings, rebuild=rebuild)
+        goal = goal_fixes(ctx, result.findings)
+        fx = fix_launch(ctx, findings_for_fix(ctx, result.findings, goal), rebuild=rebuild)
+        return CheckReport(ctx, result, fx, notes, goal)
     return CheckReport(ctx, result, fx, notes)
 
 

@@ -48,13 +48,29 @@ def render_report(report, *, show_diff: bool = True, verbose: bool = False) -> s
         out.append(f"{_where(f)}: {f.severity.value} {f.rule} {f.name}: {f.title}")
         out.append(_wrap(f.message))
         if f.fix:
-            out.append(_wrap("fix: " + "; ".join(e.describe() for e in f.fix)))
+            replaced = report.goal_fixes and f.rule[2:3] in ("1", "2", "3") and f.severity.value != "info"
+            out.append(_wrap(("this rule's own fix: " if replaced else "fix: ") + "; ".join(e.describe() for e in f.fix)
+                             + (" (--fix applies the goal-keeping fix #1 below instead)" if replaced else "")))
     if not report.findings:
         out.append("no findings")
     n_err, n_warn = len(report.errors), len(report.warnings)
     n_info = len(report.findings) - n_err - n_warn
     out.append("")
     out.append(f"{n_err} error(s), {n_warn} warning(s), {n_info} info" + (f"; {len(report.result.ignored)} ignored" if report.result.ignored else ""))
+    if report.goal_fixes:
+        from oomguard.check.goal import option_text
+        from oomguard.fit.goalfix import summary
+
+        out.append("")
+        kept = report.goal_fixes[0].keeps_goal
+        out.append(
+            "fixes that keep the goal, ranked and each re-planned (--fix applies #1):"
+            if kept
+            else f"nothing keeps --max-model-len {ctx.plan.settings.max_model_len:,}: these lower it, ranked and each re-planned (--fix applies #1):"
+        )
+        for i, o in enumerate(report.goal_fixes, 1):
+            out.append(_wrap(f"#{i} {option_text(ctx, o)}", "  "))
+            out.append(_wrap(summary(o), "      "))
     fx = report.fix
     if fx is not None and fx.changed:
         out.append("")

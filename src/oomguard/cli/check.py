@@ -1,7 +1,8 @@
 """``oomguard check``: lint a vLLM launch before it runs, and print the corrected launch.
 
 Exit codes (for CI): 0 clean (warnings and info allowed), 1 warnings with
-``--strict``, 2 errors, 3 bad input (unreadable file, binary file, YAML that is
+``--strict`` or memory rules that could not run (OG001: never a silent "no
+findings"), 2 errors, 3 bad input (unreadable file, binary file, YAML that is
 not a mapping, a script with no vLLM command, an unknown GPU or model named
 explicitly).
 """
@@ -24,7 +25,7 @@ _EPILOG = """examples:
   oomguard check start_api.sh --gpu A100-80GB --fix          # writes start_api.fixed.sh
   oomguard check --explain OG101
 
-exit codes: 0 clean, 1 warnings (with --strict), 2 errors, 3 bad input"""
+exit codes: 0 clean, 1 warnings (with --strict) or rules that could not run (OG001), 2 errors, 3 bad input"""
 
 
 def register(sub, name: str, help_text: str) -> None:

@@ -155,10 +155,12 @@ def _read_target(args: argparse.Namespace):
     from oomguard.inputs.launch import parse_command, read_launch
 
     tail = getattr(args, "launch_tail", None) or []
+    # with --fix, check reads the launch and respells what this release no longer accepts
+    lenient = bool(getattr(args, "fix", False))
     if args.launch_file:
-        return read_launch(args.launch_file, version=args.vllm_version)
+        return read_launch(args.launch_file, version=args.vllm_version, lenient=lenient)
     if tail:
-        return parse_command(tail, version=args.vllm_version)
+        return parse_command(tail, version=args.vllm_version, lenient=lenient)
     raise InputError("export launch: give a launch file (start_api.sh, --config YAML) or a command after --")
 
 
@@ -200,6 +202,15 @@ def _apply_fix(args: argparse.Namespace, launch):
     except ValueError:
         msg = err.getvalue().strip().splitlines()
         raise InputError("--fix: oomguard check failed: " + (msg[-1] if msg else "no JSON output")) from None
+    if report.get("complete") is False:
+        # exporting "as given" here would freeze a launch nobody checked into a unit file
+        cov = next((f for f in report.get("findings", []) if f.get("rule") == "OG001"), {})
+        nums = cov.get("numbers") or {}
+        what = " and ".join(nums.get("pass") or []) or "what the check needs"
+        raise InputError(
+            f"--fix: check could not run its memory rules ({'; '.join(nums.get('reasons') or [])}); "
+            f"pass {what}, or export without --fix"
+        )
     fixed = report.get("fixed_command")
     errors = [f for f in report.get("findings", []) if f.get("severity") == "error"]
     if not fixed:

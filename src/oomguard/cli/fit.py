@@ -42,7 +42,10 @@ def register(sub, name: str, help_text: str) -> None:
         help="what to maximise once the constraints hold (default: throughput; max-context with --max-context)",
     )
     p.add_argument("--host-ram-gib", type=float, metavar="X", help="host RAM available to the server (sizes the CPU KV tier)")
-    p.add_argument("--margin-gib", type=float, default=1.0, metavar="X", help="GPU memory to keep free at the prefill peak (default 1)")
+    p.add_argument("--margin-gib", type=float, default=None, metavar="X",
+                   help="GPU memory to keep free at the prefill peak (default: 2%% of the card, at least 0.5 GiB, as check uses)")
+    p.add_argument("--margin-share", type=float, default=None, metavar="F",
+                   help="the headroom floor as a share of the card when --margin-gib is not given (default 0.02)")
     p.add_argument("--peak-limit-gib", type=float, metavar="X", help="cap the per-GPU peak, e.g. what nvidia-smi may show")
     p.add_argument("--top", type=int, default=5, metavar="K", help="candidates to show (default 5)")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -79,7 +82,26 @@ def build_request(args: argparse.Namespace):
         # a launch to edit: the shared reader (scripts, --config YAML, a command after --, --engine-python)
         from oomguard.cli.common import build_context
 
-        ctx = build_context(args, [])
+        from oomguard.errors import OomguardError, UnsupportedModelError
+
+        try:
+            ctx = build_context(args, [])
+        except UnsupportedModelError as exc:
+            raise InputError(f"fit needs the memory plan, and oomguard does not model this architecture: {exc}") from None
+        except OomguardError as exc:
+            if args.og_model or "model" not in str(exc):
+                raise
+            # the launch's model is not on this machine: match it by name the way check does, else say what to pass
+            from oomguard.check.context import model_by_name
+            from oomguard.cli.common import read_target
+
+            launch0 = read_target(args, [])
+            found, how = model_by_name(launch0, launch0.model or "")
+            if found is None:
+                raise InputError(f"{exc}; pass --model PATH/config.json (or an HF id in the local cache or the bundled catalog)") from None
+            print(f"note: {launch0.model} is not on this machine: using the config of {found.source}, matched by {how}; pass --model PATH to use another", file=sys.stderr)
+            args.og_model = found.config_path or found.name
+            ctx = build_context(args, [])
         launch, model, gpu, version = ctx.launch, ctx.model, ctx.gpu, ctx.version
         spec = args.og_model or launch.model
     else:
@@ -103,8 +125,15 @@ def build_request(args: argparse.Namespace):
     for opt, val in (("--host-ram-gib", args.host_ram_gib), ("--peak-limit-gib", args.peak_limit_gib), ("--other-gpu-use-gib", args.other_gpu_use_gib)):
         if val is not None and val < 0:
             raise InputError(f"{opt} must not be negative, got {val}")
-    if args.margin_gib < 0:
+    if args.margin_gib is not None and args.margin_gib < 0:
         raise InputError(f"--margin-gib must not be negative, got {args.margin_gib}")
+    if args.margin_share is not None and not 0 <= args.margin_share < 0.5:
+        raise InputError(f"--margin-share must be in [0, 0.5), got {args.margin_share}")
+    from oomguard.fit.goalfix import headroom_floor
+    from oomguard.fit.space import HEADROOM_FLOOR_SHARE
+
+    # one floor for check and fit: a share of the card, never below 0.5 GiB, unless stated
+    margin = int(args.margin_gib * GiB) if args.margin_gib is not None else headroom_floor(gpu.total_bytes, args.margin_share if args.margin_share is not None else HEADROOM_FLOOR_SHARE)
     objective = Objective(args.objective) if args.objective else (Objective.MAX_CONTEXT if args.max_context else Objective.THROUGHPUT)
     goal = Goal(
         context=_length(args.context, "--context"),
@@ -113,12 +142,17 @@ def build_request(args: argparse.Namespace):
         avg_input_len=_length(args.avg_input_len, "--avg-input-len"),
         objective=objective,
         explicit_objective=bool(args.objective),
-        margin_bytes=int(args.margin_gib * GiB),
+        margin_bytes=margin,
         peak_limit_bytes=int(args.peak_limit_gib * GiB) if args.peak_limit_gib else None,
         host_ram_bytes=int(args.host_ram_gib * GiB) if args.host_ram_gib else None,
     )
     # the command keeps the model as the launch names it; --model only says where the config is
     name = launch.model if launch is not None and launch.model else spec
+    first = None
+    fit_only = args.peak_limit_gib or args.margin_gib is not None or args.margin_share is not None or args.host_ram_gib
+    if launch is not None and not (args.context or args.max_context or args.objective or fit_only):
+        # constraints check does not know (a peak cap, a margin, host RAM) are fit's to rank on
+        first = check_first_edit(args, launch, spec)
     return FitRequest(
         model=model,
         gpu=gpu,
@@ -130,7 +164,52 @@ def build_request(args: argparse.Namespace):
         other_gpu_use_bytes=int((args.other_gpu_use_gib or 0) * GiB),
         usage=args.usage,
         top=args.top,
+        first_edit=first,
     )
+
+
+# flags whose change in check's corrected launch is a memory edit fit shows first
+_MEMORY_DESTS = (
+    "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "enforce_eager", "max_num_batched_tokens",
+    "max_num_seqs", "gpu_memory_utilization", "max_model_len", "kv_cache_memory_bytes", "enable_chunked_prefill",
+    "hf_overrides", "rope_scaling",
+)
+
+
+def check_first_edit(args: argparse.Namespace, launch, model_spec: str | None):
+    """The memory edits of ``oomguard check --fix`` on this launch ({dest: value}, {env: value}), so
+    that fit --from proposes the same first choice; None when check cannot say (then fit decides)."""
+    from oomguard.check.context import CheckOptions
+    from oomguard.check.report import check_target, reread
+    from oomguard.errors import OomguardError
+
+    opts = CheckOptions(
+        version=args.vllm_version,
+        model=model_spec if model_spec and model_spec != launch.model else args.og_model,
+        gpu=args.gpu,
+        gpu_memory_gib=args.gpu_memory_gib,
+        num_gpus=args.num_gpus,
+        other_gpu_use_gib=args.other_gpu_use_gib or None,
+        usage=args.usage,
+        concurrency=args.concurrency,
+        avg_input_len=_length(args.avg_input_len, "--avg-input-len"),
+    )
+    tail = getattr(args, "launch_tail", None) or []
+    try:
+        rep = check_target(opts, path=args.launch_file, command=tail or None)
+    except OomguardError:
+        return None
+    if rep.incomplete or rep.fixed_text is None:
+        return None
+    from oomguard.check.context import json_value
+
+    fixed = reread(rep.ctx.read, rep.fixed_text, opts.version).launch
+    # JSON-valued flags (--hf-overrides) are read as text from a script; the planner wants the data
+    new = {d: json_value(fixed.flags.get(d)) for d in _MEMORY_DESTS}
+    old = {d: json_value(launch.flags.get(d)) for d in _MEMORY_DESTS}
+    flags = {d: new[d] for d in _MEMORY_DESTS if new[d] != old[d]}
+    env = {k: v for k, v in fixed.env.items() if rep.ctx.env.get(k) != v}
+    return (flags, env) if flags else None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -159,3 +159,45 @@ class CandidatesMixin:
         keep = {cmd.ENV_LONG_LEN, "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_USE_V1", "VLLM_PP_LAYER_PARTITION", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "VLLM_USE_V2_MODEL_RUNNER", "PYTORCH_CUDA_ALLOC_CONF"}
         return {k for k in env if k in keep}
 
+    def goal_candidate(self, option, rank: int = 1) -> Candidate:
+        """A ranked goal-keeping edit (``oomguard.fit.goalfix``) as a shown candidate: the launch's
+        flags with the option's edits, the option's own plan and trade-offs."""
+        from oomguard.fit.goalfix import summary as option_summary
+
+        flags = {k: v for k, v in {**self.lf, **dict(option.edits)}.items() if v is not None}
+        env = {**self.launch_env, **getattr(self, "_first_env", {})}
+        plan = option.plan
+        sites = getattr(self.launch, "sites", None) or {}
+        eff = self._effective()
+        changes = []
+        for dest, value in option.edits:
+            old = self.lf.get(dest)
+            if value == old:
+                continue
+            site = sites.get(dest)
+            changes.append(cmd.Change(dest, old, value, eff.get(dest), getattr(site, "file", None), getattr(site, "line", None)))
+        s = plan.settings
+        lines = [("keeps the goal: " if option.keeps_goal else "changes the goal: ") + option_summary(option)]
+        lines += [f"goal-keeping fix #{rank}: the edit `oomguard check --fix` applies to this launch (one ranking for both)"]
+        program = getattr(self.launch, "program", None) or "vllm serve"
+        if not program.startswith("python -m"):
+            program = "vllm serve"
+        shown_env = {k: v for k, v in env.items() if k in self._env_to_print(env)}
+        command = cmd.render(self.model_name, flags, shown_env, version=self.v, program=program)
+        t = plan.tight_rank
+        peak = plan.gpu.total_bytes - option.headroom_bytes - self.req.other_gpu_use_bytes
+        summary = {
+            "max_model_len": s.max_model_len,
+            "kv_cache_tokens": plan.kv_cache_tokens,
+            "capacity_at_input_len": max(1, int(plan.max_concurrency)) if plan.max_concurrency >= 1 else 0,
+            "input_len": self.goal.input_len(s.max_model_len),
+            "peak_gib": round(peak / GiB, 2),
+            "margin_gib": round(option.headroom_bytes / GiB, 2),
+            "spare_kv_gib": round(option.kv_spare_bytes / GiB, 2),
+            "robust": option.robust,
+            "kv_sizing": "pinned" if s.kv_cache_memory_bytes is not None else "profiled",
+            "goal_fix": option.to_dict(),
+            "kv_pool_gib": round(t.kv_bytes / GiB, 2),
+        }
+        return Candidate(flags, env, command, plan, lines, {}, summary, changes, None)
+

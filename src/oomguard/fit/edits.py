@@ -99,13 +99,17 @@ class EditsMixin:
                 continue
             site = sites.get(dest)
             out.append(cmd.Change(dest, self.lf.get(dest), value, old[dest], getattr(site, "file", None), getattr(site, "line", None)))
+        for dest, val in getattr(self, "added_flags", {}).items():
+            launched = (self.launch.flags if self.launch is not None else {}).get(dest)
+            if launched != val:
+                out.append(cmd.Change(dest, launched, val, None))
         for k, val in self._env_for(t).items():
             out.append(cmd.Change(k, self.launch_env.get(k), val, None, is_env=True))
         return out
 
     def _env_for(self, t) -> dict:
-        """Environment the candidate needs beyond the launch's own."""
-        if t.max_model_len > self.derived and str(self.launch_env.get(cmd.ENV_LONG_LEN, "0")) not in _TRUE:
+        """Environment the candidate needs beyond the launch's own (only next to a RoPE recipe fit added)."""
+        if cmd.ENV_LONG_LEN in self.env and str(self.launch_env.get(cmd.ENV_LONG_LEN, "0")) not in _TRUE:
             return {cmd.ENV_LONG_LEN: "1"}
         return {}
 

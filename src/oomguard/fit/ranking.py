@@ -13,6 +13,7 @@ from oomguard.fit.search import Base
 from oomguard.fit.space import Objective, Structure
 from oomguard.units import MiB
 
+MIN_COMFORTABLE_BUDGET = 1024  # S2's budget for ordinary online serving
 _BUCKET = math.log(1.03)  # scores within ~3% count as equal; the next criterion decides
 _COARSE = math.log(1.10)  # with --from and an explicit objective: gains under ~10% do not justify a bigger edit
 
@@ -89,6 +90,9 @@ class RankingMixin:
             # The length is what the goal gave up: stay within 10% of the longest that fits, then edit least.
             best = max(t.max_model_len for t in trials)
             trials = [t for t in trials if t.max_model_len >= 0.9 * best]
+        if any(t.token_budget >= MIN_COMFORTABLE_BUDGET for t in trials):
+            # S2: 256 halved throughput and lengthened TTFT, 1024 restored it; smaller only when nothing else fits
+            trials = [t for t in trials if t.token_budget >= MIN_COMFORTABLE_BUDGET]
         eff = self._effective() if from_launch else None
         scored = []
         for t in trials:

@@ -73,5 +73,9 @@ def render_fit(result, *, console=None) -> None:
             console.print("[bold]closest launches if the length is relaxed[/]")
             for i, c in enumerate(result.closest, 1):
                 _candidate(console, i, c, from_launch=result.from_launch)
+    if result.checkpoints:
+        console.print("[bold]quantized checkpoints of the same model[/] (same goal; weigh the accuracy cost)")
+        for i, c in enumerate(result.checkpoints, 1):
+            _candidate(console, i, c, from_launch=False)
     for n in result.notes:
         console.print(f"[yellow]note:[/] {escape(n)}")

@@ -67,6 +67,7 @@ class FitResult:
     launch_plan: Any = None  # the --from launch as written
     elapsed_s: float = 0.0
     from_launch: bool = False
+    checkpoints: list[Candidate] = field(default_factory=list)  # the best launch of each quantized checkpoint of the model
 
     @property
     def found(self) -> bool:
@@ -85,6 +86,8 @@ class FitResult:
             d["cpu_tier"] = self.cpu_tier
         if self.closest:
             d["closest"] = [c.to_dict() for c in self.closest]
+        if self.checkpoints:
+            d["checkpoints"] = [c.to_dict() for c in self.checkpoints]
         if self.launch_plan is not None:
             p = self.launch_plan
             d["launch"] = {"starts": p.starts, "failure": p.failure.value if p.failure else None, "error": p.error}

@@ -44,6 +44,9 @@ class FitRequest:
     other_gpu_use_bytes: int = 0
     usage: str = "serve"
     top: int = 5
+    # check --fix's memory edits of the --from launch ({dest: value}, {env: value}): shown first, so both
+    # commands give the same first choice (None: fit's own goal-keeping ranking decides)
+    first_edit: tuple | None = None
 
 
 @dataclass(slots=True)
@@ -83,6 +86,7 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         self.launch_env = dict(launch.env) if launch is not None else {}
         self.env = dict(self.launch_env)  # what plans run with (fit may add VLLM_ALLOW_LONG_MAX_MODEL_LEN)
         self.notes: list[str] = []
+        self.added_flags: dict = {}  # flags fit adds beyond its searched axes (the model's RoPE recipe)
         self._implied_cache: dict = {}
         self.rejected: Counter = Counter()
         self.searched = 0
@@ -177,7 +181,9 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
                             kvmem = space.launched_kv_memory_bytes
                         elif mode is KVMemoryMode.PINNED_TO_NEED:
                             if fixed_len is not None:
-                                kvmem = kv_bytes_for(base, fixed_len, T, C or 1, fixed_input if C else None)
+                                # what the goal needs plus the headroom floor, so a pinned pool is never sized to the byte
+                                need_kv = kv_bytes_for(base, fixed_len, T, C or 1, fixed_input if C else None) + margin_req
+                                kvmem = -(-need_kv // (256 * MiB)) * (256 * MiB)
                             else:
                                 kvmem = self._max_safe_kv(base, step, eager)
                                 if kvmem <= 0:
@@ -215,8 +221,87 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
                                 rejected["peak limit"] += 1
                                 continue
                             spare = o.tight_kv_bytes - bpb - need
-                            trials.append(Trial(bi, T, S, util, mode, kvmem, L, o, kvmem is not None or spare >= d_act, margin, spare))
+                            # robust: a pinned pool carries the headroom floor by construction; a profiled one
+                            # must still hold the goal at the high end of the activation estimate
+                            robust = kvmem is not None or spare >= d_act
+                            trials.append(Trial(bi, T, S, util, mode, kvmem, L, o, robust, margin, spare))
         return trials, bases, steps
+
+    def check_option(self) -> list:
+        """check --fix's memory edits as a re-planned option ([] when, re-planned here, it does not start)."""
+        from oomguard.fit.goalfix import Goal, _option, headroom_floor
+
+        lp = self.launch_plan
+        flags, env = self.req.first_edit
+        g = self.goal
+        env2 = {**self.launch_env, **env}
+        floor = headroom_floor(self.gpu.total_bytes, floor_bytes=g.margin_bytes)
+        goal = Goal(lp.settings.max_model_len, g.concurrency, g.avg_input_len, user_length="max_model_len" in self.lf)
+        o = _option(self._plan, lp, self.lf, env2, dict(flags), goal, self.req.other_gpu_use_bytes, floor)
+        if o is None:
+            return []
+        self._first_env = env
+        return [o]
+
+    def goal_fixes(self, fixed: int | None, source: str) -> list:
+        """check's ranked goal-keeping edits for a --from launch that will not start (same ranking, same first choice)."""
+        lp = self.launch_plan
+        if lp is None or source != "the launch's max-model-len" or self.goal.max_context:
+            return []
+        from oomguard.fit.goalfix import Goal, goal_options, s2_option
+
+        g = self.goal
+        if lp.starts:
+            # S2: a launch that starts with whole-prompt prefill steps still gets check's OG103 edit first
+            o = s2_option(self._plan, dict(self.lf), dict(self.launch_env), lp, other_gpu_use_bytes=self.req.other_gpu_use_bytes, floor_bytes=g.margin_bytes)
+            return [o] if o is not None else []
+        opts = goal_options(
+            self._plan,
+            dict(self.lf),
+            dict(self.launch_env),
+            lp,
+            model=self.model,
+            goal=Goal(fixed or lp.settings.max_model_len, g.concurrency, g.avg_input_len, user_length="max_model_len" in self.lf),
+            other_gpu_use_bytes=self.req.other_gpu_use_bytes,
+            floor_bytes=g.margin_bytes,
+        )
+        # fit's own constraints (a peak cap) narrow the list; they never reorder it
+        total = self.gpu.total_bytes
+        return [o for o in opts if g.peak_limit_bytes is None or total - o.headroom_bytes - self.req.other_gpu_use_bytes <= g.peak_limit_bytes]
+
+    def _long_context(self, length: int) -> int | None:
+        """Reach ``length`` beyond the model's native context with its own RoPE recipe (YaRN with the
+        factor the length needs), never with the bare VLLM_ALLOW_LONG_MAX_MODEL_LEN. Returns None when
+        the recipe is applied, else the native maximum the search must stay within."""
+        from oomguard.fit.rope import yarn_recipe
+        from oomguard.model.planner import apply_overrides
+
+        rope, why = yarn_recipe(self.model, length)
+        if rope is None:
+            self.notes.append(
+                f"max-model-len {length:,} is beyond the model's native {self.derived:,} and {why}: fit does not offer "
+                f"{cmd.ENV_LONG_LEN}=1 alone (vLLM warns that positions the model was not trained for give NaNs or garbage)"
+            )
+            return self.derived
+        dest = "hf_overrides" if self.v >= (0, 11, 2) or "hf_overrides" in self.lf else "rope_scaling"
+        if dest == "hf_overrides":
+            over = dict(self.lf.get("hf_overrides") or {})
+            over["rope_scaling"] = rope
+            self.lf["hf_overrides"] = over
+        else:
+            self.lf["rope_scaling"] = rope
+        self.added_flags[dest] = self.lf[dest]
+        scaled = apply_overrides(self.model, self.lf)
+        if derive_len(scaled, self.v) < length:
+            self.env[cmd.ENV_LONG_LEN] = "1"  # >= 0.30 takes YaRN's max_position_embeddings as already scaled
+        self.derived = max(self.derived, length)
+        self.notes.append(
+            f"max-model-len {length:,} is beyond the model's native context: the command adds its own YaRN recipe "
+            f"(factor {rope['factor']:g} over {rope['original_max_position_embeddings']:,} tokens; {why})"
+            + (f" and {cmd.ENV_LONG_LEN}=1, which this release needs next to it" if cmd.ENV_LONG_LEN in self.env else "")
+            + ". A static YaRN factor also scales short requests: when most are short, consider a second instance without it"
+        )
+        return None
 
     # ------------------------------------------------------------------ driver
     def run(self) -> FitResult:
@@ -225,19 +310,16 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         fixed, cap, source = self._length_goal()
         for n in getattr(self.launch, "notes", None) or []:
             self.notes.append(n)
+        no_recipe_cap = None
         if (fixed or cap) > self.derived and str(self.env.get(cmd.ENV_LONG_LEN, "0")) not in _TRUE:
-            self.notes.append(
-                f"max-model-len {(fixed or cap):,} is above the model's derived maximum ({self.derived:,}): the command sets "
-                f"{cmd.ENV_LONG_LEN}=1; quality beyond the trained context depends on the model's RoPE scaling"
-            )
-            self.env[cmd.ENV_LONG_LEN] = "1"
+            no_recipe_cap = self._long_context(fixed or cap)
         from_launch = self.launch is not None
         trials, bases, steps = self.search(fixed, cap, goal.concurrency)
         relaxed = False
         relaxed_trials: list[Trial] = []
         if not trials and fixed is not None:
             # Relax the length: the largest max-model-len that meets everything else.
-            relaxed_trials, bases2, steps2 = self.search(None, fixed, goal.concurrency)
+            relaxed_trials, bases2, steps2 = self.search(None, min(fixed, no_recipe_cap or fixed), goal.concurrency)
             if relaxed_trials:
                 bases, steps = bases2, steps2
         info = None
@@ -257,11 +339,27 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
                 ranked = self.rank(relaxed_trials, bases, from_launch=from_launch, relaxed_len=True)
                 closest = [c for c in (self.candidate(t, p, ch, bases, steps, offload) for t, p, ch in ranked[:3]) if c]
         candidates: list[Candidate] = []
-        if result_trials:
-            ranked = self.rank(result_trials, bases, from_launch=from_launch, relaxed_len=relaxed)
-            for t, perf, changes in ranked:
+        goal_opts = self.check_option() if self.req.first_edit else self.goal_fixes(fixed, source)
+        ranked = self.rank(result_trials, bases, from_launch=from_launch, relaxed_len=relaxed) if result_trials else []
+        if goal_opts:
+            # the same ranked, plan-verified edit check --fix applies comes first: fit's own view of
+            # it when the search found that launch too, else the option as planned
+            g = self.goal_candidate(goal_opts[0])
+            hit = next((i for i, (t, _, _) in enumerate(ranked) if _same_flags(self._flags_for(t, bases[t.base_index][0]), g.flags)), None)
+            if hit is not None:
+                t, perf, changes = ranked.pop(hit)
                 c = self.candidate(t, perf, changes, bases, steps, offload)
                 if c is not None:
+                    c.tradeoffs = g.tradeoffs + c.tradeoffs
+                    c.summary["goal_fix"] = g.summary["goal_fix"]
+                    g = c
+            candidates.append(g)
+            if not goal_opts[0].keeps_goal:
+                self.notes.append(f"nothing keeps max-model-len {fixed:,}: the first edit lowers it (and says so)")
+        if ranked:
+            for t, perf, changes in ranked:
+                c = self.candidate(t, perf, changes, bases, steps, offload)
+                if c is not None and not any(_same_edit(c, x) for x in candidates):
                     candidates.append(c)
                 if len(candidates) >= self.req.top:
                     break
@@ -294,14 +392,50 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         )
 
 
+def _same_flags(a: dict, b: dict) -> bool:
+    keys = set(cmd.SEARCHED) | {"enable_chunked_prefill"}
+    norm = {"kv_cache_dtype": "auto", "enforce_eager": False, "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+    return all(a.get(k, norm.get(k)) == b.get(k, norm.get(k)) for k in keys)
+
+
+def _same_edit(a: Candidate, b: Candidate) -> bool:
+    return _same_flags(a.flags, b.flags)
+
+
 def fit(req: FitRequest) -> FitResult:
     """Search the launches of ``req.model`` on ``req.num_gpus`` × ``req.gpu`` and rank those that meet ``req.goal``."""
     # The search keeps ~10^5 small objects alive; the cyclic GC rescanning them would dominate the run.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Search(req).run()
+        result = _Search(req).run()
+        if req.launch is None:
+            result.checkpoints = _checkpoint_candidates(req)
+        return result
     finally:
         if enabled:
             gc.enable()
+
+
+def _checkpoint_candidates(req: FitRequest) -> list[Candidate]:
+    """The best launch of each quantized checkpoint of the same model in the catalog (same goal)."""
+    from dataclasses import replace as dc_replace
+
+    from oomguard.errors import OomguardError
+    from oomguard.fit.checkpoints import siblings
+    from oomguard.inputs.model_config import catalog_ids, load_model
+
+    name = req.model_name or getattr(req.model, "name", "")
+    out = []
+    for cid, fmt, trade in siblings(name, getattr(req.gpu, "cc_major_minor", None), catalog_ids()):
+        try:
+            model = load_model(cid, allow_hub=False)
+        except OomguardError:
+            continue
+        sub = _Search(dc_replace(req, model=model, model_name=cid, top=1)).run()
+        if sub.candidates:
+            c = sub.candidates[0]
+            c.tradeoffs.insert(0, f"{fmt} checkpoint of the same model ({cid}): {trade}")
+            out.append(c)
+    return out
 

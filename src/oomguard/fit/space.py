@@ -27,6 +27,10 @@ NUM_SEQS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 UTILIZATIONS = (0.80, 0.82, 0.85, 0.88, 0.90, 0.92, 0.94, 0.95)
 KV_MEMORY_STEP_BYTES = 256 * MiB  # --kv-cache-memory-bytes candidates are rounded up to this
 DEFAULT_MARGIN_BYTES = 1 * GiB  # card memory left free at the prefill peak for unprofiled transients
+# The floor under any margin: CUDA context growth, NCCL and allocator fragmentation need about 2 %
+# of the card and never less than 0.5 GiB (check's OG306 uses the same floor).
+HEADROOM_FLOOR_BYTES = 512 * MiB
+HEADROOM_FLOOR_SHARE = 0.02
 FP8_KV = "fp8"
 
 

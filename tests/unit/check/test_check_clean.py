@@ -28,7 +28,10 @@ def test_ordinary_launch_has_no_error(options, command):
     rep = check(command, **options)
     assert rep.errors == [], [(f.rule, f.message) for f in rep.errors]
     assert rep.ctx.plan is not None and rep.ctx.plan.starts
-    assert rep.warnings == [], [(f.rule, f.message) for f in rep.warnings]
+    # V0 leaves chunked prefill off up to 32K: that launch starts, and OG103 warns about the
+    # run-time staircase of whole-prompt prefill steps (scenario S2); nothing else may warn
+    allowed = {"OG103"} if rep.ctx.plan.settings.engine == "V0" and not rep.ctx.plan.settings.enable_chunked_prefill else set()
+    assert [f for f in rep.warnings if f.rule not in allowed] == [], [(f.rule, f.message) for f in rep.warnings]
 
 
 def test_clean_yaml_has_no_error():

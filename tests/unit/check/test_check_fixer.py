@@ -76,14 +76,19 @@ def test_existing_assignment_is_rewritten_not_duplicated(tmp_path):
 def test_yaml_keeps_comments_and_key_style():
     rep = check(path=FIXTURES / "chat.yaml", gpu="A100-80GB")
     text = rep.fix.text
-    assert text.startswith("# vLLM config for the chat service (vllm serve --config chat.yaml)\nmodel: Qwen/Qwen3-8B\n")
-    assert "max_model_len: 40960   # we need long prompts\n" in text
+    # "we need long prompts": the length is kept with the model's own YaRN recipe, not cut to 40,960
+    assert "# vLLM config for the chat service (vllm serve --config chat.yaml)\nmodel: Qwen/Qwen3-8B\n" in text
+    assert "max_model_len: 131072   # we need long prompts\n" in text
+    assert '"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768' in text
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in text.splitlines()[0]  # YAML cannot set it: said on top
     assert "max_num_batched_tokens: 8192\n" in text
     assert "swap_space" not in text
     assert "max_num_seqs: 64\n" in text  # the abbreviation spelled out
     assert "speculative_config:\n  method: ngram\n" in text  # untouched block
     again = _recheck(rep, gpu="A100-80GB")
-    assert again.errors == [] and again.warnings == []
+    # what is left is the variable the YAML cannot set (the comment on top says to export it)
+    assert [(f.rule, [e.flag for e in f.fix]) for f in again.errors] == [("OG501", ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"])]
+    assert again.warnings == []
 
 
 def test_yaml_cannot_set_environment_variables(tmp_path):
@@ -110,13 +115,20 @@ def test_info_fixes_are_not_applied():
     assert rep.fixed_text is None
 
 
-def test_followups_are_reported():
-    # chunking the budget lets the KV check run: the 1M context then needs a shorter max-model-len
+def test_goal_fix_keeps_the_length_in_one_round():
+    # chunking to 8192 alone would leave the 1M request just short of the pool (OG201 would then
+    # lower max-model-len); the ranked goal fix picks an edit that keeps 1,048,576 and starts
     model = FIXTURES / "models" / "qwen2-7b-1m"
     rep = check(f"vllm serve {model} --max-model-len 1048576 --max-num-batched-tokens 1048576 --gpu-memory-utilization 0.9", gpu="A100-80GB")
     assert rules_of(rep, "error") == {"OG101"}  # the profile run fails first
-    assert rep.fix.rounds >= 2
-    assert [f.rule for f in rep.fix.followups] == ["OG201"]
+    assert rep.goal_fixes and rep.goal_fixes[0].keeps_goal
+    assert "--max-model-len 1048576" in rep.fix.text
+    assert rep.fix.followups == [] and rep.fix.remaining == [] and rep.fix.starts
+
+
+def test_followups_are_reported():
+    # a launch that starts: the --fix rounds still chain (removing a flag reveals the next problem)
+    rep = check("vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192 --swap-space 4 --max-num-batched-tokens 128 --max-num-seqs 256", gpu="A100-80GB")
     assert rep.fix.remaining == [] and rep.fix.starts
 
 

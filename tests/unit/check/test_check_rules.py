@@ -15,6 +15,7 @@ L8 = "vllm serve meta-llama/Llama-3.1-8B-Instruct"
 
 # rule -> (check options, command, expected severity)
 CASES = {
+    "OG001": (dict(gpu="A100-80GB"), "vllm serve /models/not-on-this-machine --max-model-len 8192", "warning"),
     "OG101": (dict(gpu="A100-80GB"), f"{Q7} --max-model-len 32768 --max-num-batched-tokens 32768", "warning"),
     "OG102": (dict(gpu="A100-80GB"), f"{Q7} --no-enable-chunked-prefill --max-model-len 32768 --max-num-batched-tokens 8192", "error"),
     "OG103": (dict(gpu="RTX-4090"), f"{Q7} --no-enable-chunked-prefill --max-model-len 32768", "warning"),
@@ -241,5 +242,5 @@ def test_rules_skip_without_gpu():
 
 def test_unknown_model_path_runs_flag_rules_only():
     rep = check("vllm serve /no/such/model --swap-space 4", gpu="A100-80GB")
-    assert rules_of(rep) == {"OG602"}
+    assert rules_of(rep) == {"OG602", "OG001"}  # and says which rules did not run
     assert "model config not found" in rep.result.skipped["OG201"]

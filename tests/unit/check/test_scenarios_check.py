@@ -36,12 +36,14 @@ def test_s1_findings_and_corrected_script():
     assert finding(rep, "OG302").severity.value == "warning"
     assert finding(rep, "OG901").severity.value == "info"
     assert finding(rep, "OG902").severity.value == "info"
-    # the corrected script: chunked, a utilization that leaves the neighbours room, a length that fits
+    # the corrected script keeps the goal: chunked, a utilization that leaves the neighbours room,
+    # and (at 0.85 the bf16 pool is too small for 1M) an fp8 KV cache rather than a shorter length
     text = rep.fix.text
     assert text.startswith("#!/bin/bash\n# Scenario S1")
     assert "MODEL=/models/qwen-1m\n" in text and "--max-num-batched-tokens 8192 \\\n" in text
     assert "--gpu-memory-utilization 0.85 \\\n" in text
-    assert "OG201" in {x.rule for x in rep.fix.followups}
+    assert "--max-model-len 1048576 \\\n" in text and "--kv-cache-dtype fp8" in text
+    assert rep.goal_fixes[0].keeps_goal and rep.fix.followups == []
     assert rep.fix.remaining == [] and rep.fix.starts is True
     again = _recheck_text(rep, **opts)
     assert again.errors == [] and again.ctx.plan.starts
@@ -54,6 +56,7 @@ def test_s1_not_shared_keeps_utilization():
     rep = check(path=SCEN / "s1" / "start_api.sh", model=str(SCEN / "s1" / "model"), gpu="A100-80GB")
     assert "OG302" not in rules_of(rep)
     assert "--gpu-memory-utilization 0.9 \\\n" in rep.fix.text
+    assert "--max-model-len 1048576 \\\n" in rep.fix.text  # the goal is kept
     assert rep.fix.remaining == [] and rep.fix.starts
 
 
@@ -64,13 +67,27 @@ def test_s1_json(capsys):
     d = json.loads(capsys.readouterr().out)
     assert rc == 2
     assert d["findings"][0]["rule"] == "OG101" and d["plan"]["failure"] == "profile-oom"
-    assert "--max-num-batched-tokens 8192" in d["fixed_command"]
+    assert "--max-model-len 1048576" in d["fixed_command"] and d["goal_kept"] is True
+    first = d["goal_fixes"][0]
+    assert first["applied_by_fix"] and first["keeps_goal"] and first["kv_cache_tokens"] >= 1048576
+    assert first["flags"].split()[0] in d["fixed_command"]
 
 
-def test_s2_runs_clean():
+def test_s2_runs_clean_on_the_newest_release():
     rep = check(path=SCEN / "s2" / "start_api.sh", gpu="RTX-3090")
-    assert rep.errors == [] and rep.ctx.plan.starts
+    assert rep.errors == [] and rep.ctx.plan.starts and rep.warnings == []
     assert rep.ctx.plan.settings.tensor_parallel_size == 8
+
+
+def test_s2_unchunked_prefill_on_v0():
+    rep = check(path=SCEN / "s2" / "start_api.sh", gpu="RTX-3090", version="0.6.6")
+    f = finding(rep, "OG103")
+    assert f.severity.value == "warning" and rep.ctx.plan.starts
+    n = f.numbers
+    assert n["tokens_per_step"] == 8192 and n["suggested_max_num_batched_tokens"] == 1024 and n["starts_after"]
+    assert n["prompt_step_activation_gib_after"] < n["prompt_step_activation_gib_before"] / 4
+    assert "--enable-chunked-prefill" in rep.fix.text and "--max-num-batched-tokens 1024" in rep.fix.text
+    assert rep.fix.remaining == [] and rep.fix.starts
 
 
 S3_OPTS = dict(model=str(SCEN / "s3" / "model"), gpu="RTX-4090", num_gpus=4, host_ram_gib=256, avg_input_len=32768)
@@ -89,8 +106,9 @@ def test_s3_host_ram_and_concurrency_findings():
     # average ISL × concurrency ≤ capacity: ~10 sequences of 32K, not 96
     conc = finding(rep, "OG203")
     assert conc.numbers["sequences_that_fit"] == 10.0 and conc.fix[0].to_dict() == {"flag": "--max-num-seqs", "value": 10}
-    # one 750,000-token request does not fit the 10 GiB GPU pool
+    # one 750,000-token request does not fit the 10 GiB GPU pool (nor the whole card)
     assert finding(rep, "OG201").numbers["max_fitting_len"] < 750000
+    assert rep.goal_fixes and not rep.goal_fixes[0].keeps_goal
     # --kv-cache-memory is an abbreviation; --rope-scaling is gone; the long length needs the env var
     assert finding(rep, "OG604").fix[-1].flag == "--kv-cache-memory-bytes"
     assert [e.flag for e in finding(rep, "OG602").fix] == ["--rope-scaling", "--hf-overrides"]
@@ -106,7 +124,12 @@ def test_s3_corrected_launch_passes():
     text = rep.fix.text
     assert "export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1\nvllm serve" in text
     assert "--rope-scaling" not in text and "--hf-overrides '{\"rope_scaling\":" in text
-    assert "--kv-cache-memory-bytes 10737418240" in text and "--max-num-seqs 10" in text
+    # nothing keeps 750,000 on four 24 GB cards: the fix pins the largest safe pool and keeps as
+    # much of the length as it holds (more than the 326,656 the 10 GiB pool holds)
+    assert "--kv-cache-memory-bytes 10737418240" not in text and "--kv-cache-memory-bytes " in text
+    assert "--max-num-seqs 10" in text
+    kept = rep.goal_fixes[0].plan.settings.max_model_len
+    assert 400_000 < kept < 750_000 and f"--max-model-len {kept} " in text
     assert '"cpu_bytes_to_use":' in text and "214748364800" not in text
     assert "--served-model-name qwen3-27b \\\n" in text and text.rstrip().endswith("--disable-custom-all-reduce")
     assert rep.fix.remaining == [] and rep.fix.starts

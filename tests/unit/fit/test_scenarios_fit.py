@@ -71,11 +71,42 @@ def test_s2_latency_picks_a_small_token_budget_and_shows_its_cost(capsys):
 
 
 def test_s2_llama2_13b_latency_without_a_launch(capsys):
-    rc, d = _fit(capsys, "--model", "meta-llama/Llama-2-13b-chat-hf", "--gpu", "RTX-3090", "--num-gpus", "8", "--context", "8192", "--objective", "latency")
+    rc, d = _fit(capsys, "--model", "meta-llama/Llama-2-13b-chat-hf", "--gpu", "RTX-3090", "--num-gpus", "8", "--context", "4096", "--objective", "latency")
     assert rc == 0
     best = d["candidates"][0]
     assert best["flags"]["max_num_batched_tokens"] <= 1024
     assert any("token budget of" in t for t in best["tradeoffs"])
+
+
+def test_beyond_native_length_without_a_recipe_is_not_offered(capsys):
+    # Llama-2 has 4,096 positions and no published RoPE-scaling recipe: no bare VLLM_ALLOW_LONG_MAX_MODEL_LEN
+    rc, d = _fit(capsys, "--model", "meta-llama/Llama-2-13b-chat-hf", "--gpu", "RTX-3090", "--num-gpus", "8", "--context", "8192")
+    assert rc == 1 and d["candidates"] == []
+    assert all("VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in c["command"] for c in d.get("closest", []))
+    assert all(c["plan"]["max_model_len"] <= 4096 for c in d.get("closest", []))
+    assert any("no published RoPE-scaling recipe" in n for n in d["notes"])
+
+
+def test_readme_example_uses_the_models_yarn_recipe_and_its_fp8_checkpoint(capsys):
+    rc, d = _fit(capsys, "--model", "Qwen/Qwen3-32B", "--gpu", "RTX-4090", "--num-gpus", "4", "--context", "131072", "--objective", "max-concurrency")
+    assert rc == 0
+    best = d["candidates"][0]
+    rope = best["flags"]["hf_overrides"]["rope_scaling"]
+    assert rope == {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    assert best["flags"]["max_num_batched_tokens"] >= 1024  # S2: 256 halves throughput
+    assert best["summary"]["margin_gib"] >= 0.5 and best["summary"]["spare_kv_gib"] >= 0.47
+    ck = d["checkpoints"]
+    assert ck and ck[0]["command"].split()[2] == "Qwen/Qwen3-32B-FP8" or "Qwen/Qwen3-32B-FP8" in ck[0]["command"]
+    assert ck[0]["summary"]["kv_cache_tokens"] > best["summary"]["kv_cache_tokens"]
+    assert "FP8 checkpoint of the same model" in ck[0]["tradeoffs"][0]
+
+
+def test_70b_on_two_h100_keeps_headroom(capsys):
+    rc, d = _fit(capsys, "--model", "meta-llama/Meta-Llama-3.1-70B", "--gpu", "H100", "--num-gpus", "2", "--context", "32768")
+    assert rc == 0
+    for c in d["candidates"]:
+        assert c["summary"]["margin_gib"] >= 0.02 * 79.1 - 0.01  # the headroom floor: 2 % of the card
+        assert c["flags"]["max_num_batched_tokens"] >= 1024
 
 
 def test_s3_one_full_request_needs_the_cpu_tier_sized_against_host_ram(capsys):

@@ -111,53 +111,112 @@ def unchunked_budget_below_len(ctx):
     )
 
 
+from oomguard.fit.goalfix import S2_BUDGETS, s2_edits, unchunked_whole_prompt  # noqa: E402  (one S2 rule for check and fit)
+
+
+def _act_range(plan) -> tuple[int, int, int]:
+    """(estimate, low, high) of the tightest rank's activation peak."""
+    r = max(plan.ranks, key=lambda x: x.activation.bytes)
+    t = r.activation
+    return t.bytes, (t.low if t.low is not None else t.bytes), (t.high if t.high is not None else t.bytes)
+
+
+def s2_chunk(ctx, base=()):
+    """S2's fix, verified by plan: chunked prefill with the first budget of S2's table whose
+    re-planned launch starts (max-num-seqs lowered to the budget when it is larger).
+    Returns (tokens, plan, edits) or (None, None, [])."""
+    base = [e for e in base if e.dest not in ("max_num_batched_tokens", "max_num_seqs", "enable_chunked_prefill")]
+    for t in S2_BUDGETS:
+        edits = base + [ctx.edit(d, v) for d, v in s2_edits(ctx.plan, t).items()]
+        p = ctx.replan(edits)
+        if p.starts or p.failure not in (FailureClass.PROFILE_OOM, FailureClass.NO_KV_MEMORY, FailureClass.STARTUP_FREE_MEMORY):
+            return t, p, edits
+    return None, None, []
+
+
 @rule(
     "OG103",
-    "unchunked-profile-of-full-context",
-    title="Without chunked prefill the profile run processes the whole context",
+    "unchunked-prefill-step",
+    title="Without chunked prefill each prefill step processes a whole prompt",
     severity=Severity.ERROR,
     why="""When chunked prefill is off and `--max-num-batched-tokens` is not given, vLLM sets the
-    budget to `max(max_model_len, default)`: the start-up profile run then prefills a full
-    `max_model_len`-token step, and every long prompt does the same at run time. The V0 engine
-    (vLLM < 0.8) did this by default for any context up to 32K. On long contexts the activation
-    peak alone can exceed the card.""",
-    fix="""Enable chunked prefill with an explicit budget from the S2 table (the largest whose
-    predicted activation peak stays under 10 % of the headroom after weights).""",
-    example="vllm serve MODEL --no-enable-chunked-prefill --max-model-len 131072",
-    use_instead="vllm serve MODEL --enable-chunked-prefill --max-num-batched-tokens 8192 --max-model-len 131072",
-    predicts=(F.PROFILE_OOM, F.KV_TOO_SMALL, F.NO_KV_MEMORY),
+    budget to `max(max_model_len, default)`: the start-up profile run measures one step of that many
+    tokens, and every long prompt at run time is prefilled in one such step. The V0 engine (vLLM
+    < 0.8) did this by default for any context up to 32K. The profile counts what PyTorch allocated
+    at its peak; under traffic each new largest prefill (a longer prompt, a few more concurrent
+    requests) grows the caching allocator's reserved pool once, and it stays: nvidia-smi shows memory
+    climbing in steps until one step has nowhere to go (scenario S2, OOM after hours of traffic).
+    Lowering `--gpu-memory-utilization` does not bound that peak; chunking the prefill does. On
+    long contexts the unchunked activation peak alone can exceed the card at start-up.""",
+    fix="""Chunked prefill with S2's budget for ordinary online serving, `--enable-chunked-prefill
+    --max-num-batched-tokens 1024` (512, then 256, when the re-planned launch does not start with
+    1024), with `--max-num-seqs` no larger than the budget. The re-planned peak is reported next to
+    the unchunked one. On releases where chunked prefill is the default this rule is silent.""",
+    example="vllm serve MODEL --tensor-parallel-size 8 --max-model-len 8192   # vLLM 0.6.x",
+    use_instead="vllm serve MODEL --tensor-parallel-size 8 --max-model-len 8192 --enable-chunked-prefill --max-num-batched-tokens 1024",
+    predicts=(F.PROFILE_OOM, F.RUNTIME_OOM, F.KV_TOO_SMALL, F.NO_KV_MEMORY),
 )
 def unchunked_profile(ctx):
     r = unchunked_profile.rule
     plan = ctx.plan
     s = plan.settings
-    if s.enable_chunked_prefill or ctx.is_set("max_num_batched_tokens"):
+    if not unchunked_whole_prompt(plan, ctx.flags):
         return
     L, T = s.max_model_len, s.max_num_batched_tokens
-    if T < 8192 or T < L:
+    t, after, edits = s2_chunk(ctx)
+    if t is None:
         return
-    chunk_on = [ctx.edit("enable_chunked_prefill", True)]
-    t, after, edits = suggest_chunk(ctx, chunk_on)
-    if t is None or t >= T:
-        return
-    before = peak_activation(plan)
-    if plan.starts and before - peak_activation(after) < max(1 << 30, 0.05 * plan.gpu.total_bytes):
-        return  # the unchunked step costs little here
-    sev = Severity.ERROR if memory_failure(plan) and not after.failure else Severity.WARNING
+    before, lo, hi = _act_range(plan)
+    a_after, a_lo, a_hi = _act_range(after)
+    # one long prompt on its own: the same plan with a single sequence, so the step's forward
+    # activations show without the sampler rows of a full decode batch
+    one = [ctx.edit("max_num_seqs", 1)]
+    p_whole, _, p_whole_hi = _act_range(ctx.replan(one))
+    p_chunk, _, p_chunk_hi = _act_range(ctx.replan([e for e in edits if e.dest != "max_num_seqs"] + one))
+    by_default = ctx.flags.get("enable_chunked_prefill") is None
+    why_off = (
+        f"vLLM {ctx.version_label} ({s.engine}) leaves chunked prefill off for max-model-len up to 32,768"
+        if by_default
+        else "--no-enable-chunked-prefill"
+    )
+    sev = Severity.ERROR if memory_failure(plan) and after.starts else Severity.WARNING
+    outcome = (
+        f"the launch will not start ({plan.failure.value})"
+        if not plan.starts
+        else "start-up passes, but each new largest prefill grows PyTorch's reserved pool beyond what the profile counted "
+        "(memory climbing in steps, then torch.OutOfMemoryError under traffic)"
+    )
+    quant = getattr(ctx.model, "quantization", None)
+    qname = str(getattr(quant, "method", quant) or "").lower()
+    caveat = (
+        f" On V0, confirm that the {qname.upper()} kernel of this release accepts chunked prefill (older releases refused some)."
+        if s.engine == "V0" and any(k in qname for k in ("awq", "gptq"))
+        else ""
+    )
     yield r.finding(
         ctx,
-        f"chunked prefill is off, so vLLM {ctx.version_label} ({s.engine}) profiles and prefills {T:,} tokens per step "
-        f"(max(max_model_len, default)): predicted activation peak {gib(before)} per GPU"
-        + (f" and the launch will not start ({plan.failure.value})" if not plan.starts else "")
-        + f". With --enable-chunked-prefill --max-num-batched-tokens {t:,}: {gib(peak_activation(after))}.",
+        f"{why_off}, so each prefill step processes up to {T:,} tokens (max(max_model_len, default)): one {L:,}-token prompt "
+        f"is prefilled in a single step costing {gib(p_whole)} of activations per GPU (up to {gib(p_whole_hi)}); the profile "
+        f"peak is {gib(before)} (range {gib(lo)}–{gib(hi)}); {outcome}. With --enable-chunked-prefill --max-num-batched-tokens "
+        f"{t:,} (S2's budget for online serving) a prompt's step costs {gib(p_chunk)} (up to {gib(p_chunk_hi)}), the profile peak "
+        f"is {gib(a_after)} (range {gib(a_lo)}–{gib(a_hi)}), a {L:,}-token prompt takes {-(-L // t)} steps, and the launch "
+        + ("starts" if after.starts else f"still fails for another reason ({after.failure.value})")
+        + f" with {after.kv_cache_tokens:,} KV tokens.{caveat}",
         dests=["enable_chunked_prefill", "max_model_len"],
         severity=sev,
         fix=edits,
         numbers={
-            "profiled_tokens": T,
+            "tokens_per_step": T,
+            "prompt_step_activation_gib_before": round(p_whole / 2**30, 2),
+            "prompt_step_activation_gib_after": round(p_chunk / 2**30, 2),
+            "chunked_by_default": False,
             "activation_peak_gib_before": round(before / 2**30, 2),
-            "activation_peak_gib_after": round(peak_activation(after) / 2**30, 2),
+            "activation_peak_range_gib_before": [round(lo / 2**30, 2), round(hi / 2**30, 2)],
+            "activation_peak_gib_after": round(a_after / 2**30, 2),
+            "activation_peak_range_gib_after": [round(a_lo / 2**30, 2), round(a_hi / 2**30, 2)],
             "suggested_max_num_batched_tokens": t,
+            "kv_cache_tokens_after": after.kv_cache_tokens,
+            "starts_after": after.starts,
         },
     )
 

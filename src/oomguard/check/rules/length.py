@@ -58,8 +58,10 @@ def _rope_edit(ctx, new_rope: dict):
     The variable is right when RoPE scaling makes the longer context valid; otherwise the model
     was not trained for the positions beyond D.""",
     fix="""`VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` when the effective RoPE scaling (launch or config) reaches
-    `--max-model-len` (`original_max_position_embeddings × factor ≥ L`); otherwise `--max-model-len`
-    set to the derived maximum.""",
+    `--max-model-len` (`original_max_position_embeddings × factor ≥ L`); else, when the model's card
+    publishes a YaRN recipe that reaches it, that recipe with the factor the length needs (and the
+    variable where the release still requires it): the length the launch asked for is kept. Otherwise
+    `--max-model-len` set to the derived maximum; never the variable alone.""",
     example="vllm serve Qwen/Qwen3-8B --max-model-len 131072",
     use_instead="""VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve Qwen/Qwen3-8B --max-model-len 131072 --hf-overrides '{"rope_scaling":{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}}'""",
     predicts=(F.MAX_LEN_EXCEEDS_MODEL,),
@@ -82,8 +84,27 @@ def len_exceeds(ctx):
         fix = [ctx.edit("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")]
         how = f" The {_rtype(rope)} scaling ({src}) reaches {reach:,} ≥ {L:,}: set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
     else:
-        fix = [ctx.edit("max_model_len", derived)]
-        how = f" Nothing scales the positions that far: use --max-model-len {derived:,} (or add RoPE scaling and VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)."
+        from oomguard.fit.rope import yarn_recipe
+
+        recipe, why = yarn_recipe(ctx.model, L) if rope is None else (None, "the launch's RoPE scaling does not reach it")
+        if recipe is not None:
+            # keep the length the launch asked for, the way the model's authors publish it
+            from oomguard.model.planner import apply_overrides
+
+            fix = [_rope_edit(ctx, recipe)]
+            flags, _ = ctx.edited(fix)
+            needs_env = derive_len(apply_overrides(ctx.model, flags), plan.settings.version) < L
+            if needs_env:
+                fix.append(ctx.edit("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1"))
+            how = (
+                f" Nothing in the config scales the positions that far; the model's own recipe does ({why}): add YaRN factor "
+                f"{recipe['factor']:g} over {recipe['original_max_position_embeddings']:,} tokens"
+                + (" and VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which this release needs next to it." if needs_env else ".")
+                + " A static factor also scales short requests (OG503)."
+            )
+        else:
+            fix = [ctx.edit("max_model_len", derived)]
+            how = f" Nothing scales the positions that far ({why}): use --max-model-len {derived:,}."
     yield r.finding(
         ctx,
         f"--max-model-len {L:,} is above the {derived:,} vLLM {ctx.version_label} derives from {ctx.model.name}'s config: vLLM refuses to start." + how,

@@ -20,7 +20,7 @@ from oomguard.model.failures import FailureClass
 from oomguard.model.failures import FailureClass as F
 from oomguard.units import GiB, MiB
 
-SHARED_MARGIN_BYTES = 2 * GiB  # room left for other tenants to grow (S1: "try 0.85 or 0.8")
+from oomguard.fit.goalfix import SHARED_MARGIN_BYTES, shared_util_cap  # noqa: E402  (one rule for check and fit)
 
 
 def _context_bytes(plan) -> int:
@@ -95,7 +95,7 @@ def shared_margin(ctx):
     margin = total - _context_bytes(plan) - ctx.other_gpu_use_bytes - plan.tight_rank.requested_bytes
     if margin >= want:
         return
-    u = _util_for_margin(ctx, want, 0.05)
+    u = shared_util_cap(plan, ctx.other_gpu_use_bytes) or 0.0
     fix = []
     how = " Lowering it would not leave room for the KV cache: move the other processes."
     if u > 0:
