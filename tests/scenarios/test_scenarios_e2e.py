@@ -51,7 +51,7 @@ S1 = [str(SCENARIOS / "s1" / "start_api.sh"), "--model", str(SCENARIOS / "s1" / 
 def s1():
     return {
         "plan": _json("plan", *S1, "--json", rc=1)[1],
-        "check": _json("check", *S1, "--format", "json", rc=2)[1],
+        "check": _json("check", *S1, "--format", "json", rc=1)[1],
         "fit": _json("fit", "--from", *S1, "--format", "json", rc=0)[1],
     }
 
@@ -93,7 +93,7 @@ def test_s1_host_and_export(tmp_path):
 
 
 def test_s1_without_the_model_config_is_never_clean():
-    d = _json("check", S1[0], "--gpu", "A100-80GB", "--format", "json", rc=1)[1]
+    d = _json("check", S1[0], "--gpu", "A100-80GB", "--format", "json", rc=3)[1]
     assert d["complete"] is False and "OG001" in {f["rule"] for f in d["findings"]}
     proc = _text("export", "launch", S1[0], "--to", "docker", "--fix", "--gpu", "A100-80GB")
     assert proc.returncode == 2 and "--model" in proc.stderr and proc.stdout == ""
@@ -151,7 +151,7 @@ V25 = ["--vllm-version", "0.25"]
 @pytest.fixture(scope="module")
 def s3():
     return {
-        "check": _json("check", *S3, *V25, "--format", "json", rc=2)[1],
+        "check": _json("check", *S3, *V25, "--format", "json", rc=1)[1],
         "fit": _json("fit", "--from", *S3, *V25, "--lenient", "--format", "json", rc=0)[1],
     }
 

@@ -46,10 +46,12 @@ COVERAGE_RULE = "OG001"  # rules-not-run: makes the exit non-zero even without -
 
 
 class ExitCode(enum.IntEnum):
+    """The exit codes every oomguard command shares."""
+
     CLEAN = 0
-    WARNINGS = 1  # only with --strict
-    ERRORS = 2
-    BAD_INPUT = 3
+    FINDINGS = 1  # errors, or warnings with --strict
+    BAD_INPUT = 2
+    INCOMPLETE = 3  # rules that could not run (OG001): never a silent "no findings"
 
 
 @dataclass
@@ -78,10 +80,10 @@ class CheckReport:
         return any(f.rule == COVERAGE_RULE for f in self.findings)
 
     def exit_code(self, strict: bool = False) -> ExitCode:
-        if self.errors:
-            return ExitCode.ERRORS
-        if (strict and self.warnings) or self.incomplete:
-            return ExitCode.WARNINGS
+        if self.errors or (strict and self.warnings):
+            return ExitCode.FINDINGS
+        if self.incomplete:
+            return ExitCode.INCOMPLETE
         return ExitCode.CLEAN
 
     @property

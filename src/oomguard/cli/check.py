@@ -1,10 +1,10 @@
 """``oomguard check``: lint a vLLM launch before it runs, and print the corrected launch.
 
-Exit codes (for CI): 0 clean (warnings and info allowed), 1 warnings with
-``--strict`` or memory rules that could not run (OG001: never a silent "no
-findings"), 2 errors, 3 bad input (unreadable file, binary file, YAML that is
-not a mapping, a script with no vLLM command, an unknown GPU or model named
-explicitly).
+Exit codes (for CI, the same as every command's): 0 clean (warnings and info
+allowed), 1 errors (or warnings with ``--strict``), 2 bad input (unreadable
+file, binary file, YAML that is not a mapping, a script with no vLLM command,
+an unknown GPU or model named explicitly), 3 could not complete: memory rules
+that could not run (OG001: never a silent "no findings").
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 import sys
 
 ACCEPTS_VLLM_FLAGS = True
-EXIT_CLEAN, EXIT_WARNINGS, EXIT_ERRORS, EXIT_BAD_INPUT = 0, 1, 2, 3
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_INCOMPLETE = 0, 1, 2, 3
 
 _PARSER: argparse.ArgumentParser | None = None
 
@@ -25,7 +25,7 @@ _EPILOG = """examples:
   oomguard check start_api.sh --gpu A100-80GB --fix          # writes start_api.fixed.sh
   oomguard check --explain OG101
 
-exit codes: 0 clean, 1 warnings (with --strict) or rules that could not run (OG001), 2 errors, 3 bad input"""
+exit codes: 0 clean, 1 errors (or warnings with --strict), 2 bad input, 3 rules that could not run (OG001)"""
 
 
 def register(sub, name: str, help_text: str) -> None:

@@ -30,9 +30,9 @@ def test_exit_1_only_with_strict(capsys):
     assert rc == 1
 
 
-def test_exit_2_errors(capsys):
+def test_exit_1_errors(capsys):
     rc, out, _ = run(capsys, str(FIXTURES / "long_context.sh"), "--gpu", "A100-80GB", "--format", "json")
-    assert rc == 2
+    assert rc == 1
     assert json.loads(out)["summary"]["errors"] == 2
 
 
@@ -46,7 +46,7 @@ def test_exit_2_errors(capsys):
 )
 def test_exit_3_bad_input(capsys, target, needle):
     rc, out, err = run(capsys, str(FIXTURES / target), "--gpu", "A100-80GB")
-    assert rc == 3 and needle in err and "Traceback" not in err
+    assert rc == 2 and needle in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
 
 
@@ -54,20 +54,20 @@ def test_exit_3_binary_and_unreadable(capsys, tmp_path):
     b = tmp_path / "blob.sh"
     b.write_bytes(b"\x7fELF\x00\x00\x01")
     rc, _, err = run(capsys, str(b), "--gpu", "A100-80GB")
-    assert rc == 3 and "binary file" in err
+    assert rc == 2 and "binary file" in err
     d = tmp_path / "dir.sh"
     d.mkdir()
     rc, _, err = run(capsys, str(d), "--gpu", "A100-80GB")
-    assert rc == 3 and "directory" in err
+    assert rc == 2 and "directory" in err
 
 
 def test_exit_3_bad_options(capsys):
     rc, _, err = run(capsys, str(FIXTURES / "clean_h100.sh"), "--gpu", "H999")
-    assert rc == 3 and "unknown GPU" in err
+    assert rc == 2 and "unknown GPU" in err
     rc, _, err = run(capsys, str(FIXTURES / "clean_h100.sh"), "--gpu", "H100", "--host-ram-gib", "lots")
-    assert rc == 3 and "--host-ram-gib" in err
+    assert rc == 2 and "--host-ram-gib" in err
     rc, _, err = run(capsys, "--explain", "OG999")
-    assert rc == 3 and "no rule" in err
+    assert rc == 2 and "no rule" in err
 
 
 def test_explain(capsys):
@@ -94,13 +94,13 @@ def test_ignore_option_and_inline_directives(capsys):
 def test_vllm_flags_next_to_our_options(capsys):
     rc, out, _ = run(capsys, "--model", "Qwen/Qwen2.5-7B-Instruct", "--gpu", "A100-80GB", "--max-model-len", "8192", "--swap-space", "4", "--format", "json")
     d = json.loads(out)
-    assert rc == 2 and d["findings"][0]["rule"] == "OG602"
+    assert rc == 1 and d["findings"][0]["rule"] == "OG602"
     assert d["fixed_command"] == "vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192"
 
 
 def test_github_and_sarif_formats(capsys):
     rc, out, _ = run(capsys, str(FIXTURES / "long_context.sh"), "--gpu", "A100-80GB", "--format", "github")
-    assert rc == 2 and out.startswith("::error file=")
+    assert rc == 1 and out.startswith("::error file=")
     rc, out, _ = run(capsys, str(FIXTURES / "long_context.sh"), "--gpu", "A100-80GB", "--format", "sarif")
     assert json.loads(out)["version"] == "2.1.0"
 

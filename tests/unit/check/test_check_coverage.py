@@ -24,7 +24,7 @@ def test_missing_gpu_is_a_finding_too():
     rep = check("vllm serve Qwen/Qwen3-8B --max-model-len 32768")
     f = finding(rep, "OG001")
     assert any("--gpu" in p for p in f.numbers["pass"]) and not any("--model" in p for p in f.numbers["pass"])
-    assert rep.exit_code() == 1
+    assert rep.exit_code() == 3  # could not complete
 
 
 def test_with_model_and_gpu_the_check_is_complete():
@@ -36,18 +36,18 @@ def test_with_model_and_gpu_the_check_is_complete():
 
 def test_cli_exit_code_and_json_without_model():
     proc = run_cli("check", str(S1 / "start_api.sh"), "--gpu", "A100-80GB", "--format", "json")
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 3, proc.stderr
     d = json.loads(proc.stdout)
     assert d["complete"] is False and "OG001" in {f["rule"] for f in d["findings"]}
     text = run_cli("check", str(S1 / "start_api.sh"), "--gpu", "A100-80GB")
-    assert text.returncode == 1 and "no findings" not in text.stdout and "OG001" in text.stdout
+    assert text.returncode == 3 and "no findings" not in text.stdout and "OG001" in text.stdout
 
 
 def test_unmodelled_architecture_still_gets_flag_rules_and_json():
     # DeepSeek-V4 is in the catalog but its compressed MLA caches are not modelled
     proc = run_cli("check", "--gpu", "H200", "--num-gpus", "8", "--format", "json", "--",
                    "vllm", "serve", "deepseek-ai/DeepSeek-V4-Flash", "-tp", "8", "--swap-space", "4", "--max-modle-len", "8192")
-    assert proc.returncode == 2, proc.stderr  # OG602/OG601 are errors
+    assert proc.returncode == 1, proc.stderr  # OG602/OG601 are errors
     d = json.loads(proc.stdout)
     rules = {f["rule"] for f in d["findings"]}
     assert {"OG602", "OG601", "OG001"} <= rules
@@ -61,7 +61,7 @@ def test_unmodelled_architecture_given_explicitly_is_not_bad_input():
 
     cfg = CATALOG_DIR / "deepseek-ai__DeepSeek-V4-Flash" / "config.json"
     rep = check("vllm serve /srv/dsv4 -tp 8", gpu="H200", num_gpus=8, model=str(cfg))
-    assert rep.ctx.model_unsupported and rep.exit_code() == 1
+    assert rep.ctx.model_unsupported and rep.exit_code() == 3
     assert rules_of(rep) == {"OG001"}
 
 

@@ -140,7 +140,7 @@ def test_fix_cli_writes_next_to_the_input(tmp_path, capsys):
     src.chmod(0o755)
     before = src.read_text()
     rc = main(["check", str(src), "--gpu", "A100-80GB", "--fix"])
-    assert rc == 2
+    assert rc == 1
     out = tmp_path / "start_api.fixed.sh"
     assert out.exists() and src.read_text() == before  # never overwrites the input
     assert out.stat().st_mode & 0o777 == 0o755

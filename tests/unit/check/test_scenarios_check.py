@@ -65,7 +65,7 @@ def test_s1_json(capsys):
 
     rc = main(["check", str(SCEN / "s1" / "start_api.sh"), "--model", str(SCEN / "s1" / "model"), "--gpu", "A100-80GB", "--format", "json"])
     d = json.loads(capsys.readouterr().out)
-    assert rc == 2
+    assert rc == 1
     assert d["findings"][0]["rule"] == "OG101" and d["plan"]["failure"] == "profile-oom"
     assert "--max-model-len 1048576" in d["fixed_command"] and d["goal_kept"] is True
     first = d["goal_fixes"][0]
