@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from oomguard.model import activation as act
+from oomguard.model.cudagraph import cudagraph_estimate
 from oomguard.model.engine import ceil_requested, derive_len, mamba_blocks_per_request, resolve, tokens_logged_by_groups
 from oomguard.model.failures import FailureClass
 from oomguard.model.kv_spec import KVLayout, blocks_per_request
@@ -194,7 +195,7 @@ def make_step(model, gpu, flags: dict, env: dict, *, version: str | None, token_
     s = resolve(model, f, env, version=version, gpu_total_bytes=gpu.total_bytes, gpu_name=gpu.name, gpu_cc=gpu.cc_major_minor, usage=usage)
     pp = s.pipeline_parallel_size
     terms = [act.activation_peak(model, s, last_stage=i == pp - 1) for i in range(pp)]
-    g = act.cudagraph_estimate(model, s)
+    g = cudagraph_estimate(model, s)
     return Step(
         token_budget,
         num_seqs,

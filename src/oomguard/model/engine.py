@@ -66,6 +66,8 @@ class EngineSettings:
     max_cudagraph_capture_size: int
     num_capture_sizes: int
     allow_long_max_model_len: bool
+    dtype: str = "bfloat16"  # the dtype vLLM runs the model in (--dtype, auto rules per release)
+    act_dtype_bytes: int = 2  # element size of weights, activations and the auto KV cache
     mm_profile: bool = True  # multimodal encoder profiled (off with --limit-mm-per-prompt all 0 / --language-model-only)
     notes: tuple[str, ...] = field(default=())
 
@@ -232,6 +234,9 @@ def resolve(
         mrv2 = model.moe is None and not model.is_hybrid
     else:
         mrv2 = False
+    dtype, dtype_note = resolve_dtype(model, flags.get("dtype"), v, gpu_cc)
+    if dtype_note:
+        notes.append(dtype_note)
     kv_bytes = flags.get("kv_cache_memory_bytes")
     swap = flags.get("swap_space")
     if swap is None:
@@ -267,9 +272,46 @@ def resolve(
         max_cudagraph_capture_size=max_cap,
         num_capture_sizes=n_sizes,
         allow_long_max_model_len=allow_long,
+        dtype=dtype,
+        act_dtype_bytes=DTYPE_BYTES[dtype],
         mm_profile=_mm_profiled(flags),
         notes=tuple(notes),
     )
+
+
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+_DTYPE_NAMES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
+# Before _resolve_auto_dtype, vLLM's _get_and_verify_dtype down-cast float32 configs to float16
+# ("following the common practice"), except Gemma 2/3, which went to bfloat16.
+_FP32_TO_BF16_TYPES = ("gemma2", "gemma3", "gemma3_text")
+
+
+def resolve_dtype(model: ModelDescription, flag: Any, v: tuple[int, int, int], gpu_cc: tuple[int, int]) -> tuple[str, str | None]:
+    """The dtype vLLM runs the model in, and a note when it differs from what was asked.
+
+    ``config/model.py::_get_and_verify_dtype``: an explicit --dtype wins; ``auto`` takes the
+    config's torch_dtype (float32 if absent), down-cast from float32 to 16 bits.
+    """
+    raw = str(flag or "auto").lower()
+    if raw != "auto":
+        name = _DTYPE_NAMES.get(raw)
+        if name is None:
+            raise InputError(f"--dtype {flag!r} is not one of auto, half, float16, bfloat16, float, float32")
+        if name == "bfloat16" and gpu_cc < (8, 0):
+            return name, f"--dtype bfloat16 needs compute capability 8.0; this GPU has {gpu_cc[0]}.{gpu_cc[1]}: vLLM refuses to start (use --dtype half)"
+        return name, None
+    cfg = model.dtype if model.dtype in DTYPE_BYTES else "bfloat16"
+    if cfg == "float32":
+        if v < AUTO_DTYPE_BY_PLATFORM:
+            return ("bfloat16" if model.model_type in _FP32_TO_BF16_TYPES else "float16"), "float32 checkpoint served in 16 bits (--dtype auto); --dtype float32 keeps it"
+        return ("bfloat16" if gpu_cc >= (8, 0) else "float16"), "float32 checkpoint served in 16 bits (--dtype auto); --dtype float32 keeps it"
+    if cfg == "bfloat16" and gpu_cc < (8, 0) and v >= AUTO_DTYPE_BY_PLATFORM:
+        return "float16", "bfloat16 checkpoint on a GPU without bf16: vLLM serves it in float16"
+    return cfg, None
+
+
+# The release whose _resolve_auto_dtype picks the platform's first supported dtype.
+AUTO_DTYPE_BY_PLATFORM = (0, 10, 0)
 
 
 def _auto_kv_dtype(model: ModelDescription, v: tuple[int, int, int]) -> str:

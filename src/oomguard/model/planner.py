@@ -16,10 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from oomguard.model import activation as act
+from oomguard.model.cudagraph import cudagraph_estimate
 from oomguard.model.engine import EngineSettings, ceil_requested, mamba_blocks_per_request, resolve, tokens_logged_by_groups
 from oomguard.model.estimate import Term
 from oomguard.model.failures import FailureClass
 from oomguard.model.kv_spec import KVLayout, blocks_per_request, kv_layout, layer_kv_specs, per_token_bytes, project_layout
+from oomguard.model.non_torch import non_torch
 from oomguard.model.quantization import WeightCosts, override_quantization, weight_costs
 from oomguard.model.weights import pp_layer_ranges, weight_split
 from oomguard.units import GiB, MiB
@@ -244,8 +246,8 @@ def plan_launch(
             high=int(w_bytes * 1.03),
         )
         a = act.activation_peak(model, s, last_stage=last)
-        nt = act.non_torch(model, s, nvlink=getattr(gpu, "nvlink", nvlink), custom_all_reduce=not flags.get("disable_custom_all_reduce"))
-        g = act.cudagraph_estimate(model, s)
+        nt = non_torch(model, s, nvlink=getattr(gpu, "nvlink", nvlink), custom_all_reduce=not flags.get("disable_custom_all_reduce"))
+        g = cudagraph_estimate(model, s)
         layout = project_layout(layout_all, set(ranges[stage])) if pp > 1 else layout_all
         graphs_in_budget = s.estimate_cudagraphs and g.bytes > 0
         if s.kv_cache_memory_bytes is not None:
