@@ -68,6 +68,7 @@ class EngineSettings:
     allow_long_max_model_len: bool
     dtype: str = "bfloat16"  # the dtype vLLM runs the model in (--dtype, auto rules per release)
     act_dtype_bytes: int = 2  # element size of weights, activations and the auto KV cache
+    dtype_error: str | None = None  # vLLM refuses this dtype on this GPU / model type
     mm_profile: bool = True  # multimodal encoder profiled (off with --limit-mm-per-prompt all 0 / --language-model-only)
     notes: tuple[str, ...] = field(default=())
 
@@ -234,7 +235,7 @@ def resolve(
         mrv2 = model.moe is None and not model.is_hybrid
     else:
         mrv2 = False
-    dtype, dtype_note = resolve_dtype(model, flags.get("dtype"), v, gpu_cc)
+    dtype, dtype_note, dtype_error = resolve_dtype(model, flags.get("dtype"), v, gpu_cc)
     if dtype_note:
         notes.append(dtype_note)
     kv_bytes = flags.get("kv_cache_memory_bytes")
@@ -274,6 +275,7 @@ def resolve(
         allow_long_max_model_len=allow_long,
         dtype=dtype,
         act_dtype_bytes=DTYPE_BYTES[dtype],
+        dtype_error=dtype_error,
         mm_profile=_mm_profiled(flags),
         notes=tuple(notes),
     )
@@ -281,37 +283,60 @@ def resolve(
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 _DTYPE_NAMES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
-# Before _resolve_auto_dtype, vLLM's _get_and_verify_dtype down-cast float32 configs to float16
-# ("following the common practice"), except Gemma 2/3, which went to bfloat16.
-_FP32_TO_BF16_TYPES = ("gemma2", "gemma3", "gemma3_text")
+# config/model.py::_FLOAT16_NOT_SUPPORTED_MODELS @0.32: float16 is refused for these model types.
+NO_FLOAT16_TYPES = ("gemma2", "gemma3", "gemma3_text", "glm4")
+# PR #18751 (merged 2025-05-30, first in 0.9.1) replaced "float32 → float16" with the
+# platform's first supported dtype (_resolve_auto_dtype).
+AUTO_DTYPE_BY_PLATFORM = (0, 9, 1)
 
 
-def resolve_dtype(model: ModelDescription, flag: Any, v: tuple[int, int, int], gpu_cc: tuple[int, int]) -> tuple[str, str | None]:
-    """The dtype vLLM runs the model in, and a note when it differs from what was asked.
+def _cuda_dtypes(gpu_cc: tuple[int, int]) -> list[str]:
+    """platforms/cuda.py::supported_dtypes: bf16 from sm80, fp16 from sm60."""
+    if gpu_cc >= (8, 0):
+        return ["bfloat16", "float16", "float32"]
+    if gpu_cc >= (6, 0):
+        return ["float16", "float32"]
+    return ["float32"]
 
-    ``config/model.py::_get_and_verify_dtype``: an explicit --dtype wins; ``auto`` takes the
-    config's torch_dtype (float32 if absent), down-cast from float32 to 16 bits.
+
+def resolve_dtype(model: ModelDescription, flag: Any, v: tuple[int, int, int], gpu_cc: tuple[int, int]) -> tuple[str, str | None, str | None]:
+    """(dtype vLLM runs the model in, a note when it is not the checkpoint's, the error vLLM
+    raises when it refuses the dtype).
+
+    ``config/model.py::_get_and_verify_dtype``: an explicit ``--dtype`` wins; ``auto`` takes
+    the config's torch_dtype. From 0.9.1 (``_resolve_auto_dtype``) a float32 config, or one the
+    GPU cannot run, becomes the platform's first supported dtype that the model type allows
+    (bf16 on sm80+, fp16 before, float32 for Gemma 2/3 and GLM-4 on pre-sm80 cards). Before,
+    float32 became float16 (bfloat16 for Gemma 2/3) and a bf16 config on a pre-sm80 card failed.
     """
     raw = str(flag or "auto").lower()
+    cfg = model.dtype if model.dtype in DTYPE_BYTES else "bfloat16"
+    new = v >= AUTO_DTYPE_BY_PLATFORM
     if raw != "auto":
         name = _DTYPE_NAMES.get(raw)
         if name is None:
-            raise InputError(f"--dtype {flag!r} is not one of auto, half, float16, bfloat16, float, float32")
-        if name == "bfloat16" and gpu_cc < (8, 0):
-            return name, f"--dtype bfloat16 needs compute capability 8.0; this GPU has {gpu_cc[0]}.{gpu_cc[1]}: vLLM refuses to start (use --dtype half)"
-        return name, None
-    cfg = model.dtype if model.dtype in DTYPE_BYTES else "bfloat16"
-    if cfg == "float32":
-        if v < AUTO_DTYPE_BY_PLATFORM:
-            return ("bfloat16" if model.model_type in _FP32_TO_BF16_TYPES else "float16"), "float32 checkpoint served in 16 bits (--dtype auto); --dtype float32 keeps it"
-        return ("bfloat16" if gpu_cc >= (8, 0) else "float16"), "float32 checkpoint served in 16 bits (--dtype auto); --dtype float32 keeps it"
-    if cfg == "bfloat16" and gpu_cc < (8, 0) and v >= AUTO_DTYPE_BY_PLATFORM:
-        return "float16", "bfloat16 checkpoint on a GPU without bf16: vLLM serves it in float16"
-    return cfg, None
-
-
-# The release whose _resolve_auto_dtype picks the platform's first supported dtype.
-AUTO_DTYPE_BY_PLATFORM = (0, 10, 0)
+            raise InputError(f"--dtype {flag!r}: not one of auto, half, float16, bfloat16, float, float32")
+        chosen = name
+    elif new:
+        allowed = [d for d in _cuda_dtypes(gpu_cc) if not (d == "float16" and model.model_type in NO_FLOAT16_TYPES)]
+        preferred = allowed[0]
+        chosen = cfg if cfg != "float32" and cfg in allowed else preferred
+    elif cfg == "float32":
+        chosen = "bfloat16" if model.model_type in ("gemma2", "gemma3", "gemma3_text") else "float16"
+    else:
+        chosen = cfg
+    note = error = None
+    if chosen == "bfloat16" and gpu_cc < (8, 0):
+        # worker/worker.py::_check_if_gpu_supports_dtype (V0), platforms/cuda.py::check_if_supports_dtype (V1)
+        error = ("Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+                 f"Your GPU has compute capability {gpu_cc[0]}.{gpu_cc[1]}. "
+                 "You can use float16 instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.")
+    elif chosen == "float16" and new and model.model_type in NO_FLOAT16_TYPES:
+        error = f"The model type {model.model_type!r} does not support float16. Reason: Numerical instability. Please use bfloat16 or float32 instead."
+    if chosen != cfg:
+        how = f"--dtype {raw}" if raw != "auto" else "--dtype auto"
+        note = f"checkpoint dtype {cfg}, served as {chosen} ({how}): weights, activations and the auto KV cache take {DTYPE_BYTES[chosen]} bytes per element"
+    return chosen, note, error
 
 
 def _auto_kv_dtype(model: ModelDescription, v: tuple[int, int, int]) -> str:

@@ -50,13 +50,17 @@ class LayerKVSpec:
     name: str = ""
 
 
-def kv_dtype_bytes(kv_cache_dtype: str | None, model: ModelDescription) -> int:
+def kv_dtype_bytes(kv_cache_dtype: str | None, model: ModelDescription, served_bytes: int | None = None) -> int:
+    """``served_bytes``: the element size of the dtype vLLM serves in (EngineSettings.act_dtype_bytes);
+    ``auto`` follows it (config/cache.py: the cache dtype defaults to the model dtype)."""
     name = (kv_cache_dtype or "auto").lower()
     if name not in _KV_DTYPE_BYTES:
         raise InputError(f"--kv-cache-dtype {kv_cache_dtype!r} is not modelled; use auto, bfloat16, float16, fp8, fp8_e4m3 or fp8_e5m2")
     b = _KV_DTYPE_BYTES[name]
     if b is None:
-        # 'auto' stores the model dtype; fp32 checkpoints run in bf16 on sm80+.
+        if served_bytes:
+            return served_bytes
+        # 'auto' stores the model dtype; fp32 checkpoints run in 16 bits under --dtype auto.
         return 2 if model.dtype in ("bfloat16", "float16", "float32") else model.dtype_bytes
     return b
 
@@ -122,9 +126,15 @@ def layer_kv_specs(
     num_spec: int = 0,
     disable_hybrid: bool = False,
     gpu_cc: tuple[int, int] = (9, 0),
+    dtype_bytes: int | None = None,
 ) -> list[LayerKVSpec]:
-    """Per-layer KV specs on one TP rank, with vLLM's block-size rules applied."""
-    s = kv_dtype_bytes(kv_cache_dtype, model)
+    """Per-layer KV specs on one TP rank, with vLLM's block-size rules applied.
+
+    ``dtype_bytes`` is the served element size (``--dtype``); the auto KV dtype and the Mamba
+    states stored in the model dtype follow it."""
+    s = kv_dtype_bytes(kv_cache_dtype, model, dtype_bytes)
+    if dtype_bytes and dtype_bytes != model.dtype_bytes and model.is_hybrid:
+        model = _mamba_in_served_dtype(model, dtype_bytes)
     bs = block_size or backend_block_size(model, kv_cache_dtype, gpu_cc)
     if model.is_hybrid:
         bs = max(bs, hybrid_block_size(model, tp, s, kv_cache_dtype, bs, num_spec))
@@ -164,6 +174,24 @@ def layer_kv_specs(
         )
         attn_index += 1
     return specs
+
+
+def _mamba_in_served_dtype(model: ModelDescription, served: int) -> ModelDescription:
+    """Conv/SSM states kept in the model dtype (mamba_cache_dtype auto) take the served size;
+    a state the config pins (mamba_ssm_dtype float32) keeps its own."""
+    from dataclasses import replace
+
+    ck = model.dtype_bytes
+
+    def fix(layer: AttentionLayer) -> AttentionLayer:
+        st = layer.mamba
+        if st is None:
+            return layer
+        st = replace(st, conv_dtype_bytes=served if st.conv_dtype_bytes == ck else st.conv_dtype_bytes,
+                     ssm_dtype_bytes=served if st.ssm_dtype_bytes == ck else st.ssm_dtype_bytes)
+        return replace(layer, mamba=st)
+
+    return replace(model, layers=tuple(fix(l) for l in model.layers))
 
 
 @dataclass(frozen=True)

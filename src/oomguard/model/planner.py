@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from oomguard.model import activation as act
 from oomguard.model.cudagraph import cudagraph_estimate
-from oomguard.model.engine import EngineSettings, ceil_requested, mamba_blocks_per_request, resolve, tokens_logged_by_groups
+from oomguard.model.engine import EngineSettings, ceil_requested, derive_len, mamba_blocks_per_request, resolve, tokens_logged_by_groups
 from oomguard.model.estimate import Term
 from oomguard.model.failures import FailureClass
 from oomguard.model.kv_spec import KVLayout, blocks_per_request, kv_layout, layer_kv_specs, per_token_bytes, project_layout
@@ -196,9 +196,8 @@ def plan_launch(
         fail(FailureClass.CONFIG_ERROR, f"Total number of attention heads ({model.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
     if model.family != "mla" and tp > model.num_kv_heads and tp % model.num_kv_heads:
         fail(FailureClass.CONFIG_ERROR, f"Total number of KV heads ({model.num_kv_heads}) must divide tensor parallel size ({tp}) when TP exceeds it.")
-    derived = model.derived_max_model_len
-    from oomguard.model.engine import derive_len
-
+    if s.dtype_error:
+        fail(FailureClass.CONFIG_ERROR, s.dtype_error)
     derived = derive_len(model, s.version)
     if s.max_model_len > derived and not s.allow_long_max_model_len:
         fail(
@@ -215,9 +214,7 @@ def plan_launch(
     with_mtp = s.speculative_method in ("mtp", "deepseek_mtp", "qwen3_next_mtp") and model.num_mtp_layers > 0
     total = gpu.total_bytes
     requested = ceil_requested(total, s.gpu_memory_utilization, s.version)
-    specs_all = layer_kv_specs(model, tp, s.kv_cache_dtype, s.block_size, num_spec=s.num_speculative_tokens if model.is_hybrid else 0, disable_hybrid=s.disable_hybrid_kv_cache_manager or s.engine == "V0", gpu_cc=gpu.cc_major_minor)
-    if s.engine == "V0":
-        specs_all = [sp for sp in specs_all]  # V0 allocates every attention layer as full
+    specs_all = layer_kv_specs(model, tp, s.kv_cache_dtype, s.block_size, num_spec=s.num_speculative_tokens if model.is_hybrid else 0, disable_hybrid=s.disable_hybrid_kv_cache_manager or s.engine == "V0", gpu_cc=gpu.cc_major_minor, dtype_bytes=s.act_dtype_bytes)
     layout_all = kv_layout(specs_all)
     block_size = layout_all.block_size
     mamba_blocks = mamba_blocks_per_request(model, s)
@@ -226,13 +223,13 @@ def plan_launch(
     cpu_off = int(s.cpu_offload_gb * GiB)
     for stage in range(pp):
         last = stage == pp - 1
-        split = weight_split(model, costs, tp=tp, pp=pp, pp_rank=stage, ep=tp if s.expert_parallel else 1, with_mtp=with_mtp, pp_partition=env.get("VLLM_PP_LAYER_PARTITION"))
+        split = weight_split(model, costs, tp=tp, pp=pp, pp_rank=stage, ep=tp if s.expert_parallel else 1, with_mtp=with_mtp, pp_partition=env.get("VLLM_PP_LAYER_PARTITION"), dtype_bytes=s.act_dtype_bytes)
         w_bytes = max(0, split.total_bytes - cpu_off)
         w_formula = (
             f"embed {_fmt_gib(split.embed_bytes)} + {split.num_layers} layers {_fmt_gib(split.layers_bytes)} + lm_head {_fmt_gib(split.lm_head_bytes)}"
             + (f" + vision {_fmt_gib(split.vision_bytes)}" if split.vision_bytes else "")
             + (f" + MTP {_fmt_gib(split.mtp_bytes)}" if split.mtp_bytes else "")
-            + f" GiB at TP {tp}" + (f", quantization {q.method}" if q.is_quantized else "")
+            + f" GiB at TP {tp}, {s.dtype}" + (f", quantization {q.method}" if q.is_quantized else "")
             + (f" − cpu_offload_gb {s.cpu_offload_gb:g}" if cpu_off else "")
         )
         exact = model.checkpoint_bytes is not None
@@ -314,8 +311,6 @@ def plan_launch(
         )
     peak_rank = max(ranks, key=lambda r: r.weights.bytes + r.activation.bytes + r.non_torch.bytes)
     profile_peak = peak_rank.weights.bytes + peak_rank.activation.bytes + peak_rank.non_torch.bytes + context + other_gpu_use_bytes
-    if s.kv_cache_memory_bytes is not None:
-        profile_peak = peak_rank.weights.bytes + peak_rank.activation.bytes + peak_rank.non_torch.bytes + context + other_gpu_use_bytes
     if profile_peak > total:
         fail(
             FailureClass.PROFILE_OOM,

@@ -108,14 +108,21 @@ def _mlp_params(m: ModelDescription, is_moe: bool, tp: int, ep: int) -> tuple[fl
     return parallel_dense, experts, shared, router
 
 
-def layer_bytes(m: ModelDescription, index: int, costs: WeightCosts, tp: int, ep: int = 1) -> float:
+def served_costs(costs: WeightCosts, checkpoint_bytes: int, served_bytes: int) -> WeightCosts:
+    """Costs when vLLM casts the unquantized tensors to ``--dtype`` (quantized ones keep theirs)."""
+    if served_bytes == checkpoint_bytes:
+        return costs
+    return WeightCosts({c: (float(served_bytes) if v == checkpoint_bytes else v) for c, v in costs.per_category.items()})
+
+
+def layer_bytes(m: ModelDescription, index: int, costs: WeightCosts, tp: int, ep: int = 1, dtype_bytes: int | None = None) -> float:
     layer = m.layers[index]
     kind = layer.kind if layer.kind in (LayerKind.MLA, LayerKind.MAMBA) else LayerKind.FULL
     attn = _attention_params(m, kind, tp, layer if kind is LayerKind.FULL else None)
     attn_cat = "linear_attn" if kind is LayerKind.MAMBA else "attn"
     dense, experts, shared, router = _mlp_params(m, layer.moe, tp, ep)
     dense *= layer.mlp_multiplier
-    b = m.dtype_bytes
+    b = dtype_bytes or m.dtype_bytes
     total = attn * costs.bytes_per_param(attn_cat)
     total += dense * costs.bytes_per_param("mlp") + experts * costs.bytes_per_param("experts")
     total += shared * costs.bytes_per_param("shared_experts") + router * b
@@ -133,8 +140,13 @@ def weight_split(
     ep: int = 1,
     with_mtp: bool = False,
     pp_partition: str | None = None,
+    dtype_bytes: int | None = None,
 ) -> WeightSplit:
-    b = m.dtype_bytes
+    """``dtype_bytes``: the element size vLLM serves in (``--dtype``), when not the checkpoint's;
+    the safetensors scale is taken at the checkpoint's dtype and applied to the served sizes."""
+    ckpt_costs = costs
+    b = dtype_bytes or m.dtype_bytes
+    costs = served_costs(costs, m.dtype_bytes, b)
     vocab_rows = pad_vocab(m.vocab_size) / tp
     text_layers = [i for i, l in enumerate(m.layers) if l.name != "indexer"][: m.num_layers]
     ranges = pp_layer_ranges(len(text_layers), pp, pp_partition)
@@ -146,18 +158,18 @@ def weight_split(
     lm_head = 0.0
     if last and (not m.tie_word_embeddings or pp > 1):
         lm_head = vocab_rows * m.hidden_size * costs.bytes_per_param("lm_head")
-    layers = sum(layer_bytes(m, text_layers[i], costs, tp, ep) for i in mine)
+    layers = sum(layer_bytes(m, text_layers[i], costs, tp, ep, b) for i in mine)
     if last:
         layers += m.hidden_size * b  # final norm
     vision = m.vision_params * b / tp if first else 0.0
     mtp = 0.0
     if with_mtp and last and m.num_mtp_layers:
-        one = layer_bytes(m, text_layers[-1], costs, tp, ep) + 2 * m.hidden_size * m.hidden_size * b / tp
+        one = layer_bytes(m, text_layers[-1], costs, tp, ep, b) + 2 * m.hidden_size * m.hidden_size * b / tp
         mtp = m.num_mtp_layers * one
     scale = 1.0
     if m.checkpoint_bytes:
         # Scale the per-rank structure so the whole model matches the checkpoint exactly.
-        whole = weight_split_unscaled_total(m, costs)
+        whole = weight_split_unscaled_total(m, ckpt_costs)
         groups = m.checkpoint_dtype_bytes or {}
         ckpt = m.checkpoint_bytes
         mtp_ck = groups.get("mtp")
