@@ -369,10 +369,12 @@ def _mm_profiled(flags: dict) -> bool:
 
 
 def mamba_blocks_per_request(model: ModelDescription, s: EngineSettings) -> int:
-    """Mamba/GDN state blocks one request holds per group (§2.1): one, plus one per speculative
-    token, plus one in prefix-caching "align" mode (hybrid prefix caching, >= 0.25)."""
+    """Mamba/GDN state blocks one request holds per group (docs/memory-model.md §KV): one, plus
+    one per speculative token, plus one in "align" mode, which vLLM selects whenever prefix
+    caching is on for a hybrid model (model_executor/models/config.py sets
+    ``mamba_cache_mode = "align"``), whether the user asked for it or the release defaults it on."""
     k = 1 + (s.num_speculative_tokens if model.is_hybrid else 0)
-    if model.is_hybrid and s.enable_prefix_caching and s.version >= (0, 25, 0):
+    if model.is_hybrid and s.enable_prefix_caching:
         k += 1
     return k
 
