@@ -21,13 +21,12 @@ from oomguard.model.engine import EngineSettings, ceil_requested, derive_len, ma
 from oomguard.model.estimate import Term
 from oomguard.model.failures import FailureClass
 from oomguard.model.kv_spec import KVLayout, blocks_per_request, kv_layout, layer_kv_specs, per_token_bytes, project_layout
-from oomguard.model.non_torch import non_torch
+from oomguard.model.non_torch import CUDA_CONTEXT_BYTES, non_torch  # noqa: F401  (re-exported: check, fit, host read it here)
 from oomguard.model.quantization import WeightCosts, override_quantization, weight_costs
 from oomguard.model.weights import pp_layer_ranges, weight_split
-from oomguard.units import GiB, MiB
+from oomguard.units import GiB
 
 SCHEMA_VERSION = 1
-CUDA_CONTEXT_BYTES = 500 * MiB  # baseline before vLLM's snapshot (never charged, reduces free)
 
 
 @dataclass
@@ -89,6 +88,8 @@ class Plan:
     max_fitting_len: int | None = None
     one_request_bytes: int = 0
     num_gpus: int = 1
+    baseline_bytes: int = 0  # on each GPU before vLLM's snapshot (context, other processes, early communicators)
+    outside_bytes: int = 0  # on each GPU but outside every term (the part of the baseline the release does not charge)
 
     @property
     def tight_rank(self) -> RankLedger:
@@ -171,7 +172,7 @@ def plan_launch(
     num_gpus: int | None = None,
     other_gpu_use_bytes: int = 0,
     usage: str = "serve",
-    nvlink: bool = True,
+    nvlink: bool | None = None,
 ) -> Plan:
     flags = dict(flags or {})
     env = dict(env or {})
@@ -221,6 +222,9 @@ def plan_launch(
     ranges = pp_layer_ranges(model.num_layers, pp, env.get("VLLM_PP_LAYER_PARTITION"))
     ranks: list[RankLedger] = []
     cpu_off = int(s.cpu_offload_gb * GiB)
+    nnodes = int(flags.get("nnodes") or 1)
+    ntr = non_torch(model, s, gpu, custom_all_reduce=not flags.get("disable_custom_all_reduce"), nnodes=nnodes,
+                    gpus_per_node=(gpus // nnodes) if nnodes > 1 else None, other_gpu_use_bytes=other_gpu_use_bytes, nvlink=nvlink)
     for stage in range(pp):
         last = stage == pp - 1
         split = weight_split(model, costs, tp=tp, pp=pp, pp_rank=stage, ep=tp if s.expert_parallel else 1, with_mtp=with_mtp, pp_partition=env.get("VLLM_PP_LAYER_PARTITION"), dtype_bytes=s.act_dtype_bytes)
@@ -243,7 +247,7 @@ def plan_launch(
             high=int(w_bytes * 1.03),
         )
         a = act.activation_peak(model, s, last_stage=last)
-        nt = non_torch(model, s, nvlink=getattr(gpu, "nvlink", nvlink), custom_all_reduce=not flags.get("disable_custom_all_reduce"))
+        nt = ntr.term
         g = cudagraph_estimate(model, s)
         layout = project_layout(layout_all, set(ranges[stage])) if pp > 1 else layout_all
         graphs_in_budget = s.estimate_cudagraphs and g.bytes > 0
@@ -252,8 +256,6 @@ def plan_launch(
         else:
             kv = requested - w_bytes - nt.bytes - a.bytes - (g.bytes if graphs_in_budget else 0)
             src = "profiled"
-            if s.engine == "V1" and s.version < (0, 10, 0):
-                kv -= CUDA_CONTEXT_BYTES + other_gpu_use_bytes  # 0.8.x charged everything on the device
         n_blocks = max(0, kv // layout.bytes_per_block) if layout.bytes_per_block else 0
         if s.num_gpu_blocks_override:
             # vLLM plans the memory for the override (kv_cache_planning.py): the pool is exactly that.
@@ -293,8 +295,10 @@ def plan_launch(
         return plan
 
     # --- memory verdicts, in the order vLLM would hit them
-    context = CUDA_CONTEXT_BYTES + (200 * MiB if world > 1 else 0)
-    free_at_start = total - context - other_gpu_use_bytes
+    # On the device but outside the non-torch term: the context and other processes (unless the
+    # release charges them), and communicators built before the snapshot.
+    outside = ntr.outside_bytes
+    free_at_start = total - ntr.baseline_bytes
     r0 = tight
     if free_at_start < requested and s.version >= (0, 10, 2):
         fail(
@@ -303,14 +307,14 @@ def plan_launch(
             f"({s.gpu_memory_utilization}, {_fmt_gib(requested)} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
         )
     heaviest = max(ranks, key=lambda r: r.weights.bytes)
-    if heaviest.weights.bytes + context + other_gpu_use_bytes > total:
+    if heaviest.weights.bytes + ntr.baseline_bytes > total:
         fail(
             FailureClass.WEIGHTS_OOM,
             f"CUDA out of memory while loading weights: {_fmt_gib(heaviest.weights.bytes)} GiB of weights per GPU do not fit in "
-            f"{_fmt_gib(total - context - other_gpu_use_bytes)} GiB free. Increase --tensor-parallel-size, quantize, or use --cpu-offload-gb.",
+            f"{_fmt_gib(total - ntr.baseline_bytes)} GiB free. Increase --tensor-parallel-size, quantize, or use --cpu-offload-gb.",
         )
     peak_rank = max(ranks, key=lambda r: r.weights.bytes + r.activation.bytes + r.non_torch.bytes)
-    profile_peak = peak_rank.weights.bytes + peak_rank.activation.bytes + peak_rank.non_torch.bytes + context + other_gpu_use_bytes
+    profile_peak = peak_rank.weights.bytes + peak_rank.activation.bytes + peak_rank.non_torch.bytes + outside
     if profile_peak > total:
         fail(
             FailureClass.PROFILE_OOM,
@@ -319,7 +323,7 @@ def plan_launch(
             f"(max_num_batched_tokens={s.max_num_batched_tokens}, max_num_seqs={s.max_num_seqs}).",
         )
     if s.kv_cache_memory_bytes is not None:
-        resident = tight.weights.bytes + tight.non_torch.bytes + s.kv_cache_memory_bytes + tight.cuda_graph.bytes + context + other_gpu_use_bytes
+        resident = tight.weights.bytes + tight.non_torch.bytes + s.kv_cache_memory_bytes + tight.cuda_graph.bytes + outside
         if resident + tight.activation.bytes > total:
             fail(
                 FailureClass.PROFILE_OOM if resident <= total else FailureClass.NO_KV_MEMORY,
@@ -358,7 +362,7 @@ def plan_launch(
             )
     # Graphs captured after the KV pool is allocated and outside the budget (< 0.20, or estimate off).
     if failure is None and tight.cuda_graph.bytes and not s.estimate_cudagraphs and s.kv_cache_memory_bytes is None:
-        after = requested + context + other_gpu_use_bytes + tight.cuda_graph.bytes
+        after = requested + outside + tight.cuda_graph.bytes
         if after > total:
             fail(
                 FailureClass.CUDAGRAPH_OOM,
@@ -416,6 +420,8 @@ def plan_launch(
         max_fitting_len=fit_len,
         one_request_bytes=one_req,
         num_gpus=gpus,
+        baseline_bytes=ntr.baseline_bytes,
+        outside_bytes=outside,
     )
 
 
