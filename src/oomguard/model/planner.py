@@ -222,18 +222,25 @@ def plan_launch(
     ranges = pp_layer_ranges(model.num_layers, pp, env.get("VLLM_PP_LAYER_PARTITION"))
     ranks: list[RankLedger] = []
     cpu_off = int(s.cpu_offload_gb * GiB)
+    moe_kernel = None
+    if q.method == "mxfp4" and model.moe is not None:
+        from oomguard.model.mxfp4 import mxfp4_backend
+
+        moe_kernel, why = mxfp4_backend(s.version, gpu.cc_major_minor, vendor=getattr(gpu, "vendor", "nvidia"),
+                                        moe_backend=flags.get("moe_backend"), env=env)
     nnodes = int(flags.get("nnodes") or 1)
     ntr = non_torch(model, s, gpu, custom_all_reduce=not flags.get("disable_custom_all_reduce"), nnodes=nnodes,
                     gpus_per_node=(gpus // nnodes) if nnodes > 1 else None, other_gpu_use_bytes=other_gpu_use_bytes, nvlink=nvlink)
     for stage in range(pp):
         last = stage == pp - 1
-        split = weight_split(model, costs, tp=tp, pp=pp, pp_rank=stage, ep=tp if s.expert_parallel else 1, with_mtp=with_mtp, pp_partition=env.get("VLLM_PP_LAYER_PARTITION"), dtype_bytes=s.act_dtype_bytes)
+        split = weight_split(model, costs, tp=tp, pp=pp, pp_rank=stage, ep=tp if s.expert_parallel else 1, with_mtp=with_mtp, pp_partition=env.get("VLLM_PP_LAYER_PARTITION"), dtype_bytes=s.act_dtype_bytes, mxfp4_backend=moe_kernel)
         w_bytes = max(0, split.total_bytes - cpu_off)
         w_formula = (
             f"embed {_fmt_gib(split.embed_bytes)} + {split.num_layers} layers {_fmt_gib(split.layers_bytes)} + lm_head {_fmt_gib(split.lm_head_bytes)}"
             + (f" + vision {_fmt_gib(split.vision_bytes)}" if split.vision_bytes else "")
             + (f" + MTP {_fmt_gib(split.mtp_bytes)}" if split.mtp_bytes else "")
             + f" GiB at TP {tp}, {s.dtype}" + (f", quantization {q.method}" if q.is_quantized else "")
+            + (f", MXFP4 experts padded for the {moe_kernel} kernels ({why})" if moe_kernel else "")
             + (f" − cpu_offload_gb {s.cpu_offload_gb:g}" if cpu_off else "")
         )
         exact = model.checkpoint_bytes is not None
@@ -241,7 +248,9 @@ def plan_launch(
             "weights",
             w_bytes,
             w_formula + (f" (scaled ×{split.scale:.3f} to the safetensors total)" if exact else ""),
-            "safetensors headers" if exact else "config.json × vllm-memory.md §6 bytes per parameter",
+            ("safetensors headers" if exact else "config.json × bytes per parameter")
+            + "; docs/memory-model.md#weights; model_executor/layers/linear.py, vocab_parallel_embedding.py, quantization/*::create_weights"
+            + ("; fused_moe/oracle/mxfp4.py::mxfp4_round_up_hidden_size_and_intermediate_size" if moe_kernel else ""),
             exact=exact,
             low=int(w_bytes * 0.98),
             high=int(w_bytes * 1.03),
