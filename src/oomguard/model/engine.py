@@ -122,6 +122,18 @@ def capture_sizes(max_size: int, num_seqs: int, tokens: int) -> list[int]:
     return sorted(set(sizes))
 
 
+def _int_list(value: Any) -> list[int] | None:
+    """A size list as argparse, JSON or a shell string gives it ("1 2 4", "1,2,4", [1, 2, 4])."""
+    if value in (None, "", [], ()):
+        return None
+    items = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").replace("[", " ").replace("]", " ").split()
+    try:
+        out = sorted({int(x) for x in items})
+    except (TypeError, ValueError):
+        raise InputError(f"CUDA-graph capture sizes {value!r}: not a list of integers") from None
+    return out or None
+
+
 def _json(value: Any) -> dict:
     if isinstance(value, dict):
         return value
@@ -219,11 +231,20 @@ def resolve(
         mode = "NONE"
     q = 1 + num_spec
     max_cap = comp.get("max_cudagraph_capture_size") or flags.get("max_cudagraph_capture_size")
+    # An explicit size list (--cudagraph-capture-sizes, 0.10-0.11 --cuda-graph-sizes, or the
+    # compilation config's cudagraph_capture_sizes) replaces the default pattern; vLLM drops sizes
+    # above max_num_batched_tokens (config/vllm.py::_set_cudagraph_sizes).
+    explicit = _int_list(comp.get("cudagraph_capture_sizes") or flags.get("cudagraph_capture_sizes") or flags.get("cuda_graph_sizes"))
+    if explicit and len(explicit) == 1 and not comp.get("cudagraph_capture_sizes") and flags.get("cuda_graph_sizes") and not flags.get("cudagraph_capture_sizes"):
+        max_cap, explicit = explicit[0], None  # one --cuda-graph-sizes value: the default pattern up to it
+    if explicit:
+        explicit = [x for x in explicit if x <= T] or explicit[:1]
+        max_cap = max(explicit)
     if not max_cap:
         cap_limit = 1024 if gpu_cc[0] == 10 else 512
         max_cap = min(T, min(S * q * 2, cap_limit)) if v >= (0, 11, 0) else min(S, 512)
     max_cap = int(max_cap)
-    n_sizes = 0 if mode == "NONE" else len(capture_sizes(max_cap, S, T))
+    n_sizes = 0 if mode == "NONE" else (len(explicit) if explicit else len(capture_sizes(max_cap, S, T)))
     est_env = env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
     estimate = v >= (0, 20, 0) if est_env is None else str(est_env) == "1" and v >= (0, 18, 0)
     mrv2_env = env.get("VLLM_USE_V2_MODEL_RUNNER")

@@ -20,6 +20,7 @@ from oomguard.model.cudagraph import cudagraph_estimate
 from oomguard.model.engine import EngineSettings, ceil_requested, derive_len, mamba_blocks_per_request, resolve, tokens_logged_by_groups
 from oomguard.model.estimate import Term
 from oomguard.model.failures import FailureClass
+from oomguard.model.flag_effects import unmodelled_notes
 from oomguard.model.kv_spec import KVLayout, blocks_per_request, kv_layout, layer_kv_specs, per_token_bytes, project_layout
 from oomguard.model.non_torch import CUDA_CONTEXT_BYTES, non_torch  # noqa: F401  (re-exported: check, fit, host read it here)
 from oomguard.model.quantization import WeightCosts, override_quantization, weight_costs
@@ -178,7 +179,7 @@ def plan_launch(
     env = dict(env or {})
     model = apply_overrides(model, flags)
     s = resolve(model, flags, env, version=version, gpu_total_bytes=gpu.total_bytes, gpu_name=gpu.name, gpu_cc=gpu.cc_major_minor, usage=usage)
-    messages: list[str] = list(s.notes)
+    messages: list[str] = list(s.notes) + unmodelled_notes(flags)
     failure: FailureClass | None = None
     error: str | None = None
     tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
@@ -222,6 +223,11 @@ def plan_launch(
     ranges = pp_layer_ranges(model.num_layers, pp, env.get("VLLM_PP_LAYER_PARTITION"))
     ranks: list[RankLedger] = []
     cpu_off = int(s.cpu_offload_gb * GiB)
+    # multimodal/gpu_ipc_memory.py::reserve_mm_ipc_gpu_memory: subtracted after the profile, on
+    # both the profiled and the --kv-cache-memory-bytes paths.
+    mm_ipc = int(float(flags.get("mm_ipc_gpu_memory_gb") or 0) * GiB)
+    if mm_ipc:
+        messages.append(f"--mm-ipc-gpu-memory-gb {float(flags['mm_ipc_gpu_memory_gb']):g}: {_fmt_gib(mm_ipc)} GiB reserved for multimodal IPC, taken from the KV pool")
     moe_kernel = None
     if q.method == "mxfp4" and model.moe is not None:
         from oomguard.model.mxfp4 import mxfp4_backend
@@ -233,7 +239,7 @@ def plan_launch(
                     gpus_per_node=(gpus // nnodes) if nnodes > 1 else None, other_gpu_use_bytes=other_gpu_use_bytes, nvlink=nvlink)
     for stage in range(pp):
         last = stage == pp - 1
-        split = weight_split(model, costs, tp=tp, pp=pp, pp_rank=stage, ep=tp if s.expert_parallel else 1, with_mtp=with_mtp, pp_partition=env.get("VLLM_PP_LAYER_PARTITION"), dtype_bytes=s.act_dtype_bytes, mxfp4_backend=moe_kernel)
+        split = weight_split(model, costs, tp=tp, pp=pp, pp_rank=stage, ep=tp * s.data_parallel_size if s.expert_parallel else 1, with_mtp=with_mtp, pp_partition=env.get("VLLM_PP_LAYER_PARTITION"), dtype_bytes=s.act_dtype_bytes, mxfp4_backend=moe_kernel)
         w_bytes = max(0, split.total_bytes - cpu_off)
         w_formula = (
             f"embed {_fmt_gib(split.embed_bytes)} + {split.num_layers} layers {_fmt_gib(split.layers_bytes)} + lm_head {_fmt_gib(split.lm_head_bytes)}"
@@ -261,9 +267,9 @@ def plan_launch(
         layout = project_layout(layout_all, set(ranges[stage])) if pp > 1 else layout_all
         graphs_in_budget = s.estimate_cudagraphs and g.bytes > 0
         if s.kv_cache_memory_bytes is not None:
-            kv, src = s.kv_cache_memory_bytes, "--kv-cache-memory-bytes"
+            kv, src = s.kv_cache_memory_bytes - mm_ipc, "--kv-cache-memory-bytes"
         else:
-            kv = requested - w_bytes - nt.bytes - a.bytes - (g.bytes if graphs_in_budget else 0)
+            kv = requested - w_bytes - nt.bytes - a.bytes - (g.bytes if graphs_in_budget else 0) - mm_ipc
             src = "profiled"
         n_blocks = max(0, kv // layout.bytes_per_block) if layout.bytes_per_block else 0
         if s.num_gpu_blocks_override:
