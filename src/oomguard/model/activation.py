@@ -1,6 +1,6 @@
 """The profile run's transient peak (forward, sampler warm-up, workspaces).
 
-These are estimates (vllm-memory.md §5, §1.4): each returns a ``Term`` with a
+These are estimates (docs/memory-model.md#activation): each returns a ``Term`` with a
 range. The forward term follows the dense-transformer peak
 ``b·T·[2H + max(3I/TP, (2Hq+2Hkv)D/TP + H)]``; the sampler term
 ``N·V·(b + 4c)`` with N = min(S, T) rows; MoE workspaces and GDN scan scratch

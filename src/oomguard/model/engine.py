@@ -2,7 +2,7 @@
 
 Flags the user set win; otherwise vLLM's defaults apply, several of which
 depend on the release, the GPU's memory and the usage context (``vllm serve``
-vs the ``LLM`` class). Sources: vllm-memory.md §3.1 and §3.3
+vs the ``LLM`` class). Sources: docs/memory-model.md#engine-defaults
 (``engine/arg_utils.py::_set_default_max_num_seqs_and_batched_tokens_args``,
 ``config/cache.py``, ``config/vllm.py``).
 """
@@ -99,7 +99,8 @@ def default_utilization(version: tuple[int, ...]) -> float:
 
 
 def default_batch_limits(version: tuple[int, int, int], total_bytes: int, gpu_name: str, *, usage: str = "serve", chunked: bool = True) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) defaults before the S·L cap (§3.1)."""
+    """(max_num_batched_tokens, max_num_seqs) defaults before the S·L cap (docs/memory-model.md#engine-defaults;
+    engine/arg_utils.py::_set_default_max_num_seqs_and_batched_tokens_args)."""
     gib = total_bytes / GiB
     serve = usage == "serve"
     if version < (0, 8, 0):
@@ -182,7 +183,7 @@ def resolve(
     if not 0 < util <= 1:
         raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
 
-    # max_model_len (§3.2)
+    # max_model_len (config/model.py::_get_and_verify_max_len)
     derived = derive_len(model, v)
     allow_long = str(env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0")) in ("1", "true", "True")
     raw_len = flags.get("max_model_len")

@@ -4,7 +4,7 @@ Mirrors vLLM's ``v1/kv_cache_interface.py`` and ``v1/core/kv_cache_utils.py``
 (``kv_cache_planning.py`` in 0.33): per-layer page sizes, the hybrid
 block-size alignment for Mamba/GDN models, the layer grouping of the hybrid
 allocator, ``bytes_per_block``, and ``max_memory_usage_bytes`` per request.
-See vllm-memory.md §2.
+See docs/memory-model.md#kv-cache.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _attn_page_per_token(layer: AttentionLayer, tp: int, s: int, kv_cache_dtype:
 
 
 def hybrid_block_size(model: ModelDescription, tp: int, s: int, kv_cache_dtype: str | None, block_size: int, num_spec: int = 0) -> int:
-    """Attention block size raised so one attention page >= the Mamba page (§2.3)."""
+    """Attention block size raised so one attention page >= the Mamba page (v1/attention/backends/utils.py, config/vllm.py hybrid block size)."""
     attn = next((l for l in model.layers if l.kind not in (LayerKind.MAMBA, LayerKind.NONE)), None)
     mamba = next((l for l in model.layers if l.kind is LayerKind.MAMBA), None)
     if attn is None or mamba is None:
@@ -105,7 +105,7 @@ def hybrid_block_size(model: ModelDescription, tp: int, s: int, kv_cache_dtype: 
 
 
 def backend_block_size(model: ModelDescription, kv_cache_dtype: str | None, gpu_cc: tuple[int, int] = (9, 0)) -> int:
-    """The block size the attention backend prefers when --block-size is not set (§2.3).
+    """The block size the attention backend prefers when --block-size is not set (the backend's get_supported_kernel_block_sizes).
 
     MLA with an fp8 KV cache runs on FlashMLA (FLASH_ATTN_MLA rejects fp8), whose kernel
     block is 64 (verified against vLLM 0.32's backend selection for sm90); everything else
@@ -227,7 +227,7 @@ def _spec_key(sp: LayerKVSpec) -> tuple:
 
 
 def kv_layout(specs: list[LayerKVSpec]) -> KVLayout:
-    """Group layers as vLLM's hybrid allocator does and size one block (§2.4, §2.5)."""
+    """Group layers as vLLM's hybrid allocator does and size one block (v1/core/kv_cache_utils.py::get_kv_cache_groups, _get_kv_cache_bytes_per_block)."""
     if not specs:
         return KVLayout((), 0, DEFAULT_BLOCK_SIZE)
     keys = {_spec_key(sp) for sp in specs}
@@ -237,7 +237,7 @@ def kv_layout(specs: list[LayerKVSpec]) -> KVLayout:
         sp0 = specs[0]
         g = KVGroup(sp0.kind, tuple(specs), len(specs), total // len(specs), sp0.block_size, sp0.sliding_window, sp0.chunk_size)
         return KVLayout((g,), total, sp0.block_size, 0, True)
-    # Unify page sizes: smaller pages that divide the largest get a bigger block (§2.3).
+    # Unify page sizes: smaller pages that divide the largest get a bigger block (kv_cache_utils.py::unify_kv_cache_spec_page_size).
     largest = max(sp.page_size_bytes for sp in specs)
     unified: list[LayerKVSpec] = []
     for sp in specs:
@@ -289,7 +289,7 @@ def group_blocks_per_request(
     max_concurrent_batches: int = 1,
     mamba_blocks: int = 1,
 ) -> int:
-    """cdiv(max_memory_usage_bytes(spec, L), page) for one group (§2.1, §2.6)."""
+    """cdiv(max_memory_usage_bytes(spec, L), page) for one group (KVCacheSpec.max_memory_usage_bytes; docs/memory-model.md#kv-cache)."""
     L, bs = max_model_len, group.block_size
     if group.kind == LayerKind.SLIDING_WINDOW.value and group.sliding_window:
         in_flight = max_concurrent_batches * max_num_batched_tokens

@@ -2,7 +2,7 @@
 
 ``plan_launch`` is pure: it takes a ``ModelDescription``, a GPU, the launch's
 flags and environment, and returns a ``Plan``. The arithmetic follows
-vllm-memory.md §1.2 and §7:
+docs/memory-model.md#the-ledger-per-rank:
 
     requested = ceil(total × gpu_memory_utilization)
     KV        = requested − weights − non-torch − activation peak [− CUDA graphs, ≥ 0.20]
@@ -44,6 +44,7 @@ class RankLedger:
     layout: KVLayout
     num_blocks: int
     other_use_bytes: int = 0
+    reserved_bytes: int = 0  # taken from the pool after profiling (--mm-ipc-gpu-memory-gb)
 
     @property
     def graphs_in_budget(self) -> bool:
@@ -61,6 +62,7 @@ class RankLedger:
             "non_torch_gib": round(self.non_torch.bytes / GiB, 2),
             "cuda_graph_gib": round(self.cuda_graph.bytes / GiB, 2),
             "kv_cache_gib": round(self.kv_bytes / GiB, 2),
+            "reserved_gib": round(self.reserved_bytes / GiB, 2),
             "kv_cache_source": self.kv_source,
             "num_blocks": self.num_blocks,
             "bytes_per_block": self.layout.bytes_per_block,
@@ -113,6 +115,8 @@ class Plan:
             "max_num_batched_tokens": s.max_num_batched_tokens,
             "gpu_memory_utilization": s.gpu_memory_utilization,
             "kv_cache_dtype": s.kv_cache_dtype,
+            "dtype": s.dtype,
+            "baseline_gib": round(self.baseline_bytes / GiB, 2),
             "block_size": self.block_size,
             "per_gpu": r.to_dict(),
             "per_stage": [x.to_dict() for x in self.ranks],
@@ -276,7 +280,7 @@ def plan_launch(
             # vLLM plans the memory for the override (kv_cache_planning.py): the pool is exactly that.
             n_blocks = int(s.num_gpu_blocks_override)
             kv = n_blocks * layout.bytes_per_block
-        ranks.append(RankLedger(stage, total, requested, weights, a, nt, g, int(kv), src, layout, int(n_blocks), other_gpu_use_bytes))
+        ranks.append(RankLedger(stage, total, requested, weights, a, nt, g, int(kv), src, layout, int(n_blocks), other_gpu_use_bytes, mm_ipc))
 
     tight = min(ranks, key=lambda r: r.num_blocks)
     num_blocks = tight.num_blocks

@@ -1,11 +1,11 @@
 """Weight bytes per rank, from the config (and scaled to safetensors totals when present).
 
 vLLM's "Model loading took X GiB" is the torch memory allocated while building
-the model and loading weights (vllm-memory.md §6). Per-rank numel follows the
+the model and loading weights (docs/memory-model.md#weights). Per-rank numel follows the
 parallel linear layers: column/row-parallel weights split by TP, KV projections
 keep max(1, Hkv/TP) heads per rank, vocab padded to 64 and split by TP,
 norms/routers replicated; PP puts the embedding on the first stage and the LM
-head on the last (§6.1); quantized bytes per parameter from §6.2.
+head on the last; quantized bytes per parameter per method's ``create_weights``.
 """
 
 from __future__ import annotations

@@ -124,3 +124,23 @@ def test_vision_encoder_profile_and_text_only_switch():
     # the largest image (65,536 patches) through the vision tower is part of the profile peak
     assert with_mm.tight_rank.activation.bytes - text_only.tight_rank.activation.bytes > 1.5 * 2**30
     assert "vision encoder" in with_mm.tight_rank.activation.formula
+
+
+def test_term_sources_cite_the_shipped_doc_and_code_paths(llama8b):
+    """Users have docs/memory-model.md, not the project's internal reference notes."""
+    from pathlib import Path
+
+    import oomguard
+
+    p = plan_launch(llama8b, lookup_gpu("H100"), {"max_model_len": 8192, "tensor_parallel_size": 2}, num_gpus=2)
+    r = p.tight_rank
+    for term in (r.weights, r.non_torch, r.cuda_graph):
+        assert "docs/memory-model.md#" in term.source and "vllm-memory" not in term.source
+        assert ".py" in term.source
+    model_dir = Path(oomguard.__file__).parent / "model"
+    # activation.py's Term belongs to the activation oracle work (issue 10 items 1-3).
+    offenders = [f.name for f in model_dir.rglob("*.py") if "vllm-memory" in f.read_text() and f.name != "activation.py"]
+    assert not offenders
+    doc = (Path(oomguard.__file__).parents[2] / "docs" / "memory-model.md").read_text()
+    for anchor in ("## Weights", "## Non-torch", "## CUDA graphs", "## dtype", "## Flags", "## Activation", "## KV cache"):
+        assert anchor in doc
