@@ -56,8 +56,11 @@ def _round_up(x: int, k: int) -> int:
 TRITON_EFFECTIVE_I_ALIGN = 256
 
 
-def mxfp4_padded_sizes(backend: str, hidden: int, inter_per_partition: int) -> tuple[int, int]:
-    """(H_p, I_p) per rank, mxfp4_round_up_hidden_size_and_intermediate_size @0.32."""
+def mxfp4_padded_sizes(backend: str, hidden: int, inter_per_partition: int, *, effective: bool = True) -> tuple[int, int]:
+    """(H_p, I_p) per rank, mxfp4_round_up_hidden_size_and_intermediate_size @0.32.
+
+    ``effective=False`` gives exactly what create_weights allocates; the default adds the
+    fitted post-load padding of the Triton path (TRITON_EFFECTIVE_I_ALIGN)."""
     if backend in ("marlin", "flashinfer_trtllm"):
         return _round_up(hidden, 256), _round_up(inter_per_partition, 128)
     if backend == "flashinfer_cutlass":
@@ -68,5 +71,5 @@ def mxfp4_padded_sizes(backend: str, hidden: int, inter_per_partition: int) -> t
         k = 32
         return _round_up(hidden, k), _round_up(inter_per_partition, k)
     if backend == "triton":
-        return hidden, _round_up(inter_per_partition, TRITON_EFFECTIVE_I_ALIGN)
+        return hidden, _round_up(inter_per_partition, TRITON_EFFECTIVE_I_ALIGN if effective else 64)
     return hidden, inter_per_partition  # checkpoint layout (host copy)

@@ -77,3 +77,25 @@ def test_unknown_dtype_is_an_input_error(qwen8b):
 
     with pytest.raises(InputError, match="--dtype 'fp64'"):
         plan_launch(qwen8b, lookup_gpu("H100"), {"dtype": "fp64"})
+
+
+def test_matches_vllms_own_dtype_resolution(qwen8b):
+    """Oracle: vLLM 0.32's _resolve_auto_dtype / _check_valid_dtype on CUDA dtype lists
+    (regenerate with tests/unit/model/gen_dtype_oracle.py under an installed vLLM)."""
+    import json
+    from pathlib import Path
+
+    from oomguard.model.engine import parse_version
+
+    data = json.loads((Path(__file__).parent / "data" / "dtype_oracle_vllm-0.32.0.json").read_text())
+    assert len(data["cases"]) >= 300
+    for c in data["cases"]:
+        m = replace(qwen8b, dtype=c["config_dtype"], model_type=c["model_type"])
+        got, _, err = resolve_dtype(m, c["flag"], parse_version(data["vllm"]), tuple(c["cc"]))
+        assert got == c["dtype"], c
+        if c["refused"]:
+            assert err and c["refused"].split(".")[0] in err, c
+        elif c["dtype"] == "bfloat16" and tuple(c["cc"]) < (8, 0):
+            assert err and "Bfloat16" in err  # vLLM refuses it later, in check_if_supports_dtype
+        else:
+            assert err is None, c

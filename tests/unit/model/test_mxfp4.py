@@ -42,3 +42,16 @@ def test_logged_gpt_oss_120b_loads():
     assert triton.bytes / GiB == pytest.approx(64.38, rel=0.005)
     assert marlin.bytes / GiB == pytest.approx(65.97, rel=0.005)
     assert "triton" in triton.formula and "marlin" in marlin.formula
+
+
+def test_matches_vllms_padding_rule():
+    """Oracle: vLLM 0.32's mxfp4_round_up_hidden_size_and_intermediate_size (regenerate with
+    tests/unit/model/gen_mxfp4_oracle.py); the Triton path's extra post-load padding is fitted."""
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parent / "data" / "mxfp4_oracle_vllm-0.32.0.json").read_text())
+    assert {c["backend"] for c in data["cases"]} >= {"marlin", "flashinfer_trtllm", "flashinfer_cutlass", "triton"}
+    for c in data["cases"]:
+        got = mxfp4_padded_sizes(c["backend"], c["hidden"], c["inter"], effective=False)
+        assert got == (c["hidden_padded"], c["inter_padded"]), c
