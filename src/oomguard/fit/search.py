@@ -180,7 +180,7 @@ def make_base(model, gpu, flags: dict, env: dict, *, version: str | None, num_gp
         allow_long=s.allow_long_max_model_len,
         config_failure=config,
         config_error=plan.error if config else None,
-        weights_oom=heaviest + context + other_gpu_use_bytes > gpu.total_bytes,
+        weights_oom=heaviest + plan.baseline_bytes > gpu.total_bytes,  # the planner's physical check
         mamba_blocks=_mamba_blocks(model, s),
         world_size=world,
     )

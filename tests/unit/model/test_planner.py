@@ -144,3 +144,19 @@ def test_term_sources_cite_the_shipped_doc_and_code_paths(llama8b):
     doc = (Path(oomguard.__file__).parents[2] / "docs" / "memory-model.md").read_text()
     for anchor in ("## Weights", "## Non-torch", "## CUDA graphs", "## dtype", "## Flags", "## Activation", "## KV cache"):
         assert anchor in doc
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.25.0", "0.33.0"])
+def test_hybrid_state_blocks_follow_prefix_caching_not_the_release(version):
+    """Align mode (one more state block per request) whenever prefix caching is on for a hybrid."""
+    from oomguard.model.engine import mamba_blocks_per_request
+
+    m = load_model("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    kw = dict(version=version, num_gpus=4)
+    on = plan_launch(m, lookup_gpu("H200"), {"max_model_len": 8192, "tensor_parallel_size": 4, "enable_prefix_caching": True}, **kw)
+    off = plan_launch(m, lookup_gpu("H200"), {"max_model_len": 8192, "tensor_parallel_size": 4, "enable_prefix_caching": False}, **kw)
+    assert mamba_blocks_per_request(m, on.settings) == 2 and mamba_blocks_per_request(m, off.settings) == 1
+    mamba_groups = sum(1 for g in on.layout.groups if g.kind == "mamba")
+    assert mamba_groups >= 1 and on.blocks_per_request == off.blocks_per_request + mamba_groups
+    default = plan_launch(m, lookup_gpu("H200"), {"max_model_len": 8192, "tensor_parallel_size": 4}, **kw)
+    assert default.settings.enable_prefix_caching == (version >= "0.25")  # the default moved in 0.25
