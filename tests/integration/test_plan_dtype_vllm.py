@@ -21,8 +21,8 @@ CPU_BLOCK_SIZE = 128  # vLLM's CPU platform default block size
 
 
 def _logged_tokens(log: str) -> int:
-    m = re.search(r"GPU KV cache size: ([\d,]+) tokens", log)
-    assert m, "no 'GPU KV cache size' line in the vLLM log"
+    m = re.search(r"(?:GPU|CPU) KV cache size: ([\d,]+) tokens", log)
+    assert m, "no 'KV cache size' line in the vLLM log (the CPU build says CPU)"
     return int(m.group(1).replace(",", ""))
 
 
