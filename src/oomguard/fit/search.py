@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from oomguard.model import activation as act
+from oomguard.model.cudagraph import cudagraph_estimate
 from oomguard.model.engine import ceil_requested, derive_len, mamba_blocks_per_request, resolve, tokens_logged_by_groups
 from oomguard.model.failures import FailureClass
 from oomguard.model.kv_spec import KVLayout, blocks_per_request
@@ -75,7 +76,7 @@ class Base:
         self.single_full_group = len(g) == 1 and g[0].kind in ("full", "mla", "cross")
         self.first_block_size = g[0].block_size if g else self.block_size
         self.is_v0 = s.engine == "V0"
-        self.charge_context = s.engine == "V1" and v < (0, 10, 0)  # 0.8.x counted everything on the device
+        self.charge_context = False  # the plan's non-torch term carries the context where a release charges it
         self.startup_check = v >= (0, 10, 2)
         self.tokens_by_groups = tokens_logged_by_groups(s, len(g))
         self.graphs_possible = not s.enforce_eager and s.cudagraph_mode != "NONE"
@@ -160,7 +161,7 @@ def make_base(model, gpu, flags: dict, env: dict, *, version: str | None, num_gp
     pp = s.pipeline_parallel_size
     ranks = tuple(RankCost(r.weights.bytes, r.layout.bytes_per_block, i == pp - 1) for i, r in enumerate(plan.ranks))
     world = s.tensor_parallel_size * pp
-    context = CUDA_CONTEXT_BYTES + (200 * MiB if world > 1 else 0)
+    context = plan.outside_bytes - other_gpu_use_bytes  # the planner's rule (model/non_torch.py), per release
     config = plan.failure if plan.failure is FailureClass.CONFIG_ERROR else None
     heaviest = max(r.weights_bytes for r in ranks)
     return Base(
@@ -179,7 +180,7 @@ def make_base(model, gpu, flags: dict, env: dict, *, version: str | None, num_gp
         allow_long=s.allow_long_max_model_len,
         config_failure=config,
         config_error=plan.error if config else None,
-        weights_oom=heaviest + context + other_gpu_use_bytes > gpu.total_bytes,
+        weights_oom=heaviest + plan.baseline_bytes > gpu.total_bytes,  # the planner's physical check
         mamba_blocks=_mamba_blocks(model, s),
         world_size=world,
     )
@@ -194,7 +195,7 @@ def make_step(model, gpu, flags: dict, env: dict, *, version: str | None, token_
     s = resolve(model, f, env, version=version, gpu_total_bytes=gpu.total_bytes, gpu_name=gpu.name, gpu_cc=gpu.cc_major_minor, usage=usage)
     pp = s.pipeline_parallel_size
     terms = [act.activation_peak(model, s, last_stage=i == pp - 1) for i in range(pp)]
-    g = act.cudagraph_estimate(model, s)
+    g = cudagraph_estimate(model, s)
     return Step(
         token_budget,
         num_seqs,

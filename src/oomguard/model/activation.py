@@ -1,6 +1,6 @@
-"""The profile run's transient peak, non-torch growth and the CUDA-graph estimate.
+"""The profile run's transient peak (forward, sampler warm-up, workspaces).
 
-These are estimates (vllm-memory.md §5, §1.4): each returns a ``Term`` with a
+These are estimates (docs/memory-model.md#activation): each returns a ``Term`` with a
 range. The forward term follows the dense-transformer peak
 ``b·T·[2H + max(3I/TP, (2Hq+2Hkv)D/TP + H)]``; the sampler term
 ``N·V·(b + 4c)`` with N = min(S, T) rows; MoE workspaces and GDN scan scratch
@@ -90,44 +90,4 @@ def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool 
         exact=False,
         low=int(peak * 0.6),
         high=int(peak * 1.6 + 256 * MiB),
-    )
-
-
-def non_torch(m: ModelDescription, e: EngineSettings, *, nvlink: bool = True, custom_all_reduce: bool = True) -> Term:
-    tp = e.tensor_parallel_size
-    # vLLM enables custom all-reduce only when every GPU pair is NVLink-connected, or for
-    # two PCIe GPUs (distributed/device_communicators/custom_all_reduce.py).
-    custom_ar = custom_all_reduce and tp > 1 and (nvlink or tp <= 2)
-    if tp == 1 and e.pipeline_parallel_size == 1:
-        val, lo, hi = 0.2 * GiB, 0.0, 0.6 * GiB
-        formula = "cuBLAS/attention workspaces after the start-up snapshot ≈ 0.2 GiB"
-    else:
-        val = 0.2 * GiB + (1.0 * GiB if custom_ar else 0.0)
-        lo, hi = 0.1 * GiB, 2.0 * GiB
-        formula = "NCCL buffers ≈ 0.2 GiB" + (" + custom all-reduce buffers ≈ 1 GiB (NVLink or TP≤2)" if custom_ar else " (custom all-reduce off: PCIe beyond 2 GPUs or disabled)")
-    if e.engine == "V1" and e.version < (0, 10, 0):
-        # 0.8.x counted everything on the device, CUDA context included.
-        val += 0.5 * GiB
-        hi += 0.5 * GiB
-        formula += " + CUDA context 0.5 GiB (0.8.x counts it)"
-    return Term("non-torch memory", int(val), formula, "vllm-memory.md §1.2/§1.7 (NCCL, cuBLAS, custom all-reduce)", exact=False, low=int(lo), high=int(hi))
-
-
-def cudagraph_estimate(m: ModelDescription, e: EngineSettings) -> Term:
-    if e.cudagraph_mode == "NONE" or e.num_capture_sizes == 0:
-        return Term("CUDA graphs", 0, "--enforce-eager / cudagraph_mode NONE: no graphs", "config/vllm.py")
-    per = 11 * MiB * (m.num_layers / 32) ** 0.5
-    if m.moe is not None or m.is_hybrid:
-        per *= 1.6
-    if e.cudagraph_mode == "FULL_AND_PIECEWISE":
-        per *= 1.2
-    val = 100 * MiB + e.num_capture_sizes * per
-    return Term(
-        "CUDA graphs",
-        int(val),
-        f"100 MiB + {e.num_capture_sizes} capture sizes × {per / MiB:.1f} MiB (max size {e.max_cudagraph_capture_size}, {e.cudagraph_mode})",
-        "vllm-memory.md §1.4; calibrated on logged 'Graph capturing finished ... took X GiB'",
-        exact=False,
-        low=int(val * 0.4),
-        high=int(val * 2.5),
     )

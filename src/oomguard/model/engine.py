@@ -2,7 +2,7 @@
 
 Flags the user set win; otherwise vLLM's defaults apply, several of which
 depend on the release, the GPU's memory and the usage context (``vllm serve``
-vs the ``LLM`` class). Sources: vllm-memory.md §3.1 and §3.3
+vs the ``LLM`` class). Sources: docs/memory-model.md#engine-defaults
 (``engine/arg_utils.py::_set_default_max_num_seqs_and_batched_tokens_args``,
 ``config/cache.py``, ``config/vllm.py``).
 """
@@ -66,6 +66,9 @@ class EngineSettings:
     max_cudagraph_capture_size: int
     num_capture_sizes: int
     allow_long_max_model_len: bool
+    dtype: str = "bfloat16"  # the dtype vLLM runs the model in (--dtype, auto rules per release)
+    act_dtype_bytes: int = 2  # element size of weights, activations and the auto KV cache
+    dtype_error: str | None = None  # vLLM refuses this dtype on this GPU / model type
     mm_profile: bool = True  # multimodal encoder profiled (off with --limit-mm-per-prompt all 0 / --language-model-only)
     notes: tuple[str, ...] = field(default=())
 
@@ -96,7 +99,8 @@ def default_utilization(version: tuple[int, ...]) -> float:
 
 
 def default_batch_limits(version: tuple[int, int, int], total_bytes: int, gpu_name: str, *, usage: str = "serve", chunked: bool = True) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) defaults before the S·L cap (§3.1)."""
+    """(max_num_batched_tokens, max_num_seqs) defaults before the S·L cap (docs/memory-model.md#engine-defaults;
+    engine/arg_utils.py::_set_default_max_num_seqs_and_batched_tokens_args)."""
     gib = total_bytes / GiB
     serve = usage == "serve"
     if version < (0, 8, 0):
@@ -117,6 +121,18 @@ def capture_sizes(max_size: int, num_seqs: int, tokens: int) -> list[int]:
     if tokens <= max_size and tokens not in sizes:
         sizes.append(tokens)
     return sorted(set(sizes))
+
+
+def _int_list(value: Any) -> list[int] | None:
+    """A size list as argparse, JSON or a shell string gives it ("1 2 4", "1,2,4", [1, 2, 4])."""
+    if value in (None, "", [], ()):
+        return None
+    items = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").replace("[", " ").replace("]", " ").split()
+    try:
+        out = sorted({int(x) for x in items})
+    except (TypeError, ValueError):
+        raise InputError(f"CUDA-graph capture sizes {value!r}: not a list of integers") from None
+    return out or None
 
 
 def _json(value: Any) -> dict:
@@ -167,7 +183,7 @@ def resolve(
     if not 0 < util <= 1:
         raise InputError(f"--gpu-memory-utilization must be in (0, 1], got {util}")
 
-    # max_model_len (§3.2)
+    # max_model_len (config/model.py::_get_and_verify_max_len)
     derived = derive_len(model, v)
     allow_long = str(env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0")) in ("1", "true", "True")
     raw_len = flags.get("max_model_len")
@@ -216,11 +232,20 @@ def resolve(
         mode = "NONE"
     q = 1 + num_spec
     max_cap = comp.get("max_cudagraph_capture_size") or flags.get("max_cudagraph_capture_size")
+    # An explicit size list (--cudagraph-capture-sizes, 0.10-0.11 --cuda-graph-sizes, or the
+    # compilation config's cudagraph_capture_sizes) replaces the default pattern; vLLM drops sizes
+    # above max_num_batched_tokens (config/vllm.py::_set_cudagraph_sizes).
+    explicit = _int_list(comp.get("cudagraph_capture_sizes") or flags.get("cudagraph_capture_sizes") or flags.get("cuda_graph_sizes"))
+    if explicit and len(explicit) == 1 and not comp.get("cudagraph_capture_sizes") and flags.get("cuda_graph_sizes") and not flags.get("cudagraph_capture_sizes"):
+        max_cap, explicit = explicit[0], None  # one --cuda-graph-sizes value: the default pattern up to it
+    if explicit:
+        explicit = [x for x in explicit if x <= T] or explicit[:1]
+        max_cap = max(explicit)
     if not max_cap:
         cap_limit = 1024 if gpu_cc[0] == 10 else 512
         max_cap = min(T, min(S * q * 2, cap_limit)) if v >= (0, 11, 0) else min(S, 512)
     max_cap = int(max_cap)
-    n_sizes = 0 if mode == "NONE" else len(capture_sizes(max_cap, S, T))
+    n_sizes = 0 if mode == "NONE" else (len(explicit) if explicit else len(capture_sizes(max_cap, S, T)))
     est_env = env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
     estimate = v >= (0, 20, 0) if est_env is None else str(est_env) == "1" and v >= (0, 18, 0)
     mrv2_env = env.get("VLLM_USE_V2_MODEL_RUNNER")
@@ -232,6 +257,9 @@ def resolve(
         mrv2 = model.moe is None and not model.is_hybrid
     else:
         mrv2 = False
+    dtype, dtype_note, dtype_error = resolve_dtype(model, flags.get("dtype"), v, gpu_cc)
+    if dtype_note:
+        notes.append(dtype_note)
     kv_bytes = flags.get("kv_cache_memory_bytes")
     swap = flags.get("swap_space")
     if swap is None:
@@ -267,9 +295,70 @@ def resolve(
         max_cudagraph_capture_size=max_cap,
         num_capture_sizes=n_sizes,
         allow_long_max_model_len=allow_long,
+        dtype=dtype,
+        act_dtype_bytes=DTYPE_BYTES[dtype],
+        dtype_error=dtype_error,
         mm_profile=_mm_profiled(flags),
         notes=tuple(notes),
     )
+
+
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+_DTYPE_NAMES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
+# config/model.py::_FLOAT16_NOT_SUPPORTED_MODELS @0.32: float16 is refused for these model types.
+NO_FLOAT16_TYPES = ("gemma2", "gemma3", "gemma3_text", "glm4")
+# PR #18751 (merged 2025-05-30, first in 0.9.1) replaced "float32 → float16" with the
+# platform's first supported dtype (_resolve_auto_dtype).
+AUTO_DTYPE_BY_PLATFORM = (0, 9, 1)
+
+
+def _cuda_dtypes(gpu_cc: tuple[int, int]) -> list[str]:
+    """platforms/cuda.py::supported_dtypes: bf16 from sm80, fp16 from sm60."""
+    if gpu_cc >= (8, 0):
+        return ["bfloat16", "float16", "float32"]
+    if gpu_cc >= (6, 0):
+        return ["float16", "float32"]
+    return ["float32"]
+
+
+def resolve_dtype(model: ModelDescription, flag: Any, v: tuple[int, int, int], gpu_cc: tuple[int, int]) -> tuple[str, str | None, str | None]:
+    """(dtype vLLM runs the model in, a note when it is not the checkpoint's, the error vLLM
+    raises when it refuses the dtype).
+
+    ``config/model.py::_get_and_verify_dtype``: an explicit ``--dtype`` wins; ``auto`` takes
+    the config's torch_dtype. From 0.9.1 (``_resolve_auto_dtype``) a float32 config, or one the
+    GPU cannot run, becomes the platform's first supported dtype that the model type allows
+    (bf16 on sm80+, fp16 before, float32 for Gemma 2/3 and GLM-4 on pre-sm80 cards). Before,
+    float32 became float16 (bfloat16 for Gemma 2/3) and a bf16 config on a pre-sm80 card failed.
+    """
+    raw = str(flag or "auto").lower()
+    cfg = model.dtype if model.dtype in DTYPE_BYTES else "bfloat16"
+    new = v >= AUTO_DTYPE_BY_PLATFORM
+    if raw != "auto":
+        name = _DTYPE_NAMES.get(raw)
+        if name is None:
+            raise InputError(f"--dtype {flag!r}: not one of auto, half, float16, bfloat16, float, float32")
+        chosen = name
+    elif new:
+        allowed = [d for d in _cuda_dtypes(gpu_cc) if not (d == "float16" and model.model_type in NO_FLOAT16_TYPES)]
+        preferred = allowed[0]
+        chosen = cfg if cfg != "float32" and cfg in allowed else preferred
+    elif cfg == "float32":
+        chosen = "bfloat16" if model.model_type in ("gemma2", "gemma3", "gemma3_text") else "float16"
+    else:
+        chosen = cfg
+    note = error = None
+    if chosen == "bfloat16" and gpu_cc < (8, 0):
+        # worker/worker.py::_check_if_gpu_supports_dtype (V0), platforms/cuda.py::check_if_supports_dtype (V1)
+        error = ("Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+                 f"Your GPU has compute capability {gpu_cc[0]}.{gpu_cc[1]}. "
+                 "You can use float16 instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.")
+    elif chosen == "float16" and new and model.model_type in NO_FLOAT16_TYPES:
+        error = f"The model type {model.model_type!r} does not support float16. Reason: Numerical instability. Please use bfloat16 or float32 instead."
+    if chosen != cfg:
+        how = f"--dtype {raw}" if raw != "auto" else "--dtype auto"
+        note = f"checkpoint dtype {cfg}, served as {chosen} ({how}): weights, activations and the auto KV cache take {DTYPE_BYTES[chosen]} bytes per element"
+    return chosen, note, error
 
 
 def _auto_kv_dtype(model: ModelDescription, v: tuple[int, int, int]) -> str:
@@ -302,10 +391,12 @@ def _mm_profiled(flags: dict) -> bool:
 
 
 def mamba_blocks_per_request(model: ModelDescription, s: EngineSettings) -> int:
-    """Mamba/GDN state blocks one request holds per group (§2.1): one, plus one per speculative
-    token, plus one in prefix-caching "align" mode (hybrid prefix caching, >= 0.25)."""
+    """Mamba/GDN state blocks one request holds per group (docs/memory-model.md §KV): one, plus
+    one per speculative token, plus one in "align" mode, which vLLM selects whenever prefix
+    caching is on for a hybrid model (model_executor/models/config.py sets
+    ``mamba_cache_mode = "align"``), whether the user asked for it or the release defaults it on."""
     k = 1 + (s.num_speculative_tokens if model.is_hybrid else 0)
-    if model.is_hybrid and s.enable_prefix_caching and s.version >= (0, 25, 0):
+    if model.is_hybrid and s.enable_prefix_caching:
         k += 1
     return k
 

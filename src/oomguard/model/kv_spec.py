@@ -4,7 +4,7 @@ Mirrors vLLM's ``v1/kv_cache_interface.py`` and ``v1/core/kv_cache_utils.py``
 (``kv_cache_planning.py`` in 0.33): per-layer page sizes, the hybrid
 block-size alignment for Mamba/GDN models, the layer grouping of the hybrid
 allocator, ``bytes_per_block``, and ``max_memory_usage_bytes`` per request.
-See vllm-memory.md §2.
+See docs/memory-model.md#kv-cache.
 """
 
 from __future__ import annotations
@@ -50,13 +50,17 @@ class LayerKVSpec:
     name: str = ""
 
 
-def kv_dtype_bytes(kv_cache_dtype: str | None, model: ModelDescription) -> int:
+def kv_dtype_bytes(kv_cache_dtype: str | None, model: ModelDescription, served_bytes: int | None = None) -> int:
+    """``served_bytes``: the element size of the dtype vLLM serves in (EngineSettings.act_dtype_bytes);
+    ``auto`` follows it (config/cache.py: the cache dtype defaults to the model dtype)."""
     name = (kv_cache_dtype or "auto").lower()
     if name not in _KV_DTYPE_BYTES:
         raise InputError(f"--kv-cache-dtype {kv_cache_dtype!r} is not modelled; use auto, bfloat16, float16, fp8, fp8_e4m3 or fp8_e5m2")
     b = _KV_DTYPE_BYTES[name]
     if b is None:
-        # 'auto' stores the model dtype; fp32 checkpoints run in bf16 on sm80+.
+        if served_bytes:
+            return served_bytes
+        # 'auto' stores the model dtype; fp32 checkpoints run in 16 bits under --dtype auto.
         return 2 if model.dtype in ("bfloat16", "float16", "float32") else model.dtype_bytes
     return b
 
@@ -89,7 +93,7 @@ def _attn_page_per_token(layer: AttentionLayer, tp: int, s: int, kv_cache_dtype:
 
 
 def hybrid_block_size(model: ModelDescription, tp: int, s: int, kv_cache_dtype: str | None, block_size: int, num_spec: int = 0) -> int:
-    """Attention block size raised so one attention page >= the Mamba page (§2.3)."""
+    """Attention block size raised so one attention page >= the Mamba page (v1/attention/backends/utils.py, config/vllm.py hybrid block size)."""
     attn = next((l for l in model.layers if l.kind not in (LayerKind.MAMBA, LayerKind.NONE)), None)
     mamba = next((l for l in model.layers if l.kind is LayerKind.MAMBA), None)
     if attn is None or mamba is None:
@@ -101,7 +105,7 @@ def hybrid_block_size(model: ModelDescription, tp: int, s: int, kv_cache_dtype: 
 
 
 def backend_block_size(model: ModelDescription, kv_cache_dtype: str | None, gpu_cc: tuple[int, int] = (9, 0)) -> int:
-    """The block size the attention backend prefers when --block-size is not set (§2.3).
+    """The block size the attention backend prefers when --block-size is not set (the backend's get_supported_kernel_block_sizes).
 
     MLA with an fp8 KV cache runs on FlashMLA (FLASH_ATTN_MLA rejects fp8), whose kernel
     block is 64 (verified against vLLM 0.32's backend selection for sm90); everything else
@@ -122,9 +126,15 @@ def layer_kv_specs(
     num_spec: int = 0,
     disable_hybrid: bool = False,
     gpu_cc: tuple[int, int] = (9, 0),
+    dtype_bytes: int | None = None,
 ) -> list[LayerKVSpec]:
-    """Per-layer KV specs on one TP rank, with vLLM's block-size rules applied."""
-    s = kv_dtype_bytes(kv_cache_dtype, model)
+    """Per-layer KV specs on one TP rank, with vLLM's block-size rules applied.
+
+    ``dtype_bytes`` is the served element size (``--dtype``); the auto KV dtype and the Mamba
+    states stored in the model dtype follow it."""
+    s = kv_dtype_bytes(kv_cache_dtype, model, dtype_bytes)
+    if dtype_bytes and dtype_bytes != model.dtype_bytes and model.is_hybrid:
+        model = _mamba_in_served_dtype(model, dtype_bytes)
     bs = block_size or backend_block_size(model, kv_cache_dtype, gpu_cc)
     if model.is_hybrid:
         bs = max(bs, hybrid_block_size(model, tp, s, kv_cache_dtype, bs, num_spec))
@@ -166,6 +176,24 @@ def layer_kv_specs(
     return specs
 
 
+def _mamba_in_served_dtype(model: ModelDescription, served: int) -> ModelDescription:
+    """Conv/SSM states kept in the model dtype (mamba_cache_dtype auto) take the served size;
+    a state the config pins (mamba_ssm_dtype float32) keeps its own."""
+    from dataclasses import replace
+
+    ck = model.dtype_bytes
+
+    def fix(layer: AttentionLayer) -> AttentionLayer:
+        st = layer.mamba
+        if st is None:
+            return layer
+        st = replace(st, conv_dtype_bytes=served if st.conv_dtype_bytes == ck else st.conv_dtype_bytes,
+                     ssm_dtype_bytes=served if st.ssm_dtype_bytes == ck else st.ssm_dtype_bytes)
+        return replace(layer, mamba=st)
+
+    return replace(model, layers=tuple(fix(l) for l in model.layers))
+
+
 @dataclass(frozen=True)
 class KVGroup:
     kind: str
@@ -199,7 +227,7 @@ def _spec_key(sp: LayerKVSpec) -> tuple:
 
 
 def kv_layout(specs: list[LayerKVSpec]) -> KVLayout:
-    """Group layers as vLLM's hybrid allocator does and size one block (§2.4, §2.5)."""
+    """Group layers as vLLM's hybrid allocator does and size one block (v1/core/kv_cache_utils.py::get_kv_cache_groups, _get_kv_cache_bytes_per_block)."""
     if not specs:
         return KVLayout((), 0, DEFAULT_BLOCK_SIZE)
     keys = {_spec_key(sp) for sp in specs}
@@ -209,7 +237,7 @@ def kv_layout(specs: list[LayerKVSpec]) -> KVLayout:
         sp0 = specs[0]
         g = KVGroup(sp0.kind, tuple(specs), len(specs), total // len(specs), sp0.block_size, sp0.sliding_window, sp0.chunk_size)
         return KVLayout((g,), total, sp0.block_size, 0, True)
-    # Unify page sizes: smaller pages that divide the largest get a bigger block (§2.3).
+    # Unify page sizes: smaller pages that divide the largest get a bigger block (kv_cache_utils.py::unify_kv_cache_spec_page_size).
     largest = max(sp.page_size_bytes for sp in specs)
     unified: list[LayerKVSpec] = []
     for sp in specs:
@@ -261,7 +289,7 @@ def group_blocks_per_request(
     max_concurrent_batches: int = 1,
     mamba_blocks: int = 1,
 ) -> int:
-    """cdiv(max_memory_usage_bytes(spec, L), page) for one group (§2.1, §2.6)."""
+    """cdiv(max_memory_usage_bytes(spec, L), page) for one group (KVCacheSpec.max_memory_usage_bytes; docs/memory-model.md#kv-cache)."""
     L, bs = max_model_len, group.block_size
     if group.kind == LayerKind.SLIDING_WINDOW.value and group.sliding_window:
         in_flight = max_concurrent_batches * max_num_batched_tokens

@@ -2,7 +2,7 @@
 
 ``plan_launch`` is pure: it takes a ``ModelDescription``, a GPU, the launch's
 flags and environment, and returns a ``Plan``. The arithmetic follows
-vllm-memory.md §1.2 and §7:
+docs/memory-model.md#the-ledger-per-rank:
 
     requested = ceil(total × gpu_memory_utilization)
     KV        = requested − weights − non-torch − activation peak [− CUDA graphs, ≥ 0.20]
@@ -16,16 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from oomguard.model import activation as act
-from oomguard.model.engine import EngineSettings, ceil_requested, mamba_blocks_per_request, resolve, tokens_logged_by_groups
+from oomguard.model.cudagraph import cudagraph_estimate
+from oomguard.model.engine import EngineSettings, ceil_requested, derive_len, mamba_blocks_per_request, resolve, tokens_logged_by_groups
 from oomguard.model.estimate import Term
 from oomguard.model.failures import FailureClass
+from oomguard.model.flag_effects import unmodelled_notes
 from oomguard.model.kv_spec import KVLayout, blocks_per_request, kv_layout, layer_kv_specs, per_token_bytes, project_layout
+from oomguard.model.non_torch import CUDA_CONTEXT_BYTES, non_torch  # noqa: F401  (re-exported: check, fit, host read it here)
 from oomguard.model.quantization import WeightCosts, override_quantization, weight_costs
 from oomguard.model.weights import pp_layer_ranges, weight_split
-from oomguard.units import GiB, MiB
+from oomguard.units import GiB
 
 SCHEMA_VERSION = 1
-CUDA_CONTEXT_BYTES = 500 * MiB  # baseline before vLLM's snapshot (never charged, reduces free)
 
 
 @dataclass
@@ -42,6 +44,7 @@ class RankLedger:
     layout: KVLayout
     num_blocks: int
     other_use_bytes: int = 0
+    reserved_bytes: int = 0  # taken from the pool after profiling (--mm-ipc-gpu-memory-gb)
 
     @property
     def graphs_in_budget(self) -> bool:
@@ -59,6 +62,7 @@ class RankLedger:
             "non_torch_gib": round(self.non_torch.bytes / GiB, 2),
             "cuda_graph_gib": round(self.cuda_graph.bytes / GiB, 2),
             "kv_cache_gib": round(self.kv_bytes / GiB, 2),
+            "reserved_gib": round(self.reserved_bytes / GiB, 2),
             "kv_cache_source": self.kv_source,
             "num_blocks": self.num_blocks,
             "bytes_per_block": self.layout.bytes_per_block,
@@ -87,6 +91,8 @@ class Plan:
     max_fitting_len: int | None = None
     one_request_bytes: int = 0
     num_gpus: int = 1
+    baseline_bytes: int = 0  # on each GPU before vLLM's snapshot (context, other processes, early communicators)
+    outside_bytes: int = 0  # on each GPU but outside every term (the part of the baseline the release does not charge)
 
     @property
     def tight_rank(self) -> RankLedger:
@@ -109,6 +115,8 @@ class Plan:
             "max_num_batched_tokens": s.max_num_batched_tokens,
             "gpu_memory_utilization": s.gpu_memory_utilization,
             "kv_cache_dtype": s.kv_cache_dtype,
+            "dtype": s.dtype,
+            "baseline_gib": round(self.baseline_bytes / GiB, 2),
             "block_size": self.block_size,
             "per_gpu": r.to_dict(),
             "per_stage": [x.to_dict() for x in self.ranks],
@@ -169,13 +177,13 @@ def plan_launch(
     num_gpus: int | None = None,
     other_gpu_use_bytes: int = 0,
     usage: str = "serve",
-    nvlink: bool = True,
+    nvlink: bool | None = None,
 ) -> Plan:
     flags = dict(flags or {})
     env = dict(env or {})
     model = apply_overrides(model, flags)
     s = resolve(model, flags, env, version=version, gpu_total_bytes=gpu.total_bytes, gpu_name=gpu.name, gpu_cc=gpu.cc_major_minor, usage=usage)
-    messages: list[str] = list(s.notes)
+    messages: list[str] = list(s.notes) + unmodelled_notes(flags)
     failure: FailureClass | None = None
     error: str | None = None
     tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
@@ -194,9 +202,8 @@ def plan_launch(
         fail(FailureClass.CONFIG_ERROR, f"Total number of attention heads ({model.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
     if model.family != "mla" and tp > model.num_kv_heads and tp % model.num_kv_heads:
         fail(FailureClass.CONFIG_ERROR, f"Total number of KV heads ({model.num_kv_heads}) must divide tensor parallel size ({tp}) when TP exceeds it.")
-    derived = model.derived_max_model_len
-    from oomguard.model.engine import derive_len
-
+    if s.dtype_error:
+        fail(FailureClass.CONFIG_ERROR, s.dtype_error)
     derived = derive_len(model, s.version)
     if s.max_model_len > derived and not s.allow_long_max_model_len:
         fail(
@@ -213,24 +220,37 @@ def plan_launch(
     with_mtp = s.speculative_method in ("mtp", "deepseek_mtp", "qwen3_next_mtp") and model.num_mtp_layers > 0
     total = gpu.total_bytes
     requested = ceil_requested(total, s.gpu_memory_utilization, s.version)
-    specs_all = layer_kv_specs(model, tp, s.kv_cache_dtype, s.block_size, num_spec=s.num_speculative_tokens if model.is_hybrid else 0, disable_hybrid=s.disable_hybrid_kv_cache_manager or s.engine == "V0", gpu_cc=gpu.cc_major_minor)
-    if s.engine == "V0":
-        specs_all = [sp for sp in specs_all]  # V0 allocates every attention layer as full
+    specs_all = layer_kv_specs(model, tp, s.kv_cache_dtype, s.block_size, num_spec=s.num_speculative_tokens if model.is_hybrid else 0, disable_hybrid=s.disable_hybrid_kv_cache_manager or s.engine == "V0", gpu_cc=gpu.cc_major_minor, dtype_bytes=s.act_dtype_bytes)
     layout_all = kv_layout(specs_all)
     block_size = layout_all.block_size
     mamba_blocks = mamba_blocks_per_request(model, s)
     ranges = pp_layer_ranges(model.num_layers, pp, env.get("VLLM_PP_LAYER_PARTITION"))
     ranks: list[RankLedger] = []
     cpu_off = int(s.cpu_offload_gb * GiB)
+    # multimodal/gpu_ipc_memory.py::reserve_mm_ipc_gpu_memory: subtracted after the profile, on
+    # both the profiled and the --kv-cache-memory-bytes paths.
+    mm_ipc = int(float(flags.get("mm_ipc_gpu_memory_gb") or 0) * GiB)
+    if mm_ipc:
+        messages.append(f"--mm-ipc-gpu-memory-gb {float(flags['mm_ipc_gpu_memory_gb']):g}: {_fmt_gib(mm_ipc)} GiB reserved for multimodal IPC, taken from the KV pool")
+    moe_kernel = None
+    if q.method == "mxfp4" and model.moe is not None:
+        from oomguard.model.mxfp4 import mxfp4_backend
+
+        moe_kernel, why = mxfp4_backend(s.version, gpu.cc_major_minor, vendor=getattr(gpu, "vendor", "nvidia"),
+                                        moe_backend=flags.get("moe_backend"), env=env)
+    nnodes = int(flags.get("nnodes") or 1)
+    ntr = non_torch(model, s, gpu, custom_all_reduce=not flags.get("disable_custom_all_reduce"), nnodes=nnodes,
+                    gpus_per_node=(gpus // nnodes) if nnodes > 1 else None, other_gpu_use_bytes=other_gpu_use_bytes, nvlink=nvlink)
     for stage in range(pp):
         last = stage == pp - 1
-        split = weight_split(model, costs, tp=tp, pp=pp, pp_rank=stage, ep=tp if s.expert_parallel else 1, with_mtp=with_mtp, pp_partition=env.get("VLLM_PP_LAYER_PARTITION"))
+        split = weight_split(model, costs, tp=tp, pp=pp, pp_rank=stage, ep=tp * s.data_parallel_size if s.expert_parallel else 1, with_mtp=with_mtp, pp_partition=env.get("VLLM_PP_LAYER_PARTITION"), dtype_bytes=s.act_dtype_bytes, mxfp4_backend=moe_kernel)
         w_bytes = max(0, split.total_bytes - cpu_off)
         w_formula = (
             f"embed {_fmt_gib(split.embed_bytes)} + {split.num_layers} layers {_fmt_gib(split.layers_bytes)} + lm_head {_fmt_gib(split.lm_head_bytes)}"
             + (f" + vision {_fmt_gib(split.vision_bytes)}" if split.vision_bytes else "")
             + (f" + MTP {_fmt_gib(split.mtp_bytes)}" if split.mtp_bytes else "")
-            + f" GiB at TP {tp}" + (f", quantization {q.method}" if q.is_quantized else "")
+            + f" GiB at TP {tp}, {s.dtype}" + (f", quantization {q.method}" if q.is_quantized else "")
+            + (f", MXFP4 experts padded for the {moe_kernel} kernels ({why})" if moe_kernel else "")
             + (f" − cpu_offload_gb {s.cpu_offload_gb:g}" if cpu_off else "")
         )
         exact = model.checkpoint_bytes is not None
@@ -238,29 +258,29 @@ def plan_launch(
             "weights",
             w_bytes,
             w_formula + (f" (scaled ×{split.scale:.3f} to the safetensors total)" if exact else ""),
-            "safetensors headers" if exact else "config.json × vllm-memory.md §6 bytes per parameter",
+            ("safetensors headers" if exact else "config.json × bytes per parameter")
+            + "; docs/memory-model.md#weights; model_executor/layers/linear.py, vocab_parallel_embedding.py, quantization/*::create_weights"
+            + ("; fused_moe/oracle/mxfp4.py::mxfp4_round_up_hidden_size_and_intermediate_size" if moe_kernel else ""),
             exact=exact,
             low=int(w_bytes * 0.98),
             high=int(w_bytes * 1.03),
         )
         a = act.activation_peak(model, s, last_stage=last)
-        nt = act.non_torch(model, s, nvlink=getattr(gpu, "nvlink", nvlink), custom_all_reduce=not flags.get("disable_custom_all_reduce"))
-        g = act.cudagraph_estimate(model, s)
+        nt = ntr.term
+        g = cudagraph_estimate(model, s)
         layout = project_layout(layout_all, set(ranges[stage])) if pp > 1 else layout_all
         graphs_in_budget = s.estimate_cudagraphs and g.bytes > 0
         if s.kv_cache_memory_bytes is not None:
-            kv, src = s.kv_cache_memory_bytes, "--kv-cache-memory-bytes"
+            kv, src = s.kv_cache_memory_bytes - mm_ipc, "--kv-cache-memory-bytes"
         else:
-            kv = requested - w_bytes - nt.bytes - a.bytes - (g.bytes if graphs_in_budget else 0)
+            kv = requested - w_bytes - nt.bytes - a.bytes - (g.bytes if graphs_in_budget else 0) - mm_ipc
             src = "profiled"
-            if s.engine == "V1" and s.version < (0, 10, 0):
-                kv -= CUDA_CONTEXT_BYTES + other_gpu_use_bytes  # 0.8.x charged everything on the device
         n_blocks = max(0, kv // layout.bytes_per_block) if layout.bytes_per_block else 0
         if s.num_gpu_blocks_override:
             # vLLM plans the memory for the override (kv_cache_planning.py): the pool is exactly that.
             n_blocks = int(s.num_gpu_blocks_override)
             kv = n_blocks * layout.bytes_per_block
-        ranks.append(RankLedger(stage, total, requested, weights, a, nt, g, int(kv), src, layout, int(n_blocks), other_gpu_use_bytes))
+        ranks.append(RankLedger(stage, total, requested, weights, a, nt, g, int(kv), src, layout, int(n_blocks), other_gpu_use_bytes, mm_ipc))
 
     tight = min(ranks, key=lambda r: r.num_blocks)
     num_blocks = tight.num_blocks
@@ -294,8 +314,10 @@ def plan_launch(
         return plan
 
     # --- memory verdicts, in the order vLLM would hit them
-    context = CUDA_CONTEXT_BYTES + (200 * MiB if world > 1 else 0)
-    free_at_start = total - context - other_gpu_use_bytes
+    # On the device but outside the non-torch term: the context and other processes (unless the
+    # release charges them), and communicators built before the snapshot.
+    outside = ntr.outside_bytes
+    free_at_start = total - ntr.baseline_bytes
     r0 = tight
     if free_at_start < requested and s.version >= (0, 10, 2):
         fail(
@@ -304,16 +326,14 @@ def plan_launch(
             f"({s.gpu_memory_utilization}, {_fmt_gib(requested)} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
         )
     heaviest = max(ranks, key=lambda r: r.weights.bytes)
-    if heaviest.weights.bytes + context + other_gpu_use_bytes > total:
+    if heaviest.weights.bytes + ntr.baseline_bytes > total:
         fail(
             FailureClass.WEIGHTS_OOM,
             f"CUDA out of memory while loading weights: {_fmt_gib(heaviest.weights.bytes)} GiB of weights per GPU do not fit in "
-            f"{_fmt_gib(total - context - other_gpu_use_bytes)} GiB free. Increase --tensor-parallel-size, quantize, or use --cpu-offload-gb.",
+            f"{_fmt_gib(total - ntr.baseline_bytes)} GiB free. Increase --tensor-parallel-size, quantize, or use --cpu-offload-gb.",
         )
     peak_rank = max(ranks, key=lambda r: r.weights.bytes + r.activation.bytes + r.non_torch.bytes)
-    profile_peak = peak_rank.weights.bytes + peak_rank.activation.bytes + peak_rank.non_torch.bytes + context + other_gpu_use_bytes
-    if s.kv_cache_memory_bytes is not None:
-        profile_peak = peak_rank.weights.bytes + peak_rank.activation.bytes + peak_rank.non_torch.bytes + context + other_gpu_use_bytes
+    profile_peak = peak_rank.weights.bytes + peak_rank.activation.bytes + peak_rank.non_torch.bytes + outside
     if profile_peak > total:
         fail(
             FailureClass.PROFILE_OOM,
@@ -322,7 +342,7 @@ def plan_launch(
             f"(max_num_batched_tokens={s.max_num_batched_tokens}, max_num_seqs={s.max_num_seqs}).",
         )
     if s.kv_cache_memory_bytes is not None:
-        resident = tight.weights.bytes + tight.non_torch.bytes + s.kv_cache_memory_bytes + tight.cuda_graph.bytes + context + other_gpu_use_bytes
+        resident = tight.weights.bytes + tight.non_torch.bytes + s.kv_cache_memory_bytes + tight.cuda_graph.bytes + outside
         if resident + tight.activation.bytes > total:
             fail(
                 FailureClass.PROFILE_OOM if resident <= total else FailureClass.NO_KV_MEMORY,
@@ -361,7 +381,7 @@ def plan_launch(
             )
     # Graphs captured after the KV pool is allocated and outside the budget (< 0.20, or estimate off).
     if failure is None and tight.cuda_graph.bytes and not s.estimate_cudagraphs and s.kv_cache_memory_bytes is None:
-        after = requested + context + other_gpu_use_bytes + tight.cuda_graph.bytes
+        after = requested + outside + tight.cuda_graph.bytes
         if after > total:
             fail(
                 FailureClass.CUDAGRAPH_OOM,
@@ -419,6 +439,8 @@ def plan_launch(
         max_fitting_len=fit_len,
         one_request_bytes=one_req,
         num_gpus=gpus,
+        baseline_bytes=ntr.baseline_bytes,
+        outside_bytes=outside,
     )
 
 

@@ -3,7 +3,7 @@
 Reads ``quantization_config`` (config.json) and ModelOpt's
 ``hf_quant_config.json`` into a per-module-category byte cost. Bytes per
 parameter follow vLLM's ``create_weights`` of each method
-(vllm-memory.md §6.2); embeddings, LM head, norms and routers stay in the
+(docs/memory-model.md#weights); embeddings, LM head, norms and routers stay in the
 model dtype unless a method says otherwise.
 """
 

@@ -1,11 +1,11 @@
 """Weight bytes per rank, from the config (and scaled to safetensors totals when present).
 
 vLLM's "Model loading took X GiB" is the torch memory allocated while building
-the model and loading weights (vllm-memory.md §6). Per-rank numel follows the
+the model and loading weights (docs/memory-model.md#weights). Per-rank numel follows the
 parallel linear layers: column/row-parallel weights split by TP, KV projections
 keep max(1, Hkv/TP) heads per rank, vocab padded to 64 and split by TP,
 norms/routers replicated; PP puts the embedding on the first stage and the LM
-head on the last (§6.1); quantized bytes per parameter from §6.2.
+head on the last; quantized bytes per parameter per method's ``create_weights``.
 """
 
 from __future__ import annotations
@@ -85,8 +85,12 @@ def _attention_params(m: ModelDescription, layer_kind: LayerKind, tp: int, layer
     return q + kv + o + bias + 2 * D  # q/k norms where present (tiny)
 
 
-def _mlp_params(m: ModelDescription, is_moe: bool, tp: int, ep: int) -> tuple[float, float, float, float]:
-    """(dense mlp, experts, shared experts, router) parameters on one rank."""
+def _mlp_params(m: ModelDescription, is_moe: bool, tp: int, ep: int, mxfp4_backend: str | None = None) -> tuple[float, float, float, float]:
+    """(dense mlp, experts, shared experts, router) parameters on one rank.
+
+    ``mxfp4_backend``: the MXFP4 MoE kernel family (model/mxfp4.py); its padded expert sizes
+    are what vLLM allocates. None keeps the checkpoint's layout (host copies, the
+    safetensors scale)."""
     H = m.hidden_size
     if not is_moe or m.moe is None:
         inter = m.moe.dense_intermediate_size if (m.moe and m.moe.dense_intermediate_size) else m.intermediate_size
@@ -94,28 +98,38 @@ def _mlp_params(m: ModelDescription, is_moe: bool, tp: int, ep: int) -> tuple[fl
     parallel_dense = 3 * H * m.moe.dense_intermediate_size / tp if m.moe.dense_alongside else 0.0
     e = m.moe
     ie = e.expert_intermediate_size
-    if m.quantization.method == "mxfp4":
-        # vLLM's Mxfp4MoEMethod pads the per-partition expert intermediate size to a
-        # multiple of 256 for its kernels (gpt-oss-120b: 2880 -> 3072; logged 64.38 GiB, Triton path).
-        per = -(-int(ie / (1 if ep > 1 else tp)) // 256) * 256
-        ie = per * (1 if ep > 1 else tp)
+    split = 1 if ep > 1 else tp
+    he = H
+    if m.quantization.method == "mxfp4" and mxfp4_backend:
+        from oomguard.model.mxfp4 import mxfp4_padded_sizes
+
+        he, per = mxfp4_padded_sizes(mxfp4_backend, H, int(ie / split))
+        ie = per * split
     if ep > 1:
-        experts = (e.num_experts / ep) * 3 * H * ie
+        experts = (e.num_experts / ep) * 3 * he * ie
     else:
-        experts = e.num_experts * 3 * H * ie / tp
+        experts = e.num_experts * 3 * he * ie / tp
     shared = 3 * H * e.shared_intermediate_size / tp + (H if e.shared_intermediate_size else 0)
     router = e.num_experts * H
     return parallel_dense, experts, shared, router
 
 
-def layer_bytes(m: ModelDescription, index: int, costs: WeightCosts, tp: int, ep: int = 1) -> float:
+def served_costs(costs: WeightCosts, checkpoint_bytes: int, served_bytes: int) -> WeightCosts:
+    """Costs when vLLM casts the unquantized tensors to ``--dtype`` (quantized ones keep theirs)."""
+    if served_bytes == checkpoint_bytes:
+        return costs
+    return WeightCosts({c: (float(served_bytes) if v == checkpoint_bytes else v) for c, v in costs.per_category.items()})
+
+
+def layer_bytes(m: ModelDescription, index: int, costs: WeightCosts, tp: int, ep: int = 1, dtype_bytes: int | None = None,
+                mxfp4_backend: str | None = None) -> float:
     layer = m.layers[index]
     kind = layer.kind if layer.kind in (LayerKind.MLA, LayerKind.MAMBA) else LayerKind.FULL
     attn = _attention_params(m, kind, tp, layer if kind is LayerKind.FULL else None)
     attn_cat = "linear_attn" if kind is LayerKind.MAMBA else "attn"
-    dense, experts, shared, router = _mlp_params(m, layer.moe, tp, ep)
+    dense, experts, shared, router = _mlp_params(m, layer.moe, tp, ep, mxfp4_backend)
     dense *= layer.mlp_multiplier
-    b = m.dtype_bytes
+    b = dtype_bytes or m.dtype_bytes
     total = attn * costs.bytes_per_param(attn_cat)
     total += dense * costs.bytes_per_param("mlp") + experts * costs.bytes_per_param("experts")
     total += shared * costs.bytes_per_param("shared_experts") + router * b
@@ -133,8 +147,14 @@ def weight_split(
     ep: int = 1,
     with_mtp: bool = False,
     pp_partition: str | None = None,
+    dtype_bytes: int | None = None,
+    mxfp4_backend: str | None = None,
 ) -> WeightSplit:
-    b = m.dtype_bytes
+    """``dtype_bytes``: the element size vLLM serves in (``--dtype``), when not the checkpoint's;
+    the safetensors scale is taken at the checkpoint's dtype and applied to the served sizes."""
+    ckpt_costs = costs
+    b = dtype_bytes or m.dtype_bytes
+    costs = served_costs(costs, m.dtype_bytes, b)
     vocab_rows = pad_vocab(m.vocab_size) / tp
     text_layers = [i for i, l in enumerate(m.layers) if l.name != "indexer"][: m.num_layers]
     ranges = pp_layer_ranges(len(text_layers), pp, pp_partition)
@@ -146,18 +166,18 @@ def weight_split(
     lm_head = 0.0
     if last and (not m.tie_word_embeddings or pp > 1):
         lm_head = vocab_rows * m.hidden_size * costs.bytes_per_param("lm_head")
-    layers = sum(layer_bytes(m, text_layers[i], costs, tp, ep) for i in mine)
+    layers = sum(layer_bytes(m, text_layers[i], costs, tp, ep, b, mxfp4_backend) for i in mine)
     if last:
         layers += m.hidden_size * b  # final norm
     vision = m.vision_params * b / tp if first else 0.0
     mtp = 0.0
     if with_mtp and last and m.num_mtp_layers:
-        one = layer_bytes(m, text_layers[-1], costs, tp, ep) + 2 * m.hidden_size * m.hidden_size * b / tp
+        one = layer_bytes(m, text_layers[-1], costs, tp, ep, b, mxfp4_backend) + 2 * m.hidden_size * m.hidden_size * b / tp
         mtp = m.num_mtp_layers * one
     scale = 1.0
     if m.checkpoint_bytes:
         # Scale the per-rank structure so the whole model matches the checkpoint exactly.
-        whole = weight_split_unscaled_total(m, costs)
+        whole = weight_split_unscaled_total(m, ckpt_costs)
         groups = m.checkpoint_dtype_bytes or {}
         ckpt = m.checkpoint_bytes
         mtp_ck = groups.get("mtp")

@@ -26,7 +26,7 @@ def render_plan(plan, *, explain: bool = False, notes: list[str] | None = None, 
     console.print(head)
     console.print(
         f"max_model_len {s.max_model_len:,} ({s.max_model_len_source})  max_num_batched_tokens {s.max_num_batched_tokens:,}  "
-        f"max_num_seqs {s.max_num_seqs}  util {s.gpu_memory_utilization}  kv dtype {s.kv_cache_dtype}  "
+        f"max_num_seqs {s.max_num_seqs}  util {s.gpu_memory_utilization}  dtype {s.dtype}  kv dtype {s.kv_cache_dtype}  "
         f"{'eager' if s.enforce_eager else 'CUDA graphs ' + s.cudagraph_mode}"
     )
     for r in plan.ranks:
@@ -36,12 +36,17 @@ def render_plan(plan, *, explain: bool = False, notes: list[str] | None = None, 
         t.add_column("range", justify="right")
         t.add_column("how")
         t.add_row("card total", _g(r.total_bytes), "", plan.gpu.total_source)
+        outside = getattr(plan, "outside_bytes", 0)
+        if outside:
+            t.add_row("  on the card before vLLM's snapshot", _g(outside), "", "CUDA context, other processes, early communicators: not charged, lower free memory")
         t.add_row("requested (× util)", _g(r.requested_bytes), "", f"ceil({_g(r.total_bytes)} × {s.gpu_memory_utilization})")
         for term in (r.weights, r.non_torch, r.activation, r.cuda_graph):
             rng = "" if term.exact else f"{_g(term.low or term.bytes)}–{_g(term.high or term.bytes)}"
             in_budget = term is not r.cuda_graph or (s.estimate_cudagraphs and r.kv_source == "profiled")
             label = "− " + term.name if in_budget else "  " + term.name + " (outside budget)"
             t.add_row(label, _g(term.bytes), rng, term.formula if explain else term.source)
+        if getattr(r, "reserved_bytes", 0):
+            t.add_row("− multimodal IPC reservation", _g(r.reserved_bytes), "", "--mm-ipc-gpu-memory-gb (multimodal/gpu_ipc_memory.py)")
         t.add_row("[bold]= KV cache pool[/]", f"[bold]{_g(r.kv_bytes)}[/]", "", r.kv_source)
         console.print(t)
     console.print(

@@ -124,3 +124,39 @@ def test_vision_encoder_profile_and_text_only_switch():
     # the largest image (65,536 patches) through the vision tower is part of the profile peak
     assert with_mm.tight_rank.activation.bytes - text_only.tight_rank.activation.bytes > 1.5 * 2**30
     assert "vision encoder" in with_mm.tight_rank.activation.formula
+
+
+def test_term_sources_cite_the_shipped_doc_and_code_paths(llama8b):
+    """Users have docs/memory-model.md, not the project's internal reference notes."""
+    from pathlib import Path
+
+    import oomguard
+
+    p = plan_launch(llama8b, lookup_gpu("H100"), {"max_model_len": 8192, "tensor_parallel_size": 2}, num_gpus=2)
+    r = p.tight_rank
+    for term in (r.weights, r.non_torch, r.cuda_graph):
+        assert "docs/memory-model.md#" in term.source and "vllm-memory" not in term.source
+        assert ".py" in term.source
+    model_dir = Path(oomguard.__file__).parent / "model"
+    # activation.py's Term belongs to the activation oracle work (issue 10 items 1-3).
+    offenders = [f.name for f in model_dir.rglob("*.py") if "vllm-memory" in f.read_text() and f.name != "activation.py"]
+    assert not offenders
+    doc = (Path(oomguard.__file__).parents[2] / "docs" / "memory-model.md").read_text()
+    for anchor in ("## Weights", "## Non-torch", "## CUDA graphs", "## dtype", "## Flags", "## Activation", "## KV cache"):
+        assert anchor in doc
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.25.0", "0.33.0"])
+def test_hybrid_state_blocks_follow_prefix_caching_not_the_release(version):
+    """Align mode (one more state block per request) whenever prefix caching is on for a hybrid."""
+    from oomguard.model.engine import mamba_blocks_per_request
+
+    m = load_model("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    kw = dict(version=version, num_gpus=4)
+    on = plan_launch(m, lookup_gpu("H200"), {"max_model_len": 8192, "tensor_parallel_size": 4, "enable_prefix_caching": True}, **kw)
+    off = plan_launch(m, lookup_gpu("H200"), {"max_model_len": 8192, "tensor_parallel_size": 4, "enable_prefix_caching": False}, **kw)
+    assert mamba_blocks_per_request(m, on.settings) == 2 and mamba_blocks_per_request(m, off.settings) == 1
+    mamba_groups = sum(1 for g in on.layout.groups if g.kind == "mamba")
+    assert mamba_groups >= 1 and on.blocks_per_request == off.blocks_per_request + mamba_groups
+    default = plan_launch(m, lookup_gpu("H200"), {"max_model_len": 8192, "tensor_parallel_size": 4}, **kw)
+    assert default.settings.enable_prefix_caching == (version >= "0.25")  # the default moved in 0.25

@@ -27,7 +27,7 @@ MAX_LEN_KEYS = (
     "seq_len",
 )
 # Rope types whose factor does not multiply the derived length, by vLLM version
-# (vllm-memory.md §3.2 step 5).
+# (config/model.py::_get_and_verify_max_len; docs/memory-model.md#engine-defaults).
 ROPE_EXEMPT_NEW = {"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"}
 ROPE_EXEMPT_OLD = {"su", "longrope", "llama3"}
 
