@@ -16,7 +16,6 @@ from oomguard.units import GiB
 if TYPE_CHECKING:
     from oomguard.check.context import CheckContext
 
-from oomguard.model.planner import CUDA_CONTEXT_BYTES  # noqa: E402  (one value for every command)
 # S2's table of per-step token budgets, largest first; 8192 is vLLM's own
 # default on large GPUs and what S1's operators used.
 CHUNK_CANDIDATES = (8192, 4096, 2048, 1024, 512, 256)
@@ -66,7 +65,8 @@ def headroom_after_weights(ctx: CheckContext, plan) -> int:
     """What one GPU has for activations, KV and graphs once weights, the CUDA
     context, non-torch memory and other tenants are in (tightest rank)."""
     r = max(plan.ranks, key=lambda x: x.weights.bytes + x.non_torch.bytes)
-    return r.total_bytes - r.weights.bytes - r.non_torch.bytes - CUDA_CONTEXT_BYTES - ctx.other_gpu_use_bytes
+    # outside_bytes: the context, other tenants and early communicators, as this release counts them
+    return r.total_bytes - r.weights.bytes - r.non_torch.bytes - plan.outside_bytes
 
 
 _BUDGET_FAILURES = (FailureClass.PROFILE_OOM, FailureClass.NO_KV_MEMORY, FailureClass.WEIGHTS_OOM, FailureClass.STARTUP_FREE_MEMORY)

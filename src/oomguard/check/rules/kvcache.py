@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from oomguard.check.finding import Severity
 from oomguard.check.registry import rule
-from oomguard.check.rules.common import CUDA_CONTEXT_BYTES, gib, round_down, round_len
+from oomguard.check.rules.common import gib, round_down, round_len
+from oomguard.model.non_torch import CUDA_CONTEXT_BYTES
 from oomguard.model.failures import FailureClass
 from oomguard.model.failures import FailureClass as F
 from oomguard.model.engine import mamba_blocks_per_request
@@ -100,7 +101,7 @@ def kv_too_small(ctx):
         alt = f" Alternatively --gpu-memory-utilization {u} fits {L:,} tokens."
     elif s.kv_cache_memory_bytes is not None:
         need = plan.one_request_bytes + tight.layout.bytes_per_block
-        room = tight.total_bytes - tight.weights.bytes - tight.non_torch.bytes - tight.activation.bytes - tight.cuda_graph.bytes - CUDA_CONTEXT_BYTES - ctx.other_gpu_use_bytes
+        room = tight.total_bytes - tight.weights.bytes - tight.non_torch.bytes - tight.activation.bytes - tight.cuda_graph.bytes - plan.outside_bytes
         if need <= room - 256 * MiB:
             alt = f" Alternatively --kv-cache-memory-bytes {int(-(-need // (256 * MiB)) * 256 * MiB)} ({gib(need)}) fits {L:,} tokens."
         else:
@@ -255,7 +256,7 @@ def kv_bytes_set(ctx):
         return
     kv = s.kv_cache_memory_bytes
     worst = max(plan.ranks, key=lambda x: x.weights.bytes + x.activation.bytes + x.cuda_graph.bytes + x.non_torch.bytes)
-    other = worst.weights.bytes + worst.non_torch.bytes + worst.activation.bytes + worst.cuda_graph.bytes + CUDA_CONTEXT_BYTES + ctx.other_gpu_use_bytes
+    other = worst.weights.bytes + worst.non_torch.bytes + worst.activation.bytes + worst.cuda_graph.bytes + plan.outside_bytes
     total = worst.total_bytes
     free = total - other - kv
     numbers = {

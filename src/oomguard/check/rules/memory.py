@@ -10,7 +10,6 @@ from __future__ import annotations
 from oomguard.check.finding import Severity
 from oomguard.check.registry import rule
 from oomguard.check.rules.common import (
-    CUDA_CONTEXT_BYTES,
     gib,
     peak_activation,
     round_down,
@@ -23,14 +22,16 @@ from oomguard.units import GiB, MiB
 from oomguard.fit.goalfix import SHARED_MARGIN_BYTES, shared_util_cap  # noqa: E402  (one rule for check and fit)
 
 
-def _context_bytes(plan) -> int:
-    return CUDA_CONTEXT_BYTES + (200 * MiB if plan.settings.world_size > 1 else 0)
+def _context_bytes(plan, ctx) -> int:
+    """On the card before vLLM's snapshot, other tenants aside: the CUDA context and the
+    communicators the release builds first (the planner's baseline, per release)."""
+    return max(0, plan.baseline_bytes - ctx.other_gpu_use_bytes)
 
 
 def _util_for_margin(ctx, margin: int, step: float = 0.01) -> float:
     plan = ctx.plan
     total = plan.gpu.total_bytes
-    free = total - _context_bytes(plan) - ctx.other_gpu_use_bytes
+    free = total - _context_bytes(plan, ctx) - ctx.other_gpu_use_bytes
     return round(round_down((free - margin) / total, step), 2)
 
 
@@ -55,7 +56,7 @@ def startup_free(ctx):
     if plan.failure is not FailureClass.STARTUP_FREE_MEMORY:
         return
     total = plan.gpu.total_bytes
-    free = total - _context_bytes(plan) - ctx.other_gpu_use_bytes
+    free = total - _context_bytes(plan, ctx) - ctx.other_gpu_use_bytes
     u = _util_for_margin(ctx, 512 * MiB)
     fix = [ctx.edit("gpu_memory_utilization", u)] if u > 0 else []
     after = ctx.replan(fix) if fix else None
@@ -92,7 +93,7 @@ def shared_margin(ctx):
         return
     total = plan.gpu.total_bytes
     want = max(SHARED_MARGIN_BYTES, ctx.other_gpu_use_bytes)  # room for the neighbours to double
-    margin = total - _context_bytes(plan) - ctx.other_gpu_use_bytes - plan.tight_rank.requested_bytes
+    margin = total - _context_bytes(plan, ctx) - ctx.other_gpu_use_bytes - plan.tight_rank.requested_bytes
     if margin >= want:
         return
     u = shared_util_cap(plan, ctx.other_gpu_use_bytes) or 0.0
@@ -102,7 +103,7 @@ def shared_margin(ctx):
         edit = ctx.edit("gpu_memory_utilization", u)
         after = ctx.replan([edit])
         if after.starts:
-            fix, how = [edit], f" --gpu-memory-utilization {u} leaves {gib(total - _context_bytes(plan) - ctx.other_gpu_use_bytes - total * u)} and still starts."
+            fix, how = [edit], f" --gpu-memory-utilization {u} leaves {gib(total - _context_bytes(plan, ctx) - ctx.other_gpu_use_bytes - total * u)} and still starts."
         elif after.failure is FailureClass.KV_TOO_SMALL and after.max_fitting_len:
             from oomguard.check.rules.common import round_len
 
@@ -147,7 +148,7 @@ def graphs_outside(ctx):
     if not g or s.estimate_cudagraphs or s.kv_cache_memory_bytes is not None:
         return
     total = plan.gpu.total_bytes
-    left = total - t.requested_bytes - _context_bytes(plan) - ctx.other_gpu_use_bytes - g
+    left = total - t.requested_bytes - _context_bytes(plan, ctx) - ctx.other_gpu_use_bytes - g
     if left >= 512 * MiB and plan.failure is not FailureClass.CUDAGRAPH_OOM:
         return
     u = _util_for_margin(ctx, g + 1 * GiB)
@@ -202,7 +203,7 @@ def weights_oom(ctx):
     elif _fp8_ok(ctx) and ctx.replan([ctx.edit("quantization", "fp8")]).starts:
         fix, how = [ctx.edit("quantization", "fp8")], " --quantization fp8 halves them and starts."
     else:
-        excess = w - (total - CUDA_CONTEXT_BYTES - ctx.other_gpu_use_bytes) + 4 * GiB
+        excess = w - (total - plan.baseline_bytes) + 4 * GiB
         gb = int(-(-excess // GiB))
         edit = [ctx.edit("cpu_offload_gb", gb)]
         if ctx.replan(edit).starts:
@@ -211,7 +212,7 @@ def weights_oom(ctx):
             how = " Use more GPUs, a quantized checkpoint, or a larger card."
     yield r.finding(
         ctx,
-        f"{gib(w)} of weights per GPU do not fit in {gib(total - CUDA_CONTEXT_BYTES - ctx.other_gpu_use_bytes)} free: loading fails with CUDA OOM." + how,
+        f"{gib(w)} of weights per GPU do not fit in {gib(total - plan.baseline_bytes)} free: loading fails with CUDA OOM." + how,
         dests=["tensor_parallel_size", "quantization"],
         fix=fix,
         numbers={"weights_per_gpu_gib": round(w / GiB, 2), "card_gib": round(total / GiB, 2)},
@@ -288,7 +289,7 @@ def no_headroom(ctx):
         return  # OG301/OG302
     total = plan.gpu.total_bytes
     need = max(512 * MiB, int(0.02 * total))
-    left = total - _context_bytes(plan) - plan.tight_rank.requested_bytes
+    left = total - _context_bytes(plan, ctx) - plan.tight_rank.requested_bytes
     if left >= need or plan.failure is FailureClass.CUDAGRAPH_OOM:
         return
     u = _util_for_margin(ctx, need)
