@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
-from oomguard.host.requirements import HostRamNeed, host_ram_needed, world_size_of
+from oomguard.host.ram_model import HostRamNeed, KvTierLayout, world_size_of
+from oomguard.host.requirements import host_ram_needed
 from oomguard.host.root import Root
 
 __all__ = ["LaunchView", "launch_view", "checkpoint_on_disk", "default_utilization"]
@@ -126,6 +127,7 @@ def launch_view(
     text: str | None = None,
     root: Root | None = None,
     weights_bytes: int | None = None,
+    kv_layout: KvTierLayout | None = None,
 ) -> LaunchView:
     """Build the view; looks up the checkpoint size on disk when ``weights_bytes`` is not given."""
     env = dict(env or {})
@@ -149,6 +151,7 @@ def launch_view(
         vllm_version=version,
         shard_bytes=shard,
         checkpoint_format=fmt,
+        kv_layout=kv_layout,
     )
     bound = bool(text and re.search(r"(^|[\s;|&(])(numactl|taskset)\s", text))
     return LaunchView(
