@@ -95,6 +95,7 @@ class CheckReport:
             "skipped_rules": dict(self.result.skipped),
             "ignored": [f.rule for f in self.result.ignored],
             "notes": list(self.notes),
+            "host_ram": _host_ram(self.ctx),
         }
         if fixed is not None:
             d["fixed_check"] = {
@@ -105,6 +106,16 @@ class CheckReport:
                 "notes": list(self.fix.notes),
             }
         return d
+
+
+def _host_ram(ctx) -> dict | None:
+    """The host-RAM model's summary, the same object `oomguard host --format json` prints."""
+    from oomguard.check.rules.host import host_ram_json
+
+    try:
+        return host_ram_json(ctx)
+    except (ValueError, TypeError):
+        return None
 
 
 def read_target(*, path: str | None = None, command: list[str] | None = None, flags: list[str] | None = None, model: str | None = None, version: str | None = None) -> LaunchRead:

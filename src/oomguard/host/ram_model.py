@@ -66,6 +66,7 @@ __all__ = [
     "host_ram_model",
     "host_ram_summary",
     "kv_tier_layout",
+    "kv_tier_layout_for",
     "world_size_of",
     "kv_offload_bytes",
     "next_power_of_two",
@@ -584,3 +585,26 @@ def largest_cpu_offload_gb_that_fits(need: HostRamNeed, budget_bytes: int) -> in
     room = budget_bytes - others
     gb = int(room / (need.world_size * CPU_OFFLOAD_OVERHEAD * GiB)) if room > 0 else 0
     return gb if gb >= 1 else None
+
+
+def kv_tier_layout_for(model: Any, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1) -> KvTierLayout | None:
+    """The KV tensors one worker allocates, from the memory model's KV specs (vLLM's kv_cache_tensors).
+
+    A uniform model has one tensor per attention layer; a hybrid one shares a
+    group's worth of tensors across its groups (vllm-memory.md §2.4). With
+    pipeline parallelism each worker holds its stage's share of the layers.
+    None when the model is unknown or has no KV layers.
+    """
+    if model is None:
+        return None
+    from oomguard.model.kv_spec import kv_layout, layer_kv_specs
+
+    try:
+        layout = kv_layout(layer_kv_specs(model, max(1, tensor_parallel_size)))
+    except (ValueError, KeyError, AttributeError, ZeroDivisionError):
+        return None
+    if not layout.groups:
+        return None
+    n = layout.groups[0].group_size
+    n = -(-n // max(1, pipeline_parallel_size))
+    return kv_tier_layout(n, mla=getattr(model, "mla", None) is not None)
