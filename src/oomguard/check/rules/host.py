@@ -100,7 +100,10 @@ def host_ram(ctx):
         if need.shm_bytes
         else ""
     )
-    ram = ctx.host_ram_bytes
+    ram, ram_source = ctx.host_ram_bytes, ctx.host_ram_source
+    deployment = getattr(ctx.launch, "deployment", None) or {}
+    if ram is None and deployment.get("memory_limit_bytes"):
+        ram, ram_source = deployment["memory_limit_bytes"], f"the {deployment.get('kind')}'s memory limit"
     if ram is None:
         if need.expected_bytes >= 32 * GiB:
             yield r.finding(
@@ -129,7 +132,7 @@ def host_ram(ctx):
     sev = Severity.ERROR if need.expected_bytes > ram else Severity.WARNING
     yield r.finding(
         ctx,
-        f"host memory this launch holds: {_summary(need)}, against {gib(ram)} of host RAM ({ctx.host_ram_source})"
+        f"host memory this launch holds: {_summary(need)}, against {gib(ram)} of host RAM ({ram_source})"
         + (": the kernel's OOM killer will end vLLM." if sev is Severity.ERROR else ", within 10 % of it (or over it at the high estimate).")
         + (f" A CPU tier of {numbers['suggested_offload_gib']:g} GiB in total fits." if fix else "")
         + shm_note,

@@ -1,0 +1,80 @@
+"""Kubernetes manifests, compose services and production-stack Helm values as launches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oomguard.errors import InputError
+from oomguard.inputs.launch import read_launch
+from oomguard.inputs.manifests import parse_docker_size, parse_quantity
+from oomguard.units import GiB, MiB
+
+ROOT = Path(__file__).resolve().parents[3]
+FIX = ROOT / "tests" / "fixtures" / "launch"
+
+
+def test_k8s_deployment_picks_the_vllm_container_of_a_multi_document_file():
+    launch = read_launch(FIX / "k8s" / "s3_deployment.yaml", lenient=True)
+    assert launch.model == "/data/models/qwen3-27b-w4a16"
+    assert launch.flags["tensor_parallel_size"] == 4 and launch.flags["max_model_len"] == 750000
+    assert launch.flags["kv_transfer_config"]["kv_connector_extra_config"]["cpu_bytes_to_use"] == 214748364800
+    assert launch.env == {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
+    assert any("HF_TOKEN" in n and "valueFrom" in n for n in launch.notes)  # a secret is never read
+    d = launch.deployment
+    assert (d["kind"], d["container"], d["gpus"]) == ("Deployment", "vllm", 4)
+    assert d["memory_limit_bytes"] == 240 * GiB and d["shm_bytes"] == 16 * GiB
+    assert launch.command_line == 24  # the args: line
+
+
+def test_compose_service_and_helm_values():
+    c = read_launch(FIX / "compose" / "docker-compose.yaml", lenient=True)
+    assert c.model == "Qwen/Qwen3-8B" and c.flags["kv_offloading_size"] == 64
+    assert c.deployment["gpus"] == 1 and c.deployment["memory_limit_bytes"] == 96 * GiB
+    assert c.deployment["shm_bytes"] == 64 * MiB  # no shm_size: Docker's default
+    h = read_launch(FIX / "helm" / "production-stack-values.yaml", lenient=True)
+    assert h.model == "Qwen/Qwen3-8B" and h.flags["tensor_parallel_size"] == 2 and h.flags["max_num_seqs"] == 64
+    assert h.flags["enable_prefix_caching"] is True and h.env["LMCACHE_MAX_LOCAL_CPU_SIZE"] == "20"
+    assert h.deployment["gpus"] == 2 and h.deployment["shm_bytes"] == 20 * GiB
+
+
+def test_no_vllm_container_is_one_line_error(tmp_path):
+    p = tmp_path / "d.yaml"
+    p.write_text("apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n        - name: web\n          image: nginx\n")
+    with pytest.raises(InputError) as e:
+        read_launch(p)
+    assert "no vLLM container" in str(e.value) and e.value.file == str(p)
+
+
+def test_units():
+    assert parse_quantity("16Gi") == 16 * GiB and parse_quantity("500M") == 500 * 10**6
+    assert parse_docker_size("16gb") == 16 * GiB and parse_docker_size("512m") == 512 * MiB
+    with pytest.raises(InputError):
+        parse_quantity("lots")
+
+
+def test_check_reads_the_manifest_shm_and_memory_limit():
+    from oomguard.check.context import CheckOptions
+    from oomguard.check.report import check_target
+
+    rep = check_target(CheckOptions(gpu="RTX-4090", num_gpus=4), path=str(FIX / "k8s" / "s3_deployment.yaml"))
+    shm = next(f for f in rep.findings if f.rule == "OG405")
+    assert "16.00 GiB" in shm.message and "vLLM will not start" in shm.message
+    host = next(f for f in rep.findings if f.rule == "OG401")
+    assert "Deployment's memory limit" in host.message  # 216 GiB of a 240 GiB limit: tight
+
+
+def test_pre_commit_hook_points_to_a_real_entry_point():
+    import yaml
+
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    hook = next(h for h in hooks if h["id"] == "oomguard-check")
+    assert hook["entry"].split()[0] == "oomguard" and hook["entry"].split()[1] == "check"
+    import tomllib
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert "oomguard" in scripts
+    import re
+
+    assert re.search(hook["files"], "deploy/start_api.sh") and re.search(hook["files"], "k8s/values-prod.yaml")
