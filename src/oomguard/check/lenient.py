@@ -373,6 +373,7 @@ def read_file(path: str | Path, *, version: str | None = None) -> LaunchRead:
             argv, deployment, line, notes = manifests.manifest_command(p, text)
             read = read_command([shlex.join(argv)], version=version)
             read.launch.path, read.launch.command_line, read.launch.deployment = str(p), line, deployment
+            read.launch.kind = "manifest"  # the fix is the corrected vllm command, not a rewritten manifest
             read.launch.notes.extend(notes)
             return read
         return read_yaml_text(text, path=str(p), version=version)

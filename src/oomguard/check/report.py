@@ -76,6 +76,8 @@ class CheckReport:
         if not path:
             return None
         p = Path(path)
+        if self.ctx.launch.kind == "manifest":  # the corrected vllm command, to carry into the manifest
+            return str(p.with_name(f"{p.stem}.fixed.sh"))
         return str(p.with_name(f"{p.stem}.fixed{p.suffix}"))
 
     def to_dict(self) -> dict:

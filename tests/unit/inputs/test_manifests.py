@@ -60,7 +60,8 @@ def test_check_reads_the_manifest_shm_and_memory_limit():
 
     rep = check_target(CheckOptions(gpu="RTX-4090", num_gpus=4), path=str(FIX / "k8s" / "s3_deployment.yaml"))
     shm = next(f for f in rep.findings if f.rule == "OG405")
-    assert "16.00 GiB" in shm.message and "vLLM will not start" in shm.message
+    assert shm.severity.value == "error" and "16.00 GiB" in shm.message and "vLLM will not start" in shm.message
+    assert rep.ctx.launch.kind == "manifest" and rep.fixed_path() is None or str(rep.fixed_path()).endswith(".fixed.sh")
     host = next(f for f in rep.findings if f.rule == "OG401")
     assert "Deployment's memory limit" in host.message  # 216 GiB of a 240 GiB limit: tight
 

@@ -118,7 +118,9 @@ def host_ram(ctx):
     numbers["host_ram_gib"] = round(ram / GiB, 1)
     if need.expected_bytes <= TIGHT_SHARE * ram and need.high_bytes <= ram:
         return
+    sev = Severity.ERROR if need.expected_bytes > ram else Severity.WARNING
     fix = []
+    # A tight fit keeps the user's tier (the goal); the smaller size is only offered in words.
     if kv is not None and dest is not None:
         size = largest_kv_offload_that_fits(need, int(FIX_SHARE * ram), tp * pp, dp)
         if size:
@@ -129,12 +131,14 @@ def host_ram(ctx):
                 extra = set_json_key(kvt.get("kv_connector_extra_config"), "cpu_bytes_to_use", int(size))
                 fix = [ctx.edit("kv_transfer_config", set_json_key(kvt, "kv_connector_extra_config", extra))]
             numbers["suggested_offload_gib"] = round(size / GiB, 2)
-    sev = Severity.ERROR if need.expected_bytes > ram else Severity.WARNING
+    offered = bool(fix)
+    if sev is not Severity.ERROR:
+        fix = []
     yield r.finding(
         ctx,
         f"host memory this launch holds: {_summary(need)}, against {gib(ram)} of host RAM ({ram_source})"
         + (": the kernel's OOM killer will end vLLM." if sev is Severity.ERROR else ", within 10 % of it (or over it at the high estimate).")
-        + (f" A CPU tier of {numbers['suggested_offload_gib']:g} GiB in total fits." if fix else "")
+        + (f" A CPU tier of {numbers['suggested_offload_gib']:g} GiB in total fits with margin." if offered else "")
         + shm_note,
         dests=dests,
         severity=sev,
@@ -179,7 +183,7 @@ def offload_total(ctx):
     "OG405",
     "kv-tier-needs-dev-shm",
     title="From vLLM 0.27 the CPU KV tier is one file in /dev/shm",
-    severity=Severity.INFO,
+    severity=Severity.ERROR,
     needs=(),
     why="""vLLM 0.27 and later keep the OffloadingConnector's CPU tier in one file,
     `/dev/shm/vllm_offload_<engine>.mmap`, of `cpu_bytes_to_use` bytes (vllm#50094). A container's
@@ -190,6 +194,7 @@ def offload_total(ctx):
     `shm_size`, an `emptyDir: {medium: Memory, sizeLimit: ...}` at /dev/shm) or use `--ipc=host`. An error when
     the launch is a manifest whose /dev/shm is smaller.""",
     example="""docker run --gpus all vllm/vllm-openai --kv-offloading-size 64   # /dev/shm 64 MiB""",
+    predicts=(F.CONFIG_ERROR,),  # "Insufficient space in /dev/shm" at start-up (0.28+), SIGBUS on 0.27
 )
 def kv_tier_shm(ctx):
     r = kv_tier_shm.rule
@@ -221,6 +226,7 @@ def kv_tier_shm(ctx):
         f"the CPU KV tier is one {gib(need.shm_bytes)} file, /dev/shm/vllm_offload_<engine>.mmap (vLLM >= 0.27): in a container "
         f"/dev/shm must hold it ({how}); `oomguard host` checks the machine's.",
         dests=[_offload_dest(ctx)],
+        severity=Severity.INFO,
         numbers=numbers,
     )
 
