@@ -133,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
             text=launch.text or " ".join(getattr(args, "launch_tail", None) or []),
             root=root,
             weights_bytes=weights,
+            deployment=getattr(launch, "deployment", None),
         )
         if notes:
             from dataclasses import replace

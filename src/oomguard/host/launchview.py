@@ -37,6 +37,7 @@ class LaunchView:
     ram: HostRamNeed
     version: str | None = None
     notes: tuple[str, ...] = field(default=())
+    deployment: Mapping[str, Any] | None = None  # a manifest's GPUs, memory limit, /dev/shm (inputs.manifests)
 
     @property
     def world_size(self) -> int:
@@ -59,6 +60,7 @@ class LaunchView:
             "numa_bound": self.numa_bound,
             "vllm_version": self.version,
             "host_ram": self.ram.to_dict(),
+            "deployment": dict(self.deployment) if self.deployment else None,
             "notes": list(self.notes),
         }
 
@@ -128,6 +130,7 @@ def launch_view(
     root: Root | None = None,
     weights_bytes: int | None = None,
     kv_layout: KvTierLayout | None = None,
+    deployment: Mapping[str, Any] | None = None,
 ) -> LaunchView:
     """Build the view; looks up the checkpoint size on disk when ``weights_bytes`` is not given."""
     env = dict(env or {})
@@ -169,4 +172,5 @@ def launch_view(
         ram=ram,
         version=version,
         notes=tuple(notes),
+        deployment=deployment,
     )

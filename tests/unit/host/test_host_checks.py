@@ -326,3 +326,16 @@ def test_every_registered_id_is_reachable_by_some_test_here():
 def test_finding_ids_must_be_registered():
     with pytest.raises(ValueError):
         Finding("HOST999", Severity.INFO, "x", "y")
+
+
+def test_a_manifest_s_dev_shm_and_memory_limit_are_the_ones_checked():
+    # The k8s Deployment gives /dev/shm a 16 GiB emptyDir and the container a 200 GiB limit: both bind,
+    # whatever this machine has.
+    f = facts(ROOTS / "two_numa_4x4090")
+    dep = {"kind": "Deployment", "name": "q", "gpus": 4, "memory_limit_bytes": 200 * GiB, "shm_bytes": 16 * GiB, "shm_source": "emptyDir medium Memory sizeLimit"}
+    v = launch_view(source="d.yaml", flags=S3_FLAGS, model="/m", deployment=dep)
+    findings = run_checks(f, v)
+    shm = one(findings, "HOST013")
+    assert "16.0 GiB in size (Deployment q" in shm.message and shm.fix_command.startswith("mount an emptyDir {medium: Memory, sizeLimit: 201Gi}")
+    err = one(findings, "HOST010")
+    assert "Deployment memory limit 200.0 GiB" in err.message

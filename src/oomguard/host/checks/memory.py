@@ -124,10 +124,15 @@ def check_launch_ram(facts: HostFacts, launch: LaunchView | None) -> list[Findin
         return []
     need = launch.ram
     budget = facts.ram_budget_bytes
+    limit = (launch.deployment or {}).get("memory_limit_bytes")
+    if limit is not None and limit < budget:  # the manifest's container limit binds before this machine's RAM
+        budget = limit
     exp, low, high = need.expected_bytes, need.low_bytes, need.high_bytes
     summary = (
         f"the launch needs ~{_g(exp)} of resident host RAM (range {_g(low)}-{_g(high)}: {_top_components(launch)})"
-        f" against {_g(budget)} allowed ({_budget_text(facts)})"
+        f" against {_g(budget)} allowed ({_budget_text(facts)}"
+        + (f", {launch.deployment.get('kind')} memory limit {_g(limit)}" if limit is not None else "")
+        + ")"
     )
     if need.page_cache_bytes:
         summary += f"; the {_g(need.page_cache_bytes)} checkpoint also passes through the page cache (reclaimable)"
@@ -203,9 +208,14 @@ def check_kv_rounding(facts: HostFacts, launch: LaunchView | None) -> list[Findi
     return [Finding("HOST012", Severity.WARNING, message, fix)]
 
 
-def _shm_size_fix(facts: HostFacts, need_bytes: int) -> str:
+def _shm_size_fix(facts: HostFacts, need_bytes: int, deployment=None) -> str:
     gib = math.ceil(need_bytes / GiB)
-    if facts.container is ContainerKind.KUBERNETES:
+    kind = str((deployment or {}).get("kind") or "")
+    if kind == "compose service":
+        return f"shm_size: {gib}gb   # in the compose service (or ipc: host)"
+    if kind == "production-stack modelSpec":
+        return f'shmSize: "{gib}Gi"   # in the modelSpec'
+    if kind or facts.container is ContainerKind.KUBERNETES:
         return f"mount an emptyDir {{medium: Memory, sizeLimit: {gib}Gi}} at /dev/shm (and raise resources.limits.memory with it)"
     if facts.container in (ContainerKind.DOCKER, ContainerKind.OTHER):
         return f"docker run --shm-size={gib}g ...   # or --ipc=host; compose: shm_size: {gib}gb"
@@ -217,6 +227,10 @@ def check_kv_tier_shm(facts: HostFacts, launch: LaunchView | None) -> list[Findi
     if launch is None or not launch.ram.shm_bytes:
         return []
     room = facts.shm.free_bytes if facts.shm.free_bytes is not None else facts.shm.size_bytes
+    source = facts.shm.source
+    dep = launch.deployment or {}
+    if dep.get("shm_bytes") is not None:  # the manifest's container, not this machine, runs the server
+        room, source = dep["shm_bytes"], f"{dep.get('kind')} {dep.get('name')}: {dep.get('shm_source')}"
     need = launch.ram.shm_bytes
     # NCCL and vLLM's message queues use /dev/shm too; leave them 1 GiB (HOST004's floor).
     want = need + GiB
@@ -227,13 +241,13 @@ def check_kv_tier_shm(facts: HostFacts, launch: LaunchView | None) -> list[Findi
                     "HOST013",
                     Severity.ERROR,
                     f"the CPU KV tier is a {_g(need)} file in /dev/shm (vLLM >= 0.27) and no /dev/shm is mounted.",
-                    _shm_size_fix(facts, want),
+                    _shm_size_fix(facts, want, launch.deployment),
                 )
             ]
         return []
     if room >= want:
         return []
-    what = "free" if facts.shm.free_bytes is not None else "in size"
+    what = "free" if facts.shm.free_bytes is not None and not dep.get("shm_bytes") else "in size"
     if launch.ram.shm_checked_by_vllm:
         consequence = (
             f"vLLM refuses to start: 'Insufficient space in /dev/shm: {need / MiB:.0f} MiB required, "
@@ -247,10 +261,10 @@ def check_kv_tier_shm(facts: HostFacts, launch: LaunchView | None) -> list[Findi
             "HOST013",
             severity,
             f"the CPU KV tier is one {_g(need)} file, /dev/shm/vllm_offload_<engine>.mmap, and /dev/shm has "
-            f"{_g(room)} {what} ({facts.shm.source}): "
+            f"{_g(room)} {what} ({source}): "
             + (consequence if room < need else "it fits with less than 1 GiB left for NCCL and vLLM's queues")
             + ". The file is RAM (Shmem), counted in the cgroup like the rest.",
-            _shm_size_fix(facts, want),
+            _shm_size_fix(facts, want, launch.deployment),
         )
     ]
 
