@@ -66,16 +66,29 @@ def test_check_reads_the_manifest_shm_and_memory_limit():
     assert "Deployment's memory limit" in host.message  # 216 GiB of a 240 GiB limit: tight
 
 
-def test_pre_commit_hook_points_to_a_real_entry_point():
+def test_pre_commit_hook_runs_oomguard_check_on_every_file(tmp_path):
+    import os
+    import re
+    import shlex
+    import subprocess
+    import sys
+    import tomllib
+
     import yaml
 
     hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     hook = next(h for h in hooks if h["id"] == "oomguard-check")
-    assert hook["entry"].split()[0] == "oomguard" and hook["entry"].split()[1] == "check"
-    import tomllib
-
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert "oomguard" in scripts
-    import re
-
+    assert "oomguard" in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert re.search(hook["files"], "deploy/start_api.sh") and re.search(hook["files"], "k8s/values-prod.yaml")
+    assert not re.search(hook["files"], "src/app.py")
+    good = FIX / "clean_h100.sh"
+    bad = tmp_path / "start_api.sh"
+    bad.write_text("vllm serve Qwen/Qwen3-8B --max-model-len 32768 --no-such-flag\n")
+    # As pre-commit runs it: entry, then the hook's args, then the file names; oomguard from this environment.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    argv = shlex.split(hook["entry"]) + ["--gpu", "H100-80GB", str(good), str(bad)]
+    p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "Qwen/Qwen3-8B" in p.stdout and "--no-such-flag" in p.stdout + p.stderr
+    ok = subprocess.run(shlex.split(hook["entry"]) + ["--gpu", "H100-80GB", str(good)], capture_output=True, text=True, env=env, timeout=120)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
