@@ -372,7 +372,11 @@ def read_file(path: str | Path, *, version: str | None = None) -> LaunchRead:
         if manifests.is_manifest(text):  # a Kubernetes manifest, compose service or Helm values
             argv, deployment, line, notes = manifests.manifest_command(p, text)
             read = read_command([shlex.join(argv)], version=version)
-            read.launch.path, read.launch.command_line, read.launch.deployment = str(p), line, deployment
+            # The checked text is the container's command on one line (the fixer edits it in place);
+            # the manifest line of its args is kept with the deployment.
+            read.launch.path, read.launch.deployment = str(p), {**deployment, "line": line}
+            for site in read.launch.sites.values():
+                site.file = str(p)
             read.launch.kind = "manifest"  # the fix is the corrected vllm command, not a rewritten manifest
             read.launch.notes.extend(notes)
             return read

@@ -92,3 +92,56 @@ def test_pre_commit_hook_runs_oomguard_check_on_every_file(tmp_path):
     assert "Qwen/Qwen3-8B" in p.stdout and "--no-such-flag" in p.stdout + p.stderr
     ok = subprocess.run(shlex.split(hook["entry"]) + ["--gpu", "H100-80GB", str(good)], capture_output=True, text=True, env=env, timeout=120)
     assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_statefulset_with_sh_c_and_a_pod_without_a_shm_volume(tmp_path):
+    p = tmp_path / "sts.yaml"
+    p.write_text(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: llm}\nspec:\n  template:\n    spec:\n      containers:\n"
+        "        - name: server\n          image: registry.local/serving:1\n"
+        "          command: [\"/bin/sh\", \"-c\"]\n"
+        "          args: [\"exec vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2 --max-model-len 8192\"]\n"
+        "          resources: {limits: {nvidia.com/gpu: 2, memory: 64Gi}}\n"
+    )
+    launch = read_launch(p, lenient=True)
+    assert launch.model == "Qwen/Qwen3-8B" and launch.flags["tensor_parallel_size"] == 2
+    assert launch.deployment["kind"] == "StatefulSet" and launch.deployment["gpus"] == 2
+    assert launch.deployment["shm_bytes"] == 64 * MiB  # no /dev/shm volume: the runtime's default
+
+
+def test_compose_ipc_host_and_shm_size(tmp_path):
+    p = tmp_path / "compose.yaml"
+    p.write_text("services:\n  llm:\n    image: vllm/vllm-openai:v0.33.0\n    ipc: host\n    command: --model Qwen/Qwen3-8B\n")
+    assert read_launch(p, lenient=True).deployment["shm_bytes"] is None  # the host's /dev/shm
+    p.write_text("services:\n  llm:\n    image: vllm/vllm-openai:v0.33.0\n    shm_size: 8gb\n    command: --model Qwen/Qwen3-8B\n")
+    d = read_launch(p, lenient=True)
+    assert d.model == "Qwen/Qwen3-8B" and d.deployment["shm_bytes"] == 8 * GiB
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("services:\n  web:\n    image: nginx\n", "no vLLM service"),
+        ("servingEngineSpec:\n  modelSpec: []\n", "expected a list of models"),
+        ("servingEngineSpec:\n  modelSpec:\n    - name: a\n", "no modelURL"),
+        ("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n    - name: v\n      image: vllm/vllm-openai\n      args: [m]\n      resources: {limits: {memory: lots}}\n", "not a Kubernetes quantity"),
+        ("apiVersion: v1\nkind: Pod\nspec: [\n", "invalid YAML"),
+    ],
+)
+def test_bad_manifests_are_one_line_errors(tmp_path, text, needle):
+    p = tmp_path / "m.yaml"
+    p.write_text(text)
+    with pytest.raises(InputError) as e:
+        read_launch(p)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_check_fix_of_a_manifest_edits_the_command_in_place():
+    from oomguard.check.context import CheckOptions
+    from oomguard.check.report import check_target
+
+    rep = check_target(CheckOptions(gpu="RTX-4090"), path=str(FIX / "compose" / "docker-compose.yaml"))
+    text = rep.fix.text
+    assert text.count("--max-model-len") == 1 and rep.fixed_path().endswith("docker-compose.fixed.sh")
+    shm = next(f for f in rep.findings if f.rule == "OG405")
+    assert shm.severity.value == "error" and "Docker's 64 MiB" in shm.message
