@@ -44,3 +44,19 @@ def test_cpu_offload_80_same_in_check_and_host(capsys, tmp_path, tp):
     # 80 GiB per GPU x 1.9 measured (vllm#56410), range 1.0-2.0
     assert c["parts"]["cpu_offload"] == round(80 * tp * 1.9, 2)
     assert c["range_gib"][0] < c["needed_gib"] < c["range_gib"][1]
+
+
+def test_pinned_tier_of_0_26_same_in_check_and_host_with_the_model_config(capsys, tmp_path):
+    # Before 0.27 the pinned size depends on the KV tensors per worker: both commands read them
+    # from the same model config (S3's: 64 attention layers, K and V apart = 128 per worker).
+    script = tmp_path / "start_api.sh"
+    script.write_text(
+        f"#!/bin/bash\nvllm serve {S3 / 'model'} --tensor-parallel-size 4 --max-model-len 32768 --kv-cache-dtype fp8_e4m3 "
+        "--kv-transfer-config '{\"kv_connector\":\"OffloadingConnector\",\"kv_role\":\"kv_both\","
+        "\"kv_connector_extra_config\":{\"cpu_bytes_to_use\":214748364800}}'\n"
+    )
+    checked = _json(capsys, "check", script, "--format", "json", "--gpu", "RTX-4090", "--num-gpus", "4", "--vllm-version", "0.26.0")
+    hosted = _json(capsys, "host", "--root", HOST_ROOT, "--launch", script, "--format", "json", "--vllm-version", "0.26.0")
+    assert checked["host_ram"] == hosted["host_ram"]
+    # 50 GiB per worker as 128 tensors of 0.39 GiB, each pinned as 0.5 GiB: 64 GiB per worker
+    assert checked["host_ram"]["parts"]["kv_cpu_tier"] == 256.0 and checked["host_ram"]["shm_gib"] == 0.0
