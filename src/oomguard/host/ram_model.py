@@ -6,7 +6,7 @@ number for the same launch. Every part is a range (low, expected, high) with
 its formula and its source; the code facts below were read in vLLM's sdists
 (``vllm/v1/kv_offload/cpu/spec.py``, ``.../cpu/gpu_worker.py``,
 ``.../cpu/shared_offload_region.py``, ``model_executor/offloader/uva.py``)
-of 0.17.0, 0.20.0, 0.22.0, 0.24.0-0.28.0, 0.30.0, 0.32.0 and 0.33.0.
+of 0.10.2, 0.11.0, 0.12.0, 0.14.0, 0.17.0-0.20.0, 0.22.0, 0.24.0-0.28.0, 0.30.0, 0.32.0 and 0.33.0.
 
 **CPU KV tier** (``--kv-offloading-size`` GiB or the OffloadingConnector's
 ``cpu_bytes_to_use``): the TOTAL over one engine's TP x PP workers; vLLM sizes
@@ -14,9 +14,8 @@ of 0.17.0, 0.20.0, 0.22.0, 0.24.0-0.28.0, 0.30.0, 0.32.0 and 0.33.0.
 blocks_per_chunk, page-aligned)``.
 
 - 0.11 - 0.26: each worker allocates its share as one ``torch.zeros(...,
-  pin_memory=True)`` per KV-cache tensor (``cpu_gpu.py`` <= 0.17: one per
-  layer; 0.20 - 0.26 ``gpu_worker.py``: one per canonical tensor, FlashAttention's
-  K and V apart). PyTorch's ``CachingHostAllocator`` rounds every pinned
+  pin_memory=True)`` per KV-cache tensor (``worker/cpu_gpu.py`` <= 0.18: one per
+  layer; 0.19 - 0.26: one per canonical tensor, FlashAttention's K and V apart). PyTorch's ``CachingHostAllocator`` rounds every pinned
   allocation up to a power of two (``c10::llvm::PowerOf2Ceil``; no threshold
   by default), so each worker pins ``n x 2^ceil(log2(share / n))``. With the
   tensor count known this is computed; without it the range is [1x, 2x)
@@ -91,6 +90,7 @@ V0_DEFAULT_SWAP_GIB = 4
 SHARED_REGION_FROM = (0, 27, 0)
 SHM_CHECK_FROM = (0, 28, 0)
 OFFLOADING_CONNECTOR_FROM = (0, 11, 0)
+CANONICAL_SPLIT_FROM = (0, 19, 0)
 SWAP_REMOVED_IN = (0, 18, 0)
 V0_REMOVED_IN = (0, 11, 0)  # vllm/worker/cache_engine.py is in 0.10.2, gone in 0.11.0
 V1_DEFAULT_FROM = (0, 8, 0)
@@ -355,8 +355,9 @@ def _kv_tier(
         counts = [layout.tensors_per_worker]
         if layout.splits_k_and_v:
             counts.append(2 * layout.tensors_per_worker)
-        # <= 0.17 allocates one tensor per layer (K and V together); 0.20-0.26 canonical tensors split them.
-        n_expected = counts[-1] if version >= (0, 20) else counts[0]
+        # <= 0.18 allocates one tensor per layer (K and V together, worker/cpu_gpu.py); from 0.19 the
+        # canonical tensors split them (offloading/worker.py unbinds FlashAttention's (2, num_blocks, ...)).
+        n_expected = counts[-1] if version >= CANONICAL_SPLIT_FROM else counts[0]
         pinned = [_pinned_tensors(share, n) for n in counts]
         exp = _pinned_tensors(share, n_expected)
         low, high = min(pinned), max(pinned)
