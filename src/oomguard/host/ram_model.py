@@ -91,6 +91,7 @@ SHARED_REGION_FROM = (0, 27, 0)
 SHM_CHECK_FROM = (0, 28, 0)
 OFFLOADING_CONNECTOR_FROM = (0, 11, 0)
 CANONICAL_SPLIT_FROM = (0, 19, 0)
+LMCACHE_MP_FROM = (0, 24, 0)  # --kv-offloading-backend lmcache -> LMCacheMPConnector (0.22.0 still V1)
 SWAP_REMOVED_IN = (0, 18, 0)
 V0_REMOVED_IN = (0, 11, 0)  # vllm/worker/cache_engine.py is in 0.10.2, gone in 0.11.0
 V1_DEFAULT_FROM = (0, 8, 0)
@@ -465,10 +466,31 @@ def host_ram_model(
 
     ktc = flags.get("kv_transfer_config")
     connector = str(ktc.get("kv_connector") or "") if isinstance(ktc, Mapping) else ""
-    if "LMCache" in connector or str(flags.get("kv_offloading_backend") or "").lower() == "lmcache":
+    backend_lmcache = str(flags.get("kv_offloading_backend") or "").lower() == "lmcache"
+    size_gib = _num(flags.get("kv_offloading_size"))
+    if backend_lmcache and ver is not None and ver >= LMCACHE_MP_FROM and "LMCache" not in connector:
+        # 0.24+: --kv-offloading-backend lmcache means LMCacheMPConnector; the store lives in the
+        # separate LMCache server process, which --kv-offloading-size does not size (config/vllm.py).
+        notes.append("--kv-offloading-backend lmcache (vLLM >= 0.24): the KV store is the LMCache server process's, sized by its own settings: not counted")
+    elif backend_lmcache and size_gib and "LMCache" not in connector:
+        # 0.12-0.23: lmcache.max_local_cpu_size = --kv-offloading-size / (TP x PP) GB in each worker.
+        size = size_gib * GiB * dp
+        add(
+            LMCACHE,
+            MemoryKind.PINNED,
+            size,
+            size,
+            size,
+            f"--kv-offloading-size {size_gib:g} GiB / {engine_workers} workers as lmcache.max_local_cpu_size per worker"
+            + (f" x {dp} DP engines" if dp > 1 else ""),
+            "config/vllm.py::_post_init_kv_transfer_config (0.12-0.23): LMCacheConnectorV1, local CPU backend per worker",
+        )
+    elif "LMCache" in connector or backend_lmcache:
         use_cpu = str(env.get("LMCACHE_LOCAL_CPU", "true")).lower() not in ("false", "0", "no")
         gb = _num(env.get("LMCACHE_MAX_LOCAL_CPU_SIZE")) or LMCACHE_DEFAULT_GB
-        if use_cpu:
+        if "MP" in connector:
+            notes.append(f"{connector}: the KV store is the LMCache server process's: not counted")
+        elif use_cpu:
             size = gb * GiB * world
             add(
                 LMCACHE,

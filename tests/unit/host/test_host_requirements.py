@@ -183,3 +183,13 @@ def test_largest_cpu_offload_that_fits():
     # 64 GiB - 6 GiB (worker + API) = 58 GiB / 1.9 = 30.5 -> 30
     assert largest_cpu_offload_gb_that_fits(need, 64 * GiB) == 30
     assert largest_cpu_offload_gb_that_fits(need, 6 * GiB) is None
+
+
+def test_lmcache_backend_per_release():
+    flags = {"tensor_parallel_size": 2, "kv_offloading_backend": "lmcache", "kv_offloading_size": 40}
+    # 0.12-0.23: LMCacheConnectorV1 with lmcache.max_local_cpu_size = 40 / 2 GB per worker (config/vllm.py)
+    old = host_ram_needed(flags, weights_bytes=None, vllm_version="0.22.0")
+    assert comp(old, "LMCache local CPU cache").expected_bytes == 40 * GiB
+    # 0.24+: LMCacheMPConnector, the store is the LMCache server's: not vLLM's memory
+    new = host_ram_needed(flags, weights_bytes=None, vllm_version="0.24.0")
+    assert new.component("LMCache local CPU cache") is None and any("LMCache server" in n for n in new.notes)

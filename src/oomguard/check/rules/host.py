@@ -262,23 +262,27 @@ def cpu_offload(ctx):
 @rule(
     "OG404",
     "lmcache-ignores-offloading-size",
-    title="--kv-offloading-size is ignored by the lmcache backend",
+    title="--kv-offloading-size is ignored by the lmcache backend (vLLM 0.24+)",
     severity=Severity.WARNING,
     needs=(),
-    why="""With `--kv-offloading-backend lmcache` vLLM configures the LMCache connector, which reads
-    its CPU budget from LMCache's own settings (`LMCACHE_MAX_LOCAL_CPU_SIZE`, in GB), not from
-    `--kv-offloading-size`: the size given is not the size used.""",
-    fix="""Remove `--kv-offloading-size` and size LMCache through its own configuration.""",
+    why="""From vLLM 0.24 `--kv-offloading-backend lmcache` configures `LMCacheMPConnector`: the KV
+    store lives in the separate LMCache server process, sized by LMCache's own settings, and vLLM does
+    not pass `--kv-offloading-size` on (`config/vllm.py::_post_init_kv_transfer_config`): the size given
+    is not the size used. On 0.12-0.23 it was split over the workers as LMCache's `max_local_cpu_size`.""",
+    fix="""Remove `--kv-offloading-size` and size the LMCache server through its own configuration.""",
     example="--kv-offloading-backend lmcache --kv-offloading-size 64",
-    use_instead="LMCACHE_MAX_LOCAL_CPU_SIZE=64 vllm serve MODEL --kv-offloading-backend lmcache",
+    use_instead="vllm serve MODEL --kv-offloading-backend lmcache   # LMCache server sized by its own config",
 )
 def lmcache_size(ctx):
     r = lmcache_size.rule
     if str(ctx.flags.get("kv_offloading_backend") or "") != "lmcache" or not ctx.flags.get("kv_offloading_size"):
         return
+    if ctx.version_tuple < (0, 24, 0):
+        return  # 0.12-0.23 split it over the workers as lmcache.max_local_cpu_size (counted by OG401)
     yield r.finding(
         ctx,
-        f"--kv-offloading-size {ctx.flags['kv_offloading_size']} has no effect with the lmcache backend; LMCache uses LMCACHE_MAX_LOCAL_CPU_SIZE.",
+        f"--kv-offloading-size {ctx.flags['kv_offloading_size']} has no effect with the lmcache backend on vLLM "
+        f"{ctx.version_label}: the LMCache server process holds the store, sized by its own settings.",
         dests=["kv_offloading_size", "kv_offloading_backend"],
         fix=[ctx.edit("kv_offloading_size", None)],
     )
