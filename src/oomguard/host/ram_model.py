@@ -91,6 +91,7 @@ SHARED_REGION_FROM = (0, 27, 0)
 SHM_CHECK_FROM = (0, 28, 0)
 OFFLOADING_CONNECTOR_FROM = (0, 11, 0)
 CANONICAL_SPLIT_FROM = (0, 19, 0)
+CPU_BYTES_FROM = (0, 14, 0)  # cpu_bytes_to_use (and a working --kv-offloading-size); 0.11-0.13: num_cpu_blocks
 LMCACHE_MP_FROM = (0, 24, 0)  # --kv-offloading-backend lmcache -> LMCacheMPConnector (0.22.0 still V1)
 SWAP_REMOVED_IN = (0, 18, 0)
 V0_REMOVED_IN = (0, 11, 0)  # vllm/worker/cache_engine.py is in 0.10.2, gone in 0.11.0
@@ -335,6 +336,14 @@ def _kv_tier(
         return 0, False, None
     if version is not None and version < OFFLOADING_CONNECTOR_FROM:
         notes.append(f"the OffloadingConnector is not in vLLM {'.'.join(map(str, version))} (from 0.11): CPU tier not counted")
+        return 0, False, None
+    if version is not None and version < CPU_BYTES_FROM:
+        # 0.11-0.13 size the CPU tier by num_cpu_blocks (per worker) only; 0.12-0.13 turn
+        # --kv-offloading-size into num_cpu_blocks=0 (config/vllm.py), and kv_offload/cpu.py raises.
+        notes.append(
+            f"vLLM {'.'.join(map(str, version))} sizes the CPU tier by num_cpu_blocks only: with {source.split(' (')[0]} it stops at "
+            "start-up ('num_cpu_blocks must be specified in kv_connector_extra_config'); CPU tier not counted"
+        )
         return 0, False, None
     engines = f" x {dp} DP engines" if dp > 1 else ""
     if version is None or version >= SHARED_REGION_FROM:

@@ -193,3 +193,13 @@ def test_lmcache_backend_per_release():
     # 0.24+: LMCacheMPConnector, the store is the LMCache server's: not vLLM's memory
     new = host_ram_needed(flags, weights_bytes=None, vllm_version="0.24.0")
     assert new.component("LMCache local CPU cache") is None and any("LMCache server" in n for n in new.notes)
+
+
+@pytest.mark.parametrize("version, counted", [("0.11.0", False), ("0.13.0", False), ("0.14.0", True)])
+def test_cpu_tier_in_bytes_from_0_14(version, counted):
+    # 0.11-0.13 read num_cpu_blocks only (v1/kv_offload/cpu.py), and 0.12-0.13 set num_cpu_blocks=0 for
+    # --kv-offloading-size: the server stops at start-up, so no tier is counted.
+    need = host_ram_needed({"kv_offloading_size": 64}, weights_bytes=None, vllm_version=version)
+    assert (need.component("kv offload (CPU tier)") is not None) is counted
+    if not counted:
+        assert any("num_cpu_blocks must be specified" in n for n in need.notes)

@@ -232,6 +232,40 @@ def kv_tier_shm(ctx):
 
 
 @rule(
+    "OG406",
+    "offload-size-unknown-to-release",
+    title="vLLM 0.11-0.13 size the CPU KV tier by num_cpu_blocks only",
+    severity=Severity.ERROR,
+    needs=(),
+    why="""The OffloadingConnector of vLLM 0.11-0.13 reads only `num_cpu_blocks` (per worker) from
+    `kv_connector_extra_config` (`v1/kv_offload/cpu.py`) and raises "num_cpu_blocks must be specified in
+    kv_connector_extra_config" without it. `cpu_bytes_to_use` arrived in 0.14; and 0.12-0.13 turn
+    `--kv-offloading-size` (native backend) into `num_cpu_blocks: 0` (`config/vllm.py`), which raises the
+    same error: the server stops at start-up.""",
+    fix="""None automatic: give `num_cpu_blocks` (CPU tier bytes per worker / the KV bytes of one block on
+    one worker) in `--kv-transfer-config`, or run vLLM 0.14 or later, where the size in bytes works.""",
+    example="""vllm serve MODEL --kv-offloading-size 64   # on vLLM 0.13""",
+    predicts=(F.CONFIG_ERROR,),
+)
+def offload_size_unknown(ctx):
+    from oomguard.host.ram_model import CPU_BYTES_FROM, OFFLOADING_CONNECTOR_FROM, kv_offload_bytes
+
+    r = offload_size_unknown.rule
+    if not (OFFLOADING_CONNECTOR_FROM <= ctx.version_tuple < CPU_BYTES_FROM):
+        return
+    total, source = kv_offload_bytes(ctx.flags)
+    if not total:
+        return
+    yield r.finding(
+        ctx,
+        f"{source.split(' (')[0]} on vLLM {ctx.version_label}: this release's OffloadingConnector reads only num_cpu_blocks "
+        "(per worker) and stops at start-up with 'num_cpu_blocks must be specified in kv_connector_extra_config'. "
+        "Give num_cpu_blocks in --kv-transfer-config, or use vLLM 0.14+ where the size in bytes works.",
+        dests=[_offload_dest(ctx)],
+    )
+
+
+@rule(
     "OG403",
     "cpu-offload-weights",
     title="--cpu-offload-gb streams weights over PCIe every step",
