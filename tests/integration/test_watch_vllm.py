@@ -102,6 +102,11 @@ def test_watch_sees_load_alerts_and_ends_cleanly_when_the_server_stops(vllm_serv
     pc = report["plan_comparison"]
     assert pc["live_kv_cache_tokens"] == pc["predicted_kv_cache_tokens"] == 131072
     assert "pool" not in pc["warnings"]
+    # ... and so do vLLM's own maximum concurrency (0.24+ label) and the blocks, when their sizes agree
+    assert pc["live_max_concurrency"] is not None and "concurrency" not in pc["warnings"]
+    assert pc["live_num_gpu_blocks"] * pc["live_block_size"] == 131072
+    if pc["predicted_block_size"] == pc["live_block_size"]:
+        assert pc["live_num_gpu_blocks"] == pc["predicted_num_gpu_blocks"] and "blocks" not in pc["warnings"]
     # a clean report: the reason and the last samples of each source
     gone = report["server_gone"]
     assert "exited" in gone["reason"] or "refused" in gone["reason"]

@@ -15,6 +15,8 @@ file, YAML that is not a mapping, or a script with no vLLM command.
 
 from __future__ import annotations
 
+import shlex
+
 import enum
 import json
 import re
@@ -365,6 +367,19 @@ def read_file(path: str | Path, *, version: str | None = None) -> LaunchRead:
         raise InputError("empty file, expected a launch script or YAML", file=str(p))
     is_yaml = p.suffix in (".yaml", ".yml") or (not text.lstrip().startswith(("#!", "vllm", "python", "export")) and L._looks_like_yaml(text))  # noqa: SLF001
     if is_yaml:
+        from oomguard.inputs import manifests
+
+        if manifests.is_manifest(text):  # a Kubernetes manifest, compose service or Helm values
+            argv, deployment, line, notes = manifests.manifest_command(p, text)
+            read = read_command([shlex.join(argv)], version=version)
+            # The checked text is the container's command on one line (the fixer edits it in place);
+            # the manifest line of its args is kept with the deployment.
+            read.launch.path, read.launch.deployment = str(p), {**deployment, "line": line}
+            for site in read.launch.sites.values():
+                site.file = str(p)
+            read.launch.kind = "manifest"  # the fix is the corrected vllm command, not a rewritten manifest
+            read.launch.notes.extend(notes)
+            return read
         return read_yaml_text(text, path=str(p), version=version)
     read = read_script(text, path=str(p), version=version)
     _ignore_directives(text, read)

@@ -97,6 +97,8 @@ class CheckReport:
         if not path:
             return None
         p = Path(path)
+        if self.ctx.launch.kind == "manifest":  # the corrected vllm command, to carry into the manifest
+            return str(p.with_name(f"{p.stem}.fixed.sh"))
         return str(p.with_name(f"{p.stem}.fixed{p.suffix}"))
 
     def to_dict(self) -> dict:
@@ -119,6 +121,7 @@ class CheckReport:
             "notes": list(self.notes),
             "goal_fixes": options_to_dict(self.ctx, self.goal_fixes),
             "goal_kept": (self.goal_fixes[0].keeps_goal if self.goal_fixes else None),
+            "host_ram": _host_ram(self.ctx),
         }
         if fixed is not None:
             d["fixed_check"] = {
@@ -129,6 +132,16 @@ class CheckReport:
                 "notes": list(self.fix.notes),
             }
         return d
+
+
+def _host_ram(ctx) -> dict | None:
+    """The host-RAM model's summary, the same object `oomguard host --format json` prints."""
+    from oomguard.check.rules.host import host_ram_json
+
+    try:
+        return host_ram_json(ctx)
+    except (ValueError, TypeError):
+        return None
 
 
 def read_target(*, path: str | None = None, command: list[str] | None = None, flags: list[str] | None = None, model: str | None = None, version: str | None = None) -> LaunchRead:

@@ -76,6 +76,24 @@ def _host_flags(launch) -> tuple[dict, list[str]]:
     return flags, notes
 
 
+def _kv_layout(launch, flags: dict, version: str | None):
+    """The model's KV tensors per worker, which the pinned CPU tier of vLLM < 0.27 depends on; None otherwise."""
+    from oomguard.errors import OomguardError
+    from oomguard.host.ram_model import SHARED_REGION_FROM, kv_offload_bytes, kv_tier_layout_for, version_tuple, world_size_of
+
+    v = version_tuple(version)
+    if v is None or v >= SHARED_REGION_FROM or not kv_offload_bytes(flags)[0] or not launch.model:
+        return None
+    try:
+        from oomguard.inputs.model_config import load_model
+
+        model = load_model(launch.model, allow_hub=False)
+    except (ImportError, OomguardError):
+        return None
+    tp, pp, _ = world_size_of(flags)
+    return kv_tier_layout_for(model, tp, pp)
+
+
 def _model_weights_bytes(launch) -> tuple[int | None, str | None]:
     """Whole-model weight bytes from the model's config (the memory model), when not on this disk.
 
@@ -133,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
             text=launch.text or " ".join(getattr(args, "launch_tail", None) or []),
             root=root,
             weights_bytes=weights,
+            deployment=getattr(launch, "deployment", None),
+            kv_layout=_kv_layout(launch, flags, launch.version or args.vllm_version),
         )
         if notes:
             from dataclasses import replace

@@ -142,7 +142,7 @@ def _plan_numbers(args: argparse.Namespace, launch: Any, notes: list[str]) -> An
     plan = plan_launch(load_model(spec), lookup_gpu(args.gpu, args.gpu_memory_gib), launch.flags, launch.env, version=launch.version)
     if not plan.starts:
         notes.append(f"the plan predicts this launch does not start ({plan.failure}): {plan.error}")
-    return PlanNumbers(plan.kv_cache_tokens, plan.max_concurrency, plan.block_size, f"oomguard plan of {args.launch}")
+    return PlanNumbers(plan.kv_cache_tokens, plan.max_concurrency, plan.block_size, f"oomguard plan of {args.launch}", plan.num_gpu_blocks)
 
 
 class _RichProgress:

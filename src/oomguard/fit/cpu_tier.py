@@ -2,8 +2,9 @@
 
 vLLM's KV offloading (``--kv-offloading-size``, or the OffloadingConnector's
 ``cpu_bytes_to_use`` in ``--kv-transfer-config``) is a total over the
-engine's workers; each worker pins its share, rounded up to a power of two
-(oomguard.host.requirements). One block offloaded from every worker costs
+engine's workers; its host cost per release (one exact-size /dev/shm file
+from 0.27, pinned tensors rounded to powers of two before) is
+``oomguard.host.ram_model``'s, the same model check and host use. One block offloaded from every worker costs
 ``bytes_per_block × world_size`` of host memory, so one token costs the
 per-GPU KV bytes per token × TP (vllm-memory.md §3.1).
 
@@ -23,22 +24,28 @@ def _g(n: float) -> str:
 
 
 def launch_offload_bytes(flags: dict) -> int | None:
-    from oomguard.host.requirements import kv_offload_bytes
+    from oomguard.host.ram_model import kv_offload_bytes
 
     size, _ = kv_offload_bytes(flags)
     return size
 
 
-def host_need(flags: dict, *, weights_bytes: int, world_size: int, env: dict, version: str | None):
-    from oomguard.host.requirements import host_ram_needed
+def host_need(flags: dict, *, weights_bytes: int, world_size: int, env: dict, version: str | None, model=None):
+    """The launch's host RAM from ``oomguard.host.ram_model`` (the model's KV tensors for releases before 0.27)."""
+    from oomguard.host.ram_model import SHARED_REGION_FROM, host_ram_model, kv_tier_layout_for, version_tuple, world_size_of
 
-    return host_ram_needed(flags, weights_bytes=weights_bytes, world_size=world_size, env=env, vllm_version=version)
+    v = version_tuple(version)
+    layout = None
+    if model is not None and v is not None and v < SHARED_REGION_FROM:
+        tp, pp, _ = world_size_of(flags)
+        layout = kv_tier_layout_for(model, tp, pp)
+    return host_ram_model(flags, weights_bytes=weights_bytes, world_size=world_size, env=env, version=version, kv_layout=layout)
 
 
-def largest_offload(flags: dict, *, weights_bytes: int, world_size: int, engine_workers: int, env: dict, version: str | None, host_ram_bytes: int) -> int | None:
-    from oomguard.host.requirements import largest_kv_offload_that_fits
+def largest_offload(flags: dict, *, weights_bytes: int, world_size: int, engine_workers: int, env: dict, version: str | None, host_ram_bytes: int, model=None) -> int | None:
+    from oomguard.host.ram_model import largest_kv_offload_that_fits
 
-    need = host_need(flags, weights_bytes=weights_bytes, world_size=world_size, env=env, version=version)
+    need = host_need(flags, weights_bytes=weights_bytes, world_size=world_size, env=env, version=version, model=model)
     return largest_kv_offload_that_fits(need, host_ram_bytes, engine_workers)
 
 
@@ -115,7 +122,7 @@ def analyse(
         what = f"with a {_g(sized_bytes)} GiB CPU tier" if sized_bytes else "this launch"
         lines.append(
             f"host RAM: {what} the server needs ≈ {_g(host_need_bytes)} GiB resident"
-            + (f" (CPU tier pinned as {_g(host_need_pinned_bytes)} GiB after power-of-two rounding per worker)" if host_need_pinned_bytes else "")
+            + (f" (the CPU tier takes {_g(host_need_pinned_bytes)} GiB of it)" if host_need_pinned_bytes else "")
             + f" of {_g(host_ram_bytes)} GiB: " + ("fits" if ok else "does NOT fit (the kernel OOM killer ends such servers)")
         )
         if largest_fit_bytes is not None:

@@ -63,11 +63,11 @@ class TierMixin:
             flags = cpu_tier.set_offload(
                 {**self.lf, "tensor_parallel_size": st.tensor_parallel_size, "pipeline_parallel_size": st.pipeline_parallel_size, "max_model_len": length}, size, self.v
             )
-            hn = cpu_tier.host_need(flags, weights_bytes=weights, world_size=workers, env=self.env, version=self.req.version)
+            hn = cpu_tier.host_need(flags, weights_bytes=weights, world_size=workers, env=self.env, version=self.req.version, model=self.model)
             need = hn.expected_bytes
             comp = hn.component("kv offload (CPU tier)")
             pinned = comp.expected_bytes if comp else None
-            largest = cpu_tier.largest_offload(flags, weights_bytes=weights, world_size=workers, engine_workers=workers, env=self.env, version=self.req.version, host_ram_bytes=host)
+            largest = cpu_tier.largest_offload(flags, weights_bytes=weights, world_size=workers, engine_workers=workers, env=self.env, version=self.req.version, host_ram_bytes=host, model=self.model)
         info = cpu_tier.analyse(
             length=length,
             cpu_bytes_per_token=cpu_per_token,
@@ -91,6 +91,14 @@ class TierMixin:
         rl = Roofline.build(self.model, self.gpu, tensor_parallel_size=st.tensor_parallel_size, weights_bytes=sum(r.weights_bytes for r in base.ranks), kv_bytes_per_token=base.kv_bytes_per_token, eager=st.enforce_eager)
         return budget, prefill_steps(length, budget), rl.prefill_s(length, budget)
 
+    def _tier_form(self) -> str:
+        from oomguard.host.ram_model import SHARED_REGION_FROM
+
+        v = tuple(self.v) if getattr(self, "v", None) else None
+        if v is None or v >= SHARED_REGION_FROM:
+            return "one file in /dev/shm, which must hold it"
+        return "pinned tensors, each rounded up to a power of two"
+
     def offload_for(self, info: dict | None) -> dict | None:
         """The CPU tier each candidate carries: the launch's (shrunk to fit host RAM), or the largest that fits."""
         if info is None:
@@ -110,7 +118,7 @@ class TierMixin:
         workers = info.get("engine_workers", 1)
         tokens = int(size / info["bytes_per_token"]) if info["bytes_per_token"] else 0
         line = (
-            f"CPU tier {size / GiB:.0f} GiB in all ({workers} workers × {size / workers / GiB:.1f} GiB, pinned): keeps ~{tokens:,} tokens of "
+            f"CPU tier {size / GiB:.0f} GiB in all ({workers} workers × {size / workers / GiB:.1f} GiB, {self._tier_form()}): keeps ~{tokens:,} tokens of "
             "evicted KV for prefix reuse"
             + (f" — a whole {info['length']:,}-token request fits in it" if tokens >= info["length"] else f" — less than one {info['length']:,}-token request")
             + (f"; sized against {host / GiB:.0f} GiB of host RAM" if host is not None else "")

@@ -35,6 +35,7 @@ __all__ = ["HostFacts", "NumaNode", "ShmInfo", "VllmProcess", "read_host_facts"]
 class ShmInfo:
     size_bytes: int | None
     source: str  # "statvfs", "/proc/mounts", or "absent"
+    free_bytes: int | None = None  # statvfs on the real root; what vLLM's check_shm_free_space compares with
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def _read_shm(root: Root, mem_total: int, notes: list[str]) -> ShmInfo:
         except OSError:
             notes.append("/dev/shm is absent")
             return ShmInfo(None, "absent")
-        return ShmInfo(st.f_blocks * st.f_frsize, "statvfs")
+        return ShmInfo(st.f_blocks * st.f_frsize, "statvfs", st.f_bavail * st.f_frsize)
     mounts = root.read_text("/proc/mounts")
     if mounts is None:
         notes.append("no /proc/mounts under the root: /dev/shm size unknown")

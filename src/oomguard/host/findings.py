@@ -45,6 +45,7 @@ RULES: dict[str, Rule] = {
         Rule("HOST010", "host-ram-exceeded", "the launch needs more host RAM than the machine or cgroup allows"),
         Rule("HOST011", "host-ram-tight", "the launch's host RAM is close to the limit, or over it at the high estimate"),
         Rule("HOST012", "kv-offload-rounding", "each worker's KV offload buffer is pinned at the next power of two"),
+        Rule("HOST013", "shm-below-kv-tier", "/dev/shm is smaller than the CPU KV tier's file (vLLM >= 0.27 keeps it there)"),
         Rule("HOST020", "gpu-memory-in-use", "other processes hold GPU memory"),
         Rule("HOST021", "gpu-free-below-utilization", "free GPU memory is below what --gpu-memory-utilization asks for"),
         Rule("HOST030", "tp-group-crosses-numa", "a tensor-parallel group spans NUMA nodes (SYS links)"),

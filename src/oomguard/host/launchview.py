@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Mapping
 
-from oomguard.host.requirements import HostRamNeed, host_ram_needed, world_size_of
+from oomguard.host.ram_model import HostRamNeed, KvTierLayout, world_size_of
+from oomguard.host.requirements import host_ram_needed
 from oomguard.host.root import Root
 
 __all__ = ["LaunchView", "launch_view", "checkpoint_on_disk", "default_utilization"]
@@ -36,6 +37,7 @@ class LaunchView:
     ram: HostRamNeed
     version: str | None = None
     notes: tuple[str, ...] = field(default=())
+    deployment: Mapping[str, Any] | None = None  # a manifest's GPUs, memory limit, /dev/shm (inputs.manifests)
 
     @property
     def world_size(self) -> int:
@@ -58,6 +60,7 @@ class LaunchView:
             "numa_bound": self.numa_bound,
             "vllm_version": self.version,
             "host_ram": self.ram.to_dict(),
+            "deployment": dict(self.deployment) if self.deployment else None,
             "notes": list(self.notes),
         }
 
@@ -126,6 +129,8 @@ def launch_view(
     text: str | None = None,
     root: Root | None = None,
     weights_bytes: int | None = None,
+    kv_layout: KvTierLayout | None = None,
+    deployment: Mapping[str, Any] | None = None,
 ) -> LaunchView:
     """Build the view; looks up the checkpoint size on disk when ``weights_bytes`` is not given."""
     env = dict(env or {})
@@ -149,6 +154,7 @@ def launch_view(
         vllm_version=version,
         shard_bytes=shard,
         checkpoint_format=fmt,
+        kv_layout=kv_layout,
     )
     bound = bool(text and re.search(r"(^|[\s;|&(])(numactl|taskset)\s", text))
     return LaunchView(
@@ -166,4 +172,5 @@ def launch_view(
         ram=ram,
         version=version,
         notes=tuple(notes),
+        deployment=deployment,
     )

@@ -22,7 +22,9 @@ __all__ = ["to_json", "render_text"]
 def document(facts: HostFacts, findings: list[Finding], launch: LaunchView | None) -> dict:
     data = facts.to_dict()
     data["launch"] = launch.to_dict() if launch else None
-    return {"findings": [f.to_dict() for f in findings], "facts": data}
+    # The same object as `check --format json`'s host_ram (oomguard.host.ram_model.host_ram_summary).
+    host_ram = launch.ram.summary() if launch else None
+    return {"findings": [f.to_dict() for f in findings], "host_ram": host_ram, "facts": data}
 
 
 def to_json(facts: HostFacts, findings: list[Finding], launch: LaunchView | None) -> str:

@@ -55,6 +55,7 @@ class Launch:
     command_line: int | None = None
     lenient: bool = False  # unknown flags become notes instead of errors
     unknown: list = field(default_factory=list)  # (option, value text, file, line) skipped in lenient mode
+    deployment: dict | None = None  # a manifest's GPUs, memory limit and /dev/shm (oomguard.inputs.manifests)
 
     def get(self, dest: str, default: Any = None) -> Any:
         return self.flags.get(dest, default)
@@ -357,6 +358,10 @@ def read_launch(path: str | Path, *, version: str | None = None, lenient: bool =
         raise InputError("no such file", file=str(p))
     text = _read_text(p)
     if p.suffix in (".yaml", ".yml") or (not text.lstrip().startswith(("#!", "vllm", "python", "export")) and _looks_like_yaml(text)):
+        from oomguard.inputs import manifests
+
+        if manifests.is_manifest(text):
+            return manifests.read_manifest(p, text, version=version, lenient=lenient)
         launch = Launch("yaml", str(p), None, text=text, version=version, lenient=lenient)
         data, lines = read_yaml_mapping(p)
         apply_yaml(data, lines, launch, version=version, file=str(p))

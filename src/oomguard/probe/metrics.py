@@ -7,9 +7,16 @@ versions: ``vllm:gpu_cache_usage_perc`` became ``vllm:kv_cache_usage_perc``;
 spellings are read. With several engines (data parallel) counters and queue
 lengths are summed and usage takes the fullest engine.
 
-``vllm:cache_config_info`` carries the pool's ``num_gpu_blocks`` and
-``block_size`` as labels: the KV pool the server actually allocated, which the
-plan comparison uses.
+``vllm:cache_config_info`` is a gauge fixed at 1 whose labels are every
+``CacheConfig`` field (``CacheConfig.metrics_info``), one series per engine
+(label ``engine``): ``num_gpu_blocks`` and ``block_size`` on every release;
+from 0.24 also ``kv_cache_size_tokens`` and ``kv_cache_max_concurrency``, the
+numbers of vLLM's "GPU KV cache size" / "Maximum concurrency" log lines, per
+data-parallel engine and group-aware (``num_gpu_blocks x block_size`` over-counts
+hybrid models). From 0.20 ``num_gpu_blocks`` is the SUM over the DP engines
+(``core_client.py``: ``num_gpu_blocks += response.num_gpu_blocks``), so the
+per-engine pool is that over the engine count. Read in vLLM 0.10.2-0.33.0's
+``v1/metrics/loggers.py::log_metrics_info`` and ``config/cache.py``.
 """
 
 from __future__ import annotations
@@ -43,14 +50,24 @@ _COUNTERS = {
 @dataclass
 class MetricsReading:
     values: dict[str, float] = field(default_factory=dict)
-    num_gpu_blocks: int | None = None
+    num_gpu_blocks: int | None = None  # as exported: the sum over DP engines from 0.20
     block_size: int | None = None
+    kv_cache_size_tokens: int | None = None  # per engine, group-aware (0.24+)
+    kv_cache_max_concurrency: float | None = None  # per engine, at max_model_len (0.24+)
+    num_engines: int = 1  # cache_config_info series (label engine)
 
     @property
     def kv_cache_tokens(self) -> int | None:
+        """One engine's KV pool in tokens: vLLM's own figure when exported, else blocks x block size."""
+        if self.kv_cache_size_tokens:
+            return self.kv_cache_size_tokens
         if self.num_gpu_blocks and self.block_size:
-            return self.num_gpu_blocks * self.block_size
+            return self.num_gpu_blocks * self.block_size // max(1, self.num_engines)
         return None
+
+    @property
+    def num_gpu_blocks_per_engine(self) -> int | None:
+        return None if not self.num_gpu_blocks else self.num_gpu_blocks // max(1, self.num_engines)
 
 
 def _base(name: str) -> str:
@@ -89,6 +106,7 @@ def parse_metrics(text: str) -> MetricsReading:
 
     by_name: dict[str, list[float]] = {}
     reading = MetricsReading()
+    engines: set[str] = set()
     for family in text_string_to_metric_families(wanted_lines(text)):
         for s in family.samples:
             if s.name.endswith("_created"):
@@ -97,8 +115,12 @@ def parse_metrics(text: str) -> MetricsReading:
             if name == "vllm:cache_config_info":
                 reading.num_gpu_blocks = _int_label(s.labels, "num_gpu_blocks", reading.num_gpu_blocks)
                 reading.block_size = _int_label(s.labels, "block_size", reading.block_size)
+                reading.kv_cache_size_tokens = _int_label(s.labels, "kv_cache_size_tokens", reading.kv_cache_size_tokens)
+                reading.kv_cache_max_concurrency = _float_label(s.labels, "kv_cache_max_concurrency", reading.kv_cache_max_concurrency)
+                engines.add(s.labels.get("engine", ""))
                 continue
             by_name.setdefault(name, []).append(float(s.value))
+    reading.num_engines = max(1, len(engines))
     for key, (names, combine) in _GAUGES.items():
         for name in names:
             if name in by_name:
@@ -110,6 +132,27 @@ def parse_metrics(text: str) -> MetricsReading:
                 reading.values[key] = float(sum(by_name[name]))
                 break
     return reading
+
+
+def cache_config_values(reading: MetricsReading) -> dict[str, float]:
+    """The KV pool of one engine as sample values: tokens, blocks, block size, concurrency (what is exported)."""
+    out: dict[str, float] = {}
+    if reading.kv_cache_tokens:
+        out["kv_cache_tokens"] = float(reading.kv_cache_tokens)
+    if reading.num_gpu_blocks_per_engine:
+        out["kv_num_gpu_blocks"] = float(reading.num_gpu_blocks_per_engine)
+    if reading.block_size:
+        out["kv_block_size"] = float(reading.block_size)
+    if reading.kv_cache_max_concurrency is not None:
+        out["kv_max_concurrency"] = float(reading.kv_cache_max_concurrency)
+    return out
+
+
+def _float_label(labels: dict[str, str], key: str, default: float | None) -> float | None:
+    try:
+        return float(labels[key])
+    except (KeyError, ValueError, TypeError):
+        return default
 
 
 def _int_label(labels: dict[str, str], key: str, default: int | None) -> int | None:
@@ -154,8 +197,7 @@ class MetricsSampler:
         # A busy server answers late; stamp the reading when it arrived, not when it was asked for.
         t += time.perf_counter() - start
         values: dict[str, Any] = dict(reading.values)
-        if reading.kv_cache_tokens:
-            values["kv_cache_tokens"] = float(reading.kv_cache_tokens)
+        values.update(cache_config_values(reading))
         return [Sample(t, self.source, "engine", values)]
 
     async def close(self) -> None:

@@ -33,6 +33,7 @@ def plan_comparison(run: ProbeRun, plan: PlanNumbers | None) -> dict[str, Any] |
         tokens_per_request=target.stage.prompt_tokens + target.stage.max_tokens,
         observed_peak_usage=observed_usage_in(run.samples, target.t_start, target.t_end),
         observed_kv_cache_tokens=run.kv_cache_tokens_served,
+        observed_cache_config=getattr(run, "cache_config_served", None),
     )
 
 

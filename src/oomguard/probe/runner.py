@@ -122,6 +122,7 @@ class ProbeRun:
     duration_s: float = 0.0
     hit_duration: bool = False
     kv_cache_tokens_served: int | None = None
+    cache_config_served: dict | None = None  # probe.metrics.cache_config_values of the last scrape
     http_transport: str = "mock transport"
     tree: Any = field(default=None, repr=False)  # samplers.ProcessTree, for the liveness check
     kernel: Any = field(default=None, repr=False)  # kernel.KernelOomSampler
@@ -385,7 +386,10 @@ async def _stage_two(
         for s in samplers:
             last = getattr(s, "last", None)
             if last is not None and getattr(last, "kv_cache_tokens", None):
+                from oomguard.probe.metrics import cache_config_values
+
                 run.kv_cache_tokens_served = last.kv_cache_tokens
+                run.cache_config_served = cache_config_values(last)
     run.server_alive, run.alive_detail = await _alive(chain_client, run.tree, config)
 
 

@@ -185,6 +185,7 @@ class PlanNumbers:
     max_concurrency: float | None = None
     block_size: int = 16
     source: str = ""
+    num_gpu_blocks: int | None = None
 
 
 def compare_plan(
@@ -194,8 +195,14 @@ def compare_plan(
     tokens_per_request: int,
     observed_peak_usage: float | None,
     observed_kv_cache_tokens: int | None,
+    observed_cache_config: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Predicted vs observed KV use at the claimed concurrency (pure arithmetic)."""
+    """Predicted vs observed KV use at the claimed concurrency (pure arithmetic).
+
+    ``observed_cache_config``: the server's ``vllm:cache_config_info`` as
+    ``probe.metrics.cache_config_values`` gives it (blocks, block size, vLLM's
+    maximum concurrency from 0.24), set against the plan's.
+    """
     bs = max(1, plan.block_size)
     per_request = math.ceil(tokens_per_request / bs) * bs
     need = claimed_concurrency * per_request
@@ -235,6 +242,16 @@ def compare_plan(
             out["usage_difference"] = observed_peak_usage - predicted_usage
         if 0 < observed_peak_usage < 0.999:
             out["implied_kv_cache_tokens"] = int(need / observed_peak_usage)
+    cc = observed_cache_config or {}
+    out["observed_num_gpu_blocks"] = cc.get("kv_num_gpu_blocks")
+    out["predicted_num_gpu_blocks"] = plan.num_gpu_blocks
+    out["observed_max_concurrency"] = cc.get("kv_max_concurrency")
+    live_conc = cc.get("kv_max_concurrency")
+    if live_conc and plan.max_concurrency:
+        parts.append(f"vLLM reports a maximum concurrency of {live_conc:.2f}x (plan {plan.max_concurrency:.2f}x, {100.0 * (live_conc - plan.max_concurrency) / plan.max_concurrency:+.1f}%)")
+    blocks, bs = cc.get("kv_num_gpu_blocks"), cc.get("kv_block_size")
+    if blocks and plan.num_gpu_blocks and bs == plan.block_size:
+        parts.append(f"{int(blocks):,} KV blocks of {int(bs)} tokens (plan {plan.num_gpu_blocks:,})")
     if plan.max_concurrency is not None and claimed_concurrency > plan.max_concurrency:
         parts.append(f"the claim exceeds the plan's maximum concurrency {plan.max_concurrency:.2f}")
     out["summary"] = "; ".join(parts)

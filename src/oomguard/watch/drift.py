@@ -1,11 +1,13 @@
 """Compare what the live server does with what the plan predicted, and say when they drift.
 
-Three comparisons, each reported once when it first goes wrong:
+Comparisons, each reported once when it first goes wrong:
 
 - the KV pool: ``vllm:cache_config_info`` gives the pool the server actually
-  allocated (blocks x block size, in tokens); the plan predicted
-  ``kv_cache_tokens``. More than ``POOL_TOLERANCE`` apart means the launch,
-  the GPU or its other tenants are not what the plan assumed;
+  allocated, one engine's: ``kv_cache_size_tokens`` from 0.24 (vLLM's "GPU KV
+  cache size"), else blocks x block size; its ``num_gpu_blocks``; and from 0.24
+  ``kv_cache_max_concurrency``. The plan predicted ``kv_cache_tokens``,
+  ``num_gpu_blocks`` and ``max_concurrency``. More than ``POOL_TOLERANCE``
+  apart means the launch, the GPU or its other tenants are not what the plan assumed;
 - GPU memory per GPU against vLLM's budget (``gpu_memory_utilization`` x the
   card, the plan's ``requested_bytes``): memory beyond it is prefill
   activations outside the profile, fragmentation, or another process;
@@ -33,6 +35,8 @@ class PlanReference:
     max_concurrency: float | None = None
     starts: bool = True
     notes: list[str] = field(default_factory=list)
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
 
     @classmethod
     def from_plan(cls, plan: Any) -> PlanReference:
@@ -42,6 +46,8 @@ class PlanReference:
             gpu_name=getattr(plan.gpu, "name", None),
             max_concurrency=float(plan.max_concurrency),
             starts=bool(plan.starts),
+            num_gpu_blocks=int(plan.num_gpu_blocks) if getattr(plan, "num_gpu_blocks", None) is not None else None,
+            block_size=int(plan.block_size) if getattr(plan, "block_size", None) else None,
         )
 
 
@@ -49,6 +55,7 @@ class PlanReference:
 class DriftCheck:
     plan: PlanReference
     reported: set[str] = field(default_factory=set)
+    checked: set[str] = field(default_factory=set)
     live_pool_tokens: int | None = None
 
     def check(self, t: float, state: WatchState) -> list[Event]:
@@ -72,6 +79,16 @@ class DriftCheck:
                 )
             else:
                 self.reported.add("pool")  # checked once: it matches
+        live_bs = state.kv_block_size
+        if live_bs and self.plan.block_size and live_bs != self.plan.block_size and "block-size" not in self.checked:
+            # Blocks of different sizes do not compare; the pool in tokens (above) still does.
+            self.checked.update({"block-size", "blocks"})
+            self.plan.notes.append(
+                f"the server's KV blocks are {live_bs} tokens, the plan's {self.plan.block_size} (another attention backend "
+                "or platform): blocks not compared, tokens are"
+            )
+        events += self._compare("blocks", t, state.kv_pool_blocks, self.plan.num_gpu_blocks, "KV blocks", "{:,.0f}")
+        events += self._compare("concurrency", t, state.kv_max_concurrency, self.plan.max_concurrency, "maximum concurrency", "{:.2f}x")
         budgets = self.plan.budget_bytes_per_gpu
         for i, key in enumerate(state.gpu_keys()):
             if not budgets or f"budget-{key}" in self.reported:
@@ -93,6 +110,25 @@ class DriftCheck:
                 )
         return events
 
+    def _compare(self, name: str, t: float, live: float | None, predicted: float | None, what: str, fmt: str) -> list[Event]:
+        """One drift event when the server's figure and the plan's differ by more than POOL_TOLERANCE."""
+        if not live or not predicted or name in self.checked:
+            return []
+        self.checked.add(name)
+        diff = (live - predicted) / predicted
+        if abs(diff) <= POOL_TOLERANCE:
+            return []
+        self.reported.add(name)
+        return [
+            Event(
+                t,
+                EventKind.DRIFT,
+                Severity.WARNING,
+                f"{what} drift: the server reports {fmt.format(live)}, the plan predicted {fmt.format(predicted)} ({diff:+.0%})",
+                {f"live_{name}": live, f"predicted_{name}": predicted},
+            )
+        ]
+
     def to_json(self, state: WatchState) -> dict[str, Any]:
         pool = self.live_pool_tokens or state.kv_pool_tokens
         kv = state.timelines.get("engine.kv_cache_usage")
@@ -107,6 +143,11 @@ class DriftCheck:
             "peak_kv_usage": peak,
             "peak_kv_tokens": None if peak is None else int(peak * basis),
             "predicted_max_concurrency": self.plan.max_concurrency,
+            "live_max_concurrency": state.kv_max_concurrency,
+            "predicted_num_gpu_blocks": self.plan.num_gpu_blocks,
+            "live_num_gpu_blocks": state.kv_pool_blocks,
+            "predicted_block_size": self.plan.block_size,
+            "live_block_size": state.kv_block_size,
             "budget_bytes_per_gpu": self.plan.budget_bytes_per_gpu,
             "gpu": self.plan.gpu_name,
             "warnings": sorted(self.reported - {"pool"} | ({"pool"} if self._pool_drifted(pool) else set())),

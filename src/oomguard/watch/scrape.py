@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from oomguard.probe.metrics import MetricsSampler, parse_metrics, wanted_lines
+from oomguard.probe.metrics import cache_config_values, MetricsSampler, parse_metrics, wanted_lines
 from oomguard.probe.samplers import Sample
 
 _KV_ENGINE = re.compile(r'^vllm:(?:kv|gpu)_cache_usage_perc\{[^}]*engine="([^"]+)"[^}]*\}\s+(\S+)', re.MULTILINE)
@@ -70,8 +70,7 @@ class WatchMetricsSampler(MetricsSampler):
         self.last = reading
         self.engines = kv_usage_by_engine(small)
         values: dict[str, float] = dict(reading.values)
-        if reading.kv_cache_tokens:
-            values["kv_cache_tokens"] = float(reading.kv_cache_tokens)
+        values.update(cache_config_values(reading))
         out = [Sample(t, self.source, "engine", values)]
         if len(self.engines) > 1:
             out += [

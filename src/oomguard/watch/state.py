@@ -47,7 +47,10 @@ class WatchState:
     preemptions_last: float | None = None
     _preempt_pending: float = 0.0
     _preempt_emitted_at: float | None = None
-    kv_pool_tokens: int | None = None  # from vllm:cache_config_info
+    kv_pool_tokens: int | None = None  # from vllm:cache_config_info, one engine
+    kv_pool_blocks: int | None = None  # num_gpu_blocks of one engine
+    kv_max_concurrency: float | None = None  # vLLM's own figure (0.24+)
+    kv_block_size: int | None = None
 
     def timeline(self, name: str) -> Timeline:
         tl = self.timelines.get(name)
@@ -98,6 +101,12 @@ class WatchState:
             if s.source is Source.METRICS and s.key == "engine":
                 if "kv_cache_tokens" in s.values:
                     self.kv_pool_tokens = int(s.values["kv_cache_tokens"])
+                if "kv_num_gpu_blocks" in s.values:
+                    self.kv_pool_blocks = int(s.values["kv_num_gpu_blocks"])
+                if "kv_block_size" in s.values:
+                    self.kv_block_size = int(s.values["kv_block_size"])
+                if "kv_max_concurrency" in s.values:
+                    self.kv_max_concurrency = float(s.values["kv_max_concurrency"])
                 if "preemptions_total" in s.values:
                     events += self._preemptions(s.t, float(s.values["preemptions_total"]))
         events += self._flush_preemptions(t, force=False)

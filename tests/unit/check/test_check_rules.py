@@ -40,6 +40,8 @@ CASES = {
     "OG402": (dict(gpu="A100-80GB", num_gpus=2), f"{Q7} --max-model-len 8192 -tp 2 --kv-offloading-size 64", "info"),
     "OG403": (dict(gpu="A100-80GB"), f"{Q7} --max-model-len 8192 --cpu-offload-gb 10", "warning"),
     "OG404": (dict(gpu="A100-80GB"), f"{Q7} --max-model-len 8192 --kv-offloading-backend lmcache --kv-offloading-size 64", "warning"),
+    "OG405": (dict(gpu="A100-80GB", host_ram_gib=512), f"{Q7} --max-model-len 8192 --kv-offloading-size 64", "info"),
+    "OG406": (dict(gpu="A100-80GB", version="0.13.0"), f"{Q7} --max-model-len 8192 --kv-offloading-size 64", "error"),
     "OG501": (dict(gpu="A100-80GB"), "vllm serve Qwen/Qwen3-8B --max-model-len 131072", "error"),
     "OG502": (dict(gpu="A100-80GB"), f"vllm serve Qwen/Qwen3-8B --max-model-len 131072 --hf-overrides '{YARN2}'", "warning"),
     "OG503": (dict(gpu="A100-80GB", avg_input_len=2000), f"vllm serve Qwen/Qwen3-8B --max-model-len 65536 --hf-overrides '{YARN2}'", "warning"),

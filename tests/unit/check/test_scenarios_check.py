@@ -97,12 +97,17 @@ def test_s3_host_ram_and_concurrency_findings():
     rep = check(path=SCEN / "s3" / "start_api.sh", **S3_OPTS)
     plan = rep.ctx.plan
     assert plan.kv_cache_tokens == 327680 and plan.kv_bytes_per_token == 32768
-    # host RAM: 200 GiB of offload is the total over the 4 workers, ×1.9 in host memory
-    host = finding(rep, "OG401")
-    assert host.severity.value == "error" and host.line == 13
-    assert host.numbers["offload_gib"] == 200.0 and host.numbers["host_demand_gib"] > 256
+    # host RAM (oomguard.host.ram_model, the same as `oomguard host`): on the newest release the 200 GiB
+    # tier is one exact-size /dev/shm file, so 216 GiB of 256 fits; /dev/shm must hold the file.
+    assert [f for f in rep.findings if f.rule == "OG401"] == []
+    assert rep.to_dict()["host_ram"]["needed_gib"] == 216.07 and rep.to_dict()["host_ram"]["parts"]["kv_cpu_tier"] == 200.0
+    shm = finding(rep, "OG405")
+    assert shm.numbers["shm_needed_gib"] == 200.0 and "--shm-size=201g" in shm.message
     total = finding(rep, "OG402")
     assert total.numbers["per_worker_gib"] == 50.0
+    # On 0.26 each worker pins 50 GiB as 128 tensors (64 layers, K and V apart) rounded to 0.5 GiB: exact here.
+    old = check(path=SCEN / "s3" / "start_api.sh", **S3_OPTS, version="0.26.0")
+    assert old.to_dict()["host_ram"]["parts"]["kv_cpu_tier"] == 256.0
     # average ISL × concurrency ≤ capacity: ~10 sequences of 32K, not 96
     conc = finding(rep, "OG203")
     assert conc.numbers["sequences_that_fit"] == 10.0 and conc.fix[0].to_dict() == {"flag": "--max-num-seqs", "value": 10}
@@ -130,11 +135,16 @@ def test_s3_corrected_launch_passes():
     assert "--max-num-seqs 10" in text
     kept = rep.goal_fixes[0].plan.settings.max_model_len
     assert 400_000 < kept < 750_000 and f"--max-model-len {kept} " in text
-    assert '"cpu_bytes_to_use":' in text and "214748364800" not in text
     assert "--served-model-name qwen3-27b \\\n" in text and text.rstrip().endswith("--disable-custom-all-reduce")
     assert rep.fix.remaining == [] and rep.fix.starts
     again = _recheck_text(rep, **S3_OPTS)
     assert again.errors == [] and again.ctx.plan.starts
+
+
+def test_s3_corrected_launch_keeps_the_cpu_tier():
+    # 216 GiB of host RAM on a 256 GiB host (ram_model, newest release): the 200 GiB CPU tier is kept.
+    text = check(path=SCEN / "s3" / "start_api.sh", **S3_OPTS).fix.text
+    assert '"cpu_bytes_to_use":214748364800' in text
 
 
 def test_s3_topology_suggests_two_tp2_instances():

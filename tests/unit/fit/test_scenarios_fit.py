@@ -119,16 +119,19 @@ def test_s3_one_full_request_needs_the_cpu_tier_sized_against_host_ram(capsys):
     text = " ".join(tier["lines"])
     assert "needs the CPU tier" in text and "totals over all workers" in text
     assert "92 forward steps" in text  # 750,000 tokens at 8,192 per step
-    # the launch's 200 GiB tier is pinned as 4 × 64 GiB: more than a 256 GiB host has next to the rest
-    assert tier["launch_cpu_bytes"] == 214748364800 and tier["host_need_bytes"] > 256 * 2**30
-    assert "does NOT fit" in text and tier["largest_fit_bytes"] and tier["largest_fit_bytes"] < tier["launch_cpu_bytes"]
-    # what starts: a shorter max-model-len, with the CPU tier shrunk to what the host holds
+    # host.ram_model on the newest release: the 200 GiB tier is one exact-size /dev/shm file, so the server
+    # holds 216.07 GiB (the same figure as check's and host's host_ram) and fits a 256 GiB host.
+    assert tier["launch_cpu_bytes"] == 214748364800 and round(tier["host_need_bytes"] / 2**30, 2) == 216.07
+    assert "fits" in text and "does NOT fit" not in text
     assert rc == 0
     best = d["candidates"][0]
     assert best["plan"]["starts"] and best["plan"]["max_model_len"] < 750_000
     cpu = best["flags"]["kv_transfer_config"]["kv_connector_extra_config"]["cpu_bytes_to_use"]
-    assert cpu == tier["largest_fit_bytes"]
-    assert any(e["dest"] == "kv_transfer_config" for e in best["edit"])
+    assert cpu == 214748364800  # the user's tier is kept: it fits
+    # On a 200 GiB host it does not: the tier shrinks to what fits next to the rest (a whole GiB from 0.27).
+    rc, d = _fit(capsys, *S3, "--host-ram-gib", "200")
+    tier = d["cpu_tier"]
+    assert "does NOT fit" in " ".join(tier["lines"]) and tier["largest_fit_bytes"] == 183 * 2**30  # 200 - 16.07 (workers, API server, token ids), whole GiB
 
 
 def test_s3_without_host_ram_asks_for_it(capsys):

@@ -136,28 +136,59 @@ def test_container_limit_is_reported_with_the_right_fix():
 # --- the launch's host RAM ----------------------------------------------------
 
 
-def test_s3_kv_offload_does_not_fit_host_ram():
+def test_s3_kv_offload_does_not_fit_host_ram_on_the_pinned_path():
+    # vLLM 0.26: each worker pins its 50 GiB share tensor by tensor; without the model's tensor
+    # count every tensor may double (1.92x measured in vllm#53042 on this very pool).
     f = facts(ROOTS / "two_numa_4x4090", "rtx4090_4x_two_sockets.txt", "rtx4090_4x_idle.csv")
-    findings = run_checks(f, view(S3_FLAGS, model="/data/models/qwen3-27b-w4a16", weights=int(18.5 * GiB)))
+    findings = run_checks(f, view(S3_FLAGS, model="/data/models/qwen3-27b-w4a16", weights=int(18.5 * GiB), version="0.26.0"))
     err = one(findings, "HOST010")
     assert err.severity is Severity.ERROR
-    assert "kv offload (CPU tier) 256.0 GiB" in err.message
+    assert "kv offload (CPU tier) 400.0 GiB" in err.message
     assert "vllm#50094" in err.message  # the low estimate would fit
-    assert err.fix_command.startswith('"cpu_bytes_to_use": 137438953472')
+    # 236 GiB available - 16.1 GiB for the rest = 219.9; half of it per worker (unknown tensor sizes): 27 GiB x 4.
+    assert err.fix_command.startswith(f'"cpu_bytes_to_use": {4 * 27 * GiB}')
     rounding = one(findings, "HOST012")
-    assert "50.0 GiB each" in rounding.message and "64.0 GiB" in rounding.message
-    assert rounding.fix_command.startswith('"cpu_bytes_to_use": 137438953472')
+    assert "50.0 GiB each" in rounding.message and "400.0 GiB pinned" in rounding.message
+    assert by_id(findings, "HOST013") == []  # no /dev/shm file before 0.27
+
+
+def test_s3_on_the_newest_release_needs_a_200_gib_dev_shm():
+    # From 0.27 the tier is one exact-size file in /dev/shm: 200 GiB of Shmem, no rounding;
+    # this host's /dev/shm is tmpfs's default, half of its 251 GiB RAM.
+    f = facts(ROOTS / "two_numa_4x4090", "rtx4090_4x_two_sockets.txt", "rtx4090_4x_idle.csv")
+    v = view(S3_FLAGS, model="/data/models/qwen3-27b-w4a16", weights=int(18.5 * GiB))
+    findings = run_checks(f, v)
+    assert v.ram.summary()["parts"]["kv_cpu_tier"] == 200.0
+    assert by_id(findings, "HOST012") == []
+    shm = one(findings, "HOST013")
+    assert shm.severity is Severity.ERROR
+    assert "200.0 GiB file" in shm.message and "Insufficient space in /dev/shm: 204800 MiB required" in shm.message
+    assert shm.fix_command == "mount -o remount,size=201G /dev/shm"
+    assert by_id(findings, "HOST010") == []  # 216 GiB of 236 available: tight, not over
+    assert one(findings, "HOST011").severity is Severity.WARNING
+
+
+def test_kv_tier_shm_on_0_27_dies_without_a_check(fake_root):
+    r = fake_root("docker_cgroup_v2_limited")  # 64 MiB /dev/shm, Docker's default
+    findings = run_checks(facts(r.path), view({"tensor_parallel_size": 2, "kv_offloading_size": 16}, version="0.27.1"))
+    shm = one(findings, "HOST013")
+    assert "SIGBUS" in shm.message and shm.fix_command.startswith("docker run --shm-size=17g")
+    assert by_id(run_checks(facts(r.path), view({"tensor_parallel_size": 2, "kv_offloading_size": 16}, version="0.28.0")), "HOST013")[0].message.count("Insufficient space") == 1
 
 
 def test_kv_rounding_suggests_the_free_upgrade_when_it_fits():
+    from oomguard.host.ram_model import kv_tier_layout
+
     f = facts(ROOTS / "docker_cgroup_v2_limited")  # 64 GiB limit
-    # 24 GiB over TP2 = 12 per worker, pinned as 16: the 32 GiB total costs nothing more.
-    findings = run_checks(f, view({"tensor_parallel_size": 2, "kv_offloading_size": 24}))
-    r = one(findings, "HOST012")
+    # vLLM 0.26, 8 layers split K/V = 16 pinned tensors per worker: 24 GiB over TP2 = 12 GiB each,
+    # 0.75 GiB per tensor pinned as 1 GiB: 16 GiB per worker, so 32 GiB in all costs nothing more.
+    flags = {"tensor_parallel_size": 2, "kv_offloading_size": 24}
+    v = launch_view(source="s", flags=flags, model="/m", version="0.26.0", kv_layout=kv_tier_layout(8))
+    r = one(run_checks(f, v), "HOST012")
     assert "ask for it" in r.message
     assert r.fix_command == "--kv-offloading-size 32"
     # Under the 40 GiB pod limit the 32 GiB do not fit next to the rest: go down to 8 per worker.
-    down = one(run_checks(facts(ROOTS / "k8s_cgroup_v1_pod"), view({"tensor_parallel_size": 2, "kv_offloading_size": 24})), "HOST012")
+    down = one(run_checks(facts(ROOTS / "k8s_cgroup_v1_pod"), v), "HOST012")
     assert "does not fit" in down.message and down.fix_command == "--kv-offloading-size 16"
 
 
@@ -295,3 +326,16 @@ def test_every_registered_id_is_reachable_by_some_test_here():
 def test_finding_ids_must_be_registered():
     with pytest.raises(ValueError):
         Finding("HOST999", Severity.INFO, "x", "y")
+
+
+def test_a_manifest_s_dev_shm_and_memory_limit_are_the_ones_checked():
+    # The k8s Deployment gives /dev/shm a 16 GiB emptyDir and the container a 200 GiB limit: both bind,
+    # whatever this machine has.
+    f = facts(ROOTS / "two_numa_4x4090")
+    dep = {"kind": "Deployment", "name": "q", "gpus": 4, "memory_limit_bytes": 200 * GiB, "shm_bytes": 16 * GiB, "shm_source": "emptyDir medium Memory sizeLimit"}
+    v = launch_view(source="d.yaml", flags=S3_FLAGS, model="/m", deployment=dep)
+    findings = run_checks(f, v)
+    shm = one(findings, "HOST013")
+    assert "16.0 GiB in size (Deployment q" in shm.message and shm.fix_command.startswith("mount an emptyDir {medium: Memory, sizeLimit: 201Gi}")
+    err = one(findings, "HOST010")
+    assert "Deployment memory limit 200.0 GiB" in err.message

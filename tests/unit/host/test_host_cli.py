@@ -22,7 +22,7 @@ def test_json_contract_and_error_exit(capsys):
     code, out, err = run(capsys, "--root", ROOTS / "bad_kernel_settings", "--nvidia-smi", GPUS / "a100_shared.csv", "--format", "json")
     assert code == 1
     doc = json.loads(out)
-    assert set(doc) == {"findings", "facts"}
+    assert set(doc) == {"findings", "host_ram", "facts"} and doc["host_ram"] is None  # no launch
     for f in doc["findings"]:
         assert set(f) == {"id", "severity", "message", "fix_command"}
         assert f["severity"] in ("error", "warning", "info")
@@ -122,11 +122,14 @@ def test_s3_launch_script(capsys, tmp_path, fake_root):
     doc = json.loads(out)
     assert code == 1
     ids = [f["id"] for f in doc["findings"]]
-    assert ids[:1] == ["HOST010"] and "HOST012" in ids and "HOST030" in ids
+    # The newest release keeps the 200 GiB tier in one /dev/shm file: /dev/shm (half of RAM) is too small.
+    assert ids[:1] == ["HOST013"] and "HOST011" in ids and "HOST030" in ids and "HOST012" not in ids
     ram = doc["facts"]["launch"]["host_ram"]
     assert ram["page_cache_bytes"] == 20 * 2**30
     kv = next(c for c in ram["components"] if c["name"] == "kv offload (CPU tier)")
-    assert kv["expected_bytes"] == 256 * 2**30
+    assert kv["expected_bytes"] == 200 * 2**30 and kv["kind"] == "shmem"
+    assert doc["host_ram"]["parts"]["kv_cpu_tier"] == 200.0
+    assert doc["host_ram"]["needed_gib"] == 216.07 and doc["host_ram"]["shm_gib"] == 200.0
 
 
 def test_launch_after_double_dash(capsys):

@@ -21,6 +21,7 @@ from oomguard.host.checks.kernel import (
 from oomguard.host.checks.memory import (
     check_container_limit,
     check_kv_rounding,
+    check_kv_tier_shm,
     check_launch_ram,
     check_memory_high,
     check_memory_low,
@@ -52,6 +53,7 @@ CHECKS: tuple[Check, ...] = (
     check_container_limit,
     check_launch_ram,
     check_kv_rounding,
+    check_kv_tier_shm,
     check_gpu_processes,
     check_tp_numa,
     check_numa_binding,

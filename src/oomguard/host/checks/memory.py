@@ -9,12 +9,13 @@ from oomguard.host.checks.common import gib_text as _g
 from oomguard.host.facts import HostFacts
 from oomguard.host.findings import Finding, Severity
 from oomguard.host.launchview import LaunchView
-from oomguard.host.requirements import (
+from oomguard.host.ram_model import (
+    MemoryKind,
+    kv_offload_bytes,
     largest_cpu_offload_gb_that_fits,
     largest_kv_offload_that_fits,
-    next_power_of_two,
 )
-from oomguard.units import GiB
+from oomguard.units import GiB, MiB
 
 
 def _raise_limit_fix(facts: HostFacts, gib: int) -> str:
@@ -106,8 +107,8 @@ def _shrink_fix(facts: HostFacts, launch: LaunchView, budget: int) -> str | None
         if fit is None:
             return None
         if launch.flags.get("kv_offloading_size") is not None:
-            return f"--kv-offloading-size {fit // GiB}   # GiB in total, {fit // launch.engine_workers // GiB} GiB per worker"
-        return f'"cpu_bytes_to_use": {fit}   # in --kv-transfer-config: {fit // launch.engine_workers // GiB} GiB per worker'
+            return f"--kv-offloading-size {fit // GiB}   # GiB in total, {fit / launch.engine_workers / GiB:g} GiB per worker"
+        return f'"cpu_bytes_to_use": {fit}   # in --kv-transfer-config: {fit / launch.engine_workers / GiB:g} GiB per worker'
     if need.component("cpu offload (--cpu-offload-gb)"):
         gb = largest_cpu_offload_gb_that_fits(need, budget)
         return f"--cpu-offload-gb {gb}" if gb else "remove --cpu-offload-gb"
@@ -123,10 +124,15 @@ def check_launch_ram(facts: HostFacts, launch: LaunchView | None) -> list[Findin
         return []
     need = launch.ram
     budget = facts.ram_budget_bytes
+    limit = (launch.deployment or {}).get("memory_limit_bytes")
+    if limit is not None and limit < budget:  # the manifest's container limit binds before this machine's RAM
+        budget = limit
     exp, low, high = need.expected_bytes, need.low_bytes, need.high_bytes
     summary = (
         f"the launch needs ~{_g(exp)} of resident host RAM (range {_g(low)}-{_g(high)}: {_top_components(launch)})"
-        f" against {_g(budget)} allowed ({_budget_text(facts)})"
+        f" against {_g(budget)} allowed ({_budget_text(facts)}"
+        + (f", {launch.deployment.get('kind')} memory limit {_g(limit)}" if limit is not None else "")
+        + ")"
     )
     if need.page_cache_bytes:
         summary += f"; the {_g(need.page_cache_bytes)} checkpoint also passes through the page cache (reclaimable)"
@@ -142,10 +148,10 @@ def check_launch_ram(facts: HostFacts, launch: LaunchView | None) -> list[Findin
             )
         kv = need.component("kv offload (CPU tier)")
         caveat = ""
-        if kv is not None and low <= budget:
+        if kv is not None and kv.kind is MemoryKind.PINNED and low <= budget:
             caveat = (
-                f" Only vLLM builds that pin the KV offload buffer at its exact size (vllm#50094) stay near the "
-                f"low estimate, {_g(low)}."
+                f" vLLM 0.27 and later keep the CPU tier in one exact-size /dev/shm file (vllm#50094) and stay near "
+                f"the low estimate, {_g(low)}."
             )
         return [
             Finding(
@@ -172,34 +178,95 @@ def check_launch_ram(facts: HostFacts, launch: LaunchView | None) -> list[Findin
 
 
 def check_kv_rounding(facts: HostFacts, launch: LaunchView | None) -> list[Finding]:
+    """HOST012: the pinned-tensor CPU tier (vLLM < 0.27) pins more than it was asked for."""
     if launch is None:
         return []
     comp = launch.ram.component("kv offload (CPU tier)")
-    if comp is None or comp.expected_bytes <= comp.low_bytes * 1.05:
+    asked = kv_offload_bytes(launch.flags)[0]
+    if comp is None or not asked or comp.kind is not MemoryKind.PINNED or comp.expected_bytes <= asked * launch.dp * 1.05:
         return []
     workers = launch.engine_workers
-    per_worker = comp.low_bytes // launch.dp // workers
-    up = next_power_of_two(per_worker)
-    down = up // 2
+    pinned = comp.expected_bytes // launch.dp  # one engine, every tensor at its power of two
     others = launch.ram.expected_bytes - comp.expected_bytes
-    use_up = others + up * workers * launch.dp <= facts.ram_budget_bytes
-    target = up if use_up else down
+    use_up = others + pinned * launch.dp <= facts.ram_budget_bytes
+    target = pinned if use_up else pinned // 2
     message = (
-        f"KV offload of {_g(comp.low_bytes // launch.dp)} over {workers} workers is {_g(per_worker)} each, "
-        f"which PyTorch's pinned allocator rounds up to {_g(up)}: {_g(comp.expected_bytes)} pinned instead of "
-        f"{_g(comp.low_bytes)} (vllm#48436). "
+        f"KV offload of {_g(asked)} over {workers} workers is {_g(asked // workers)} each, which PyTorch's pinned "
+        f"allocator rounds up tensor by tensor: {_g(pinned)} pinned per engine instead of {_g(asked)} ({comp.formula}; "
+        "vllm#48436, vllm#53042). "
         + (
-            f"You pay for {_g(up)} per worker anyway: ask for it and get a larger CPU tier for the same RAM."
+            f"You pay for {_g(pinned // workers)} per worker anyway: ask for it and get a larger CPU tier for the same RAM."
             if use_up
-            else f"{_g(up)} per worker does not fit; ask for {_g(down)} per worker so nothing is rounded."
+            else f"{_g(pinned // workers)} per worker does not fit; ask for {_g(target // workers)} per worker so nothing is rounded."
         )
+        + " vLLM 0.27 and later pin the exact size (one /dev/shm file)."
     )
-    total = target * workers
     if launch.flags.get("kv_offloading_size") is not None:
-        fix = f"--kv-offloading-size {total // GiB}"
+        fix = f"--kv-offloading-size {target // GiB}"
     else:
-        fix = f'"cpu_bytes_to_use": {total}   # in --kv-transfer-config'
+        fix = f'"cpu_bytes_to_use": {target}   # in --kv-transfer-config'
     return [Finding("HOST012", Severity.WARNING, message, fix)]
+
+
+def _shm_size_fix(facts: HostFacts, need_bytes: int, deployment=None) -> str:
+    gib = math.ceil(need_bytes / GiB)
+    kind = str((deployment or {}).get("kind") or "")
+    if kind == "compose service":
+        return f"shm_size: {gib}gb   # in the compose service (or ipc: host)"
+    if kind == "production-stack modelSpec":
+        return f'shmSize: "{gib}Gi"   # in the modelSpec'
+    if kind or facts.container is ContainerKind.KUBERNETES:
+        return f"mount an emptyDir {{medium: Memory, sizeLimit: {gib}Gi}} at /dev/shm (and raise resources.limits.memory with it)"
+    if facts.container in (ContainerKind.DOCKER, ContainerKind.OTHER):
+        return f"docker run --shm-size={gib}g ...   # or --ipc=host; compose: shm_size: {gib}gb"
+    return f"mount -o remount,size={gib}G /dev/shm"
+
+
+def check_kv_tier_shm(facts: HostFacts, launch: LaunchView | None) -> list[Finding]:
+    """HOST013: from 0.27 the CPU KV tier is one file in /dev/shm, so /dev/shm must hold it."""
+    if launch is None or not launch.ram.shm_bytes:
+        return []
+    room = facts.shm.free_bytes if facts.shm.free_bytes is not None else facts.shm.size_bytes
+    source = facts.shm.source
+    dep = launch.deployment or {}
+    if dep.get("shm_bytes") is not None:  # the manifest's container, not this machine, runs the server
+        room, source = dep["shm_bytes"], f"{dep.get('kind')} {dep.get('name')}: {dep.get('shm_source')}"
+    need = launch.ram.shm_bytes
+    # NCCL and vLLM's message queues use /dev/shm too; leave them 1 GiB (HOST004's floor).
+    want = need + GiB
+    if room is None:
+        if facts.shm.source == "absent":
+            return [
+                Finding(
+                    "HOST013",
+                    Severity.ERROR,
+                    f"the CPU KV tier is a {_g(need)} file in /dev/shm (vLLM >= 0.27) and no /dev/shm is mounted.",
+                    _shm_size_fix(facts, want, launch.deployment),
+                )
+            ]
+        return []
+    if room >= want:
+        return []
+    what = "free" if facts.shm.free_bytes is not None and not dep.get("shm_bytes") else "in size"
+    if launch.ram.shm_checked_by_vllm:
+        consequence = (
+            f"vLLM refuses to start: 'Insufficient space in /dev/shm: {need / MiB:.0f} MiB required, "
+            f"{room / MiB:.0f} MiB free. Increase /dev/shm (e.g. --shm-size or --ipc=host).'"
+        )
+    else:
+        consequence = "vLLM 0.27 does not check it first: the workers die with SIGBUS while they fill the file"
+    severity = Severity.ERROR if room < need else Severity.WARNING
+    return [
+        Finding(
+            "HOST013",
+            severity,
+            f"the CPU KV tier is one {_g(need)} file, /dev/shm/vllm_offload_<engine>.mmap, and /dev/shm has "
+            f"{_g(room)} {what} ({source}): "
+            + (consequence if room < need else "it fits with less than 1 GiB left for NCCL and vLLM's queues")
+            + ". The file is RAM (Shmem), counted in the cgroup like the rest.",
+            _shm_size_fix(facts, want, launch.deployment),
+        )
+    ]
 
 
 def check_oom_score(facts: HostFacts, launch: LaunchView | None) -> list[Finding]:
