@@ -1,0 +1,147 @@
+"""The profile run's phases and the live bytes of each (pure arithmetic; docs/memory-model.md,
+"Activation peak: phases").
+
+vLLM's ``profile_run`` is a sequence, so its transient peak is the largest phase plus what earlier
+phases leave alive, not a sum:
+
+1. multimodal encoder dummy (first PP rank): the encoder's own transients; its outputs stay in
+   the encoder cache until ``reset_encoder_cache`` at the end of the run;
+2. the LM forward over T tokens (``_dummy_run(is_profile=True)``: attention metadata is None, so
+   attention kernels are skipped and their outputs zero-filled), with the MoE workspaces and the
+   GDN/Mamba chunked-scan scratch *inside* the layer that uses them; the forward returns
+   ``hidden_states [T, H]``, and MoE workspaces persist in the workspace manager;
+3. the sampler (last PP rank) on ``hidden_states[logits_indices]``: see ``sampler.py``.
+
+Per-layer shapes follow vLLM's layer code; ``platform="cpu"`` gives the same layer on vLLM's CPU
+build (what scripts/vllm_activation_oracle.py measures), whose custom-op choices differ from
+CUDA's in two places: ``SiluAndMul`` runs ``forward_native`` (silu and mul as two [T, I] tensors,
+where ``torch.ops._C.silu_and_mul`` writes one), and ``fused_add_rms_norm`` is out of place (one
+more [T, H] alive). Everything is in elements per token; callers multiply by T and the element
+size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oomguard.model.description import ModelDescription
+
+GDN_CHUNK = 64  # FLA chunk size: model_executor/layers/fla/ops/chunk.py (BT = 64)
+
+
+@dataclass(frozen=True)
+class LayerPeak:
+    name: str
+    per_token: float  # elements per token (activation dtype) at this layer's peak
+    retained_per_token: float = 0.0  # persists after the layer (MoE workspace manager)
+    fp32_per_token: float = 0.0  # fp32 elements per token (scan scratch), counted at 4 bytes
+    formula: str = ""
+
+
+def dense_layer(m: ModelDescription, tp: int, platform: str = "cuda", inter: int | None = None) -> list[LayerPeak]:
+    """Attention (skipped kernel, zero-filled output) and the dense MLP of one decoder layer."""
+    H, D = m.hidden_size, m.head_size
+    hq, hkv = m.num_attention_heads / tp, max(1.0, m.num_kv_heads / tp)
+    if m.mla is not None:
+        a = m.mla
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        # MLA: q projection (via q_lora when present), kv_a (latent + rope), kv_b up-projection,
+        # zero-filled output [T, Hq·v_head], o_proj [T, H].
+        q = (a.q_lora_rank or 0) + hq * qk
+        attn = q + a.kv_lora_rank + a.qk_rope_head_dim + hq * (a.qk_nope_head_dim + a.v_head_dim) + hq * a.v_head_dim + H
+        attn_f = f"MLA q {q:.0f} + latent {a.kv_lora_rank + a.qk_rope_head_dim} + kv_b {hq * (a.qk_nope_head_dim + a.v_head_dim):.0f} + out {hq * a.v_head_dim:.0f} + o_proj {H}"
+    else:
+        qkv = (hq + 2 * hkv) * D
+        attn = qkv + hq * D + H
+        attn_f = f"qkv {qkv:.0f} + out {hq * D:.0f} + o_proj {H}"
+    I = (inter if inter is not None else (m.intermediate_size or 4 * H)) / tp
+    extra_h = H if platform == "cpu" else 0  # out-of-place fused_add_rms_norm on the CPU build
+    mlp = 2 * I + (2 * I if platform == "cpu" else I)
+    out = [LayerPeak("attention", 2 * H + extra_h + attn, formula=f"2H + {attn_f}")]
+    if inter != 0:
+        out.append(LayerPeak("mlp", 2 * H + extra_h + mlp, formula=f"2H + gate_up {2 * I:.0f} + act {mlp - 2 * I:.0f}"))
+    return out
+
+
+def moe_layer(m: ModelDescription, tp: int) -> LayerPeak:
+    """Triton fused experts (fused_moe/experts/triton_moe.py::workspace_shapes): workspace13
+    [M·k, max(2·I_e/TP, H)] and workspace2 [M·k, max(I_e/TP, H)] plus the [M, H] output, M = T;
+    kept by the workspace manager after the layer. Shared experts run a dense MLP beside it."""
+    assert m.moe is not None
+    H, k, ie = m.hidden_size, m.moe.top_k, m.moe.expert_intermediate_size / tp
+    ws = k * (max(ie, H) + max(2 * ie, H)) + H
+    shared = 3 * m.moe.shared_intermediate_size / tp
+    return LayerPeak(
+        "moe",
+        2 * H + ws + shared + m.moe.num_experts / 1,  # router logits [T, E]
+        retained_per_token=ws,
+        formula=f"2H + workspaces {k}·(max(I_e/TP,H)+max(2I_e/TP,H)) + H = {ws:.0f}" + (f" + shared MLP {shared:.0f}" if shared else "") + f" + router {m.moe.num_experts}",
+    )
+
+
+def gdn_layer(m: ModelDescription, tp: int) -> LayerPeak | None:
+    """Gated DeltaNet (qwen3_next / qwen3.5 linear attention) with the FLA chunked kernels at chunk
+    size 64: in_proj_qkvz and in_proj_ba outputs, the conv1d output, then inside
+    chunk_gated_delta_rule: g cumsum and beta (fp32, per head), A = [T, Hv, 64] fp32
+    (chunk_scaled_dot_kkt), w and u [T, Hv, Dk|Dv] (recompute_w_u), the chunk states
+    h [T/64, Hv, Dk, Dv] and v_new, the output o [T, Hv·Dv], then the gated norm and out_proj."""
+    layer = next((l for l in m.layers if l.mamba is not None), None)
+    if layer is None or layer.mamba.variant != "gdn":
+        return None
+    st = layer.mamba
+    H = m.hidden_size
+    hv = st.num_heads / tp
+    dk, dv = st.head_k_dim, st.head_v_dim
+    conv = st.conv_dim / tp
+    proj = conv + hv * dv + 2 * hv  # qkvz + ba
+    scan = hv * dk + hv * dv + hv * dv + hv * dv  # w, u, v_new, o
+    states = hv * dk * dv / GDN_CHUNK  # h per token
+    fp32 = hv * GDN_CHUNK + 2 * hv  # A, g, beta
+    per = 2 * H + proj + conv + scan + states
+    return LayerPeak("gdn", per, fp32_per_token=fp32,
+                     formula=f"2H + proj {proj:.0f} + conv {conv:.0f} + w/u/v_new/o {scan:.0f} + h/64 {states:.0f} (+ fp32 A/g/beta {fp32:.0f})")
+
+
+def layer_peaks(m: ModelDescription, tp: int, platform: str = "cuda") -> list[LayerPeak]:
+    peaks: list[LayerPeak] = []
+    dense_mlp = m.moe is None or m.moe.num_dense_layers > 0 or m.moe.dense_alongside
+    inter = None
+    if m.moe is not None:
+        inter = (m.moe.dense_intermediate_size or m.intermediate_size) if dense_mlp else 0
+    peaks += dense_layer(m, tp, platform, inter=inter)
+    if m.moe is not None:
+        peaks.append(moe_layer(m, tp))
+    g = gdn_layer(m, tp)
+    if g is not None:
+        peaks.append(g)
+    return peaks
+
+
+def forward_peak_bytes(m: ModelDescription, T: int, tp: int, b: int, platform: str = "cuda") -> tuple[int, int, LayerPeak]:
+    """(peak bytes of the LM forward, bytes retained after it, the layer that sets the peak)."""
+    peaks = layer_peaks(m, tp, platform)
+    top = max(peaks, key=lambda p: p.per_token * b + p.fp32_per_token * 4)
+    retained = max((p.retained_per_token for p in peaks), default=0.0)
+    # The MoE workspace of an earlier layer stays allocated while a later dense/attention layer
+    # runs; charge it beside the largest non-MoE layer as well.
+    others = [p for p in peaks if p.retained_per_token == 0]
+    best = top.per_token * b + top.fp32_per_token * 4
+    if others and retained:
+        o = max(others, key=lambda p: p.per_token * b + p.fp32_per_token * 4)
+        best = max(best, (o.per_token + retained) * b + o.fp32_per_token * 4)
+    return int(T * best), int(T * retained * b), top
+
+
+def encoder_phase_bytes(m: ModelDescription, T: int, b: int) -> tuple[int, int, str]:
+    """(encoder transient peak, encoder outputs retained through the LM forward, formula).
+
+    The encoder runs on the largest item the processor allows, repeated to fill the encoder
+    budget (multimodal/encoder_budget.py): per layer, qkv + attention output + the MLP pair over
+    every patch. Its outputs (≈ budget × H_lm) stay in the encoder cache."""
+    v = m.vision
+    if not v:
+        return 0, int(T * m.hidden_size * b), f"encoder outputs {T}·{m.hidden_size}·{b}"
+    items = max(1, max(T, v["tokens"]) // v["tokens"])
+    enc = items * v["patches"] * (4 * v["hidden"] + 2 * v["intermediate"]) * b
+    kept = items * v["tokens"] * m.hidden_size * b
+    return int(enc), int(kept), f"encoder {items}×{v['patches']} patches·(4·{v['hidden']}+2·{v['intermediate']})·{b}; outputs kept {items}·{v['tokens']}·{m.hidden_size}·{b}"
