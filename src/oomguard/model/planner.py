@@ -243,7 +243,7 @@ def plan_launch(
             low=int(w_bytes * 0.98),
             high=int(w_bytes * 1.03),
         )
-        a = act.activation_peak(model, s, last_stage=last)
+        a = act.activation_peak(model, s, last_stage=last, env=env)
         nt = act.non_torch(model, s, nvlink=getattr(gpu, "nvlink", nvlink), custom_all_reduce=not flags.get("disable_custom_all_reduce"))
         g = act.cudagraph_estimate(model, s)
         layout = project_layout(layout_all, set(ranges[stage])) if pp > 1 else layout_all
