@@ -29,7 +29,7 @@ Phases (one subprocess per case, so no vLLM global state leaks between cases):
 
 ``fwd``     vLLM's model (``initialize_model``) built on the CPU from a few-layer variant of the
             config (``num_hidden_layers`` cut to one period of the layer pattern, vocabulary cut
-            to 4096, experts cut to 16 where the config has more: the forward's transient peak
+            to 4096, experts cut to max(8, top-k) where the config has more: the forward's transient peak
             depends on the per-layer shapes, top-k and the token budget, not on the number of
             layers, vocabulary rows or idle experts; every override is recorded), dummy weights,
             then ``model(input_ids, positions)`` over T tokens inside
@@ -67,7 +67,7 @@ MODELS_DIR = REPO_ROOT / "src" / "oomguard" / "data" / "models"
 DEFAULT_OUT = REPO_ROOT / "tests" / "data" / "oracle" / "activation_vllm-0.32.0.json"
 VLLM_VERSION = "0.32.0"
 FWD_VOCAB = 4096
-MAX_EXPERTS = 16
+MAX_EXPERTS = 8  # at least top-k are kept
 TRACE_OPS = bool(os.environ.get("ORACLE_TRACE_OPS"))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -102,6 +102,18 @@ FWD_CASES: list[tuple[str, int, int, int]] = [
     ("google__gemma-3-27b-it", 2, 512, 16),
 ]
 
+# Branch probes: the same configs with the MLP narrowed (intermediate sizes set to 256), so that
+# the attention, MLA or GDN branch of the layer, not the MLP, sets the peak and is compared.
+PROBE = "narrow"
+PROBE_CASES: list[tuple[str, int, int, int]] = [
+    ("meta-llama__Llama-3.1-8B-Instruct", 1, 512, 16),
+    ("Qwen__Qwen3.5-9B", 1, 512, 16),
+    ("Qwen__Qwen3.5-9B", 2, 1024, 16),
+    ("Qwen__Qwen3-Next-80B-A3B-Instruct", 2, 512, 16),
+    ("deepseek-ai__DeepSeek-V3", 4, 512, 16),
+]
+NARROW_KEYS = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size")
+
 # Sampler cases: (path, N rows, V vocabulary, logits dtype)
 SAMPLER_CASES: list[tuple[str, int, int, str]] = [
     ("native", 16, 32000, "float32"),
@@ -114,8 +126,8 @@ SAMPLER_CASES: list[tuple[str, int, int, str]] = [
 ]
 
 
-def fwd_id(slug: str, tp: int, T: int, N: int) -> str:
-    return f"fwd:{slug}:{tp}:{T}:{N}"
+def fwd_id(slug: str, tp: int, T: int, N: int, probe: str = "") -> str:
+    return f"fwd:{slug}:{tp}:{T}:{N}" + (f":{probe}" if probe else "")
 
 
 def sampler_id(path: str, N: int, V: int, dtype: str) -> str:
@@ -184,7 +196,8 @@ def make_tracker():
             for t in tree_flatten(out)[0]:
                 self._track(t)
             if TRACE_OPS:
-                print(f"op {func} live={self.live} peak={self.peak}", file=sys.stderr)
+                shapes = [tuple(t.shape) for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+                print(f"op {func} {shapes} live={self.live / 2**20:.2f}MiB peak={self.peak / 2**20:.2f}MiB", file=sys.stderr)
             return out
 
         def __enter__(self):
@@ -211,13 +224,18 @@ def make_tracker():
 # --------------------------------------------------------------------------------------------
 
 
-def _variant_config(config: dict) -> tuple[dict, dict]:
+def _variant_config(config: dict, probe: str = "") -> tuple[dict, dict]:
     """Few-layer, small-vocabulary variant of a config; returns (config, overrides applied)."""
     overrides: dict = {}
     holders = [config]
     if isinstance(config.get("text_config"), dict):
         holders.append(config["text_config"])
     for h in holders:
+        if probe == PROBE:
+            for key in NARROW_KEYS:
+                if h.get(key):
+                    overrides[f"{'text_config.' if h is not config else ''}{key}"] = 256
+                    h[key] = 256
         for key in ("quantization_config",):
             if key in h:
                 overrides.setdefault("stripped", []).append(key)
@@ -233,10 +251,11 @@ def _variant_config(config: dict) -> tuple[dict, dict]:
         if h.get("vocab_size", 0) > FWD_VOCAB:
             overrides[f"{'text_config.' if h is not config else ''}vocab_size"] = FWD_VOCAB
             h["vocab_size"] = FWD_VOCAB
+        keep = max(MAX_EXPERTS, int(h.get("num_experts_per_tok") or h.get("moe_topk") or 0))
         for ek in ("num_experts", "num_local_experts", "n_routed_experts"):
-            if h.get(ek, 0) > MAX_EXPERTS:
-                overrides[f"{'text_config.' if h is not config else ''}{ek}"] = MAX_EXPERTS
-                h[ek] = MAX_EXPERTS
+            if h.get(ek, 0) > keep:
+                overrides[f"{'text_config.' if h is not config else ''}{ek}"] = keep
+                h[ek] = keep
                 if h.get("n_group"):
                     h["n_group"], h["topk_group"] = 1, 1
                     overrides["n_group"] = overrides["topk_group"] = 1
@@ -278,7 +297,23 @@ def _isa() -> dict:
     return {n: (f" {n} " in flags + " ") for n in names} | {"machine": platform.machine()}
 
 
-def run_fwd(slug: str, tp: int, T: int, N: int, models_dir: Path) -> dict:
+def _fake_collectives(tp: int) -> None:
+    """Collectives of the simulated TP group, with CUDA's allocation shapes: out-of-place
+    all-reduce (pynccl / custom all-reduce return a new tensor) and an all-gather that returns
+    the gathered tensor. No peer exists, so the data are rank 0's: only shapes matter here."""
+    import torch
+    from vllm.distributed import parallel_state as ps
+
+    g = ps._TP
+    if tp == 1:
+        return
+    g.all_reduce = lambda x: x.clone()
+    g.all_gather = lambda x, dim=-1: torch.cat([x] * tp, dim=dim)
+    g.gather = lambda x, dst=0, dim=-1: torch.cat([x] * tp, dim=dim)
+    g.reduce_scatter = lambda x, dim=-1: x.chunk(tp, dim=dim)[0].contiguous()
+
+
+def run_fwd(slug: str, tp: int, T: int, N: int, models_dir: Path, probe: str = "") -> dict:
     import shutil
 
     import torch
@@ -290,7 +325,7 @@ def run_fwd(slug: str, tp: int, T: int, N: int, models_dir: Path) -> dict:
     from vllm_kv_oracle import _init_fake_tp
 
     rec: dict = {"kind": "fwd", "slug": slug, "tp": tp, "T": T, "N": N}
-    config, overrides = _variant_config(json.loads((models_dir / slug / "config.json").read_text()))
+    config, overrides = _variant_config(json.loads((models_dir / slug / "config.json").read_text()), probe)
     rec["overrides"] = overrides
     tmp = Path(tempfile.mkdtemp(prefix="act-oracle-"))
     try:
@@ -298,11 +333,19 @@ def run_fwd(slug: str, tp: int, T: int, N: int, models_dir: Path) -> dict:
         args = EngineArgs(
             model=str(tmp), load_format="dummy", skip_tokenizer_init=True, dtype="float32",
             tensor_parallel_size=tp, enforce_eager=True, max_num_batched_tokens=T,
-            max_num_seqs=N, max_model_len=max(T, 4096), limit_mm_per_prompt={"image": 0, "video": 0},
+            max_num_seqs=N, limit_mm_per_prompt={"image": 0, "video": 0},
         )
         vllm_config = args.create_engine_config()
         rec["architecture"] = vllm_config.model_config.architecture
         _init_fake_tp(vllm_config, tp)
+        _fake_collectives(tp)
+        from vllm.distributed import parallel_state as ps
+
+        if vllm_config.model_config.is_moe and ps._EP is None:
+            # initialize_model_parallel only builds the EP group for MoE models; the process may
+            # have started on a dense case. A one-rank group, as for TP.
+            with set_current_vllm_config(vllm_config):
+                ps._EP = ps.init_model_parallel_group([[0]], 0, "gloo", group_name="ep")
         # The loader frees the accelerator cache after loading; there is none here.
         torch.accelerator.empty_cache = lambda: None
         with set_current_vllm_config(vllm_config):
@@ -424,7 +467,7 @@ def worker_main(case: str, models_dir: Path) -> None:
     try:
         if kind == "fwd":
             slug, tp, T, N = rest[0], int(rest[1]), int(rest[2]), int(rest[3])
-            rec = run_fwd(slug, tp, T, N, models_dir)
+            rec = run_fwd(slug, tp, T, N, models_dir, rest[4] if len(rest) > 4 else "")
         else:
             path, N, V, dtype = rest[0], int(rest[1]), int(rest[2]), rest[3]
             rec = run_sampler(path, N, V, dtype)
@@ -452,16 +495,28 @@ def _run_subprocess(cases: list[str], models_dir: Path, timeout_s: float) -> dic
     env = _worker_env()
     env["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "2")
     argv = [sys.executable, str(Path(__file__).resolve()), "--case-worker", ",".join(cases), "--models-dir", str(models_dir)]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env)
-        out, err, rc = proc.stdout, proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        out, err, rc = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or ""), f"no result after {timeout_s:.0f} s", "timeout"
     got: dict[str, dict] = {}
-    for line in out.splitlines():
+    errf = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errf, text=True, env=env)
+    deadline = time.monotonic() + timeout_s
+    out_lines: list[str] = []
+    for line in proc.stdout:  # records stream in as each case finishes
+        out_lines.append(line)
         if line.startswith("@@ORACLE@@"):
             rec = json.loads(line[len("@@ORACLE@@"):])
             got[rec["case"]] = rec
+            status = rec.get("error") or f"peak {rec['peak_bytes'] / 2**20:.1f} MiB"
+            print(f"[activation-oracle] {rec['case']} {status}", file=sys.stderr, flush=True)
+        if time.monotonic() > deadline:
+            proc.kill()
+            break
+    try:
+        rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = "timeout"
+    errf.seek(0)
+    err, out = errf.read(), "".join(out_lines)
     tail = (err or out).strip().splitlines()[-1:] or [""]
     for case in cases:
         got.setdefault(case, {"case": case, "error": f"WorkerCrash(rc={rc}): {tail[0][:400]}"})
@@ -469,7 +524,8 @@ def _run_subprocess(cases: list[str], models_dir: Path, timeout_s: float) -> dic
 
 
 def all_cases() -> list[str]:
-    return [fwd_id(*c) for c in FWD_CASES] + [sampler_id(*c) for c in SAMPLER_CASES]
+    return ([fwd_id(*c) for c in FWD_CASES] + [fwd_id(*c, PROBE) for c in PROBE_CASES]
+            + [sampler_id(*c) for c in SAMPLER_CASES])
 
 
 def _comparable(rec: dict) -> dict:
@@ -481,6 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", action="append", help="a case id (see all_cases()); default all")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="output JSON ('-' for stdout)")
     ap.add_argument("--check", help="compare the re-run cases with this committed JSON instead")
+    ap.add_argument("--update", help="replace (or add) the run cases' records in this JSON file")
     ap.add_argument("--models-dir", default=str(MODELS_DIR))
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--case-worker", help=argparse.SUPPRESS)
@@ -498,9 +555,6 @@ def main(argv: list[str] | None = None) -> int:
         if got[case].get("error", "").startswith("WorkerCrash") and len(cases) > 1:
             got.update(_run_subprocess([case], models_dir, a.timeout))
     records = [got[c] for c in cases]
-    for rec in records:
-        status = rec.get("error") or f"peak {rec['peak_bytes'] / 2**20:.1f} MiB"
-        print(f"[activation-oracle] {rec['case']} {status}", file=sys.stderr)
     print(f"[activation-oracle] {len(cases)} cases in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     if a.check:
         committed = {r["case"]: r for r in json.loads(Path(a.check).read_text())["cases"]}
@@ -518,6 +572,15 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f"{rec['case']}: matches", file=sys.stderr)
         return 1 if bad else 0
+    if a.update:
+        doc = json.loads(Path(a.update).read_text())
+        by = {r["case"]: r for r in doc["cases"]}
+        by.update({r["case"]: r for r in records})
+        order = [c for c in all_cases() if c in by] + [c for c in by if c not in all_cases()]
+        doc["cases"] = [by[c] for c in order]
+        Path(a.update).write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"updated {a.update} ({len(records)} cases)", file=sys.stderr)
+        return 0
     doc = {
         "vllm_version": VLLM_VERSION,
         "generated_by": "scripts/vllm_activation_oracle.py",

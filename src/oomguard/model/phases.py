@@ -59,7 +59,10 @@ def dense_layer(m: ModelDescription, tp: int, platform: str = "cuda", inter: int
         attn = qkv + hq * D + H
         attn_f = f"qkv {qkv:.0f} + out {hq * D:.0f} + o_proj {H}"
     I = (inter if inter is not None else (m.intermediate_size or 4 * H)) / tp
-    extra_h = H if platform == "cpu" else 0  # out-of-place fused_add_rms_norm on the CPU build
+    # CPU build: fused_add_rms_norm is out of place, so from the second layer on the previous
+    # layer's output pair is still referenced while the new pair exists: two more [T, H] than
+    # CUDA's in-place kernel keeps (measured: 4H + 4I/TP on every dense config, TP 1-4).
+    extra_h = 2 * H if platform == "cpu" else 0
     mlp = 2 * I + (2 * I if platform == "cpu" else I)
     out = [LayerPeak("attention", 2 * H + extra_h + attn, formula=f"2H + {attn_f}")]
     if inter != 0:
@@ -67,19 +70,34 @@ def dense_layer(m: ModelDescription, tp: int, platform: str = "cuda", inter: int
     return out
 
 
-def moe_layer(m: ModelDescription, tp: int) -> LayerPeak:
-    """Triton fused experts (fused_moe/experts/triton_moe.py::workspace_shapes): workspace13
-    [M·k, max(2·I_e/TP, H)] and workspace2 [M·k, max(I_e/TP, H)] plus the [M, H] output, M = T;
-    kept by the workspace manager after the layer. Shared experts run a dense MLP beside it."""
+def moe_layer(m: ModelDescription, tp: int, platform: str = "cuda") -> LayerPeak:
+    """One MoE layer. CUDA, Triton experts (fused_moe/experts/triton_moe.py::workspace_shapes and
+    modular_kernel.py): workspace13 [M, k, max(I_e/TP, H)], whose storage the [M, H] output
+    reuses, and workspace2 [M, k, max(2·I_e/TP, H)], M = T; the workspace manager keeps them after
+    the layer. Router logits [T, E], top-k weights (fp32) and ids (int32). Shared experts run a
+    dense MLP beside the routed ones. The CPU build's expert kernels report zero-sized workspaces
+    and keep their scratch internal: only the [M, H] output is a tensor there."""
     assert m.moe is not None
     H, k, ie = m.hidden_size, m.moe.top_k, m.moe.expert_intermediate_size / tp
-    ws = k * (max(ie, H) + max(2 * ie, H)) + H
-    shared = 3 * m.moe.shared_intermediate_size / tp
+    E = m.moe.num_experts
+    route = E + 2 * k * 4 / 4  # router logits (b) + top-k weights and ids (4 bytes each, in b=4 units)
+    sh = m.moe.shared_intermediate_size / tp
+    if platform == "cpu":
+        ws, kept = H, 0.0
+        shared = 4 * sh + H if sh else 0  # silu and mul apart, plus the shared output
+        extra_h = H
+        ws_f = f"output {H} (CPU experts keep scratch internal)"
+    else:
+        ws = k * (max(ie, H) + max(2 * ie, H))
+        kept = ws
+        shared = 3 * sh + H if sh else 0
+        extra_h = 0
+        ws_f = f"workspaces {k}·(max(I_e/TP,H)+max(2I_e/TP,H)) = {ws:.0f}"
     return LayerPeak(
         "moe",
-        2 * H + ws + shared + m.moe.num_experts / 1,  # router logits [T, E]
-        retained_per_token=ws,
-        formula=f"2H + workspaces {k}·(max(I_e/TP,H)+max(2I_e/TP,H)) + H = {ws:.0f}" + (f" + shared MLP {shared:.0f}" if shared else "") + f" + router {m.moe.num_experts}",
+        2 * H + extra_h + ws + shared + route,
+        retained_per_token=kept,
+        formula=f"2H + {ws_f}" + (f" + shared MLP {shared:.0f}" if shared else "") + f" + router {route:.0f}",
     )
 
 
@@ -117,18 +135,22 @@ def layer_peaks(m: ModelDescription, tp: int, platform: str = "cuda") -> list[La
         inter = (m.moe.dense_intermediate_size or m.intermediate_size) if dense_mlp else 0
     peaks += dense_layer(m, tp, platform, inter=inter)
     if m.moe is not None:
-        peaks.append(moe_layer(m, tp))
+        peaks.append(moe_layer(m, tp, platform))
     g = gdn_layer(m, tp)
     if g is not None:
         peaks.append(g)
     return peaks
 
 
-def forward_peak_bytes(m: ModelDescription, T: int, tp: int, b: int, platform: str = "cuda") -> tuple[int, int, LayerPeak]:
-    """(peak bytes of the LM forward, bytes retained after it, the layer that sets the peak)."""
+def forward_peak_bytes(m: ModelDescription, T: int, tp: int, b: int, platform: str = "cuda", *,
+                       workspace_manager: bool = True) -> tuple[int, int, LayerPeak]:
+    """(peak bytes of the LM forward, bytes retained after it, the layer that sets the peak).
+
+    ``workspace_manager``: MoE workspaces outlive the layer (v1/worker/workspace.py, 0.27+);
+    before that they were per-call temporaries."""
     peaks = layer_peaks(m, tp, platform)
     top = max(peaks, key=lambda p: p.per_token * b + p.fp32_per_token * 4)
-    retained = max((p.retained_per_token for p in peaks), default=0.0)
+    retained = max((p.retained_per_token for p in peaks), default=0.0) if workspace_manager else 0.0
     # The MoE workspace of an earlier layer stays allocated while a later dense/attention layer
     # runs; charge it beside the largest non-MoE layer as well.
     others = [p for p in peaks if p.retained_per_token == 0]

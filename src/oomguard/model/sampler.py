@@ -138,13 +138,16 @@ def sampler_peak(
     if version >= TRITON_TOPK_TOPP_SINCE:
         work = triton_path_bytes(N, V, b, sm)
         lo = flashinfer_path_bytes(N, V, b)
-        hi = sort_path_bytes(N, V, b) if version < (0, 18, 0) else work + N * V
+        # The boundary is inferred from the merge date: next to it the sort path is the range top.
+        hi = sort_path_bytes(N, V, b) if version < (0, 18, 0) else work
         return out("triton", work, lo, max(hi, work),
                    f"{N}·{V}·({0 if b == 4 else 4} fp32 copy + 4 probs + 4 noise) + Triton buffer min(pow2({N}), {sm} SMs)·{V}·4",
                    f"MRV1 forward_native with Triton top-k/top-p (>= {'.'.join(map(str, TRITON_TOPK_TOPP_SINCE))}, "
                    "PR #33538; the sort path is the range top for releases next to that boundary)")
     work = sort_path_bytes(N, V, b)
     lo = flashinfer_path_bytes(N, V, b) if (fi_on or version < (0, 11, 1)) else work
+    if version >= (0, 14, 0):  # next to the inferred Triton boundary: Triton is the range bottom
+        lo = min(lo, triton_path_bytes(N, V, b, sm))
     return out("sort", work, lo, work,
                f"{N}·{V}·({0 if b == 4 else 4} fp32 copy + 4 sorted + 8 int64 idx + 1 top-k mask + 4 probs + 1 top-p mask)",
                "MRV1 forward_native, PyTorch sort path (v1/sample/ops/topk_topp_sampler.py::apply_top_k_top_p_pytorch); "
