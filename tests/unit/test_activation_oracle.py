@@ -68,6 +68,12 @@ def test_oracle_json_is_well_formed():
     ok = [r for r in doc["cases"] if "error" not in r]
     assert len(ok) >= 20
     assert {r["kind"] for r in ok} == {"fwd", "sampler"}
+    archs = {r.get("architecture") for r in ok}
+    # dense, MoE, MLA, hybrid GDN and multimodal wrappers are all covered
+    assert {"LlamaForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM", "Qwen3NextForCausalLM",
+            "Qwen3VLForConditionalGeneration"} <= archs, archs
+    assert {r["tp"] for r in ok if r["kind"] == "fwd"} >= {1, 2, 4, 8}
+    assert len({r["T"] for r in ok if r["kind"] == "fwd"}) >= 3
     assert ORACLE_JSON.stat().st_size < 1_000_000
 
 

@@ -26,7 +26,14 @@ from dataclasses import dataclass
 
 from oomguard.model.description import ModelDescription
 
-GDN_CHUNK = 64  # FLA chunk size: model_executor/layers/fla/ops/chunk.py (BT = 64)
+GDN_CHUNK = 64  # FLA chunk size: third_party/flash_linear_attention/ops/utils.py (FLA_CHUNK_SIZE)
+# Attention with per-head q/k RMSNorm (q_norm, k_norm): RMSNorm returns new q and k tensors.
+QK_NORM_TYPES = frozenset({
+    "qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe",
+    "gemma3", "gemma3_text", "gemma3n", "gemma4", "gemma4_text", "olmo2", "olmoe",
+})
+# MLPs without a gate (fc1 -> activation -> fc2): no gate_up pair, plain torch ops on every platform.
+UNGATED_TYPES = frozenset({"opt", "gpt2", "phi", "gpt_neox", "gpt_bigcode", "falcon", "bloom", "mpt", "starcoder2"})
 
 
 @dataclass(frozen=True)
@@ -55,18 +62,31 @@ def dense_layer(m: ModelDescription, tp: int, platform: str = "cuda", inter: int
         attn_f = (f"MLA qkv_a {ql + lat} + q_a_norm {ql} + kv_a_norm {a.kv_lora_rank} + q_b {hq * qk:.0f} "
                   f"+ out {hq * a.v_head_dim:.0f} + o_proj {H}")
     else:
-        qkv = (hq + 2 * hkv) * D
-        attn = qkv + hq * D + H
-        attn_f = f"qkv {qkv:.0f} + out {hq * D:.0f} + o_proj {H}"
+        # attn_output_gate (Qwen3-Next / Qwen3.5): q_proj doubles (q and gate), and
+        # attn_output * sigmoid(gate) adds two [T, Hq·D] tensors.
+        gate = m.attn_output_gate
+        qkv = ((2 if gate else 1) * hq + 2 * hkv) * D
+        qkn = (hq + hkv) * D if m.model_type in QK_NORM_TYPES else 0
+        attn = qkv + qkn + hq * D + (2 * hq * D if gate else 0) + H
+        attn_f = (f"qkv {qkv:.0f}" + (f" + q/k norm {qkn:.0f}" if qkn else "") + f" + out {hq * D:.0f}"
+                  + (f" + gate {2 * hq * D:.0f}" if gate else "") + f" + o_proj {H}")
+    if tp > 1:
+        # RowParallelLinear's all-reduce is out of place (pynccl / custom all-reduce; the CPU
+        # build's too): the reduced [T, H] exists beside the partial o_proj output.
+        attn += H
+        attn_f += f" + all-reduce {H}"
     I = (inter if inter is not None else (m.intermediate_size or 4 * H)) / tp
-    # CPU build: fused_add_rms_norm is out of place, so from the second layer on the previous
-    # layer's output pair is still referenced while the new pair exists: two more [T, H] than
-    # CUDA's in-place kernel keeps (measured: 4H + 4I/TP on every dense config, TP 1-4).
     extra_h = 2 * H if platform == "cpu" else 0
-    mlp = 2 * I + (2 * I if platform == "cpu" else I)
-    out = [LayerPeak("attention", 2 * H + extra_h + attn, formula=f"2H + {attn_f}")]
+    hh = f"{2 + extra_h // H}H"
+    out = [LayerPeak("attention", 2 * H + extra_h + attn, formula=f"{hh} + {attn_f}")]
     if inter != 0:
-        out.append(LayerPeak("mlp", 2 * H + extra_h + mlp, formula=f"2H + gate_up {2 * I:.0f} + act {mlp - 2 * I:.0f}"))
+        if m.model_type in UNGATED_TYPES:
+            # fc1 [T, I] and the activation's new [T, I]; plain residual adds keep the previous
+            # pair alive on CUDA too (no fused add-norm): 4H on both platforms.
+            out.append(LayerPeak("mlp", 4 * H + 2 * I, formula=f"4H + fc1 {I:.0f} + act {I:.0f}"))
+        else:
+            act = 2 * I if platform == "cpu" else I
+            out.append(LayerPeak("mlp", 2 * H + extra_h + 2 * I + act, formula=f"{hh} + gate_up {2 * I:.0f} + act {act:.0f}"))
     return out
 
 
@@ -80,38 +100,49 @@ def moe_layer(m: ModelDescription, tp: int, platform: str = "cuda") -> LayerPeak
     assert m.moe is not None
     H, k, ie = m.hidden_size, m.moe.top_k, m.moe.expert_intermediate_size / tp
     E = m.moe.num_experts
-    route = E + 2 * k * 4 / 4  # router logits (b) + top-k weights and ids (4 bytes each, in b=4 units)
+    route = E + 2 * k  # router logits (b) + top-k weights and ids (4 bytes each, as b = 4)
     sh = m.moe.shared_intermediate_size / tp
+    shared_out = H if sh else 0
+    reduce = H if tp > 1 else 0  # the out-of-place all-reduce of the layer's output
+    total = H if sh else 0  # shared + routed summed into a new [T, H]
     if platform == "cpu":
-        ws, kept = H, 0.0
-        shared = 4 * sh + H if sh else 0  # silu and mul apart, plus the shared output
-        extra_h = H
-        ws_f = f"output {H} (CPU experts keep scratch internal)"
+        base = 4 * H  # see dense_layer: the out-of-place add-norm keeps the previous pair
+        during = base + shared_out + H + H + route  # output + the common workspace ([M, H] on CPU)
+        end = base + shared_out + H + total + reduce
+        shared_run = base + 4 * sh + shared_out if sh else 0  # gate_up, silu and mul apart
+        kept, ws = 0.0, H
+        ws_f = f"output + workspace 2·{H} (CPU experts keep scratch internal)"
     else:
-        ws = k * (max(ie, H) + max(2 * ie, H))
+        base = 2 * H
+        ws = k * (max(ie, H) + max(2 * ie, H))  # the [M, H] output lives in workspace13
+        during = base + shared_out + ws + route
+        end = base + shared_out + ws + total + reduce
+        shared_run = base + 3 * sh + shared_out if sh else 0
         kept = ws
-        shared = 3 * sh + H if sh else 0
-        extra_h = 0
         ws_f = f"workspaces {k}·(max(I_e/TP,H)+max(2I_e/TP,H)) = {ws:.0f}"
+    per = max(during, end, shared_run)
     return LayerPeak(
         "moe",
-        2 * H + extra_h + ws + shared + route,
+        per,
         retained_per_token=kept,
-        formula=f"2H + {ws_f}" + (f" + shared MLP {shared:.0f}" if shared else "") + f" + router {route:.0f}",
+        formula=f"{base // H}H + {ws_f}" + (f" + shared out {H}" if sh else "") + f" + router {route:.0f}"
+        + (f"; then sum {total} + all-reduce {reduce}" if (total or reduce) else ""),
     )
 
 
-def gdn_layer(m: ModelDescription, tp: int) -> LayerPeak | None:
+def gdn_layer(m: ModelDescription, tp: int, platform: str = "cuda") -> LayerPeak | None:
     """Gated DeltaNet (layers/mamba/gdn/qwen_gdn_linear_attn.py) in the profile run.
 
     ``_forward_core`` returns early when attention metadata is None (the profile run): the conv1d
     and the FLA chunked scan never run at the token budget. Only ``_warmup_prefill_kernels`` runs
     them, on T = FLA_CHUNK_SIZE = 64 dummy tokens (third_party/flash_linear_attention/ops/utils.py),
     so the scan scratch in the profile is a fixed few MiB, not a function of T (issue #52872: real
-    prefills peak above the profile). What scales with T: in_proj_qkvz [T, conv_dim + Hv·Dv],
-    in_proj_ba [T, 2·Hv], for Qwen3-Next's interleaved layout the rearranged q/k/v copies and their
-    concatenation (2·conv_dim), the zero-filled core output and the gated norm [T, Hv·Dv] each,
-    out_proj [T, H]."""
+    prefills peak above the profile). What scales with T: in_proj_qkvz [T, conv_dim + Hv·Dv] and
+    in_proj_ba [T, 2·Hv]; Qwen3-Next's interleaved layout (fix_query_key_value_ordering) copies
+    q/k/v, concatenates them (2·conv_dim) and copies z and b/a; the zero-filled core output
+    [T, Hv·Dv]; the gated RMSNorm (CUDA: one fused output; CPU build: forward_native keeps
+    x·rsqrt, ·weight, silu(z) and the product, plus the [T, Hv] rsqrt); out_proj [T, H] and, at
+    TP > 1, its out-of-place all-reduce."""
     layer = next((l for l in m.layers if l.mamba is not None), None)
     if layer is None or layer.mamba.variant != "gdn":
         return None
@@ -120,11 +151,20 @@ def gdn_layer(m: ModelDescription, tp: int) -> LayerPeak | None:
     hv = st.num_heads / tp
     vd = hv * st.head_v_dim
     conv = st.conv_dim / tp
-    interleaved = 2 * conv if m.model_type == "qwen3_next" else 0
-    per = 2 * H + (conv + vd) + 2 * hv + interleaved + vd + vd + H
+    cpu = platform == "cpu"
+    base = 4 * H if cpu else 2 * H
+    if m.model_type == "qwen3_next":
+        copies = 2 * conv + vd + 2 * hv  # q/k/v copies + cat, z and b/a reshape copies
+    else:
+        copies = 0 if cpu else 2 * hv  # b.contiguous(), a.contiguous() on the CUDA path
+    common = base + (conv + vd) + 2 * hv + copies + vd
+    norm_point = common + (4 * vd + hv if cpu else vd)
+    end_point = common + vd + H + (H if tp > 1 else 0)
+    per = max(norm_point, end_point)
     return LayerPeak("gdn", per,
-                     formula=f"2H + qkvz {conv + vd:.0f} + ba {2 * hv:.0f}" + (f" + q/k/v copies and cat {interleaved:.0f}" if interleaved else "")
-                     + f" + core out {vd:.0f} + norm {vd:.0f} + out_proj {H} (scan skipped; warm-up at T={GDN_CHUNK})")
+                     formula=f"{base // H}H + qkvz {conv + vd:.0f} + ba {2 * hv:.0f}" + (f" + copies {copies:.0f}" if copies else "")
+                     + f" + core out {vd:.0f} + " + (f"norm {4 * vd + hv:.0f} (forward_native)" if cpu and norm_point >= end_point else f"norm {vd:.0f} + out_proj {H}" + (f" + all-reduce {H}" if tp > 1 else ""))
+                     + f" (scan skipped; warm-up at T={GDN_CHUNK})")
 
 
 def layer_peaks(m: ModelDescription, tp: int, platform: str = "cuda") -> list[LayerPeak]:
@@ -136,7 +176,7 @@ def layer_peaks(m: ModelDescription, tp: int, platform: str = "cuda") -> list[La
     peaks += dense_layer(m, tp, platform, inter=inter)
     if m.moe is not None:
         peaks.append(moe_layer(m, tp, platform))
-    g = gdn_layer(m, tp)
+    g = gdn_layer(m, tp, platform)
     if g is not None:
         peaks.append(g)
     return peaks

@@ -75,8 +75,9 @@ def flashinfer_path_bytes(N: int, V: int, b: int) -> int:
 def mrv2_profile_bytes(N: int, V: int) -> int:
     """MRV2 _dummy_sampler_run through 0.32: a dummy batch with no request state, so
     apply_sampling_params returns the logits untouched, top-k/top-p are off (SamplingStates fills
-    top_k = V, top_p = 1) and gumbel_sample writes two [N, ceil(V/1024)] buffers (int64, fp32)."""
-    return N * (-(-V // 1024)) * (8 + 4)
+    top_k = V, top_p = 1) and gumbel_sample writes two [N, ceil(V/1024)] buffers (int64, fp32),
+    then the block argmax [N, 1] and the gathered token ids [N] (int64 each)."""
+    return N * (-(-V // 1024)) * (8 + 4) + N * 16
 
 
 def mrv2_warm_bytes(N: int, V: int, *, flashinfer: bool) -> int:
