@@ -47,15 +47,25 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def sort_path_bytes(N: int, V: int, b: int) -> int:
+# Earlier forms of the same function, as public copies of vLLM's V1 sampler show them: the
+# re-sort was an out-of-place ``logits_sort.scatter(...)`` (one more fp32 [N, V]) and, earlier
+# still, ``cumsum`` had no ``out=`` (one more). The releases where each form changed were not
+# read from the tags: ASSUMED boundaries, so those releases carry the neighbouring form as range.
+SORT_SCATTER_INPLACE_SINCE = (0, 12, 0)  # assumed
+SORT_CUMSUM_OUT_SINCE = (0, 9, 0)  # assumed
+
+
+def sort_path_bytes(N: int, V: int, b: int, version: tuple[int, int, int] = (0, 32, 0)) -> int:
     """MRV1 Sampler.forward -> TopKTopPSampler.forward_native -> apply_top_k_top_p_pytorch.
 
     logits.to(float32) (a copy unless the logits are fp32 already) + logits.sort(): values fp32
     and int64 indices + the top-k mask (bool, kept alive to the end of the function) + softmax of
     the sorted values (fp32; cumsum writes into it) + the top-p mask (bool). The softmax/q pair
-    that follows (8 bytes) is smaller than the 18 it replaces."""
+    that follows (8 bytes) is smaller than the 18 it replaces. Older forms add the out-of-place
+    re-sort (4) and the cumsum output (4)."""
     copy = 0 if b == 4 else 4
-    return N * V * (copy + 4 + 8 + 1 + 4 + 1)
+    older = (4 if version < SORT_SCATTER_INPLACE_SINCE else 0) + (4 if version < SORT_CUMSUM_OUT_SINCE else 0)
+    return N * V * (copy + 4 + 8 + 1 + 4 + 1 + older)
 
 
 def triton_path_bytes(N: int, V: int, b: int, sms: int) -> int:
@@ -145,11 +155,14 @@ def sampler_peak(
                    f"{N}·{V}·({0 if b == 4 else 4} fp32 copy + 4 probs + 4 noise) + Triton buffer min(pow2({N}), {sm} SMs)·{V}·4",
                    f"MRV1 forward_native with Triton top-k/top-p (>= {'.'.join(map(str, TRITON_TOPK_TOPP_SINCE))}, "
                    "PR #33538; the sort path is the range top for releases next to that boundary)")
-    work = sort_path_bytes(N, V, b)
+    work = sort_path_bytes(N, V, b, version)
     lo = flashinfer_path_bytes(N, V, b) if (fi_on or version < (0, 11, 1)) else work
     if version >= (0, 14, 0):  # next to the inferred Triton boundary: Triton is the range bottom
         lo = min(lo, triton_path_bytes(N, V, b, sm))
-    return out("sort", work, lo, work,
-               f"{N}·{V}·({0 if b == 4 else 4} fp32 copy + 4 sorted + 8 int64 idx + 1 top-k mask + 4 probs + 1 top-p mask)",
+    hi = max(work, sort_path_bytes(N, V, b, (0, 8, 0)) if version < (0, 14, 0) else work)
+    return out("sort", work, lo, hi,
+               f"{N}·{V}·({0 if b == 4 else 4} fp32 copy + 4 sorted + 8 int64 idx + 1 top-k mask + 4 probs + 1 top-p mask"
+               + (" + 4 out-of-place re-sort" if version < SORT_SCATTER_INPLACE_SINCE else "")
+               + (" + 4 cumsum" if version < SORT_CUMSUM_OUT_SINCE else "") + ")",
                "MRV1 forward_native, PyTorch sort path (v1/sample/ops/topk_topp_sampler.py::apply_top_k_top_p_pytorch); "
                "FlashInfer's first pass is the range bottom where it may be on")
