@@ -133,14 +133,23 @@ def sampler_peak(
                    "V0 sampler (sort + logprobs): a constant fitted from one logged record, not derived")
     if mrv2:
         if version >= MRV2_WARM_PROFILE_SINCE:
-            fi = fi_on and env.get("VLLM_USE_FLASHINFER_SAMPLER") != "0"
-            hi = mrv2_warm_bytes(N, V, flashinfer=True)
-            lo = mrv2_warm_bytes(N, V, flashinfer=False)
-            work = hi if fi and fi_env is not None else lo
-            return out("mrv2-warm", work, N * V * 4, hi,
-                       f"warm-up pass {N}·{V}·(4 fp32 copy + {8 if work == hi else 4} top-k/top-p or logprobs)",
-                       "MRV2 profiles the for_sampler_warmup() pass (0.33+); FlashInfer (range top) when "
-                       "VLLM_USE_FLASHINFER_SAMPLER=1 is set, else in-place Triton masking + fp32 logprobs")
+            # FlashInfer on (the release's default, or the env var): the fused top-k/top-p kernel
+            # adds no [N, V] tensor in current FlashInfer (PR #57926 logged ≈ 7.1 B per element
+            # for the whole pass, i.e. the fp32 copy and the fp32 logprobs only); its older
+            # Python path (masked logits + probs) is the range top. Off: Triton masks in place
+            # beside its cached [min(pow2(N), SMs), V] buffer.
+            base_work = N * V * (4 + 4)
+            if fi_on:
+                work, hi = base_work, mrv2_warm_bytes(N, V, flashinfer=True)
+                how = "FlashInfer (fused masking)"
+            else:
+                work = base_work + min(_next_pow2(N), sm) * V * 4
+                hi = work
+                how = "Triton masking in place + its buffer"
+            return out("mrv2-warm", work, N * V * 4, max(hi, work),
+                       f"warm-up pass {N}·{V}·(4 fp32 copy + 4 fp32 logprobs)" + ("" if fi_on else f" + Triton buffer min(pow2({N}), {sm})·{V}·4"),
+                       f"MRV2 profiles the for_sampler_warmup() pass (0.33+): {how}; "
+                       "VLLM_USE_FLASHINFER_SAMPLER settles the path, else the release's default")
         work = mrv2_profile_bytes(N, V)
         return out("mrv2", work, work, work, f"gumbel buffers {N}·⌈{V}/1024⌉·12",
                    "MRV2 profile pass through 0.32: no logits processing, no top-k/top-p (v1/worker/gpu/sample/sampler.py)")
