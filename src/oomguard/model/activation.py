@@ -88,7 +88,10 @@ def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool 
         "v1/worker/gpu_model_runner.py::profile_run/_dummy_sampler_run, "
         "v1/worker/gpu/model_runner.py::profile_run, v1/sample/ops/topk_topp_sampler.py"
     )
-    assumption = samp.assumption if samp else "not the last PP stage: no sampler"
+    assumption = (samp.assumption if samp else "not the last PP stage: no sampler") + (
+        "; layer shapes are CUDA's (fused silu_and_mul, in-place add-norm, Triton MoE workspaces: "
+        "derived from source, the CPU oracle checks the CPU build's variant)"
+    )
     return Term(
         "activation peak (profile run)",
         int(peak),
