@@ -265,7 +265,7 @@ def plan_launch(
             low=int(w_bytes * 0.98),
             high=int(w_bytes * 1.03),
         )
-        a = act.activation_peak(model, s, last_stage=last)
+        a = act.activation_peak(model, s, last_stage=last, env=env)
         nt = ntr.term
         g = cudagraph_estimate(model, s)
         layout = project_layout(layout_all, set(ranges[stage])) if pp > 1 else layout_all

@@ -101,8 +101,9 @@ def test_matches_vllms_own_dtype_resolution(qwen8b):
             assert err is None, c
 
 
-@pytest.mark.xfail(reason="activation_peak reads e.act_dtype_bytes once the activation-oracle branch (issue 10 items 1-3) lands", strict=False)
 def test_float32_raises_the_activation_peak(qwen8b):
+    # the forward phase doubles; the sampler phase (which dominates at max_num_seqs 1024 on an
+    # H100) only gains its logits' element size, since the sampler works in fp32 either way
     base = plan_launch(qwen8b, lookup_gpu("H100"), {"max_model_len": 8192})
     fp32 = plan_launch(qwen8b, lookup_gpu("H100"), {"max_model_len": 8192, "dtype": "float32"})
-    assert fp32.tight_rank.activation.bytes > 1.3 * base.tight_rank.activation.bytes
+    assert fp32.tight_rank.activation.bytes > 1.15 * base.tight_rank.activation.bytes

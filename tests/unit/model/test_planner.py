@@ -122,7 +122,8 @@ def test_vision_encoder_profile_and_text_only_switch():
     with_mm = plan_launch(m, lookup_gpu("L40S"), {"max_model_len": 8192})
     text_only = plan_launch(m, lookup_gpu("L40S"), {"max_model_len": 8192, "limit_mm_per_prompt": {"image": 0, "video": 0}})
     # the largest image (65,536 patches) through the vision tower is part of the profile peak
-    assert with_mm.tight_rank.activation.bytes - text_only.tight_rank.activation.bytes > 1.5 * 2**30
+    # phases, not sums: the encoder phase (1.46 GiB of tower activations + kept outputs) replaces the forward as the peak
+    assert with_mm.tight_rank.activation.bytes - text_only.tight_rank.activation.bytes > 1.0 * 2**30
     assert "vision encoder" in with_mm.tight_rank.activation.formula
 
 
