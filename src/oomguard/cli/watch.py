@@ -15,7 +15,9 @@ import argparse
 import sys
 
 ACCEPTS_VLLM_FLAGS = True  # plan flags for the drift comparison may follow our options
-EXIT_OK, EXIT_ALERTS, EXIT_BAD_INPUT, EXIT_SERVER_GONE, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
+# The shared codes: an unreachable server and one that went away are both "could not complete".
+EXIT_OK, EXIT_ALERTS, EXIT_BAD_INPUT, EXIT_SERVER_GONE = 0, 1, 2, 3
+EXIT_UNREACHABLE = EXIT_SERVER_GONE
 
 _PARSER: argparse.ArgumentParser | None = None
 

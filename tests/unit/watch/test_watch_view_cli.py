@@ -119,7 +119,7 @@ def test_cli_text_summary_and_exit_codes():
         p = oomguard("--base-url", srv.base_url, "--interval", "0.1", "--duration", "3", "--remote", "--for", "0.2s")
         assert p.returncode == 1 and "fired at" in p.stdout
     p = oomguard("--base-url", f"http://127.0.0.1:{refused_port()}", "--duration", "5")
-    assert p.returncode == 4 and "unreachable" in p.stdout
+    assert p.returncode == 3 and "unreachable" in p.stdout
 
 
 def test_cli_bad_input_is_one_line_exit_2():
