@@ -301,8 +301,8 @@ class _Decoder:
         if len(self.names) > 1:
             raise ClientFailure(ProbeClass.SERVER_ERROR, f"the server stacked encodings {encoding!r}; the probe decodes one")
         self._zlib = zlib
-        self._d = self._new() if self.names else None
         self._deflate_raw = False
+        self._d = self._new() if self.names else None
 
     def _new(self) -> Any:
         if self.names[0] == "deflate":
