@@ -95,9 +95,14 @@ def _mask_value(value: str) -> str:
     return MASK
 
 
+# Prose such as "--api-key is given 2 times" puts a word, not a value, after the flag.
+_PROSE = frozenset({"is", "was", "are", "given", "set", "with", "and", "or", "to", "the", "a", "an", "in", "of",
+                    "flag", "value", "option", "not", "must", "has", "from", "for", "also", "only", "twice"})
+
+
 def _flag_sub(m: re.Match[str]) -> str:
     name, sep, value = m.group(1), m.group(2), m.group(3)
-    if not is_secret_name(name) or MASK in value:
+    if not is_secret_name(name) or MASK in value or (sep != "=" and value.lower() in _PROSE):
         return m.group(0)
     return f"{name}{sep}{_mask_value(value)}"
 
@@ -185,16 +190,23 @@ def _redact_string(value: str, forms: list[str], depth: int) -> str:
     return redact_text(value, forms)
 
 
+# A record that names a flag and holds its value ({"flag": "--api-key", "value": "x"}, a fix,
+# a finding's numbers): the value is secret when the name is.
+_NAME_FIELDS = ("flag", "name", "option", "dest", "key", "env", "variable")
+_VALUE_FIELDS = frozenset({"value", "values", "old", "new", "was", "default", "current", "given"})
+
+
 def _walk(value: Any, forms: list[str], depth: int) -> Any:
     if depth > 200:  # deeper than anything we build; never recurse without bound
         return MASK
     if isinstance(value, str):
         return _redact_string(value, forms, depth)
     if isinstance(value, dict):
+        named_secret = any(isinstance(value.get(f), str) and is_secret_name(value[f]) for f in _NAME_FIELDS)
         out: dict[Any, Any] = {}
         for k, v in value.items():
             key = _redact_string(k, forms, depth) if isinstance(k, str) else k
-            if isinstance(k, str) and is_secret_name(k.lstrip("-")):
+            if isinstance(k, str) and (is_secret_name(k.lstrip("-")) or (named_secret and k in _VALUE_FIELDS)):
                 out[key] = _mask_secret_value(v)
             else:
                 out[key] = _walk(v, forms, depth + 1)
@@ -218,6 +230,34 @@ def _mask_flag_pairs(items: list[Any]) -> list[Any]:
 def redact_data(value: Any, secrets: Iterable[str] = ()) -> Any:
     """A copy of a JSON-like structure with every secret masked; call it before ``json.dumps``."""
     return _walk(value, _forms(secrets), 0)
+
+
+def secret_values(*mappings: Any) -> list[str]:
+    """The secret strings held in flag/env mappings (``{"api_key": "x"}``, ``{"HF_TOKEN": "y"}``),
+    including those nested in JSON-valued flags: to mask wherever they reappear in prose."""
+    found: list[str] = []
+
+    def collect(value: Any, secret: bool, depth: int) -> None:
+        if depth > 50:
+            return
+        if isinstance(value, str):
+            if secret and value and not _NOT_A_VALUE.match(value):
+                found.append(value)
+            elif value.strip()[:1] == "{" and len(value) <= _JSONISH_MAX:
+                try:
+                    collect(json.loads(value), False, depth + 1)
+                except (ValueError, RecursionError):
+                    pass
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                collect(v, secret or (isinstance(k, str) and is_secret_name(k)), depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                collect(v, secret, depth + 1)
+
+    for mapping in mappings:
+        collect(mapping, False, 0)
+    return found
 
 
 def redact_argv(argv: Iterable[str]) -> list[str]:

@@ -83,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except OomguardError as exc:
-        print(f"oomguard {args.command}: error: {exc}", file=sys.stderr)
+        from oomguard.redact import redact_text, safe_terminal_text
+
+        print(f"oomguard {args.command}: error: {safe_terminal_text(redact_text(str(exc)))}", file=sys.stderr)
         return getattr(module, "EXIT_BAD_INPUT", 2)
     except KeyboardInterrupt:
         return 130
