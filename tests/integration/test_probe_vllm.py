@@ -21,9 +21,9 @@ import pytest
 pytestmark = pytest.mark.vllm
 
 KEY = "sk-oomguard-itest-5f2c9a71"
-# The fixture server: --kv-cache-memory-bytes 64M at 512 B/token (tiny model) = 131,072 tokens,
-# in CPU blocks of 128.
-TINY_KV_TOKENS = 64 * 1024 * 1024 // 512
+# The fixture server: --kv-cache-memory-bytes 128M at 1 KiB/token (tiny model, float32) =
+# 131,072 tokens, in CPU blocks of 128.
+from vllm_server import TINY_KV_TOKENS  # noqa: E402
 FAST = ["--output-tokens", "8", "--sample-interval", "0.2", "--timeout", "30", "--duration", "120", "--no-progress"]
 
 
