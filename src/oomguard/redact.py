@@ -260,6 +260,23 @@ def secret_values(*mappings: Any) -> list[str]:
     return found
 
 
+def secrets_in_text(text: str) -> list[str]:
+    """The values that follow secret flags or secret assignments in raw text (a launch script),
+    to mask wherever they reappear, even where a parser took them for something else."""
+    found: list[str] = []
+    if not text:
+        return found
+    for rx in (_FLAG, _ASSIGN):
+        for m in rx.finditer(text):
+            name, value = (m.group(1), m.group(3)) if rx is _FLAG else (m.group(2), m.group(5))
+            if not is_secret_name(name) or _NOT_A_VALUE.match(value):
+                continue
+            value = value.strip("'\"\\")
+            if len(value) >= 4 and value.lower() not in _PROSE:
+                found.append(value)
+    return found
+
+
 def redact_argv(argv: Iterable[str]) -> list[str]:
     """A command line with secret flag values and secret ``NAME=value`` assignments masked."""
     out = [str(a) for a in argv]

@@ -147,10 +147,11 @@ def run(args: argparse.Namespace) -> int:
     # Secrets in the launch (--api-key, HF_TOKEN=..., keys nested in JSON-valued flags) stay in
     # the file --fix writes but never reach stdout: redacted here, at the render edge, as a
     # structure for json/sarif and as text for the line-oriented formats.
-    from oomguard.redact import Redactor, secret_values
+    from oomguard.redact import Redactor, secret_values, secrets_in_text
 
     launch = getattr(report.ctx, "launch", None)
-    redact = Redactor(secret_values(getattr(launch, "flags", {}), getattr(launch, "env", {})))
+    redact = Redactor(secret_values(getattr(launch, "flags", {}), getattr(launch, "env", {}))
+                      + secrets_in_text(getattr(launch, "text", "") or ""))
     if fmt == "json":
         json.dump(redact.data(json.loads(json.dumps(report.to_dict(), default=str))), sys.stdout, indent=2)
         sys.stdout.write("\n")
