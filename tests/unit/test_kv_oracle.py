@@ -227,7 +227,7 @@ def test_oracle_reproduces_committed_json(tmp_path):
             pytest.fail("OOMGUARD_REQUIRE_VLLM=1 but " + reason)
         pytest.skip(reason)
     fresh_path = tmp_path / "fresh.json"
-    argv = [str(python), str(ORACLE_SCRIPT), "--out", str(fresh_path), "--jobs", "1"]
+    argv = [str(python), str(ORACLE_SCRIPT), "--out", str(fresh_path)]
     for case in RERUN_CASES:
         argv += ["--case", case]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)

@@ -294,6 +294,8 @@ def decide(run: ProbeRun, limits: Limits) -> Verdict:
         notes.append(f"{ENGINE_CRASHED}: vLLM answered 'EngineCore encountered an issue' "
                      f"({len(crashed)} request(s), {len(crashed_checks)} chain check(s))")
     if run.server_alive is False:
+        if not (crashed or crashed_checks):
+            notes.append(f"{ENGINE_CRASHED}: the server died under load ({run.alive_detail})")
         evidence = [run.alive_detail] + [_evidence(r) for r in _failed(records)[:3]]
         if any(f.cls is ProbeClass.HOST_OOM for f in memory):
             memory[0].evidence = evidence + memory[0].evidence
@@ -313,8 +315,8 @@ def decide(run: ProbeRun, limits: Limits) -> Verdict:
             )
         else:
             memory.append(
-                Finding(ProbeClass.UNKNOWN, "the server died under load without memory evidence here", evidence,
-                        FIXES[ProbeClass.UNKNOWN] + "; or rerun with --server-log FILE")
+                Finding(ProbeClass.UNKNOWN, f"the server died under load ({ENGINE_CRASHED} or was killed) without "
+                        "memory evidence here", evidence, FIXES[ProbeClass.UNKNOWN] + "; or rerun with --server-log FILE")
             )
     elif crashed and not oom_errors:
         memory.append(
