@@ -113,8 +113,8 @@ def _assign_sub(m: re.Match[str]) -> str:
         return m.group(0)  # the header rule has kept the scheme ("Bearer") and masked the credential
     if not is_secret_name(name) or _NOT_A_VALUE.match(value) or MASK in value:
         return m.group(0)
-    if value[:1] not in "'\"\\" and value.lstrip("-").replace(".", "", 1).isdigit():
-        return m.group(0)  # "tokens: 512" style counts are not secrets
+    if value[:1] not in "'\"\\" and len(value) <= 4 and value.lstrip("-").replace(".", "", 1).isdigit():
+        return m.group(0)  # "token: 1", "key=0": a short count or index is not a credential
     return f"{quote}{name}{quote2}{sep}{_mask_value(value)}"
 
 

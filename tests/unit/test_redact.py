@@ -170,3 +170,44 @@ def test_error_messages_are_redacted(capsys, tmp_path):
     out, err = capsys.readouterr()
     assert rc != 0 and "Traceback" not in err
     assert "s3cretKEYvalue" not in out + err
+
+
+# --- properties -------------------------------------------------------------------------------
+
+from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=30),
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=12), kids, max_size=4),
+    max_leaves=20,
+)
+_secret = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.", min_size=8, max_size=24)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(value=_json_values, key=st.sampled_from(["api_key", "hf_token", "password", "HF_TOKEN", "--api-key"]),
+       secret=_secret)
+def test_redacted_structures_serialize_and_lose_the_secret(value, key, secret):
+    assume(secret not in json.dumps(value))
+    data = {"payload": value, key: secret, "nested": [{key: secret}], "text": f"--api-key {secret} and {key}={secret}"}
+    out = json.dumps(redact_data(data))
+    json.loads(out)
+    assert secret not in out
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(prefix=st.text(max_size=40), suffix=st.text(max_size=40), secret=_secret,
+       form=st.sampled_from(["--api-key {s}", "--api-key={s}", "HF_TOKEN={s}", "MY_SECRET='{s}'",
+                             "'api_key': '{s}'", '"password": "{s}"', "https://u:{s}@h/", "Authorization: Bearer {s}"]))
+def test_secret_forms_are_masked_in_any_surrounding_text(prefix, suffix, secret, form):
+    text = f"{prefix} {form.format(s=secret)} {suffix}"
+    assume(text.count(secret) == 1)  # the secret itself, not the same characters elsewhere
+    assert secret not in redact_text(text)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(text=st.text(max_size=200))
+def test_terminal_text_never_keeps_a_control_character(text):
+    out = safe_terminal_text(text)
+    assert not any((ord(c) < 32 and c not in "\t\n") or 0x7F <= ord(c) <= 0x9F for c in out)
