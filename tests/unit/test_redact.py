@@ -182,7 +182,8 @@ _json_values = st.recursive(
     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=12), kids, max_size=4),
     max_leaves=20,
 )
-_secret = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.", min_size=8, max_size=24)
+_secret = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.", min_size=8, max_size=24).filter(
+    lambda s: s[0].isalnum())  # a value starting with "-" after a flag reads as the next flag
 
 
 @settings(max_examples=150, deadline=None, derandomize=True, database=None)
