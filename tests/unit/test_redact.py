@@ -212,3 +212,14 @@ def test_secret_forms_are_masked_in_any_surrounding_text(prefix, suffix, secret,
 def test_terminal_text_never_keeps_a_control_character(text):
     out = safe_terminal_text(text)
     assert not any((ord(c) < 32 and c not in "\t\n") or 0x7F <= ord(c) <= 0x9F for c in out)
+
+
+def test_argparse_errors_are_redacted(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["probe", "--base-url", "http://127.0.0.1:9", "--bogus", "--api-key", "s3cretKEYvalue"])
+    _, err = capsys.readouterr()
+    assert exc.value.code == 2 and "--bogus" in err and "s3cretKEYvalue" not in err
+    with pytest.raises(SystemExit):
+        main(["plan", "--gpu-memory-gib", "sk-proj-abcdefghijklmnopqrstu"])
+    _, err = capsys.readouterr()
+    assert "abcdefghijklmnopqrstu" not in err and "--gpu-memory-gib" in err

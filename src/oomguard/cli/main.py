@@ -25,10 +25,20 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's usage errors echo argument values ("unrecognized arguments: --api-key X"):
+    they go through the redactor like every other error. Subparsers inherit the class."""
+
+    def error(self, message: str):  # type: ignore[override]
+        from oomguard.redact import redact_text, safe_terminal_text
+
+        super().error(safe_terminal_text(redact_text(message)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from oomguard import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="oomguard",
         description="Keep vLLM deployments from running out of memory.",
     )
