@@ -91,7 +91,7 @@ def campaign(name: str, strategy, build, examples: int, seed: int, failures: lis
     def one(value):
         d = Path(tempfile.mkdtemp(prefix=f"oomguard-fuzz-{name}-"))
         try:
-            if name == "probe-http":
+            if name in ("probe-http", "watch-http"):
                 with fuzzlib.ResponseServer(value) as srv:
                     argv = build(srv.base_url)
                     o = run_child(argv, {fuzzlib.PROBE_KEY_ENV: fuzzlib.SECRET_API_KEY, **fuzzlib.OFFLINE_ENV})
@@ -123,7 +123,8 @@ def main() -> int:
     ap.add_argument("--case", action="append", default=[], help="run only these cases (repeatable)")
     ap.add_argument("--failures", default="fuzz-failures.jsonl", help="where the failing examples go")
     args = ap.parse_args()
-    cases = [(n, s, b) for n, s, b in fuzzlib.cases()] + [("probe-http", fuzzlib.http_responses(), fuzzlib.probe_argv)]
+    cases = [(n, s, b) for n, s, b in fuzzlib.cases()] + [("probe-http", fuzzlib.http_responses(), fuzzlib.probe_argv),
+                                                           ("watch-http", fuzzlib.http_responses(), fuzzlib.watch_argv)]
     if args.case:
         cases = [c for c in cases if c[0] in args.case]
     failures: list[dict] = []

@@ -75,3 +75,20 @@ def test_probe_survives_hostile_http_responses():
         assert doc["verdict"] in ("pass", "fail")
 
     check()
+
+
+def test_watch_survives_hostile_http_responses():
+    """watch (remote: /metrics only) against the same drawn responses; it ends by --duration or server-gone."""
+
+    @settings(max_examples=4, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
+    @given(resp=fuzzlib.http_responses())
+    def check(resp):
+        with fuzzlib.ResponseServer(resp) as srv:
+            argv = fuzzlib.watch_argv(srv.base_url)
+            o = fuzzlib.judge(fuzzlib.run_inprocess(argv, env={fuzzlib.PROBE_KEY_ENV: fuzzlib.SECRET_API_KEY},
+                                                    time_limit_s=CI_TIME_LIMIT_S))
+        assert not o.problems, f"{o.problems}\nresponse: {resp}\nstderr: {o.err[-1500:]}"
+        assert "\x1b" not in o.out
+
+    check()
