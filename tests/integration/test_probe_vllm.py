@@ -126,3 +126,29 @@ def test_api_key_missing_then_right(vllm_server_factory):
         assert KEY not in text
     finally:
         server.stop()
+
+
+def test_killed_engine_core_is_an_engine_crash_with_the_log_diagnosed(vllm_server_factory):
+    """Real vLLM: SIGKILL the EngineCore under a live API server; probe says the engine crashed
+    and, with --server-log, puts diagnose's reading of the real log in its report (issue 11.9)."""
+    import signal
+    import time
+
+    import psutil
+
+    server = vllm_server_factory()
+    try:
+        cores = [p for p in psutil.Process(server.pid).children(recursive=True)
+                 if "EngineCore" in " ".join(p.cmdline()) or "EngineCore" in p.name()]
+        assert cores, [p.cmdline() for p in psutil.Process(server.pid).children(recursive=True)]
+        for p in cores:
+            p.send_signal(signal.SIGKILL)
+        time.sleep(3)  # vLLM's engine-core monitor notices and marks the engine dead
+        rc, r, text = oomguard_probe("--base-url", server.base_url, "--concurrency", "2",
+                                     "--server-log", str(server.log_path), *FAST)
+        assert rc == 1, r["summary"]
+        assert r["engine_crashed"] is True, (r["summary"], r["notes"])
+        assert "engine crashed" in text
+        assert r["server_log"]["file"] == str(server.log_path) and r["server_log"]["summary"]
+    finally:
+        server.stop()
