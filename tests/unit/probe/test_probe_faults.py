@@ -33,7 +33,7 @@ except ImportError:  # the optional fast transport (oomguard[fast]) is not insta
     TRANSPORTS = ["httpx"]
 
 
-def run_probe(url: str, *, duration=8.0, request_timeout=None, stall=0.5, chain_timeout=1.0, local=False, **kw):
+def run_probe(url: str, *, duration=8.0, request_timeout=None, stall=0.5, chain_timeout=3.0, local=False, **kw):
     cfg = ProbeConfig(
         url=normalize_base_url(url),
         max_model_len=kw.pop("max_model_len", 256),
