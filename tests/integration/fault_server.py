@@ -15,6 +15,15 @@ shapes them, and injects the faults real vLLM will not produce on demand:
 ``no-choices``   a stream chunk without ``choices`` (S2's "reading choices")
 ``trickle``      after one chunk, only SSE keep-alive comments, forever (defeats read timeouts)
 ``slow``         every token takes 50 ms (a run that outlasts ``--duration``)
+``trickle-body`` ``/v1/models`` (and every non-streamed answer) sent one byte every 50 ms
+                 (each read returns in time, the call never ends: a per-read timeout is no bound)
+``endless-body`` ``/v1/models`` is an endless chunked body (bytes as fast as the socket takes them)
+``gzip-bomb``    ``/v1/models`` is 4 MiB of gzip that inflates to 4 GiB of zeros
+``escapes``      model ids, error messages and stream text carry terminal escape sequences
+``engine-dead``  load requests get vLLM's EngineDeadError 500 ("EngineCore encountered an
+                 issue"), after which /health answers 503
+``long-line``    a stream line that never ends (no newline, ever)
+``many-events``  a stream of empty-text events that never sends [DONE]
 
 ``where`` limits a fault to stage-2 load (requests whose prompt is a list of
 token ids), so the client chain passes and the runner's handling is tested;
@@ -24,6 +33,7 @@ token ids), so the client chain passes and the runner's handling is tested;
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import struct
@@ -34,6 +44,20 @@ from typing import Any
 
 MODEL = "tiny"
 MAX_MODEL_LEN = 1024
+ESCAPE = "\x1b]0;pwned\x07\x1b[2J\x1b[31m"  # set the window title, clear the screen, turn red
+ENGINE_DEAD = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+_BOMB: bytes | None = None
+
+
+def gzip_bomb() -> bytes:
+    """4 GiB of zeros as gzip (about 4 MiB): one 16 MiB member compressed once, repeated 256 times.
+
+    A multi-member body is valid gzip (RFC 1952) and costs milliseconds to build.
+    """
+    global _BOMB
+    if _BOMB is None:
+        _BOMB = gzip.compress(b"\0" * (1 << 24), compresslevel=9) * 256
+    return _BOMB
 
 
 class _State:
@@ -104,6 +128,36 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
+    def _bad_body(self) -> None:
+        fault = self.st.fault
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if fault == "gzip-bomb":
+            bomb = gzip_bomb()
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(bomb)))
+            self.end_headers()
+            try:
+                self.wfile.write(bomb)
+            except OSError:
+                pass
+            return
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            if fault == "trickle-body":
+                self._chunk("{")
+                while not self.st.stop.wait(0.05):
+                    self._chunk(" ")
+            else:
+                self._chunk('{"object": "list", "data": [')
+                block = " " * 65536
+                while not self.st.stop.is_set():
+                    self._chunk(block)
+        except OSError:
+            pass
+        self.close_connection = True
+
     def _never(self) -> None:
         self.st.stop.wait(120)
         self.close_connection = True
@@ -129,6 +183,13 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(401, {"error": "Unauthorized"})
         if self.path == "/health":
             return self._send(500 if self.st.dead else 200, "" if not self.st.dead else {"error": "engine dead"})
+        if self.path == "/health" and self.st.fault == "engine-dead" and self.st.dead:
+            return self._send(503, "")
+        if self.path == "/v1/models" and self.st.fault in ("trickle-body", "endless-body", "gzip-bomb"):
+            return self._bad_body()
+        if self.path == "/v1/models" and self.st.fault == "escapes":
+            return self._send(200, {"object": "list", "data": [{"id": MODEL + ESCAPE, "object": "model", "root": ESCAPE,
+                                                                 "max_model_len": self.st.max_model_len}]})
         if self.path == "/v1/models":
             return self._send(
                 200,
@@ -191,6 +252,11 @@ class _Handler(BaseHTTPRequestHandler):
             )
         applies = self._applies(body)
         fault = self.st.fault if applies else "ok"
+        if fault == "engine-dead":
+            self.st.dead = True
+            return self._error(500, ENGINE_DEAD, "InternalServerError")
+        if fault in ("trickle-body", "endless-body") and not body.get("stream") and self.st.where == "all":
+            return self._bad_body()
         if fault == "500":
             return self._error(500, "internal server error (injected)", "InternalServerError")
         if fault == "oom":
@@ -225,6 +291,21 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._reset()
                 if fault == "slow":
                     time.sleep(0.05)
+                if fault == "long-line" and i == 1:
+                    while not self.st.stop.is_set():
+                        self._chunk("x" * 65536)
+                    return self._reset()
+                if fault == "many-events" and i == 1:
+                    empty = {"index": 0, "finish_reason": None, **({"delta": {"content": ""}} if chat else {"text": ""})}
+                    line = "data: " + json.dumps({"id": "x", "choices": [empty]}) + "\n\n"
+                    while not self.st.stop.is_set():
+                        self._chunk(line * 64)
+                    return self._reset()
+                if fault == "escapes":
+                    text = "a" + ESCAPE
+                    choice = {"index": 0, "finish_reason": None, **({"delta": {"content": text}} if chat else {"text": text})}
+                    self._chunk("data: " + json.dumps({"id": "x", "choices": [choice]}) + "\n\n")
+                    continue
                 if fault == "malformed" and i == 1:
                     self._chunk("data: {this is not json\n\n")
                     continue

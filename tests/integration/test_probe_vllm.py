@@ -21,9 +21,9 @@ import pytest
 pytestmark = pytest.mark.vllm
 
 KEY = "sk-oomguard-itest-5f2c9a71"
-# The fixture server: --kv-cache-memory-bytes 64M at 512 B/token (tiny model) = 131,072 tokens,
-# in CPU blocks of 128.
-TINY_KV_TOKENS = 64 * 1024 * 1024 // 512
+# The fixture server: --kv-cache-memory-bytes 128M at 1 KiB/token (tiny model, float32) =
+# 131,072 tokens, in CPU blocks of 128.
+from vllm_server import TINY_KV_TOKENS  # noqa: E402
 FAST = ["--output-tokens", "8", "--sample-interval", "0.2", "--timeout", "30", "--duration", "120", "--no-progress"]
 
 
@@ -124,5 +124,47 @@ def test_api_key_missing_then_right(vllm_server_factory):
         rc, r, text = oomguard_probe("--base-url", server.base_url, "--api-key-env", "ITEST_VLLM_KEY", *FAST, env={"ITEST_VLLM_KEY": KEY + "\n"})
         assert rc == 1 and r["class"] == "auth" and "whitespace" in checks(r)["auth"]["detail"]
         assert KEY not in text
+    finally:
+        server.stop()
+
+
+def test_engine_core_killed_under_load_is_an_engine_crash_with_the_log_diagnosed(vllm_server_factory, tmp_path):
+    """Real vLLM: SIGKILL the EngineCore while the probe's load runs; probe says the engine crashed
+    and, with --server-log, puts diagnose's reading of the real log in its report (issue 11.9)."""
+    import signal
+    import time
+
+    import httpx
+    import psutil
+
+    server = vllm_server_factory()
+    out = tmp_path / "probe.json"
+    try:
+        cores = [p for p in psutil.Process(server.pid).children(recursive=True)
+                 if "EngineCore" in " ".join(p.cmdline()) or "EngineCore" in p.name()]
+        assert cores, [p.cmdline() for p in psutil.Process(server.pid).children(recursive=True)]
+        with open(out, "w") as fh:
+            probe = subprocess.Popen(
+                [sys.executable, "-m", "oomguard.cli.main", "probe", "--format", "json", "--base-url", server.base_url,
+                 "--concurrency", "2", "--output-tokens", "400", "--prompt-tokens", "64", "--server-log",
+                 str(server.log_path), "--sample-interval", "0.2", "--timeout", "30", "--duration", "120",
+                 "--no-progress"],
+                stdout=fh, stderr=subprocess.PIPE, text=True)
+            # wait until stage 2's requests are running in the engine, then kill it under them
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and probe.poll() is None:
+                text = httpx.get(server.url("/metrics"), timeout=5).text
+                running = [ln for ln in text.splitlines() if ln.startswith("vllm:num_requests_running")]
+                if running and float(running[0].rsplit(" ", 1)[1]) >= 1:
+                    break
+                time.sleep(0.2)
+            for p in cores:
+                p.send_signal(signal.SIGKILL)
+            _, err = probe.communicate(timeout=180)
+        r = json.loads(out.read_text())
+        assert probe.returncode == 1, (r["summary"], err[-2000:])
+        assert r["engine_crashed"] is True, (r["summary"], r["notes"])
+        assert any("engine crashed" in f["summary"] for f in r["findings"]) or "engine crashed" in r["summary"]
+        assert r["server_log"]["file"] == str(server.log_path) and r["server_log"]["summary"]
     finally:
         server.stop()

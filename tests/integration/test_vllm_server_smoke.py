@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.vllm
 
-# Tiny model: 2 layers x 2 (K,V) x 2 KV heads x 32 head_dim x 2 B (bf16) per token.
-TINY_KV_BYTES_PER_TOKEN = 2 * 2 * 2 * 32 * 2
+# Tiny model: 2 layers x 2 (K,V) x 2 KV heads x 32 head_dim x 4 B (float32) per token.
+from vllm_server import TINY_KV_BYTES_PER_TOKEN, TINY_KV_CACHE_BYTES  # noqa: E402
 CPU_BLOCK_SIZE = 128  # vLLM's CPU platform default block size
 
 
@@ -73,10 +73,10 @@ def test_metrics_expose_kv_cache_usage_and_cache_config(vllm_server):
     info = samples["vllm:cache_config_info"][0].labels
     block_size = int(info["block_size"])
     assert block_size == CPU_BLOCK_SIZE
-    assert int(info["kv_cache_memory_bytes"]) == 64 * 2**20
-    # 64 MiB / (512 B/token * 128 tokens/block) = 1024 blocks.
+    assert int(info["kv_cache_memory_bytes"]) == TINY_KV_CACHE_BYTES
+    # 128 MiB / (1 KiB/token * 128 tokens/block) = 1024 blocks.
     num_blocks = int(info["num_gpu_blocks"])
-    assert num_blocks == 64 * 2**20 // (TINY_KV_BYTES_PER_TOKEN * block_size)
+    assert num_blocks == TINY_KV_CACHE_BYTES // (TINY_KV_BYTES_PER_TOKEN * block_size)
     assert int(info["kv_cache_size_tokens"]) == num_blocks * block_size
 
 
@@ -103,8 +103,8 @@ def test_factory_server_with_api_key(vllm_server_factory):
 
 
 def test_failing_run_captures_kv_error(vllm_failing_run):
-    # One 128-token block of 512 B/token is 64 KiB; vLLM reserves one null block, leaving none.
-    run = vllm_failing_run(["--kv-cache-memory-bytes", "64K"])
+    # One 128-token block of 1 KiB/token is 128 KiB; vLLM reserves one null block, leaving none.
+    run = vllm_failing_run(["--kv-cache-memory-bytes", "128K"])
     assert run.returncode != 0
     assert "ValueError: No available memory for the cache blocks." in run.log
     assert "Engine core initialization failed" in run.log

@@ -47,7 +47,7 @@ def _drive(base_url: str, model: str, n: int, errors: list) -> list[threading.Th
 def test_watch_sees_load_alerts_and_ends_cleanly_when_the_server_stops(vllm_server_factory, tiny_model_dir, tmp_path):
     server = vllm_server_factory()
     launch = tmp_path / "start_api.sh"
-    launch.write_text(f"vllm serve {tiny_model_dir} --enforce-eager --kv-cache-memory-bytes 64M --max-model-len 1024\n")
+    launch.write_text(f"vllm serve {tiny_model_dir} --enforce-eager --dtype float32 --kv-cache-memory-bytes 128M --max-model-len 1024\n")
     opts = "--interval 0.25 --duration 120 --alert-kv 0.01 --for 0s --gpu A100-80GB --format json".split()
     cmd = [sys.executable, "-m", "oomguard.cli.main", "watch", "--base-url", server.base_url, "--launch", str(launch), *opts]
     watch = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)

@@ -11,8 +11,8 @@ Fixtures (defined in ``tests/integration/conftest.py``; all tests that use them 
     The venv directory. Skips the test when it is missing or broken, or fails it when env
     ``OOMGUARD_REQUIRE_VLLM=1`` (CI sets that, so a broken install cannot pass silently).
 ``tiny_model_dir`` (session) -> Path
-    A tiny random Llama (2 layers, hidden 128, 2 KV heads of 32, bf16, vocab 512, chat template)
-    built once per session by ``scripts/make_tiny_model.py`` into a tmp dir. KV: 512 B/token.
+    A tiny random Llama (2 layers, hidden 128, 2 KV heads of 32, float32, vocab 512, chat template)
+    built once per session by ``scripts/make_tiny_model.py`` into a tmp dir. KV: 1 KiB/token.
 ``vllm_server`` (session) -> VllmServer
     One server for the whole session, started as::
 
@@ -61,17 +61,52 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VENV = REPO_ROOT / ".venv-vllm"
 MAKE_TINY_MODEL = REPO_ROOT / "scripts" / "make_tiny_model.py"
 SERVED_MODEL_NAME = "tiny"
-DEFAULT_START_TIMEOUT_S = 120.0
 STOP_GRACE_S = 20.0
+
+# The tiny model is built and served in float32. vLLM 0.32's CPU attention uses AMX tiles for
+# bf16 without asking Linux for permission (arch_prctl ARCH_REQ_XCOMP_PERM), so on a CPU with
+# AMX the first short request kills the worker with SIGILL; float32 never takes that path.
+# vLLM's --dtype auto turns a float32 checkpoint into 16-bit, hence the explicit --dtype.
+TINY_DTYPE = "float32"
+# Per token of KV: 2 layers x 2 (K,V) x 2 KV heads x 32 head_dim x 4 B (float32) = 1 KiB.
+TINY_KV_BYTES_PER_TOKEN = 2 * 2 * 2 * 32 * 4
+# 128 MiB of KV at 1 KiB/token = 131,072 tokens = 1024 CPU blocks of 128.
+TINY_KV_CACHE_BYTES = 128 * 2**20
+TINY_KV_TOKENS = TINY_KV_CACHE_BYTES // TINY_KV_BYTES_PER_TOKEN
 
 # Arguments every test server gets (besides model, host, port and served name).
 DEFAULT_SERVE_ARGS: tuple[str, ...] = (
     "--enforce-eager",
+    "--dtype",
+    TINY_DTYPE,
     "--kv-cache-memory-bytes",
-    "64M",
+    "128M",
     "--max-model-len",
     "1024",
 )
+
+
+def start_timeout_s() -> float:
+    """How long a test server may take to become healthy: scaled to the machine.
+
+    On an idle 2-core machine the tiny model's server is healthy in ~40-60 s; a busy or smaller
+    machine takes longer. 240 s per 2 idle cores, times the load per core when above 1 (up to
+    4x), and never under 240 s. ``OOMGUARD_VLLM_START_TIMEOUT`` overrides it.
+    """
+    if os.environ.get("OOMGUARD_VLLM_START_TIMEOUT"):
+        return float(os.environ["OOMGUARD_VLLM_START_TIMEOUT"])
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    per_core = max(1.0, min(4.0, load / max(1, cores)))
+    return max(240.0, 240.0 * max(1.0, 2.0 / cores) * per_core)
+
+
+def skip_requested() -> bool:
+    """``OOMGUARD_SKIP_VLLM=1``: every test that needs vLLM skips, even when .venv-vllm exists."""
+    return os.environ.get("OOMGUARD_SKIP_VLLM", "") == "1"
 
 # Keep vLLM off the network and quiet about it. VLLM_HOST_IP pins the engine's ZMQ/gloo endpoints
 # to loopback. No VLLM_CPU_KVCACHE_SPACE is needed: --kv-cache-memory-bytes sizes the CPU KV cache.
@@ -98,7 +133,7 @@ def venv_python() -> Path:
 
 
 def vllm_required() -> bool:
-    return os.environ.get("OOMGUARD_REQUIRE_VLLM", "") == "1"
+    return os.environ.get("OOMGUARD_REQUIRE_VLLM", "") == "1" and not skip_requested()
 
 
 def vllm_venv_problem() -> str | None:
@@ -113,6 +148,8 @@ def require_vllm() -> Path:
     """Return the venv dir; otherwise skip the calling test, or fail it when vLLM is required."""
     import pytest
 
+    if skip_requested():
+        pytest.skip("OOMGUARD_SKIP_VLLM=1")
     problem = vllm_venv_problem()
     if problem is not None:
         if vllm_required():
@@ -127,7 +164,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def build_tiny_model(out_dir: Path, dtype: str = "bfloat16") -> Path:
+def build_tiny_model(out_dir: Path, dtype: str = TINY_DTYPE) -> Path:
     """Build the tiny test model into out_dir with the vLLM venv's python (it has transformers)."""
     out_dir = Path(out_dir)
     proc = subprocess.run(
@@ -259,7 +296,7 @@ def start_server(
     """Start `vllm serve` and wait for /health; on failure stop it and raise RuntimeError with
     the log tail."""
     if timeout_s is None:
-        timeout_s = float(os.environ.get("OOMGUARD_VLLM_START_TIMEOUT", DEFAULT_START_TIMEOUT_S))
+        timeout_s = start_timeout_s()
     port = free_port()
     argv = _serve_argv(Path(model_dir), port, served_model_name, base_args, extra_args)
     log_path = Path(log_path)
@@ -290,8 +327,16 @@ def start_server(
         time.sleep(0.5)
     _terminate_group(proc)
     raise RuntimeError(
-        f"vllm serve not healthy after {timeout_s:.0f} s; log {log_path}:\n{_tail(log_path)}"
+        f"vllm serve not healthy after {timeout_s:.0f} s (OOMGUARD_VLLM_START_TIMEOUT raises it; load "
+        f"{_load()}); log {log_path}:\n{_tail(log_path)}"
     )
+
+
+def _load() -> str:
+    try:
+        return "/".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
+    except OSError:
+        return "unknown"
 
 
 @dataclass

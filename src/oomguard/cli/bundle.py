@@ -55,8 +55,15 @@ def run(args: argparse.Namespace) -> int:
         except AskError as exc:
             print(f"oomguard bundle: error: {exc}", file=sys.stderr)
             return EXIT_ASK_FAILED
+        import os
+
+        from oomguard.redact import Redactor, safe_terminal_text
+
+        redact = Redactor([os.environ.get("OOMGUARD_LLM_API_KEY") or ""])
         print()
-        print(f"----- second opinion from {answer.model} at {answer.endpoint} (not oomguard's verdict) -----")
-        print(answer.text)
+        print(f"----- second opinion from {safe_terminal_text(answer.model)} at {redact(answer.endpoint)} "
+              "(not oomguard's verdict) -----")
+        # The endpoint's reply is a stranger's text: it can echo a key or carry terminal escapes.
+        print(safe_terminal_text(redact(answer.text)))
         print("----- end of second opinion -----")
     return code

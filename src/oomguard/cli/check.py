@@ -145,22 +145,30 @@ def run(args: argparse.Namespace) -> int:
         ignore=ignore,
     )
     fmt = args.format
+    # Secrets in the launch (--api-key, HF_TOKEN=..., keys nested in JSON-valued flags) stay in
+    # the file --fix writes but never reach stdout: redacted here, at the render edge, as a
+    # structure for json/sarif and as text for the line-oriented formats.
+    from oomguard.redact import Redactor, secret_values, secrets_in_text
+
+    launch = getattr(report.ctx, "launch", None)
+    redact = Redactor(secret_values(getattr(launch, "flags", {}), getattr(launch, "env", {}))
+                      + secrets_in_text(getattr(launch, "text", "") or ""))
     if fmt == "json":
-        json.dump(report.to_dict(), sys.stdout, indent=2, default=str)
+        json.dump(redact.data(json.loads(json.dumps(report.to_dict(), default=str))), sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif fmt == "sarif":
         from oomguard.check.sarif import to_sarif
 
-        json.dump(to_sarif(report), sys.stdout, indent=2, default=str)
+        json.dump(redact.data(json.loads(json.dumps(to_sarif(report), default=str))), sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif fmt == "github":
         from oomguard.check.github import to_github
 
-        sys.stdout.write(to_github(report))
+        sys.stdout.write(redact.text(to_github(report)))
     else:
         from oomguard.check.text import render_report
 
-        sys.stdout.write(render_report(report, show_diff=not args.no_diff, verbose=args.verbose))
+        sys.stdout.write(redact.text(render_report(report, show_diff=not args.no_diff, verbose=args.verbose)))
     if args.fix:
         _write_fix(report, args.in_place)
     return int(report.exit_code(args.strict))

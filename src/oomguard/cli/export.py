@@ -231,15 +231,26 @@ def _verify(text: str, target, launch, version: str | None) -> list[str]:
     """Read the export back with oomguard's own readers; what differs from the launch."""
     from oomguard.errors import OomguardError
     from oomguard.export.launch import Target
+    from oomguard.export.launch import moved_secret_flags, placeholder_text
     from oomguard.export.readback import differences, expected_flags, read_back
 
+    # Flags whose JSON held a credential are references to the environment now: read back
+    # with a placeholder in their place, and compared without them.
+    moved = moved_secret_flags(launch.flags)
     try:
-        model, flags, _env = read_back(text, target, version=version)
+        model, flags, _env = read_back(placeholder_text(text, target, moved), target, version=version)
     except (OomguardError, ValueError) as exc:
         return [f"reading it back failed: {exc}"]
+    except Exception as exc:  # noqa: BLE001 - a reader's own error (e.g. YAML) is a failed read-back, not a crash
+        return [f"reading it back failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"]
     if target is Target.ENV:
         return []
-    problems = differences(expected_flags(launch.flags, version=version), flags)
+    for dest, name in moved.items():
+        flags.pop(dest, None)
+        if name not in text:
+            return [f"--{dest.replace('_', '-')}: the reference to {name} is missing from the export"]
+    expected = {k: v for k, v in launch.flags.items() if k not in moved}
+    problems = differences(expected_flags(expected, version=version), flags)
     if model != launch.model:
         problems.append(f"model: exported {launch.model!r}, read back {model!r}")
     return problems
@@ -257,6 +268,9 @@ def _launch(args: argparse.Namespace) -> int:
         raise InputError("the launch names no model (vllm serve MODEL)", file=launch.path)
     version = args.vllm_version or launch.version
     target = Target(args.to)
+    from oomguard.export.launch import check_name
+
+    check_name(args.name, target)
     opts = ExportOptions(
         vllm_version=version,
         name=args.name,

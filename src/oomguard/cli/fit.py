@@ -215,13 +215,28 @@ def check_first_edit(args: argparse.Namespace, launch, model_spec: str | None):
 def run(args: argparse.Namespace) -> int:
     from oomguard.fit.runner import fit
 
+    from oomguard.redact import Redactor, secret_values, secrets_in_text
+
     req = build_request(args)
     result = fit(req)
+    # The corrected command repeats the launch's --api-key and JSON-valued flags: secrets are
+    # masked at this render edge (the launch file itself is never rewritten by fit).
+    launch = req.launch
+    redact = Redactor(secret_values(getattr(launch, "flags", {}) or {}, getattr(launch, "env", {}) or {})
+                      + secrets_in_text(getattr(launch, "text", "") or ""))
     if args.format == "json":
-        json.dump(result.to_dict(), sys.stdout, indent=2, default=str)
+        json.dump(redact.data(json.loads(json.dumps(result.to_dict(), default=str))), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
+        import io
+
+        from rich.console import Console
+
         from oomguard.fit.render import render_fit
 
-        render_fit(result)
+        buf = io.StringIO()
+        console = Console(file=buf, highlight=False, force_terminal=sys.stdout.isatty(),
+                          width=Console().width if sys.stdout.isatty() else None)
+        render_fit(result, console=console)
+        sys.stdout.write(redact.text(buf.getvalue()))
     return EXIT_FOUND if result.found else EXIT_NONE_FITS

@@ -30,10 +30,20 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's usage errors echo argument values ("unrecognized arguments: --api-key X"):
+    they go through the redactor like every other error. Subparsers inherit the class."""
+
+    def error(self, message: str):  # type: ignore[override]
+        from oomguard.redact import redact_text, safe_terminal_text
+
+        super().error(safe_terminal_text(redact_text(message)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from oomguard import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="oomguard",
         description="Keep vLLM deployments from running out of memory.",
     )
@@ -92,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oomguard {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_INCOMPLETE
     except OomguardError as exc:
-        print(f"oomguard {args.command}: error: {exc}", file=sys.stderr)
+        from oomguard.redact import redact_text, safe_terminal_text
+
+        print(f"oomguard {args.command}: error: {safe_terminal_text(redact_text(str(exc)))}", file=sys.stderr)
         return getattr(module, "EXIT_BAD_INPUT", 2)
     except KeyboardInterrupt:
         return 130

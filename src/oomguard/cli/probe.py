@@ -13,6 +13,9 @@ import sys
 from typing import Any
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+# The longest any one bound may be: a day. A probe is a test run, and an unbounded one
+# (``inf``) would never end; ``nan`` compares false with everything and would disable a bound.
+MAX_SECONDS = 86400.0
 
 
 def register(sub: Any, name: str, help_text: str) -> None:
@@ -74,18 +77,46 @@ def register(sub: Any, name: str, help_text: str) -> None:
     v.add_argument("--gpu-margin-gib", type=float, default=1.0, metavar="X", help="margin below the card total (default 1)")
     v.add_argument("--max-preemptions", type=int, metavar="N", help="preemptions tolerated (default: max(2, 10%% of requests))")
     o = p.add_argument_group("output")
+    c.add_argument(
+        "--server-log",
+        metavar="FILE",
+        help="the server's log: after the load, oomguard diagnose reads it and its verdict goes into the report "
+        "(the root error behind an engine crash)",
+    )
     o.add_argument("--format", choices=["text", "json"], default="text", help="stdout format (default text)")
     o.add_argument("--report", metavar="FILE.html", help="also write a self-contained HTML report")
     o.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
-def _positive(name: str, value: float | int | None, *, zero_ok: bool = False) -> None:
+def _positive(name: str, value: float | int | None, *, zero_ok: bool = False, most: float | None = None) -> None:
+    import math
+
     from oomguard.errors import InputError
 
     if value is None:
         return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{name} must be a finite number, got {value}")
     if value < 0 or (value == 0 and not zero_ok):
         raise InputError(f"{name} must be {'non-negative' if zero_ok else 'positive'}, got {value}")
+    if most is not None and value > most:
+        raise InputError(f"{name} must be at most {most:g}, got {value:g}")
+
+
+def _readable(path: str) -> None:
+    """Fail before the load, not after it, when --server-log cannot be read."""
+    import stat
+
+    from oomguard.errors import InputError
+
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise InputError(f"--server-log: cannot read: {exc.strerror}", file=path) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError("--server-log: not a regular file", file=path)
+    if not os.access(path, os.R_OK):
+        raise InputError("--server-log: permission denied", file=path)
 
 
 def _api_key(name: str | None) -> str | None:
@@ -196,13 +227,16 @@ def run(args: argparse.Namespace) -> int:
     from oomguard.probe.runner import ProbeConfig, probe
     from oomguard.probe.schedule import Bounds
     from oomguard.probe.verdict import Limits, decide
+    from oomguard.redact import safe_terminal_text
     from oomguard.units import GiB
 
     for name in ("max_model_len", "concurrency", "output_tokens", "prompt_tokens", "waves", "max_requests", "kv_cache_tokens", "block_size"):
         _positive("--" + name.replace("_", "-"), getattr(args, name))
-    for name in ("duration", "request_timeout", "stall_timeout", "timeout", "connect_timeout", "sample_interval", "max_gpu_mem_gib"):
-        _positive("--" + name.replace("_", "-"), getattr(args, name))
-    _positive("--gpu-margin-gib", args.gpu_margin_gib, zero_ok=True)
+    for name in ("duration", "request_timeout", "stall_timeout", "timeout", "connect_timeout", "sample_interval"):
+        _positive("--" + name.replace("_", "-"), getattr(args, name), most=MAX_SECONDS)
+    for name in ("max_gpu_mem_gib", "gpu_memory_gib"):
+        _positive("--" + name.replace("_", "-"), getattr(args, name), most=1e6)
+    _positive("--gpu-margin-gib", args.gpu_margin_gib, zero_ok=True, most=1e6)
     _positive("--max-preemptions", args.max_preemptions, zero_ok=True)
 
     if args.http_transport == "aiohttp":
@@ -214,6 +248,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--http-transport aiohttp needs httpx-aiohttp: pip install httpx-aiohttp (an oomguard dependency)")
     url = normalize_base_url(args.base_url)
     api_key = _api_key(args.api_key_env)
+    if args.server_log:
+        _readable(args.server_log)
     launch, claims = _launch_claims(args)
     notes: list[str] = []
     plan = _plan_numbers(args, launch, notes)
@@ -259,19 +295,27 @@ def run(args: argparse.Namespace) -> int:
         run_result = asyncio.run(probe(config, progress=progress))
     verdict = decide(run_result, limits)
     verdict.notes.extend(notes)
-    result = build_result(run_result, verdict, limits, plan, redact)
+    server_log = None
+    if args.server_log:
+        from oomguard.probe.postmortem import diagnose_log, merge
+
+        server_log = diagnose_log(args.server_log)
+        verdict = merge(verdict, server_log)
+    result = build_result(run_result, verdict, limits, plan, redact, server_log=server_log)
     if args.report:
         try:
             with open(args.report, "w", encoding="utf-8") as fh:
-                fh.write(redact(render_html(result)))
+                fh.write(render_html(result))
         except OSError as exc:
             from oomguard.errors import InputError
 
             raise InputError(f"cannot write the report: {exc.strerror}", file=args.report) from None
+    # The result is redacted and stripped of control characters as a structure (build_result);
+    # nothing searches the serialized text, which an escaped quote would break.
     if args.format == "json":
-        sys.stdout.write(redact(json.dumps(result, indent=2)) + "\n")
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:
-        sys.stdout.write(redact(render_text(result, color=sys.stdout.isatty())))
+        sys.stdout.write(render_text(result, color=sys.stdout.isatty()))
         if args.report:
-            sys.stdout.write(f"report: {args.report}\n")
+            sys.stdout.write(f"report: {safe_terminal_text(redact(args.report))}\n")
     return EXIT_PASS if verdict.passed else EXIT_FAIL

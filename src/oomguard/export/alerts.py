@@ -17,6 +17,7 @@ from oomguard.export.names import (
     GpuExporter,
     VllmSeries,
     gpu_memory_series,
+    promql_string,
     vllm_series,
 )
 
@@ -121,11 +122,12 @@ def alert_rules(settings: AlertSettings) -> list[AlertRule]:
         ),
         AlertRule(
             "VllmServerDown",
-            f'up{{job="{s.job}"}} == 0',
+            f"up{{job={promql_string(s.job)}}} == 0",
             s.down_for,
             "critical",
             "vLLM server {{ $labels.instance }} is down",
-            f"Prometheus cannot scrape job {s.job!r} at {{{{ $labels.instance }}}} for {s.down_for}. "
+            # the job comes from the series' own label: a job name never becomes template code
+            f"Prometheus cannot scrape job {{{{ $labels.job }}}} at {{{{ $labels.instance }}}} for {s.down_for}. "
             "If it died under load, run `oomguard diagnose` on its log and `dmesg`.",
             "down",
         ),

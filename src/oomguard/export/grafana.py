@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from oomguard.export.alerts import AlertSettings
-from oomguard.export.names import gpu_memory_series, vllm_series
+from oomguard.export.names import gpu_memory_series, promql_string, vllm_series
 
 SCHEMA_VERSION = 39  # Grafana 10.4/11 dashboards
 _DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -155,7 +155,7 @@ def dashboard(settings: AlertSettings) -> dict[str, Any]:
                 "colorMode": "background",
             },
             "targets": [
-                {"refId": "A", "datasource": _DS, "expr": f'up{{job="{settings.job}"}}', "legendFormat": "{{instance}}"}
+                {"refId": "A", "datasource": _DS, "expr": f"up{{job={promql_string(settings.job)}}}", "legendFormat": "{{instance}}"}
             ],
         },
     ]

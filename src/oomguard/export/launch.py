@@ -18,6 +18,7 @@ Kubernetes Secret that the operator fills in.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -94,6 +95,15 @@ def _parts(launch: Any, opts: ExportOptions) -> _Parts:
         name = secret_env_for(dest)
         secret_env.append(name)
         notes.append(f"--{dest.replace('_', '-')} was not written out: provide it as environment variable {name}")
+    for dest in list(flags):
+        name = _nested_secret_env(dest, flags[dest])
+        if name:
+            flags[dest] = _SENTINEL.format(name)
+            secret_env.append(name)
+            notes.append(
+                f"--{dest.replace('_', '-')} holds credentials inside its JSON: its whole value moved to the "
+                f"environment variable {name} (set it to the JSON), which the unit references"
+            )
     env: dict[str, str] = {}
     for k, v in (getattr(launch, "env", None) or {}).items():
         if is_secret_env(k):
@@ -125,6 +135,58 @@ def _parts(launch: Any, opts: ExportOptions) -> _Parts:
         devices=devices,
         notes=notes,
     )
+
+
+# A JSON-valued flag holding a credential is replaced by this placeholder, which each target
+# turns into its own reference to an environment variable (see render_launch). The
+# characters are ones every quoting rule here leaves alone.
+_SENTINEL = "@@OOMGUARD_ENV_{}@@"
+_REFERENCE = {
+    "systemd": "${{{}}}",  # systemd expands ${NAME} inside ExecStart words (one argument)
+    "docker": '"${}"',  # the caller's shell expands it; -e NAME passes it in
+    "compose": "${{{}}}",  # compose interpolates from the shell or the .env file
+    "kubernetes": "$({})",  # Kubernetes expands $(NAME) in args from the container's env
+    "env": '"${}"',
+    "yaml": "<set from ${}: a --config file cannot reference the environment>",
+}
+
+
+def _nested_secret_env(dest: str, value: Any) -> str | None:
+    """The environment variable a JSON-valued flag's value moves to, when the JSON holds a secret."""
+    from oomguard.redact import redact_data
+
+    parsed = value
+    if isinstance(value, str):
+        if value.strip()[:1] not in "{[":
+            return None
+        try:
+            parsed = json.loads(value)
+        except (ValueError, RecursionError):
+            return None
+    if not isinstance(parsed, (dict, list)) or redact_data(parsed) == parsed:
+        return None
+    return "SECRET_" + dest.upper().replace("-", "_")
+
+
+def moved_secret_flags(flags: dict[str, Any]) -> dict[str, str]:
+    """``{dest: environment variable}`` for the JSON-valued flags whose value moved to the environment."""
+    return {dest: name for dest, value in flags.items() if (name := _nested_secret_env(dest, value))}
+
+
+def placeholder_text(text: str, target: Target | str, moved: dict[str, str]) -> str:
+    """``text`` with each environment reference replaced by an empty JSON object (for reading it back)."""
+    target = Target(target)
+    empty = "{}" if target is Target.SYSTEMD else "'{}'"
+    for name in moved.values():
+        ref = _REFERENCE[target.value].format(name)
+        text = text.replace(f"'{ref}'", "'{}'").replace(f'"{ref}"', "'{}'").replace(ref, empty)
+    return text
+
+
+def _with_references(text: str, target: Target, secret_env: list[str]) -> str:
+    for name in secret_env:
+        text = text.replace(_SENTINEL.format(name), _REFERENCE[target.value].format(name))
+    return text
 
 
 def _image(opts: ExportOptions, launch: Any) -> str:
@@ -403,8 +465,12 @@ def render_yaml(launch: Any, opts: ExportOptions) -> Rendered:
     data: dict[str, Any] = {}
     if p.model:
         data["model"] = p.model
+    moved = moved_secret_flags(launch.flags)
     for dest, value in launch.flags.items():
         if value is None or is_secret_dest(dest) and value not in (True, False):
+            continue
+        if dest in moved:
+            data[flag_form(dest, version).option[2:]] = _SENTINEL.format(moved[dest])
             continue
         form = flag_form(dest, version)
         key = form.option[2:]
@@ -444,6 +510,38 @@ _RENDERERS = {
 }
 
 
+_DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+_CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def check_name(name: str, target: Target | str) -> None:
+    """Refuse a ``--name`` the target would reject (or that would escape its file path).
+
+    Kubernetes: an RFC 1123 DNS label (the Deployment, Service and ``NAME-secrets`` Secret);
+    elsewhere docker's container-name rule, which also keeps ``/etc/vllm/NAME.env`` one file.
+    """
+    from oomguard.errors import InputError
+
+    target = Target(target)
+    shown = repr(name[:70])
+    if target is Target.KUBERNETES:
+        if not _DNS_LABEL.fullmatch(name):
+            raise InputError(f"--name {shown}: not a valid Kubernetes name (lower-case letters, digits and '-', "
+                             "starting and ending with a letter or digit, at most 63 characters)")
+        return
+    if not _CONTAINER_NAME.fullmatch(name):
+        raise InputError(f"--name {shown}: use letters, digits, '_', '.' and '-' (starting with a letter or digit, "
+                         "at most 128 characters)")
+
+
 def render_launch(launch: Any, target: Target | str, opts: ExportOptions | None = None) -> Rendered:
     """Render ``launch`` (an ``oomguard.inputs.launch.Launch``) for ``target``."""
-    return _RENDERERS[Target(target)](launch, opts or ExportOptions())
+    target = Target(target)
+    opts = opts or ExportOptions()
+    rendered = _RENDERERS[target](launch, opts)
+    if "@@OOMGUARD_ENV_" in rendered.text:
+        secret_env = _parts(launch, opts).secret_env
+        rendered.text = _with_references(rendered.text, target, secret_env)
+        if target is Target.YAML:
+            rendered.notes.append("a vLLM --config file cannot read the environment: fill in the flag marked <set from ...>")
+    return rendered

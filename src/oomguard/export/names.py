@@ -123,3 +123,15 @@ def vllm_series(version: str | None) -> VllmSeries:
     if v < (0, 12, 0):
         note += f" ({old_kv} is hidden unless --show-hidden-metrics-for-version=0.10)"
     return VllmSeries(text, (new_kv,), (new_hits,), (new_q,), note=note)
+
+
+def promql_string(value: str) -> str:
+    """``value`` as a double-quoted PromQL string literal.
+
+    PromQL strings take Go's escapes (backslash, quote, newline, 4-digit unicode), of which
+    JSON's are a subset; pasted raw, ``--job 'x"} or vector(1) or up{job="'`` made an
+    always-true rule.
+    """
+    import json
+
+    return json.dumps(value, ensure_ascii=False)

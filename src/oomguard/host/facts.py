@@ -171,27 +171,11 @@ def _read_numa(root: Root) -> tuple[NumaNode, ...]:
     return tuple(nodes)
 
 
-_SECRET_FLAG = re.compile(r"(key|token|secret|password|passwd)", re.IGNORECASE)
-
-
 def redact_argv(argv: list[str]) -> str:
-    """Join a command line with the values of secret-looking flags replaced by ***."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append("***")
-            hide_next = False
-            continue
-        if arg.startswith("-") and _SECRET_FLAG.search(arg):
-            if "=" in arg:
-                out.append(arg.split("=", 1)[0] + "=***")
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(arg)
-    text = " ".join(out)
+    """Join a command line with secrets masked (oomguard.redact: secret flags, HF_TOKEN=..., key shapes)."""
+    from oomguard.redact import redact_argv as _redact
+
+    text = " ".join(_redact(argv))
     return text if len(text) <= 200 else text[:197] + "..."
 
 

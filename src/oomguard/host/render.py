@@ -28,7 +28,9 @@ def document(facts: HostFacts, findings: list[Finding], launch: LaunchView | Non
 
 
 def to_json(facts: HostFacts, findings: list[Finding], launch: LaunchView | None) -> str:
-    return json.dumps(document(facts, findings, launch), indent=2, sort_keys=False)
+    from oomguard.redact import redact_data
+
+    return json.dumps(redact_data(document(facts, findings, launch)), indent=2, sort_keys=False)
 
 
 def _gib(n: int | None) -> str:

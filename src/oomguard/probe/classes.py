@@ -21,6 +21,16 @@ class ProbeClass(str, Enum):
     KV_TOO_SMALL = FailureClass.KV_TOO_SMALL.value
     MAX_LEN_EXCEEDS_MODEL = FailureClass.MAX_LEN_EXCEEDS_MODEL.value
     UNKNOWN = FailureClass.UNKNOWN.value
+    # the rest of diagnose's classes: a server log read with --server-log can name any of them
+    WEIGHTS_OOM = FailureClass.WEIGHTS_OOM.value
+    STARTUP_FREE_MEMORY = FailureClass.STARTUP_FREE_MEMORY.value
+    PROFILE_OOM = FailureClass.PROFILE_OOM.value
+    CUDAGRAPH_OOM = FailureClass.CUDAGRAPH_OOM.value
+    NO_KV_MEMORY = FailureClass.NO_KV_MEMORY.value
+    ILLEGAL_MEMORY_ACCESS = FailureClass.ILLEGAL_MEMORY_ACCESS.value
+    BAD_ARGUMENT = FailureClass.BAD_ARGUMENT.value
+    CONFIG_ERROR = FailureClass.CONFIG_ERROR.value
+    MAMBA_STATE_LIMIT = FailureClass.MAMBA_STATE_LIMIT.value
     # client-chain classes (issue 5's JSON contract)
     UNREACHABLE = "unreachable"
     AUTH = "auth"
@@ -47,6 +57,13 @@ _MEMORY = frozenset(
         ProbeClass.KV_TOO_SMALL,
         ProbeClass.MAX_LEN_EXCEEDS_MODEL,
         ProbeClass.UNKNOWN,
+        ProbeClass.WEIGHTS_OOM,
+        ProbeClass.STARTUP_FREE_MEMORY,
+        ProbeClass.PROFILE_OOM,
+        ProbeClass.CUDAGRAPH_OOM,
+        ProbeClass.NO_KV_MEMORY,
+        ProbeClass.ILLEGAL_MEMORY_ACCESS,
+        ProbeClass.MAMBA_STATE_LIMIT,
     }
 )
 

@@ -178,9 +178,31 @@ _CONTEXT = re.compile(
 )
 
 
+# What vLLM answers once its engine process died: V1's EngineDeadError
+# (vllm/v1/engine/exceptions.py, 0.8+: "EngineCore encountered an issue. See stack trace
+# (above) for the root cause.", HTTP 500 or an error event inside the stream) and V0's
+# AsyncEngineDeadError ("Background loop has errored already.", 0.6-0.7).
+_ENGINE_DEAD = re.compile(
+    r"EngineCore encountered an issue|EngineDeadError|Background loop has errored|"
+    r"Background loop is not running|engine core (?:process )?(?:died|is dead)",
+    re.IGNORECASE,
+)
+ENGINE_CRASHED = "the engine crashed"
+
+
+def engine_crashed(text: str | None) -> bool:
+    """The server's words say its engine process died (the API server may still answer)."""
+    return bool(text) and _ENGINE_DEAD.search(text) is not None
+
+
 def classify_status(status: int, body: Any) -> ClientFailure:
     """Map a non-2xx answer to a class; the message is kept for the evidence."""
     msg = error_message(body) or f"HTTP {status}"
+    if status >= 500 and engine_crashed(msg):
+        return ClientFailure(
+            ProbeClass.SERVER_ERROR, f"HTTP {status}: {ENGINE_CRASHED} ({msg[:200]})", status=status, body=body,
+            extra={"engine_crashed": True},
+        )
     if status in (401, 403):
         return ClientFailure(ProbeClass.AUTH, f"HTTP {status}: {msg}", status=status, body=body)
     if status == 404 and ("model" in msg.lower() and "exist" in msg.lower()):

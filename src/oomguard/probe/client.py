@@ -1,4 +1,4 @@
-"""The probe's HTTP side: base-URL normalisation, secret redaction, one pooled client.
+"""The probe's HTTP side: base-URL normalisation, one pooled client, bounded bodies.
 
 Everything that touches the network goes through :class:`ProbeClient`, which
 wraps one ``httpx.AsyncClient`` (connection pooling, explicit timeouts on
@@ -16,19 +16,27 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from oomguard.errors import InputError
+from oomguard.probe.classes import ProbeClass
 from oomguard.probe.classify import (  # noqa: F401 - re-exported: the boundary's public names
     ClientFailure,
     classify_exception,
     classify_status,
     error_message,
 )
+from oomguard.redact import MASK
+from oomguard.redact import Redactor as Redactor  # noqa: PLC0414 - the one redactor, under the probe's old name
 
 if TYPE_CHECKING:  # httpx is imported lazily: `oomguard --help` must stay light
     import httpx
 
 # Endpoint paths people paste as a "base URL"; we cut them off and say so.
 _ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models", "/embeddings")
-REDACTED = "***"
+REDACTED = MASK
+# Largest body (after decompression) the probe reads from a non-streamed answer. vLLM's
+# biggest, /metrics with every histogram of a multi-engine server, is well under 1 MiB.
+MAX_BODY_BYTES = 8 << 20
+# What the probe accepts as Content-Encoding: it decodes these itself, with an output cap.
+ACCEPT_ENCODING = "gzip, deflate"
 
 
 @dataclass(frozen=True)
@@ -107,44 +115,6 @@ def normalize_base_url(text: str) -> ServerURL:
         doubled_v1=n_v1 >= 2,
         notes=tuple(notes),
     )
-
-
-class Redactor:
-    """Replace secrets in any text that leaves the process.
-
-    The key itself (with and without surrounding whitespace) and anything
-    after ``Bearer`` are replaced, so even an error message that echoes a
-    header stays clean.
-    """
-
-    _BEARER = re.compile(r"(?i)(bearer\s+)[^\s\"',}]+")
-    _SK = re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}")
-
-    def __init__(self, secrets: list[str] | tuple[str, ...] = ()):
-        forms: set[str] = set()
-        for secret in secrets:
-            if not secret:
-                continue
-            for form in (secret, secret.strip()):
-                if len(form) >= 4:  # a 1-3 char "key" would shred ordinary text
-                    forms.add(form)
-        self._forms = sorted(forms, key=len, reverse=True)
-
-    def __call__(self, text: str) -> str:
-        for form in self._forms:
-            text = text.replace(form, REDACTED)
-        text = self._BEARER.sub(lambda m: m.group(1) + REDACTED, text)
-        return self._SK.sub(REDACTED, text)
-
-    def scrub(self, obj: Any) -> Any:
-        """Redact every string inside a JSON-like structure."""
-        if isinstance(obj, str):
-            return self(obj)
-        if isinstance(obj, dict):
-            return {self.scrub(k): self.scrub(v) for k, v in obj.items()}
-        if isinstance(obj, (list, tuple)):
-            return [self.scrub(v) for v in obj]
-        return obj
 
 
 @dataclass(frozen=True)
@@ -228,12 +198,14 @@ class ProbeClient:
         transport: httpx.AsyncBaseTransport | None = None,
         trust_env: bool = True,
         max_connections: int = 64,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ):
         import httpx
 
         self.url = url
         self.timeouts = timeouts or Timeouts()
-        headers = {"User-Agent": "oomguard-probe"}
+        self.max_body_bytes = max_body_bytes
+        headers = {"User-Agent": "oomguard-probe", "Accept-Encoding": ACCEPT_ENCODING}
         if api_key is not None:
             headers["Authorization"] = f"Bearer {api_key}"
         self._http = httpx.AsyncClient(
@@ -259,17 +231,36 @@ class ProbeClient:
     async def request(
         self, method: str, path: str, *, api: bool = True, json: Any = None, timeout: float | None = None
     ) -> tuple[int, Any]:
-        """Send one request; return (status, decoded body). Raises :class:`ClientFailure`."""
-        kwargs: dict[str, Any] = {}
+        """Send one request; return (status, decoded body). Raises :class:`ClientFailure`.
+
+        ``timeout`` (default: the read timeout) bounds the *whole* call, headers and body
+        together: a server that trickles one byte per second never outlives it. The body is
+        read up to :data:`MAX_BODY_BYTES` after decompression.
+        """
+        import asyncio
+
+        deadline = timeout if timeout is not None else self.timeouts.read
+        try:
+            return await asyncio.wait_for(self._request(method, path, api=api, json=json, timeout=deadline), deadline)
+        except (asyncio.TimeoutError, TimeoutError):
+            raise ClientFailure(
+                ProbeClass.TIMEOUT,
+                f"the server did not answer {method} {path} completely within the {deadline:g}s per-call deadline "
+                "(headers and body; --timeout)",
+            ) from None
+
+    async def _request(self, method: str, path: str, *, api: bool, json: Any, timeout: float) -> tuple[int, Any]:
+        kwargs: dict[str, Any] = {"timeout": timeout}
         if json is not None:
             kwargs["json"] = json
-        if timeout is not None:
-            kwargs["timeout"] = timeout
         try:
-            resp = await self._http.request(method, self.full(path, api=api), **kwargs)
+            async with self._http.stream(method, self.full(path, api=api), **kwargs) as resp:
+                raw = await read_capped(resp, self.max_body_bytes)
+        except ClientFailure:
+            raise
         except Exception as exc:  # noqa: BLE001 - translated at the boundary
             raise classify_exception(exc) from None
-        return resp.status_code, decode_body(resp)
+        return resp.status_code, decode_bytes(raw, resp.status_code, resp.headers.get("content-type", ""))
 
     async def get(self, path: str, *, api: bool = True, timeout: float | None = None) -> tuple[int, Any]:
         return await self.request("GET", path, api=api, timeout=timeout)
@@ -287,12 +278,117 @@ class ProbeClient:
         await self.aclose()
 
 
-def decode_body(resp: httpx.Response) -> Any:
+class _Decoder:
+    """Incremental Content-Encoding decoder whose output never exceeds ``cap`` bytes.
+
+    httpx's own decoder inflates a whole network chunk at once (a 64 KiB chunk of a gzip
+    bomb is 64 MiB); zlib's ``max_length`` stops at the cap instead.
+    """
+
+    def __init__(self, encoding: str, cap: int):
+        import zlib
+
+        self.cap = cap
+        self.out = 0
+        self.names = [e.strip().lower() for e in encoding.split(",") if e.strip() and e.strip().lower() != "identity"]
+        for name in self.names:
+            if name not in ("gzip", "x-gzip", "deflate"):
+                raise ClientFailure(ProbeClass.SERVER_ERROR, f"the server answered with Content-Encoding {name!r}, "
+                                    f"which the probe did not ask for (it accepts {ACCEPT_ENCODING})")
+        if len(self.names) > 1:
+            raise ClientFailure(ProbeClass.SERVER_ERROR, f"the server stacked encodings {encoding!r}; the probe decodes one")
+        self._zlib = zlib
+        self._deflate_raw = False
+        self._d = self._new() if self.names else None
+
+    def _new(self) -> Any:
+        if self.names[0] == "deflate":
+            return self._zlib.decompressobj(-self._zlib.MAX_WBITS if self._deflate_raw else self._zlib.MAX_WBITS)
+        return self._zlib.decompressobj(16 + self._zlib.MAX_WBITS)
+
+    def _over(self) -> ClientFailure:
+        return ClientFailure(
+            ProbeClass.SERVER_ERROR,
+            f"the response body is over {self.cap // (1 << 20)} MiB{' after decompression' if self.names else ''}; "
+            "the probe stopped reading it",
+        )
+
+    def feed(self, data: bytes) -> bytes:
+        if self._d is None:
+            self.out += len(data)
+            if self.out > self.cap:
+                raise self._over()
+            return data
+        parts: list[bytes] = []
+        while data:
+            try:
+                chunk = self._d.decompress(data, self.cap - self.out + 1)
+            except self._zlib.error as exc:
+                if self.names[0] == "deflate" and not self._deflate_raw and self.out == 0:
+                    self._deflate_raw = True  # servers send raw deflate as often as zlib-wrapped
+                    self._d = self._new()
+                    continue
+                raise ClientFailure(ProbeClass.SERVER_ERROR, f"the response body is not valid {self.names[0]}: {exc}") from None
+            self.out += len(chunk)
+            if self.out > self.cap:
+                raise self._over()
+            parts.append(chunk)
+            if self._d.unconsumed_tail:
+                data = self._d.unconsumed_tail
+            elif self._d.eof and self._d.unused_data:
+                data = self._d.unused_data  # a multi-member gzip body: the next member
+                self._d = self._new()
+            else:
+                data = b""
+        return b"".join(parts)
+
+
+async def read_capped(resp: httpx.Response, cap: int = MAX_BODY_BYTES) -> bytes:
+    """The decoded body of ``resp``, refusing one over ``cap`` bytes; never buffers more than that."""
+    decoder = _Decoder(resp.headers.get("content-encoding", ""), cap)
+    if resp.is_stream_consumed or hasattr(resp, "_content"):  # already in memory (e.g. a test transport)
+        body = resp.content
+        if len(body) > cap:
+            raise decoder._over()  # noqa: SLF001
+        return body
+    parts: list[bytes] = []
+    raw_seen = 0
+    async for raw in resp.aiter_raw():
+        raw_seen += len(raw)
+        if raw_seen > cap:  # an endless compressed body that inflates to nothing is still endless
+            raise decoder._over()  # noqa: SLF001
+        parts.append(decoder.feed(raw))
+    return b"".join(parts)
+
+
+def _charset(content_type: str) -> str:
+    for part in content_type.split(";")[1:]:
+        name, _, value = part.strip().partition("=")
+        if name.lower() == "charset" and value:
+            import codecs
+
+            try:
+                return codecs.lookup(value.strip().strip('"')).name
+            except LookupError:
+                break
+    return "utf-8"
+
+
+def decode_bytes(raw: bytes, status: int, content_type: str = "") -> Any:
     """JSON when it parses, else the text; an error page is cut to 2 kB (they are often HTML)."""
+    text = raw.decode(_charset(content_type), errors="replace")
     try:
-        return resp.json()
-    except Exception:  # noqa: BLE001 - any non-JSON body is kept as text
-        try:
-            return resp.text if resp.status_code < 400 else resp.text[:2048]
-        except Exception:  # noqa: BLE001
-            return None
+        import json as _json
+
+        return _json.loads(text)
+    except (ValueError, RecursionError):
+        return text if status < 400 else text[:2048]
+
+
+def decode_body(resp: httpx.Response) -> Any:
+    """:func:`decode_bytes` of a response already read (its body is in memory)."""
+    try:
+        raw = resp.content
+    except Exception:  # noqa: BLE001 - a body that could not be read is no body
+        return None
+    return decode_bytes(raw, resp.status_code, resp.headers.get("content-type", ""))

@@ -162,6 +162,14 @@ def render_html(result: dict[str, Any]) -> str:
             fix = f"<div>fix: {escape(f['fix'])}</div>" if f["fix"] else ""
             parts.append(f"<li><b>{escape(f['class'])}</b>: {escape(f['summary'])}{ev}{fix}</li>")
         parts.append("</ol>")
+    log = result.get("server_log")
+    if log:
+        parts.append(f"<h2>Server log</h2><p>{escape(str(log.get('file')))}: {escape(str(log.get('summary')))}</p>")
+        rows = [[escape(str(v.get("class"))), escape(str(v.get("summary"))),
+                 escape("; ".join(str(e.get("text")) for e in (v.get("evidence") or [])[:3] if isinstance(e, dict)))]
+                for v in (log.get("verdicts") or [])]
+        if rows:
+            parts.append(_table(["class", "summary", "evidence"], rows))
     parts.append("<h2>Memory and load over time</h2>")
     parts.extend(charts(result))
     if result.get("plan_comparison"):

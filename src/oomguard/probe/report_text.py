@@ -109,6 +109,11 @@ def render_text(result: dict[str, Any], *, color: bool = False, width: int = 110
             con.print(f"    {e}", markup=False)
         if f["fix"]:
             con.print(f"    fix: {f['fix']}", markup=False)
+    log = result.get("server_log")
+    if log:
+        con.print(f"[bold]server log[/bold] {escape(str(log.get('file')))}: {escape(str(log.get('summary')))}")
+        for v in (log.get("verdicts") or [])[1:3]:
+            con.print(f"    also: {v.get('class')}: {v.get('summary')}", markup=False)
     for n in result["notes"]:
         con.print(f"note: {n}", markup=False)
     if result.get("prompts"):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from oomguard.probe.classify import ENGINE_CRASHED
 from oomguard.probe.client import Redactor
+from oomguard.redact import safe_terminal_data
 from oomguard.probe.runner import ProbeRun
 from oomguard.probe.schedule import StageKind
 from oomguard.probe.verdict import Limits, PlanNumbers, Verdict, compare_plan, gpu_limit_bytes, observed_usage_in, peaks
@@ -43,6 +45,8 @@ def build_result(
     limits: Limits,
     plan: PlanNumbers | None,
     redact: Redactor,
+    *,
+    server_log: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     cfg = run.config
     samples: dict[str, list[dict[str, Any]]] = {}
@@ -90,5 +94,9 @@ def build_result(
             "sample_interval_s": cfg.bounds.sample_interval_s,
         },
         "duration_s": round(run.duration_s, 3),
+        "engine_crashed": any(ENGINE_CRASHED in n for n in verdict.notes),
+        "server_log": server_log,
     }
-    return redact.scrub(result)
+    # Everything a server sent (model ids, error messages, stream text) is stripped of control
+    # characters and terminal escapes, then redacted, as a structure, before any renderer sees it.
+    return redact.data(safe_terminal_data(result))

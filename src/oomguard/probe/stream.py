@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from oomguard.probe.classes import ProbeClass
 from oomguard.probe.classify import ClientFailure, classify_exception, classify_status
-from oomguard.probe.client import decode_body
+from oomguard.probe.client import MAX_BODY_BYTES, _Decoder, decode_bytes, read_capped
 
 if TYPE_CHECKING:
     from oomguard.probe.client import ProbeClient
@@ -27,6 +27,21 @@ DONE = "[DONE]"
 _DONE = b"[DONE]"
 _IDENTITY = {"Accept-Encoding": "identity"}
 _FIELDS = ("data", "event", "id", "retry")
+# Bounds on what one stream may send (a server is not trusted to end it). vLLM's longest
+# line is one chunk with logprobs, a few KiB; its events are one per token plus the role,
+# usage and [DONE] ones (fewer with speculative decoding).
+MAX_SSE_LINE_BYTES = 1 << 20
+MAX_EVENT_SLACK = 64
+
+
+def max_events(max_tokens: int) -> int:
+    """Data events one stream of ``max_tokens`` may carry: 2 per token plus slack."""
+    return 2 * max(0, int(max_tokens or 0)) + MAX_EVENT_SLACK
+
+
+def max_stream_bytes(max_tokens: int) -> int:
+    """Bytes one stream may carry in all: 64 MiB plus 16 KiB per requested token."""
+    return (64 << 20) + 16384 * max(0, int(max_tokens or 0))
 
 
 class MalformedSSE(Exception):
@@ -40,22 +55,30 @@ class SSEParser:
     (``data: {...}``) costs one ``startswith`` and one slice.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_event_bytes: int = MAX_SSE_LINE_BYTES) -> None:
         self._data: list[bytes] = []
+        self._size = 0
+        self._max = max_event_bytes
+
+    def _add(self, value: bytes) -> None:
+        self._size += len(value)
+        if self._size > self._max:
+            raise MalformedSSE(f"one event's data is over {self._max // 1024} KiB")
+        self._data.append(value)
 
     def feed(self, line: bytes | str) -> bytes | None:
         """Feed one line (without its newline). Returns a complete payload or None."""
         if isinstance(line, str):
             line = line.encode()
         if line.startswith(b"data: "):
-            self._data.append(line[6:].rstrip(b"\r"))
+            self._add(line[6:].rstrip(b"\r"))
             return None
         line = line.rstrip(b"\r")
         if not line:
             if not self._data:
                 return None
             payload = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
-            self._data = []
+            self._data, self._size = [], 0
             return payload
         if line.startswith(b":"):
             return None  # comment / keep-alive
@@ -63,14 +86,14 @@ class SSEParser:
         if not sep or name.decode(errors="replace") not in _FIELDS:
             raise MalformedSSE(f"not an SSE line: {line[:120].decode(errors='replace')!r}")
         if name == b"data":
-            self._data.append(value[1:] if value.startswith(b" ") else value)
+            self._add(value[1:] if value.startswith(b" ") else value)
         return None
 
     def flush(self) -> bytes | None:
         """A payload left without its terminating blank line (tolerated at EOF)."""
         if not self._data:
             return None
-        payload, self._data = b"\n".join(self._data), []
+        payload, self._data, self._size = b"\n".join(self._data), [], 0
         return payload
 
 
@@ -186,12 +209,12 @@ async def _stream(
             headers_seen = True
             record.status = resp.status_code
             if resp.status_code >= 400:
-                await resp.aread()
-                raise classify_status(resp.status_code, decode_body(resp))
+                raw = await read_capped(resp, MAX_BODY_BYTES)
+                raise classify_status(resp.status_code, decode_bytes(raw, resp.status_code, resp.headers.get("content-type", "")))
             ctype = resp.headers.get("content-type", "")
             if "text/event-stream" not in ctype:
-                await resp.aread()
-                body = decode_body(resp)
+                raw = await read_capped(resp, MAX_BODY_BYTES)
+                body = decode_bytes(raw, resp.status_code, ctype)
                 raise ClientFailure(
                     ProbeClass.STREAM_BROKEN,
                     f"asked for a stream but got content-type {ctype or 'none'!r}",
@@ -200,23 +223,47 @@ async def _stream(
                 )
             # Lines are split here rather than with aiter_lines(): two fewer generator layers
             # per chunk, and a chunk is one token, so this is the probe's hottest loop.
-            # Uncompressed (we asked for identity): raw bytes skip httpx's decoder layer.
-            encoded = resp.headers.get("content-encoding", "identity").lower() not in ("", "identity")
+            # We asked for identity; a server that compresses anyway goes through the capped decoder.
+            encoding = resp.headers.get("content-encoding", "identity").lower()
+            total_cap = max_stream_bytes(record.max_tokens)
+            decoder = _Decoder(encoding, total_cap) if encoding not in ("", "identity") else None
             # (A response whose body is already in memory, as in tests, is read via aiter_bytes.)
-            chunks = resp.aiter_bytes() if encoded or resp.is_stream_consumed else resp.aiter_raw()
+            in_memory = resp.is_stream_consumed or hasattr(resp, "_content")
+            chunks = resp.aiter_bytes() if in_memory else resp.aiter_raw()
+            events_cap = max_events(record.max_tokens)
+            events = 0
+            received = 0
             pending = b""
             async for chunk in chunks:
+                if decoder is not None and not in_memory:
+                    chunk = decoder.feed(chunk)
+                received += len(chunk)
+                if received > total_cap:
+                    raise ClientFailure(ProbeClass.STREAM_BROKEN, f"the stream sent over {total_cap >> 20} MiB for "
+                                        f"{record.max_tokens} tokens; the probe stopped reading it")
                 pending += chunk
                 if b"\n" not in chunk:
+                    if len(pending) > MAX_SSE_LINE_BYTES:
+                        raise ClientFailure(ProbeClass.STREAM_BROKEN,
+                                            f"malformed SSE: a line over {MAX_SSE_LINE_BYTES >> 10} KiB without a newline")
                     continue
                 *complete, pending = pending.split(b"\n")
+                if len(pending) > MAX_SSE_LINE_BYTES:
+                    raise ClientFailure(ProbeClass.STREAM_BROKEN,
+                                        f"malformed SSE: a line over {MAX_SSE_LINE_BYTES >> 10} KiB without a newline")
                 for raw in complete:
+                    if len(raw) > MAX_SSE_LINE_BYTES:
+                        raise ClientFailure(ProbeClass.STREAM_BROKEN, f"malformed SSE: a line over {MAX_SSE_LINE_BYTES >> 10} KiB")
                     try:
                         data = parser.feed(raw)
                     except MalformedSSE as exc:
                         raise ClientFailure(ProbeClass.STREAM_BROKEN, f"malformed SSE: {exc}") from None
                     if data is None:
                         continue
+                    events += 1
+                    if events > events_cap:
+                        raise ClientFailure(ProbeClass.STREAM_BROKEN, f"the stream sent more than {events_cap} events "
+                                            f"for max_tokens={record.max_tokens} without [DONE]")
                     if _handle(data, record, clock_zero, on_first_token, last_token_t):
                         last_token_t = time.perf_counter() - clock_zero
                     if record.done_seen:

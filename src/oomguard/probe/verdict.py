@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from oomguard.probe.classes import ProbeClass, Source
+from oomguard.probe.classify import ENGINE_CRASHED, engine_crashed
 from oomguard.probe.kernel import oom_kill
 from oomguard.units import GiB
 
@@ -58,6 +59,10 @@ FIXES = {
     ProbeClass.SERVER_ERROR: "the server answered with errors: read its log (oomguard diagnose LOG)",
     ProbeClass.UNKNOWN: "the server died without memory evidence here: run oomguard diagnose on its log and dmesg",
 }
+ENGINE_FIX = (
+    "the root error is in the server log, above vLLM's 'EngineCore encountered an issue': rerun with "
+    "--server-log FILE (or run oomguard diagnose on the log and dmesg)"
+)
 
 
 @dataclass(frozen=True)
@@ -300,7 +305,14 @@ def decide(run: ProbeRun, limits: Limits) -> Verdict:
     gpu_full = _gpu_full(samples)
     host_low = _host_low(pk)
     oom_errors = [r for r in records if r.error and "out of memory" in r.error.lower()]
+    crashed = [r for r in records if engine_crashed(r.error)]
+    crashed_checks = [c for c in run.chain.checks if not c.ok and engine_crashed(c.detail)]
+    if crashed or crashed_checks:
+        notes.append(f"{ENGINE_CRASHED}: vLLM answered 'EngineCore encountered an issue' "
+                     f"({len(crashed)} request(s), {len(crashed_checks)} chain check(s))")
     if run.server_alive is False:
+        if not (crashed or crashed_checks):
+            notes.append(f"{ENGINE_CRASHED}: the server died under load ({run.alive_detail})")
         evidence = [run.alive_detail] + [_evidence(r) for r in _failed(records)[:3]]
         if any(f.cls is ProbeClass.HOST_OOM for f in memory):
             memory[0].evidence = evidence + memory[0].evidence
@@ -313,10 +325,21 @@ def decide(run: ProbeRun, limits: Limits) -> Verdict:
             memory.append(
                 Finding(ProbeClass.HOST_OOM, f"the server died under load; {host_low}", evidence, FIXES[ProbeClass.HOST_OOM])
             )
+        elif crashed:
+            memory.append(
+                Finding(ProbeClass.UNKNOWN, f"{ENGINE_CRASHED} under load (vLLM: EngineCore encountered an issue) "
+                        "and the server is down; no memory evidence here", evidence, ENGINE_FIX)
+            )
         else:
             memory.append(
-                Finding(ProbeClass.UNKNOWN, "the server died under load without memory evidence here", evidence, FIXES[ProbeClass.UNKNOWN])
+                Finding(ProbeClass.UNKNOWN, f"the server died under load ({ENGINE_CRASHED} or was killed) without "
+                        "memory evidence here", evidence, FIXES[ProbeClass.UNKNOWN] + "; or rerun with --server-log FILE")
             )
+    elif crashed and not oom_errors:
+        memory.append(
+            Finding(ProbeClass.UNKNOWN, f"{ENGINE_CRASHED} under load (vLLM: EngineCore encountered an issue); "
+                    "the API server still answered /health", [_evidence(r) for r in crashed[:3]], ENGINE_FIX)
+        )
     elif oom_errors:
         memory.append(
             Finding(

@@ -33,7 +33,7 @@ except ImportError:  # the optional fast transport (oomguard[fast]) is not insta
     TRANSPORTS = ["httpx"]
 
 
-def run_probe(url: str, *, duration=8.0, request_timeout=None, stall=0.5, chain_timeout=1.0, local=False, **kw):
+def run_probe(url: str, *, duration=8.0, request_timeout=None, stall=0.5, chain_timeout=3.0, local=False, **kw):
     cfg = ProbeConfig(
         url=normalize_base_url(url),
         max_model_len=kw.pop("max_model_len", 256),
@@ -168,3 +168,53 @@ def test_find_limit_stops_when_the_kv_pool_saturates():
     assert run.stages[-1].stage.name == "limit-3"
     assert any("KV pool saturated at concurrency 3" in n for n in run.schedule_notes)
     assert verdict.cls is ProbeClass.KV_TOO_SMALL
+
+
+# --- bounded by construction (issue 13.3) ------------------------------------------------------
+
+
+def _peak_rss_growth(fn):
+    """(result, growth of this process's peak RSS in bytes) for one call."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out = fn()
+    return out, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+
+
+@pytest.mark.parametrize("fault", ["endless-body", "gzip-bomb"])
+def test_huge_models_body_is_refused_at_the_cap(fault):
+    with FaultServer(fault, where="all") as srv:
+        (run, verdict, took), grew = _peak_rss_growth(lambda: run_probe(srv.base_url, chain_timeout=20.0, duration=30.0))
+    assert not verdict.passed
+    assert "over 8 MiB" in verdict.summary, verdict.summary
+    assert took < 20.0
+    assert grew < 200 << 20  # the cap is 8 MiB; the body would be GiBs
+
+
+def test_trickling_body_ends_at_the_per_call_deadline():
+    # One byte every 50 ms: every read returns within the read timeout; only a per-call
+    # deadline ends it (before, this ran to --duration).
+    with FaultServer("trickle-body", where="all") as srv:
+        run, verdict, took = run_probe(srv.base_url, chain_timeout=1.0, duration=60.0)
+    assert verdict.cls is ProbeClass.TIMEOUT
+    assert "per-call deadline" in verdict.summary
+    assert took < 10.0
+
+
+@pytest.mark.parametrize("fault, word", [("long-line", "without a newline"), ("many-events", "more than")])
+def test_stream_line_and_event_caps(fault, word):
+    with FaultServer(fault) as srv:
+        run, verdict, took = run_probe(srv.base_url, duration=30.0, request_timeout=20.0, stall=5.0)
+    assert verdict.cls is ProbeClass.STREAM_BROKEN, verdict.summary
+    assert word in verdict.summary
+    assert took < 15.0
+
+
+def test_engine_dead_500_says_the_engine_crashed():
+    with FaultServer("engine-dead") as srv:
+        run, verdict, took = run_probe(srv.base_url)
+    assert not verdict.passed
+    assert "engine crashed" in verdict.summary
+    assert "--server-log" in (verdict.findings[0].fix or "")
+    assert any("engine crashed" in n for n in verdict.notes)
