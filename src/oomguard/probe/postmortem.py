@@ -26,12 +26,13 @@ _UNEXPLAINED = (ProbeClass.UNKNOWN, ProbeClass.SERVER_ERROR, ProbeClass.STREAM_B
 def diagnose_log(path: str) -> dict[str, Any]:
     """Run diagnose on one server log; the JSON-ready (redacted) verdicts.
 
-    The one adapter over diagnose's entry point (``oomguard.diagnose.diagnosis.diagnose``,
-    the function ``oomguard diagnose`` uses). Raises ``InputError`` for a file it cannot read.
+    The one adapter over diagnose's stable entry point (``diagnose_paths``: what ``oomguard
+    diagnose`` runs, plus the planner's check of each fix when the log names model and GPU).
+    Raises ``InputError`` for a file it cannot read.
     """
-    from oomguard.diagnose.diagnosis import diagnose
+    from oomguard.diagnose.diagnosis import diagnose_paths
 
-    d = diagnose([path])
+    d = diagnose_paths([path])
     out = d.to_dict()
     verdicts = out.get("verdicts") or []
     return {
