@@ -81,7 +81,7 @@ def test_probe_passes_on_real_vllm(vllm_server, tmp_path):
 
 
 def test_wrong_model_id_suggests_the_served_name(vllm_server):
-    rc, r, _ = oomguard_probe("--base-url", vllm_server.base_url, "--model", "tinyllama", *FAST)
+    rc, r, _ = oomguard_probe("--base-url", vllm_server.base_url, "--served-model-name", "tinyllama", *FAST)
     assert rc == 1 and r["class"] == "model-not-found"
     c = checks(r)["models"]
     assert "--model tiny" in c["fix"]

@@ -36,7 +36,9 @@ def register(sub: Any, name: str, help_text: str) -> None:
     g = p.add_argument_group("server")
     g.add_argument("--base-url", required=True, metavar="URL", help="server root or its /v1 base")
     g.add_argument("--api-key-env", metavar="NAME", help="environment variable holding the API key")
-    g.add_argument("--model", metavar="ID", help="served model name (default: the first one served)")
+    # vLLM's own name for the id the server answers to; --model means a model config in every command
+    g.add_argument("--served-model-name", dest="served_model", metavar="ID",
+                   help="the model id the server answers to (default: the first one /v1/models lists)")
     g.add_argument("--server-pid", type=int, metavar="PID", help="API server pid (default: found by port)")
     g.add_argument(
         "--local",
@@ -50,7 +52,9 @@ def register(sub: Any, name: str, help_text: str) -> None:
     c.add_argument("--concurrency", type=int, metavar="C", help="claimed concurrency (default: --max-num-seqs of --launch, else 8)")
     c.add_argument("--gpu", metavar="NAME", help="GPU for the plan comparison, with --launch")
     c.add_argument("--gpu-memory-gib", type=float, metavar="X", help="GPU total for the plan comparison")
-    c.add_argument("--plan-model", metavar="PATH|HF_ID", help="model config for the plan (default: the launch's model)")
+    c.add_argument("--model", dest="plan_model", metavar="PATH|HF_ID",
+                   help="model config for the plan, as in plan/check/fit (default: the launch's model)")
+    c.add_argument("--plan-model", dest="plan_model", help=argparse.SUPPRESS)  # the name before 0.2
     c.add_argument("--kv-cache-tokens", type=int, metavar="N", help="predicted KV pool in tokens (instead of a plan)")
     c.add_argument("--block-size", type=int, default=16, metavar="N", help="KV block size for --kv-cache-tokens (default 16)")
     w = p.add_argument_group("workload and bounds")
@@ -264,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
     config = ProbeConfig(
         url=url,
         api_key=api_key,
-        model=args.model or claims.get("model"),
+        model=args.served_model or claims.get("model"),
         max_model_len=args.max_model_len or claims.get("max_model_len"),
         concurrency=args.concurrency or claims.get("concurrency") or 8,
         output_tokens=args.output_tokens,

@@ -331,7 +331,7 @@ class Chain:
                     "models",
                     False,
                     why,
-                    fix=f"use --model {suggestion} (the served name, not the path)",
+                    fix=f"use --served-model-name {suggestion} (the id the server answers to, not the path)",
                     cls=ProbeClass.MODEL_NOT_FOUND,
                 )
             )
