@@ -47,7 +47,7 @@ def test_wrong_model_suggests_the_served_name():
     out = run_chain(FakeVllm(), model="tinny")
     c = checks(out)["models"]
     assert not c.ok and c.cls is ProbeClass.MODEL_NOT_FOUND
-    assert "--model tiny" in c.fix
+    assert "--served-model-name tiny" in c.fix
     assert out.blocking
 
 
@@ -55,7 +55,7 @@ def test_model_path_instead_of_served_name():
     out = run_chain(FakeVllm(served="qwen3-27b", root="/data/models/qwen3-27b-w4a16"), model="/data/models/qwen3-27b-w4a16")
     c = checks(out)["models"]
     assert c.cls is ProbeClass.MODEL_NOT_FOUND
-    assert "served-model-name" in c.detail and "--model qwen3-27b" in c.fix
+    assert "served-model-name" in c.detail and "--served-model-name qwen3-27b" in c.fix
 
 
 def test_missing_key_on_a_keyed_server():
