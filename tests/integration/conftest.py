@@ -42,6 +42,19 @@ def vllm_server(tiny_model_dir: Path, _vllm_logs: Path):
         server.stop()
 
 
+# One key-protected server for every test that needs one (a server start is the costliest step
+# of the suite on 2 cores).
+
+
+@pytest.fixture(scope="session")
+def vllm_server_with_key(tiny_model_dir: Path, _vllm_logs: Path):
+    server = vs.start_server(tiny_model_dir, _vllm_logs / "server-key.log", ["--api-key", vs.TEST_API_KEY])
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def vllm_server_factory(tiny_model_dir: Path, _vllm_logs: Path):
     started: list[vs.VllmServer] = []

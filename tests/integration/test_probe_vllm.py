@@ -20,7 +20,7 @@ import pytest
 
 pytestmark = pytest.mark.vllm
 
-KEY = "sk-oomguard-itest-5f2c9a71"
+from vllm_server import TEST_API_KEY as KEY  # noqa: E402  (the key of the shared keyed server)
 # The fixture server: --kv-cache-memory-bytes 128M at 1 KiB/token (tiny model, float32) =
 # 131,072 tokens, in CPU blocks of 128.
 from vllm_server import TINY_KV_TOKENS  # noqa: E402
@@ -105,27 +105,24 @@ def test_prompt_over_max_model_len_is_context_too_long(vllm_server):
     assert r["server"]["alive_after"] is True
 
 
-def test_api_key_missing_then_right(vllm_server_factory):
-    server = vllm_server_factory(["--api-key", KEY])
-    try:
-        rc, r, text = oomguard_probe("--base-url", server.base_url, *FAST)
-        assert rc == 1 and r["class"] == "auth"
-        c = checks(r)["auth"]
-        assert "--api-key" in c["detail"] and "--api-key-env" in c["fix"]
+def test_api_key_missing_then_right(vllm_server_with_key):
+    server = vllm_server_with_key
+    rc, r, text = oomguard_probe("--base-url", server.base_url, *FAST)
+    assert rc == 1 and r["class"] == "auth"
+    c = checks(r)["auth"]
+    assert "--api-key" in c["detail"] and "--api-key-env" in c["fix"]
 
-        env = {"ITEST_VLLM_KEY": KEY}
-        rc, r, text = oomguard_probe(
-            "--base-url", server.base_url, "--api-key-env", "ITEST_VLLM_KEY", "--concurrency", "2", *FAST, env=env
-        )
-        assert rc == 0, r["findings"]
-        assert checks(r)["auth"]["detail"] == "a key was sent and accepted"
-        assert KEY not in text
+    env = {"ITEST_VLLM_KEY": KEY}
+    rc, r, text = oomguard_probe(
+        "--base-url", server.base_url, "--api-key-env", "ITEST_VLLM_KEY", "--concurrency", "2", *FAST, env=env
+    )
+    assert rc == 0, r["findings"]
+    assert checks(r)["auth"]["detail"] == "a key was sent and accepted"
+    assert KEY not in text
 
-        rc, r, text = oomguard_probe("--base-url", server.base_url, "--api-key-env", "ITEST_VLLM_KEY", *FAST, env={"ITEST_VLLM_KEY": KEY + "\n"})
-        assert rc == 1 and r["class"] == "auth" and "whitespace" in checks(r)["auth"]["detail"]
-        assert KEY not in text
-    finally:
-        server.stop()
+    rc, r, text = oomguard_probe("--base-url", server.base_url, "--api-key-env", "ITEST_VLLM_KEY", *FAST, env={"ITEST_VLLM_KEY": KEY + "\n"})
+    assert rc == 1 and r["class"] == "auth" and "whitespace" in checks(r)["auth"]["detail"]
+    assert KEY not in text
 
 
 def test_engine_core_killed_under_load_is_an_engine_crash_with_the_log_diagnosed(vllm_server_factory, tmp_path):

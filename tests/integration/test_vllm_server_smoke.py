@@ -86,20 +86,18 @@ def test_log_reports_cpu_kv_cache_size(vllm_server):
     assert "Maximum concurrency for 1,024 tokens per request: 128.00x" in log
 
 
-def test_factory_server_with_api_key(vllm_server_factory):
-    server = vllm_server_factory(["--api-key", "secret"])
-    try:
-        assert server.port != 0 and server.alive()
-        assert httpx.get(server.url("/v1/models"), timeout=10).status_code == 401
-        ok = httpx.get(
-            server.url("/v1/models"), headers={"Authorization": "Bearer secret"}, timeout=10
-        )
-        assert ok.status_code == 200
-        # /metrics and /health stay open without the key.
-        assert httpx.get(server.url("/health"), timeout=10).status_code == 200
-    finally:
-        server.stop()
-    assert not server.alive()
+def test_server_with_api_key(vllm_server_with_key):
+    from vllm_server import TEST_API_KEY
+
+    server = vllm_server_with_key
+    assert server.port != 0 and server.alive()
+    assert httpx.get(server.url("/v1/models"), timeout=10).status_code == 401
+    ok = httpx.get(
+        server.url("/v1/models"), headers={"Authorization": f"Bearer {TEST_API_KEY}"}, timeout=10
+    )
+    assert ok.status_code == 200
+    # /metrics and /health stay open without the key.
+    assert httpx.get(server.url("/health"), timeout=10).status_code == 200
 
 
 def test_failing_run_captures_kv_error(vllm_failing_run):

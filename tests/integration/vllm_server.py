@@ -61,6 +61,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_VENV = REPO_ROOT / ".venv-vllm"
 MAKE_TINY_MODEL = REPO_ROOT / "scripts" / "make_tiny_model.py"
 SERVED_MODEL_NAME = "tiny"
+TEST_API_KEY = "sk-oomguard-itest-5f2c9a71"  # the shared key-protected server (conftest)
 STOP_GRACE_S = 20.0
 
 # The tiny model is built and served in float32. vLLM 0.32's CPU attention uses AMX tiles for
