@@ -111,6 +111,15 @@ def _gpu_oom(ev: SignalEvent, ctx: Context) -> Candidate:
         cls = _class_for_phase(ev.phase, ctx, eager)
         conf = 0.7 if ev.phase == Phase.STARTING else 0.82
         return Candidate(cls, conf + base, ev, f"last phase logged before it: {ev.phase.label}", cause)
+    # 2b. the rest of the paste: a traceback elsewhere in the same file and run, and (for a report in words, or
+    # an error printed before the lines that led to it) the furthest phase the paste logged.
+    paste = _from_paste(ev, ctx, eager, base, cause)
+    if paste is not None:
+        return paste
+    # 2c. vLLM's execute_model wrapper ("Error in model execution (input dumped to ...)"): a profile run also goes
+    # through it, but its frames or phase lines would have decided above; with neither, it served a batch.
+    if "Error in model execution" in ev.text or "err_execute_model_input" in ev.text:
+        return Candidate(FC.RUNTIME_OOM, 0.6 + base, ev, "vLLM's execute_model wrapper, no start-up phase logged", cause)
     # 3. words around a pasted error.
     hinted = _class_from_hints(ev.hints)
     if hinted is not None:
@@ -158,6 +167,22 @@ def _gpu_oom(ev: SignalEvent, ctx: Context) -> Candidate:
 # Larger single allocations are activations: V0 profiles max_model_len tokens without chunked prefill, e.g. one
 # MLP intermediate of 32,768 tokens x 28,672 x 2 (gate+up) x 2 B = 3.5 GiB.
 _LARGEST_WEIGHT_TENSOR_GIB = 2.5
+
+
+def _from_paste(ev: SignalEvent, ctx: Context, eager: bool | None, base: float, cause: str | None) -> Candidate | None:
+    frames = ctx.paste_frames.get((ev.file, ev.run), ())
+    strong = _classify_frames(tuple(frames)) if frames else None
+    if strong is not None and strong[0] in _GPU_OOM_CLASSES + (FC.STARTUP_FREE_MEMORY,):
+        cls, frame_cause, frame = strong
+        return Candidate(cls, 0.75 + base, ev, f"a traceback in the same paste passes through {frame}()",
+                         frame_cause or cause)
+    if not ev.prose:
+        return None
+    phase = ctx.paste_phase.get((ev.file, ev.run), Phase.UNKNOWN)
+    if phase in (Phase.UNKNOWN, Phase.STARTING):
+        return None
+    cls = _class_for_phase(phase, ctx, eager)
+    return Candidate(cls, 0.65 + base, ev, f"the furthest phase the paste logged: {phase.label}", cause)
 
 
 def _class_from_sizes(n: dict, ctx: Context) -> tuple[FC, float, str] | None:

@@ -58,7 +58,7 @@ KEYWORDS: tuple[bytes, ...] = (
     b"VRAM", b"ran out", b"run out", b"fit on", b"fit in", "显存".encode(), "内存".encode(), "缓存".encode(),
     "杀".encode(),
     # environment failures (parsers/environment.py)
-    b"No module named", b"Please install", b"shared object", b"cannot import", b"emplate", b"placement group",
+    b"No module named", b"Please install", b"please install", b"Nccl", b"limit", b"shared object", b"cannot import", b"emplate", b"placement group",
     b"GPU available", b"fulfill resource", b" GPU\n", b"out of resource",
 ) + FRAME_KEYWORDS
 

@@ -149,7 +149,8 @@ def parse_errors(line: LogLine, col: Collector) -> None:
     if _IMA_RX.search(msg):
         col.signal(Signal.ILLEGAL_MEMORY_ACCESS, line)
         return
-    if not line.kernel and _HOST_ALLOC_RX.search(msg) or (msg.startswith("MemoryError") and not line.kernel):
+    if (not line.kernel and _HOST_ALLOC_RX.search(msg) and "NCCL WARN" not in msg and "ibv_" not in msg) \
+            or (msg.startswith("MemoryError") and not line.kernel):
         col.signal(Signal.HOST_ALLOC_FAILURE, line)
         return
     if "Killed" in msg or "KILL" in msg or "137" in msg or "-9" in msg or "signal 9" in msg:

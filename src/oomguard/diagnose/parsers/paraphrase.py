@@ -20,7 +20,9 @@ TIER = "paraphrase"
 
 _HOST = re.compile(
     r"(?<![A-Za-z])OOM[\s_-]?kill|kernel killed|killed by (?:the )?(?:kernel|oom|linux|os|system|cgroup)|"
-    r"ran out of (?:system |host |cpu |)(?:RAM|memory on the host)|out of (?:host|system|cpu) (?:memory|RAM)|"
+    r"ran out of (?:system |host |cpu |)(?:RAM|memory on the host)|killed by (?:kubernetes|k8s|docker|the kubelet)|"
+    r"memory (?:crosses|crossed|exceeds|exceeded|hits|hit|reaches|reached) (?:the |its )?(?:defined |memory |pod |"
+    r"container |cgroup )?limit|(?:pod|container) (?:dies|died|was killed|got killed|is killed)[^.]{0,80}(?<![A-Za-z])OOM|out of (?:host|system|cpu) (?:memory|RAM)|"
     r"(?:host|system|cpu) (?:memory|RAM) (?:is |was |got )?(?:full|exhausted)|"
     r"被.{0,16}?(?:OOM|oom|内核|系统|kernel).{0,8}?(?:杀|kill)|(?:系统|主机|物理|CPU\s*)内存(?:不足|不够|耗尽|爆了|溢出)|"
     r"(?<!显)内存不足|(?<!显)内存不够|(?<!显)内存爆了",
