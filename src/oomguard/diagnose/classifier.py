@@ -176,13 +176,14 @@ def _from_paste(ev: SignalEvent, ctx: Context, eager: bool | None, base: float, 
         cls, frame_cause, frame = strong
         return Candidate(cls, 0.75 + base, ev, f"a traceback in the same paste passes through {frame}()",
                          frame_cause or cause)
-    if not ev.prose:
-        return None
+    # No phase before the error, yet the same run logged phases after it: the paste is out of order (a title
+    # first, a console listing newest lines first, a worker's buffer flushed late).
     phase = ctx.paste_phase.get((ev.file, ev.run), Phase.UNKNOWN)
     if phase in (Phase.UNKNOWN, Phase.STARTING):
         return None
     cls = _class_for_phase(phase, ctx, eager)
-    return Candidate(cls, 0.65 + base, ev, f"the furthest phase the paste logged: {phase.label}", cause)
+    conf = 0.65 if ev.prose else 0.55
+    return Candidate(cls, conf + base, ev, f"the furthest phase the paste logged (after the error): {phase.label}", cause)
 
 
 def _class_from_sizes(n: dict, ctx: Context) -> tuple[FC, float, str] | None:

@@ -146,7 +146,9 @@ def parse_errors(line: LogLine, col: Collector) -> None:
         return
     if _arguments(line, col, msg, joined):
         return
-    if _IMA_RX.search(msg):
+    # PyTorch's boilerplate after any CUDA error ("Compile with `TORCH_USE_CUDA_DSA` to enable device-side
+    # assertions.") names no fault: the error line above it does.
+    if _IMA_RX.search(msg) and "enable device-side assertions" not in msg:
         col.signal(Signal.ILLEGAL_MEMORY_ACCESS, line)
         return
     if (not line.kernel and _HOST_ALLOC_RX.search(msg) and "NCCL WARN" not in msg and "ibv_" not in msg) \
