@@ -74,6 +74,7 @@ class Candidate:
     event: SignalEvent
     reason: str
     cause: str | None = None
+    words: bool = False  # the class rests on people's wording (the paraphrase tier), whatever the signal
 
 
 def classify_signal(ev: SignalEvent, ctx: Context) -> Candidate | None:
@@ -176,6 +177,9 @@ def _from_paste(ev: SignalEvent, ctx: Context, eager: bool | None, base: float, 
         cls, frame_cause, frame = strong
         return Candidate(cls, 0.75 + base, ev, f"a traceback in the same paste passes through {frame}()",
                          frame_cause or cause)
+    if "coresident" in ctx.paste_hints.get((ev.file, ev.run), ()):
+        return Candidate(FC.STARTUP_FREE_MEMORY, 0.5 + base, ev, "paraphrase (lower confidence): the report says another "
+                         "process holds GPU memory, and nothing places the OOM later", cause, words=True)
     # No phase before the error, yet the same run logged phases after it: the paste is out of order (a title
     # first, a console listing newest lines first, a worker's buffer flushed late).
     phase = ctx.paste_phase.get((ev.file, ev.run), Phase.UNKNOWN)
@@ -361,8 +365,9 @@ def _merge(candidates: list[Candidate]) -> list[Verdict]:
         evidence.sort(key=lambda e: (e.file, e.line))
         verdict = Verdict(cls=cls, confidence=conf, summary="", evidence=evidence, phase=best.event.phase,
                           first_seq=min(m.event.seq for m in members))
-        if all(m.event.signal in _PROSE or m.event.numbers.get("tier") == "paraphrase" for m in members):
+        if all(m.words or m.event.signal in _PROSE or m.event.numbers.get("tier") == "paraphrase" for m in members):
             verdict.tier = "paraphrase"
+            verdict.confidence = min(verdict.confidence, PARAPHRASE_CAP)
         verdict._members = members  # type: ignore[attr-defined]  # read by fixes.attach_fixes, then dropped
         verdicts.append(verdict)
     _demote_consequences(verdicts)

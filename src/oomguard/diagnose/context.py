@@ -114,6 +114,7 @@ class Context:
     # per (file, run): traceback functions and the furthest phase anywhere in the paste (Collector's)
     paste_frames: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     paste_phase: dict[tuple[str, int], Any] = field(default_factory=dict)
+    paste_hints: dict[tuple[str, int], set[str]] = field(default_factory=dict)
 
     # --- arguments -----------------------------------------------------
     def arg(self, name: str, default: Any = None) -> Any:
@@ -226,4 +227,5 @@ def build_context(
     ctx.log_multimodal = bool(collector.multimodal_seen)
     ctx.paste_frames = collector.paste_frames
     ctx.paste_phase = collector.paste_phase
+    ctx.paste_hints = collector.paste_hints
     return ctx

@@ -103,6 +103,7 @@ class Collector:
     # buffer late): an OOM line with no frames or phase of its own is placed by the rest of its paste.
     paste_frames: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     paste_phase: dict[tuple[str, int], Phase] = field(default_factory=dict)
+    paste_hints: dict[tuple[str, int], set[str]] = field(default_factory=dict)  # words about the whole paste
     timeline: list[dict[str, Any]] = field(default_factory=list)
     timeline_dropped: int = 0
     notes: list[str] = field(default_factory=list)

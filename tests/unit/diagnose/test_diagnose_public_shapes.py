@@ -102,3 +102,42 @@ def test_public_corpus_accuracy():
     s = acc.summary(results)
     assert s["records"] >= 55
     assert s["accuracy"] >= 0.9, acc.misses(results)
+
+
+def test_chat_template_in_backticks(tmp_path):
+    text = ("`vllm serve deepseek-ai/DeepSeek-V3.2 --max-model-len 131072`\nan error occurred when invoking it\n"
+            "`ValueError: As of transformers v4.44, default chat template is no longer allowed, so you must provide a "
+            "chat template if the tokenizer does not define one.`\n")
+    assert _top(tmp_path, text) == "chat-template-error"
+
+
+@pytest.mark.parametrize("args", ["/root/models/Qwen3-8B", "serve /root/models/Qwen3-8B"])
+def test_positional_model_to_the_api_server_is_fixed_with_model_flag(tmp_path, args):
+    p = tmp_path / "paste.log"
+    p.write_text(f"api_server.py: error: unrecognized arguments: {args}\n", encoding="utf-8")
+    v = diagnose([str(p)]).verdicts[0]
+    assert v.cls.value == "bad-argument"
+    assert (v.fix[0].flag, v.fix[0].value) == ("--model", "/root/models/Qwen3-8B")
+
+
+def test_report_of_another_process_places_a_bare_oom_at_startup_free_memory(tmp_path):
+    text = ("There are other processes taking up about 15G of memory on the GPU, so why does it go OOM?\n"
+            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.63 GiB (GPU 0; 44.56 GiB total "
+            "capacity; 27.91 GiB already allocated; 565.31 MiB free; 27.93 GiB reserved in total by PyTorch)\n")
+    v = diagnose([_write(tmp_path, text)]).verdicts[0]
+    assert v.cls.value == "startup-free-memory"
+    assert v.confidence <= 0.5  # it rests on the reporter's words
+
+
+def test_other_process_words_do_not_override_a_traceback(tmp_path):
+    text = ("Another process is using the GPU as well.\n"
+            "Traceback (most recent call last):\n"
+            '  File "/x/vllm/worker/model_runner.py", line 1024, in load_model\n'
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB.\n")
+    assert _top(tmp_path, text) == "weights-oom"
+
+
+def _write(tmp_path: Path, text: str) -> str:
+    p = tmp_path / "paste.log"
+    p.write_text(text, encoding="utf-8")
+    return str(p)

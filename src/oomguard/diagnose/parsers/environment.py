@@ -106,8 +106,9 @@ def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> b
             col.signal(Signal.MISSING_DEPENDENCY, line, numbers={"package": "transformers", "upgrade": True,
                                                                  "detail": msg[:300]})
             return True
-    if line.prose and _TEMPLATE_STRONG.search(msg):
-        # transformers' own sentence, quoted in an issue, a client's 400 body or a JSON error
+    if _TEMPLATE_STRONG.search(msg):
+        # transformers' own sentence, quoted in an issue, in backticks, a client's 400 body or a JSON error
+        # (INFO / WARNING records returned above: only a raised error prints it)
         col.signal(Signal.CHAT_TEMPLATE, line, numbers={"detail": msg[:300]})
         return True
     if _is_error_record(line, msg) and _TEMPLATE_RX.search(joined):

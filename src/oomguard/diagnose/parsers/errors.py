@@ -17,7 +17,7 @@ from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.environment import parse_environment
 from oomguard.diagnose.parsers.frames import frame_function
 from oomguard.diagnose.parsers.numbers import integer, num, to_gib
-from oomguard.diagnose.parsers.paraphrase import parse_paraphrase
+from oomguard.diagnose.parsers.paraphrase import note_paste_words, parse_paraphrase
 from oomguard.diagnose.parsers.prose import looks_like_words, phase_hints
 
 # Lines that echo what a client sent (parsers.feed skips them) (prompts can say anything, "CUDA out of memory" included).
@@ -140,6 +140,7 @@ def parse_errors(line: LogLine, col: Collector) -> None:
         return
     joined = f"{msg} {line.following}".strip() if line.following else msg
     advice = line.level in ("INFO", "WARNING", "DEBUG") and _ADVICE.search(msg) is not None
+    note_paste_words(line, col, msg)
     if not advice and _oom(line, col, msg, joined):
         return
     if _kv(line, col, msg, joined):
