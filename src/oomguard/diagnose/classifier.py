@@ -38,7 +38,9 @@ _FRAME_RULES: tuple[tuple[tuple[str, ...], FC, str | None], ...] = (
       "load_state_dict", "weight_loader", "default_weight_loader", "process_weights_after_loading",
       "_process_weights_after_loading", "load_weights_and_postprocess"), FC.WEIGHTS_OOM, None),
     (("step", "step_with_batch_queue", "run_busy_loop", "_process_engine_step", "engine_step", "sample_tokens",
-      "run_engine_loop", "process_input_queue", "_run_engine"), FC.RUNTIME_OOM, None),
+      "run_engine_loop", "process_input_queue", "_run_engine",
+      # only real requests ask for prompt logprobs (the dummy runs never do)
+      "_get_prompt_logprobs_dict"), FC.RUNTIME_OOM, None),
 )
 _WEAK_FRAMES = {"execute_model": FC.RUNTIME_OOM, "_dummy_run": FC.PROFILE_OOM}
 
@@ -112,6 +114,10 @@ def _gpu_oom(ev: SignalEvent, ctx: Context) -> Candidate:
         cls = _class_for_phase(ev.phase, ctx, eager)
         conf = 0.7 if ev.phase == Phase.STARTING else 0.82
         return Candidate(cls, conf + base, ev, f"last phase logged before it: {ev.phase.label}", cause)
+    # 2a. vLLM's OpenAI handlers logged it: the exception a request met, so the engine was serving.
+    if ev.numbers.get("logged_by_server"):
+        return Candidate(FC.RUNTIME_OOM, 0.7 + base, ev, f"logged by the request handler ({ev.numbers['logged_by_server']})",
+                         cause)
     # 2b. the rest of the paste: a traceback elsewhere in the same file and run, and (for a report in words, or
     # an error printed before the lines that led to it) the furthest phase the paste logged.
     paste = _from_paste(ev, ctx, eager, base, cause)

@@ -141,3 +141,37 @@ def _write(tmp_path: Path, text: str) -> str:
     p = tmp_path / "paste.log"
     p.write_text(text, encoding="utf-8")
     return str(p)
+
+
+def test_startup_free_memory_in_lower_case_title(tmp_path):
+    text = ("[release 2.11][vllm] Distributed failures - free memory on device cuda:0 (19.77/22.05 GiB) on startup is "
+            "less than desired GPU memory utilization (0.9, 19.84 GiB)\n")
+    assert _top(tmp_path, text) == "startup-free-memory"
+
+
+def test_flattened_traceback_frames_count(tmp_path):
+    text = ('c x = self._get_prompt_logprobs_dict( ^^^^ File "/x/vllm/v1/worker/gpu_model_runner.py", line 4308, in '
+            '_get_prompt_logprobs_dict logprobs = self.sampler.compute_logprobs(logits) ^^^^ File '
+            '"/x/vllm/v1/sample/sampler.py", line 207, in compute_logprobs return logits.log_softmax(dim=-1)\n'
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.71 GiB. GPU 0 has a total capacity of "
+            "22.30 GiB of which 1.52 GiB is free.\n")
+    assert _top(tmp_path, text) == "runtime-oom"
+
+
+def test_oom_logged_by_the_chat_handler_is_runtime(tmp_path):
+    text = ("vllm  | ERROR 02-11 08:25:49 serving_chat.py:661] torch.OutOfMemoryError: CUDA out of memory. Tried to "
+            "allocate 1.15 GiB. GPU 0 has a total capac\n")
+    assert _top(tmp_path, text) == "runtime-oom"
+
+
+def test_torch_cuda_graphs_boilerplate_is_not_a_capture_hint(tmp_path):
+    text = ("[Bug]: 运行时服务被撑爆导致的oom\n"
+            "(EngineCore_DP0 pid=8402) ERROR 10-24 01:26:57 [core.py:710] torch.OutOfMemoryError: CUDA out of memory. "
+            "Tried to allocate 960.00 MiB. GPU 0 has a total capacity of 79.14 GiB of which 712.75 MiB is free. Of the "
+            "allocated memory 74.06 GiB is allocated by PyTorch, with 159.88 MiB allocated in private pools (e.g., CUDA "
+            "Graphs), and 2.22 GiB is reserved by PyTorch but unallocated.\n")
+    assert _top(tmp_path, text) == "runtime-oom"
+
+
+def test_killed_due_to_high_memory_usage_is_host_oom(tmp_path):
+    assert _top(tmp_path, "[Bug]: killed due to high memory usage\n") == "host-oom"

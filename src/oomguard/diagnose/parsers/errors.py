@@ -59,9 +59,12 @@ _HOST_WORDS = re.compile(r"\b(?:RAM|host memory|CPU memory|system memory|swap|me
 _GPU_WORDS = re.compile(r"\b(?:GPU|CUDA|VRAM|HBM|KV cache|HIP)\b", re.IGNORECASE)
 _SHORTAGE = re.compile(r"insufficient|not enough|ran out of|run(?:ning)? out of|exhausted|out of memory|too little", re.IGNORECASE)
 _SAMPLER = re.compile(r"out of memory occurred when warming up (sampler|pooler)[^\d]*(\d+) dummy requests")
+# vLLM's OpenAI handlers log the exception a request met ("ERROR ... serving_chat.py:661] torch.OutOfMemoryError").
+_SERVING_SRC = re.compile(r"(?:serving_\w+|api_server|protocol|launcher)\.py")
+_FLAT_FRAME = re.compile(r'File "[^"]{1,500}\.py", line \d{1,9}, in ([\w.<>]{1,120})')
 _STARTUP_FREE = re.compile(
     r"Free memory on device(?: [\w:]+)? \(([\d.]+)/([\d.]+) GiB\) on startup is less than desired GPU memory "
-    r"utilization \(([\d.]+), ([\d.]+) GiB\)"
+    r"utilization \(([\d.]+), ([\d.]+) GiB\)", re.IGNORECASE
 )
 # The CPU backend's versions of the same checks (host RAM of a NUMA node).
 _CPU_STARTUP_FREE = re.compile(
@@ -135,6 +138,9 @@ def parse_errors(line: LogLine, col: Collector) -> None:
     if function is not None:
         col.add_frame(line, function)
         return
+    if msg.count('File "') > 1:
+        for name in _FLAT_FRAME.findall(msg):
+            col.add_frame(line, name.rsplit(".", 1)[-1])
     if msg.startswith("usage: "):
         st.prog = msg[7:].split()[0] if len(msg) > 7 else None
         return
@@ -199,6 +205,8 @@ def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         return False  # Ray's host-memory monitor: handled as host OOM
     if _GPU_OOM_MARKERS_RX.search(msg) or ("out of memory" in msg and not line.kernel and _gpu_context(msg)):
         numbers = _oom_numbers(msg)
+        if line.src and _SERVING_SRC.match(line.src):
+            numbers["logged_by_server"] = line.src
         col.signal(Signal.CUDA_OOM, line, numbers=numbers, hints=phase_hints(joined) if line.prose else frozenset())
         if "gpu" in numbers and "total_gib" in numbers:
             col.add_gpu(numbers["gpu"], total_bytes=int(numbers["total_gib"] * (1 << 30)))
@@ -295,7 +303,7 @@ def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     if m:
         col.signal(Signal.MAMBA_LIMIT, line, numbers={"max_num_seqs": integer(m.group(1)), "mamba_blocks": integer(m.group(2))})
         return True
-    m = _STARTUP_FREE.search(joined) if "Free memory on device" in msg else None
+    m = _STARTUP_FREE.search(joined) if "ree memory on device" in msg else None
     if m:
         col.signal(Signal.STARTUP_FREE_MEMORY, line, numbers={
             "free_gib": num(m.group(1)), "total_gib": num(m.group(2)),

@@ -20,7 +20,8 @@ TIER = "paraphrase"
 
 _HOST = re.compile(
     r"(?<![A-Za-z])OOM[\s_-]?kill|kernel killed|killed by (?:the )?(?:kernel|oom|linux|os|system|cgroup)|"
-    r"ran out of (?:system |host |cpu |)(?:RAM|memory on the host)|killed by (?:kubernetes|k8s|docker|the kubelet)|"
+    r"ran out of (?:system |host |cpu |)(?:RAM|memory on the host)|killed due to (?:high|excessive|too much) memory|"
+    r"(?:node|host|machine|server) (?:is |was )?running (?:low on|out of) memory|killed by (?:kubernetes|k8s|docker|the kubelet)|"
     r"memory (?:crosses|crossed|exceeds|exceeded|hits|hit|reaches|reached) (?:the |its )?(?:defined |memory |pod |"
     r"container |cgroup )?limit|(?:pod|container) (?:dies|died|was killed|got killed|is killed)[^.]{0,80}(?<![A-Za-z])OOM|out of (?:host|system|cpu) (?:memory|RAM)|"
     r"(?:host|system|cpu) (?:memory|RAM) (?:is |was |got )?(?:full|exhausted)|"
