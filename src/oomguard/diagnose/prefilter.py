@@ -59,7 +59,7 @@ KEYWORDS: tuple[bytes, ...] = (
     "杀".encode(), b"ther process", b"ther program", b"ther job", b"ther model", b"ther container", b"ther instance",
     b"second process", "进程".encode(), "程序".encode(),
     # environment failures (parsers/environment.py)
-    b"No module named", b"Please install", b"please install", b"Nccl", b"limit", b"shared object", b"cannot import", b"emplate", b"placement group",
+    b"No module named", b"Please install", b"please install", b"Nccl", b"limit", b"Assertion `", b"process group", b"store based barrier", b"shared object", b"cannot import", b"emplate", b"placement group",
     b"GPU available", b"fulfill resource", b" GPU\n", b"out of resource",
 ) + FRAME_KEYWORDS
 

@@ -175,3 +175,21 @@ def test_torch_cuda_graphs_boilerplate_is_not_a_capture_hint(tmp_path):
 
 def test_killed_due_to_high_memory_usage_is_host_oom(tmp_path):
     assert _top(tmp_path, "[Bug]: killed due to high memory usage\n") == "host-oom"
+
+
+def test_cuda_kernel_assertion_lines_alone_are_a_device_fault(tmp_path):
+    text = ("../aten/src/ATen/native/cuda/Indexing.cu:1284: indexSelectLargeIndex: block: [0,0,0], thread: [24,0,0] "
+            "Assertion `srcIndex < srcSelectDimSize` failed.\n")
+    assert _top(tmp_path, text) == "illegal-memory-access"
+
+
+def test_ray_driver_without_gpu_is_placement(tmp_path):
+    text = ("Ray does not allocate any GPUs on the driver node. Consider adjusting the Ray placement group or running "
+            "the driver on a GPU node.\n")
+    assert _top(tmp_path, text) == "ray-placement-timeout"
+
+
+def test_process_group_init_timeout_is_a_communication_failure(tmp_path):
+    text = ("RuntimeError: Timed out initializing process group in store based barrier on rank: 1, for key: "
+            "store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:30:00)\n")
+    assert _top(tmp_path, text) == "nccl-error"

@@ -49,11 +49,13 @@ _NCCL_P2P = re.compile(r"peer access|P2P|NVLink|peer mapping", re.IGNORECASE)
 _NCCL_NET = re.compile(r"ibv_\w+|ibverbs|NET/IB|NET/Socket|Bootstrap|no socket interface|socket|NCCL_SOCKET_IFNAME|IB\b|InfiniBand|"
                        r"Connection (?:refused|reset|closed)", re.IGNORECASE)
 _SHM_SIZE = re.compile(r"\(size (\d{1,20})\)")
+_PG_INIT_TIMEOUT = re.compile(r"Timed out initializing process group|store based barrier")
 _NCCL_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective operation timeout", re.IGNORECASE)
 
 _PLACEMENT = re.compile(r"Cannot provide a placement group of placement_group_specs=(\[.{0,4000}?\])"
                         r"(?:\s*within (\d{1,9}) seconds)?")
 _PLACEMENT_OTHER = ("required GPUs exceeds the total number of available GPUs in the placement group",
+                    "Ray does not allocate any GPUs on the driver node",
                     "Current node has no GPU available", "No available node types can fulfill resource request")
 _GPU_SPEC = re.compile(r"['\"]GPU['\"]:\s*([\d.]{1,12})")
 _AVAILABLE = re.compile(r"(?:available GPUs|GPUs available)\s*\(?(\d{1,6})\)?|current_node_resource=\{[^}]*?['\"]GPU['\"]:\s*"
@@ -76,7 +78,7 @@ def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> b
             return True
     if line.level in ("INFO", "DEBUG", "WARNING") and "NCCL WARN" not in msg and "placement group" not in msg:
         return False
-    if "NCCL" in msg or "nccl" in msg or "WorkNCCL" in msg or "DistBackendError" in msg:
+    if "NCCL" in msg or "nccl" in msg or "WorkNCCL" in msg or "DistBackendError" in msg or "process group" in msg:
         if _nccl(line, col, msg, joined):
             return True
     if "placement" in msg or "GPU available" in msg or "fulfill resource request" in msg:
@@ -129,6 +131,10 @@ def _nccl(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         if s and cause == "shm":
             numbers["shm_bytes"] = integer(s.group(1))
         col.signal(Signal.NCCL_ERROR, line, numbers=numbers)
+        return True
+    if _PG_INIT_TIMEOUT.search(msg):
+        # torch.distributed never saw all ranks join: a worker on another node cannot reach the store (network)
+        col.signal(Signal.NCCL_ERROR, line, numbers={"cause": "network", "detail": msg[:300]})
         return True
     if not (_NCCL_ERROR.search(msg) or _NCCL_TIMEOUT.search(msg)):
         return False

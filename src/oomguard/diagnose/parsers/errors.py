@@ -117,6 +117,9 @@ _CONFIG = ("not supported", "Not supported", "is unsupported", "Unsupported", "d
 _CONFIG_RX = re.compile("|".join(map(re.escape, _CONFIG)))
 _IMA = ("illegal memory access", "device-side assert", "misaligned address", "illegal instruction",
         "unspecified launch failure", "CUDA_ERROR_ILLEGAL_ADDRESS")
+# A CUDA kernel's own assertion, printed before "device-side assert triggered" (often the only lines pasted):
+# "../aten/src/ATen/native/cuda/Indexing.cu:1284: indexSelectLargeIndex: block: [0,0,0], thread: [24,0,0] Assertion ..."
+_KERNEL_ASSERT = re.compile(r"\.cuh?:\d+: \w+: block: \[[\d,]+\], thread: \[[\d,]+\] Assertion")
 _IMA_RX = re.compile("|".join(map(re.escape, _IMA)))
 _HOST_ALLOC = ("DefaultCPUAllocator: can't allocate memory", "Cannot allocate memory", "cannot allocate memory",
                "std::bad_alloc", "node running low on memory", "OOMKilled", "killed by the OOM killer",
@@ -155,7 +158,7 @@ def parse_errors(line: LogLine, col: Collector) -> None:
         return
     # PyTorch's boilerplate after any CUDA error ("Compile with `TORCH_USE_CUDA_DSA` to enable device-side
     # assertions.") names no fault: the error line above it does.
-    if _IMA_RX.search(msg) and "enable device-side assertions" not in msg:
+    if (_IMA_RX.search(msg) and "enable device-side assertions" not in msg) or _KERNEL_ASSERT.search(msg):
         col.signal(Signal.ILLEGAL_MEMORY_ACCESS, line)
         return
     if (not line.kernel and _HOST_ALLOC_RX.search(msg) and "NCCL WARN" not in msg and "ibv_" not in msg) \
