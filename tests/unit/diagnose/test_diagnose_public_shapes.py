@@ -193,3 +193,15 @@ def test_process_group_init_timeout_is_a_communication_failure(tmp_path):
     text = ("RuntimeError: Timed out initializing process group in store based barrier on rank: 1, for key: "
             "store_based_barrier_key:1 (world_size=2, worker_count=1, timeout=0:30:00)\n")
     assert _top(tmp_path, text) == "nccl-error"
+
+
+def test_v0_profile_oom_without_known_length_keeps_the_context_first(tmp_path):
+    text = ("INFO 06-26 07:48:15 model_runner.py:160] Loading model weights took 15.2075 GB\n"
+            "[rank0]: Traceback (most recent call last):\n"
+            '[rank0]:   File "/x/vllm/worker/worker.py", line 175, in determine_num_available_blocks\n'
+            "[rank0]:     self.model_runner.profile_run()\n"
+            "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 GiB.\n")
+    v = diagnose([_write(tmp_path, text)]).verdicts[0]
+    assert v.cls.value == "profile-oom"
+    # V0 rejects --max-num-batched-tokens below max_model_len without chunked prefill: never offered alone
+    assert [f.flag for f in v.fix][:2] == ["--enable-chunked-prefill", "--max-model-len"]
