@@ -27,6 +27,8 @@ from oomguard.diagnose.diagnosis import diagnose
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "tests" / "data" / "calibration" / "failures.jsonl"
+# failures collected from public threads, labelled from each thread's conclusion (issue 11, second pass)
+PUBLIC_RECORDS = ROOT / "tests" / "data" / "calibration" / "failures_public.jsonl"
 
 
 @dataclass
@@ -92,6 +94,10 @@ def evaluate(*, with_context: bool = True, records: list[dict] | None = None) ->
     return [classify_record(r, with_context=with_context) for r in (records or load_records())]
 
 
+def misses(results: list[Result]) -> list[tuple[str, str, str]]:
+    return [(r.id, r.expected, r.got) for r in results if not r.correct]
+
+
 def summary(results: list[Result]) -> dict:
     high = [r for r in results if r.level == "high"]
     flagged = [r for r in results if r.fix_flag]
@@ -141,12 +147,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log-only", action="store_true", help="classify the excerpts without any context")
     parser.add_argument("--json", action="store_true", help="print results as JSON")
+    parser.add_argument("--records", action="append", type=Path, metavar="JSONL",
+                        help="record file(s) to measure (default: failures.jsonl and failures_public.jsonl)")
     args = parser.parse_args()
     modes = [False] if args.log_only else [False, True]
+    files = args.records or [RECORDS, PUBLIC_RECORDS]
     report = {}
-    for with_context in modes:
-        results = evaluate(with_context=with_context)
-        name = "with context" if with_context else "log only"
+    for path, with_context in [(f, m) for f in files for m in modes]:
+        results = evaluate(with_context=with_context, records=load_records(path))
+        name = f"{path.name}, " + ("with context" if with_context else "log only")
         report[name] = {"summary": summary(results), "results": [asdict(r) | {"correct": r.correct} for r in results]}
         if args.json:
             continue

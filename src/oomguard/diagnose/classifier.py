@@ -38,7 +38,9 @@ _FRAME_RULES: tuple[tuple[tuple[str, ...], FC, str | None], ...] = (
       "load_state_dict", "weight_loader", "default_weight_loader", "process_weights_after_loading",
       "_process_weights_after_loading", "load_weights_and_postprocess"), FC.WEIGHTS_OOM, None),
     (("step", "step_with_batch_queue", "run_busy_loop", "_process_engine_step", "engine_step", "sample_tokens",
-      "run_engine_loop", "process_input_queue", "_run_engine"), FC.RUNTIME_OOM, None),
+      "run_engine_loop", "process_input_queue", "_run_engine",
+      # only real requests ask for prompt logprobs (the dummy runs never do)
+      "_get_prompt_logprobs_dict"), FC.RUNTIME_OOM, None),
 )
 _WEAK_FRAMES = {"execute_model": FC.RUNTIME_OOM, "_dummy_run": FC.PROFILE_OOM}
 
@@ -74,6 +76,7 @@ class Candidate:
     event: SignalEvent
     reason: str
     cause: str | None = None
+    words: bool = False  # the class rests on people's wording (the paraphrase tier), whatever the signal
 
 
 def classify_signal(ev: SignalEvent, ctx: Context) -> Candidate | None:
@@ -111,6 +114,19 @@ def _gpu_oom(ev: SignalEvent, ctx: Context) -> Candidate:
         cls = _class_for_phase(ev.phase, ctx, eager)
         conf = 0.7 if ev.phase == Phase.STARTING else 0.82
         return Candidate(cls, conf + base, ev, f"last phase logged before it: {ev.phase.label}", cause)
+    # 2a. vLLM's OpenAI handlers logged it: the exception a request met, so the engine was serving.
+    if ev.numbers.get("logged_by_server"):
+        return Candidate(FC.RUNTIME_OOM, 0.7 + base, ev, f"logged by the request handler ({ev.numbers['logged_by_server']})",
+                         cause)
+    # 2b. the rest of the paste: a traceback elsewhere in the same file and run, and (for a report in words, or
+    # an error printed before the lines that led to it) the furthest phase the paste logged.
+    paste = _from_paste(ev, ctx, eager, base, cause)
+    if paste is not None:
+        return paste
+    # 2c. vLLM's execute_model wrapper ("Error in model execution (input dumped to ...)"): a profile run also goes
+    # through it, but its frames or phase lines would have decided above; with neither, it served a batch.
+    if "Error in model execution" in ev.text or "err_execute_model_input" in ev.text:
+        return Candidate(FC.RUNTIME_OOM, 0.6 + base, ev, "vLLM's execute_model wrapper, no start-up phase logged", cause)
     # 3. words around a pasted error.
     hinted = _class_from_hints(ev.hints)
     if hinted is not None:
@@ -158,6 +174,26 @@ def _gpu_oom(ev: SignalEvent, ctx: Context) -> Candidate:
 # Larger single allocations are activations: V0 profiles max_model_len tokens without chunked prefill, e.g. one
 # MLP intermediate of 32,768 tokens x 28,672 x 2 (gate+up) x 2 B = 3.5 GiB.
 _LARGEST_WEIGHT_TENSOR_GIB = 2.5
+
+
+def _from_paste(ev: SignalEvent, ctx: Context, eager: bool | None, base: float, cause: str | None) -> Candidate | None:
+    frames = ctx.paste_frames.get((ev.file, ev.run), ())
+    strong = _classify_frames(tuple(frames)) if frames else None
+    if strong is not None and strong[0] in _GPU_OOM_CLASSES + (FC.STARTUP_FREE_MEMORY,):
+        cls, frame_cause, frame = strong
+        return Candidate(cls, 0.75 + base, ev, f"a traceback in the same paste passes through {frame}()",
+                         frame_cause or cause)
+    if "coresident" in ctx.paste_hints.get((ev.file, ev.run), ()):
+        return Candidate(FC.STARTUP_FREE_MEMORY, 0.5 + base, ev, "paraphrase (lower confidence): the report says another "
+                         "process holds GPU memory, and nothing places the OOM later", cause, words=True)
+    # No phase before the error, yet the same run logged phases after it: the paste is out of order (a title
+    # first, a console listing newest lines first, a worker's buffer flushed late).
+    phase = ctx.paste_phase.get((ev.file, ev.run), Phase.UNKNOWN)
+    if phase in (Phase.UNKNOWN, Phase.STARTING):
+        return None
+    cls = _class_for_phase(phase, ctx, eager)
+    conf = 0.65 if ev.prose else 0.55
+    return Candidate(cls, conf + base, ev, f"the furthest phase the paste logged (after the error): {phase.label}", cause)
 
 
 def _class_from_sizes(n: dict, ctx: Context) -> tuple[FC, float, str] | None:
@@ -335,8 +371,9 @@ def _merge(candidates: list[Candidate]) -> list[Verdict]:
         evidence.sort(key=lambda e: (e.file, e.line))
         verdict = Verdict(cls=cls, confidence=conf, summary="", evidence=evidence, phase=best.event.phase,
                           first_seq=min(m.event.seq for m in members))
-        if all(m.event.signal in _PROSE or m.event.numbers.get("tier") == "paraphrase" for m in members):
+        if all(m.words or m.event.signal in _PROSE or m.event.numbers.get("tier") == "paraphrase" for m in members):
             verdict.tier = "paraphrase"
+            verdict.confidence = min(verdict.confidence, PARAPHRASE_CAP)
         verdict._members = members  # type: ignore[attr-defined]  # read by fixes.attach_fixes, then dropped
         verdicts.append(verdict)
     _demote_consequences(verdicts)

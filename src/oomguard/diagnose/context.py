@@ -111,6 +111,10 @@ class Context:
     exit_code: int | None = None
     config_multimodal: bool | None = None  # from the model's config.json when it could be read
     log_multimodal: bool = False  # the log shows a multimodal encoder being set up or profiled
+    # per (file, run): traceback functions and the furthest phase anywhere in the paste (Collector's)
+    paste_frames: dict[tuple[str, int], list[str]] = field(default_factory=dict)
+    paste_phase: dict[tuple[str, int], Any] = field(default_factory=dict)
+    paste_hints: dict[tuple[str, int], set[str]] = field(default_factory=dict)
 
     # --- arguments -----------------------------------------------------
     def arg(self, name: str, default: Any = None) -> Any:
@@ -221,4 +225,7 @@ def build_context(
     if ctx.num_gpus is None and collector.gpus:
         ctx.num_gpus = len(collector.gpus)
     ctx.log_multimodal = bool(collector.multimodal_seen)
+    ctx.paste_frames = collector.paste_frames
+    ctx.paste_phase = collector.paste_phase
+    ctx.paste_hints = collector.paste_hints
     return ctx

@@ -98,6 +98,12 @@ class Collector:
     topology: list[dict[str, Any]] = field(default_factory=list)
     signals: list[SignalEvent] = field(default_factory=list)
     signal_counts: dict[Signal, int] = field(default_factory=dict)
+    # Per (file, run): every traceback function and the furthest phase logged anywhere in it. A pasted report
+    # often puts the error first (an issue title, a console showing newest lines first, Ray flushing a worker's
+    # buffer late): an OOM line with no frames or phase of its own is placed by the rest of its paste.
+    paste_frames: dict[tuple[str, int], list[str]] = field(default_factory=dict)
+    paste_phase: dict[tuple[str, int], Phase] = field(default_factory=dict)
+    paste_hints: dict[tuple[str, int], set[str]] = field(default_factory=dict)  # words about the whole paste
     timeline: list[dict[str, Any]] = field(default_factory=list)
     timeline_dropped: int = 0
     notes: list[str] = field(default_factory=list)
@@ -145,6 +151,9 @@ class Collector:
                     del self.phases_seen[1 : len(self.phases_seen) // 2]
             st.phase = phase
             self.phase_reached = phase
+        key = (line.file, self.run)
+        if phase > self.paste_phase.get(key, Phase.UNKNOWN):
+            self.paste_phase[key] = phase
         self.add_timeline("phase", line, phase.label)
 
     def advance_phase(self, phase: Phase, line: LogLine) -> None:
@@ -164,6 +173,9 @@ class Collector:
         self.state.frame_seen_at[line.proc] = line.line
 
     def add_frame(self, line: LogLine, function: str) -> None:
+        paste = self.paste_frames.setdefault((line.file, self.run), [])
+        if len(paste) < 4 * MAX_FRAMES:
+            paste.append(function)
         frames = self.state.frames.setdefault(line.proc, [])
         frames.append(function)
         if len(frames) > MAX_FRAMES:

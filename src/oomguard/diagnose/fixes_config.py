@@ -35,6 +35,17 @@ def _bad_arg(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
             if ev.numbers.get("keyword"):
                 pairs = [("--" + str(ev.numbers["args"]).replace("_", "-"), None)]
             for flag, given in pairs:
+                stray = [t for t in flag.split() if not t.startswith("-")] if not flag.startswith("-") else []
+                path = next((t for t in reversed(stray) if "/" in t or "\\" in t), None)
+                if path is not None:
+                    # A stray positional that names a model: `python -m vllm.entrypoints.openai.api_server` (the
+                    # vllm-openai image's entrypoint) takes no positional; `serve MODEL` is the `vllm` CLI's form.
+                    if not any(f.flag == "--model" for f in v.fix):
+                        v.fix.append(Fix("--model", path, "the API server takes the model as --model; a bare model "
+                                         "path is `vllm serve MODEL`'s form (a container whose entrypoint is the "
+                                         "API server gets `serve MODEL` as stray arguments)"))
+                    whys.append(f"{flag} was given as a positional argument")
+                    continue
                 hint = hint_for(flag, prog=ev.numbers.get("prog"), version=ctx.version)
                 if any(f.flag == (hint.suggestion or hint.flag) for f in v.fix):
                     continue

@@ -162,6 +162,16 @@ def _profile(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
         v.fix.append(Fix("--enable-chunked-prefill", True, "the profile run then uses max_num_batched_tokens tokens"))
         v.fix.append(Fix("--max-num-batched-tokens", 8192, "bounds the activation peak of one step"))
         return
+    if ctx.engine == "V0" and not max_len and chunked is None and not tokens:
+        # V0 without chunked prefill sizes its step at max(max_model_len, 2048) tokens and rejects a smaller
+        # --max-num-batched-tokens (SchedulerConfig._verify_args): the context length is what was profiled.
+        v.summary = (f"CUDA out of memory in the start-up profile run{detail}: V0 without chunked prefill profiles "
+                     "one prefill of the whole max_model_len (the model's context unless set).")
+        v.fix.append(Fix("--enable-chunked-prefill", True, "keeps the context; the profile run then uses "
+                         "max_num_batched_tokens tokens"))
+        v.fix.append(Fix("--max-model-len", 8192, "V0 profiles a max_model_len-token prefill; a shorter context "
+                         "shrinks it, at the cost of the context (V0 rejects --max-num-batched-tokens below max_model_len without chunked prefill)"))
+        return
     v.summary = (f"CUDA out of memory in the start-up profile run{detail}: the activation peak of one "
                  f"{tokens or 'max_num_batched_tokens'}-token step did not fit next to the weights.")
     v.fix.append(Fix("--max-num-batched-tokens", lower_tokens(ctx), "the profile-run activation peak scales with "

@@ -56,9 +56,10 @@ KEYWORDS: tuple[bytes, ...] = (
     b"OOMKilled", b"memory.max", b"memory: usage",
     # words of the paraphrase tier (parsers/paraphrase.py), English and Chinese
     b"VRAM", b"ran out", b"run out", b"fit on", b"fit in", "显存".encode(), "内存".encode(), "缓存".encode(),
-    "杀".encode(),
+    "杀".encode(), b"ther process", b"ther program", b"ther job", b"ther model", b"ther container", b"ther instance",
+    b"second process", "进程".encode(), "程序".encode(),
     # environment failures (parsers/environment.py)
-    b"No module named", b"Please install", b"shared object", b"cannot import", b"emplate", b"placement group",
+    b"No module named", b"Please install", b"please install", b"Nccl", b"limit", b"Assertion `", b"process group", b"store based barrier", b"shared object", b"cannot import", b"emplate", b"placement group",
     b"GPU available", b"fulfill resource", b" GPU\n", b"out of resource",
 ) + FRAME_KEYWORDS
 

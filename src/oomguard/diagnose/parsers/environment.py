@@ -26,30 +26,36 @@ from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import integer, num
 
 _IMPORT = re.compile(r"^(?:[\w.]+\.)?(ImportError|ModuleNotFoundError|OSError)(?::\s*(.*))?$")
-_EXTRA = re.compile(r"(?:pip install |Please install )[`'\"]?(vllm\[[\w,-]{1,40}\])")
+_IMPORT_ANYWHERE = re.compile(r"\b(ImportError|ModuleNotFoundError)(?::\s*(.*))$")
+_PLEASE_INSTALL = re.compile(r"(?<![\w])()([Pp]lease install [`'\"]?vllm\[[\w,-]{1,40}\].*)$")
+_EXTRA = re.compile(r"(?:pip install |[Pp]lease install )[`'\"]?(vllm\[[\w,-]{1,40}\])")
 _NO_MODULE = re.compile(r"No module named '([\w.]{1,100})'")
 _PIP = re.compile(r"pip install\s+[`'\"]?([\w.\[\],<>=-]{1,80})")
 _NOT_INSTALLED = re.compile(r"\b([\w.-]{1,60}) (?:is|are) not installed")
 _SHARED_OBJECT = re.compile(r"([\w.+-]{1,80}\.so[\w.]*): cannot open shared object file")
 _CANNOT_IMPORT = re.compile(r"cannot import name '(\w{1,100})' from '([\w.]{1,100})'")
 
+_TEMPLATE_STRONG = re.compile(r"default chat template is no longer allowed|ChatTemplateResolutionError|"
+                              r"Cannot use chat template functions because tokenizer\.chat_template is not set")
 _TEMPLATE = ("default chat template is no longer allowed", "chat_template is not set",
              "Error in applying chat template", "TemplateError", "TemplateSyntaxError", "UndefinedError",
              "Conversation roles must alternate", "chat template", "chat_template")
 _TEMPLATE_RX = re.compile("|".join(map(re.escape, _TEMPLATE)))
 
-_NCCL_ERROR = re.compile(r"NCCL error|DistBackendError|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|Remote|"
+_NCCL_ERROR = re.compile(r"NCCL ?error|NCCL_ERROR_[A-Z_]+|NcclError|DistBackendError|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|Remote|"
                          r"InvalidArgument)Error\b|NCCL Error \d|ProcessGroupNCCL|WorkNCCL", re.IGNORECASE)
 _NCCL_SHM = re.compile(r"/dev/shm|posix_fallocate|shared memory segment|No space left on device", re.IGNORECASE)
 _NCCL_P2P = re.compile(r"peer access|P2P|NVLink|peer mapping", re.IGNORECASE)
-_NCCL_NET = re.compile(r"NET/Socket|Bootstrap|no socket interface|socket|NCCL_SOCKET_IFNAME|IB\b|InfiniBand|"
+_NCCL_NET = re.compile(r"ibv_\w+|ibverbs|NET/IB|NET/Socket|Bootstrap|no socket interface|socket|NCCL_SOCKET_IFNAME|IB\b|InfiniBand|"
                        r"Connection (?:refused|reset|closed)", re.IGNORECASE)
 _SHM_SIZE = re.compile(r"\(size (\d{1,20})\)")
+_PG_INIT_TIMEOUT = re.compile(r"Timed out initializing process group|store based barrier")
 _NCCL_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective operation timeout", re.IGNORECASE)
 
 _PLACEMENT = re.compile(r"Cannot provide a placement group of placement_group_specs=(\[.{0,4000}?\])"
                         r"(?:\s*within (\d{1,9}) seconds)?")
 _PLACEMENT_OTHER = ("required GPUs exceeds the total number of available GPUs in the placement group",
+                    "Ray does not allocate any GPUs on the driver node",
                     "Current node has no GPU available", "No available node types can fulfill resource request")
 _GPU_SPEC = re.compile(r"['\"]GPU['\"]:\s*([\d.]{1,12})")
 _AVAILABLE = re.compile(r"(?:available GPUs|GPUs available)\s*\(?(\d{1,6})\)?|current_node_resource=\{[^}]*?['\"]GPU['\"]:\s*"
@@ -72,13 +78,17 @@ def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> b
             return True
     if line.level in ("INFO", "DEBUG", "WARNING") and "NCCL WARN" not in msg and "placement group" not in msg:
         return False
-    if "NCCL" in msg or "nccl" in msg or "WorkNCCL" in msg or "DistBackendError" in msg:
+    if "NCCL" in msg or "nccl" in msg or "WorkNCCL" in msg or "DistBackendError" in msg or "process group" in msg:
         if _nccl(line, col, msg, joined):
             return True
     if "placement" in msg or "GPU available" in msg or "fulfill resource request" in msg:
         if _ray(line, col, msg, joined):
             return True
     m = _IMPORT.match(msg)
+    if m is None and (line.prose or _is_error_record(line, msg)):
+        # pasted inside a sentence, a title ("[Bug]: ModuleNotFoundError: ...") or behind a platform's prefix
+        # ("[error]Please install vllm[audio] ..."); vLLM's own WARNING fallbacks never get here (level filter).
+        m = _IMPORT_ANYWHERE.search(msg) or _PLEASE_INSTALL.search(msg)
     if m and (m.group(1) != "OSError" or "shared object" in msg):
         detail = m.group(2) or ""
         numbers: dict[str, object] = {"exception": m.group(1), "detail": detail[:300]}
@@ -98,6 +108,11 @@ def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> b
             col.signal(Signal.MISSING_DEPENDENCY, line, numbers={"package": "transformers", "upgrade": True,
                                                                  "detail": msg[:300]})
             return True
+    if _TEMPLATE_STRONG.search(msg):
+        # transformers' own sentence, quoted in an issue, in backticks, a client's 400 body or a JSON error
+        # (INFO / WARNING records returned above: only a raised error prints it)
+        col.signal(Signal.CHAT_TEMPLATE, line, numbers={"detail": msg[:300]})
+        return True
     if _is_error_record(line, msg) and _TEMPLATE_RX.search(joined):
         if "chat" in joined.lower() or "jinja" in msg or "Template" in msg or "Conversation roles" in joined:
             col.signal(Signal.CHAT_TEMPLATE, line, numbers={"detail": msg[:300]})
@@ -117,9 +132,14 @@ def _nccl(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
             numbers["shm_bytes"] = integer(s.group(1))
         col.signal(Signal.NCCL_ERROR, line, numbers=numbers)
         return True
+    if _PG_INIT_TIMEOUT.search(msg):
+        # torch.distributed never saw all ranks join: a worker on another node cannot reach the store (network)
+        col.signal(Signal.NCCL_ERROR, line, numbers={"cause": "network", "detail": msg[:300]})
+        return True
     if not (_NCCL_ERROR.search(msg) or _NCCL_TIMEOUT.search(msg)):
         return False
-    if not _is_error_record(line, msg) and not line.prose and "NCCL error" not in msg and "WorkNCCL" not in msg:
+    if not _is_error_record(line, msg) and not line.prose and "NCCL error" not in msg and "WorkNCCL" not in msg \
+            and "NCCL_ERROR_" not in msg:
         return False
     cause = "timeout" if _NCCL_TIMEOUT.search(msg) else _nccl_cause(joined)
     col.signal(Signal.NCCL_ERROR, line, numbers={"cause": cause, "detail": msg[:300]} if cause else {"detail": msg[:300]})

@@ -17,7 +17,7 @@ from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.environment import parse_environment
 from oomguard.diagnose.parsers.frames import frame_function
 from oomguard.diagnose.parsers.numbers import integer, num, to_gib
-from oomguard.diagnose.parsers.paraphrase import parse_paraphrase
+from oomguard.diagnose.parsers.paraphrase import note_paste_words, parse_paraphrase
 from oomguard.diagnose.parsers.prose import looks_like_words, phase_hints
 
 # Lines that echo what a client sent (parsers.feed skips them) (prompts can say anything, "CUDA out of memory" included).
@@ -59,9 +59,12 @@ _HOST_WORDS = re.compile(r"\b(?:RAM|host memory|CPU memory|system memory|swap|me
 _GPU_WORDS = re.compile(r"\b(?:GPU|CUDA|VRAM|HBM|KV cache|HIP)\b", re.IGNORECASE)
 _SHORTAGE = re.compile(r"insufficient|not enough|ran out of|run(?:ning)? out of|exhausted|out of memory|too little", re.IGNORECASE)
 _SAMPLER = re.compile(r"out of memory occurred when warming up (sampler|pooler)[^\d]*(\d+) dummy requests")
+# vLLM's OpenAI handlers log the exception a request met ("ERROR ... serving_chat.py:661] torch.OutOfMemoryError").
+_SERVING_SRC = re.compile(r"(?:serving_\w+|api_server|protocol|launcher)\.py")
+_FLAT_FRAME = re.compile(r'File "[^"]{1,500}\.py", line \d{1,9}, in ([\w.<>]{1,120})')
 _STARTUP_FREE = re.compile(
     r"Free memory on device(?: [\w:]+)? \(([\d.]+)/([\d.]+) GiB\) on startup is less than desired GPU memory "
-    r"utilization \(([\d.]+), ([\d.]+) GiB\)"
+    r"utilization \(([\d.]+), ([\d.]+) GiB\)", re.IGNORECASE
 )
 # The CPU backend's versions of the same checks (host RAM of a NUMA node).
 _CPU_STARTUP_FREE = re.compile(
@@ -114,6 +117,9 @@ _CONFIG = ("not supported", "Not supported", "is unsupported", "Unsupported", "d
 _CONFIG_RX = re.compile("|".join(map(re.escape, _CONFIG)))
 _IMA = ("illegal memory access", "device-side assert", "misaligned address", "illegal instruction",
         "unspecified launch failure", "CUDA_ERROR_ILLEGAL_ADDRESS")
+# A CUDA kernel's own assertion, printed before "device-side assert triggered" (often the only lines pasted):
+# "../aten/src/ATen/native/cuda/Indexing.cu:1284: indexSelectLargeIndex: block: [0,0,0], thread: [24,0,0] Assertion ..."
+_KERNEL_ASSERT = re.compile(r"\.cuh?:\d+: \w+: block: \[[\d,]+\], thread: \[[\d,]+\] Assertion")
 _IMA_RX = re.compile("|".join(map(re.escape, _IMA)))
 _HOST_ALLOC = ("DefaultCPUAllocator: can't allocate memory", "Cannot allocate memory", "cannot allocate memory",
                "std::bad_alloc", "node running low on memory", "OOMKilled", "killed by the OOM killer",
@@ -135,21 +141,28 @@ def parse_errors(line: LogLine, col: Collector) -> None:
     if function is not None:
         col.add_frame(line, function)
         return
+    if msg.count('File "') > 1:
+        for name in _FLAT_FRAME.findall(msg):
+            col.add_frame(line, name.rsplit(".", 1)[-1])
     if msg.startswith("usage: "):
         st.prog = msg[7:].split()[0] if len(msg) > 7 else None
         return
     joined = f"{msg} {line.following}".strip() if line.following else msg
     advice = line.level in ("INFO", "WARNING", "DEBUG") and _ADVICE.search(msg) is not None
+    note_paste_words(line, col, msg)
     if not advice and _oom(line, col, msg, joined):
         return
     if _kv(line, col, msg, joined):
         return
     if _arguments(line, col, msg, joined):
         return
-    if _IMA_RX.search(msg):
+    # PyTorch's boilerplate after any CUDA error ("Compile with `TORCH_USE_CUDA_DSA` to enable device-side
+    # assertions.") names no fault: the error line above it does.
+    if (_IMA_RX.search(msg) and "enable device-side assertions" not in msg) or _KERNEL_ASSERT.search(msg):
         col.signal(Signal.ILLEGAL_MEMORY_ACCESS, line)
         return
-    if not line.kernel and _HOST_ALLOC_RX.search(msg) or (msg.startswith("MemoryError") and not line.kernel):
+    if (not line.kernel and _HOST_ALLOC_RX.search(msg) and "NCCL WARN" not in msg and "ibv_" not in msg) \
+            or (msg.startswith("MemoryError") and not line.kernel):
         col.signal(Signal.HOST_ALLOC_FAILURE, line)
         return
     if "Killed" in msg or "KILL" in msg or "137" in msg or "-9" in msg or "signal 9" in msg:
@@ -195,6 +208,8 @@ def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         return False  # Ray's host-memory monitor: handled as host OOM
     if _GPU_OOM_MARKERS_RX.search(msg) or ("out of memory" in msg and not line.kernel and _gpu_context(msg)):
         numbers = _oom_numbers(msg)
+        if line.src and _SERVING_SRC.match(line.src):
+            numbers["logged_by_server"] = line.src
         col.signal(Signal.CUDA_OOM, line, numbers=numbers, hints=phase_hints(joined) if line.prose else frozenset())
         if "gpu" in numbers and "total_gib" in numbers:
             col.add_gpu(numbers["gpu"], total_bytes=int(numbers["total_gib"] * (1 << 30)))
@@ -291,7 +306,7 @@ def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     if m:
         col.signal(Signal.MAMBA_LIMIT, line, numbers={"max_num_seqs": integer(m.group(1)), "mamba_blocks": integer(m.group(2))})
         return True
-    m = _STARTUP_FREE.search(joined) if "Free memory on device" in msg else None
+    m = _STARTUP_FREE.search(joined) if "ree memory on device" in msg else None
     if m:
         col.signal(Signal.STARTUP_FREE_MEMORY, line, numbers={
             "free_gib": num(m.group(1)), "total_gib": num(m.group(2)),

@@ -20,7 +20,10 @@ TIER = "paraphrase"
 
 _HOST = re.compile(
     r"(?<![A-Za-z])OOM[\s_-]?kill|kernel killed|killed by (?:the )?(?:kernel|oom|linux|os|system|cgroup)|"
-    r"ran out of (?:system |host |cpu |)(?:RAM|memory on the host)|out of (?:host|system|cpu) (?:memory|RAM)|"
+    r"ran out of (?:system |host |cpu |)(?:RAM|memory on the host)|killed due to (?:high|excessive|too much) memory|"
+    r"(?:node|host|machine|server) (?:is |was )?running (?:low on|out of) memory|killed by (?:kubernetes|k8s|docker|the kubelet)|"
+    r"memory (?:crosses|crossed|exceeds|exceeded|hits|hit|reaches|reached) (?:the |its )?(?:defined |memory |pod |"
+    r"container |cgroup )?limit|(?:pod|container) (?:dies|died|was killed|got killed|is killed)[^.]{0,80}(?<![A-Za-z])OOM|out of (?:host|system|cpu) (?:memory|RAM)|"
     r"(?:host|system|cpu) (?:memory|RAM) (?:is |was |got )?(?:full|exhausted)|"
     r"被.{0,16}?(?:OOM|oom|内核|系统|kernel).{0,8}?(?:杀|kill)|(?:系统|主机|物理|CPU\s*)内存(?:不足|不够|耗尽|爆了|溢出)|"
     r"(?<!显)内存不足|(?<!显)内存不够|(?<!显)内存爆了",
@@ -34,7 +37,21 @@ _GPU = re.compile(
     r"not enough (?:GPU|CUDA|video|device) memory|(?:does not|doesn't|do not|don't|won't) fit (?:on|in|into) (?:the |one |a )?GPU|"
     r"显存(?:不足|不够|溢出|爆了|爆掉|占满|耗尽|满了|OOM)|爆显存|(?:GPU|CUDA|显卡)\s*(?:内存|显存)?\s*(?:不足|不够|溢出|OOM)|"
     r"(?<![A-Za-z])OOM(?:s|ed|ing)?(?![A-Za-z])|out of memory|内存溢出", re.IGNORECASE)
+# Someone says another process holds the GPU ("other processes taking up about 15G", "另一个进程占用了显存"):
+# kept for the paste, it places a GPU OOM that has no phase as start-up free memory (classifier._from_paste).
+_CORESIDENT = re.compile(
+    r"(?:other|another|second) (?:process(?:es)?|programs?|jobs?|models?|containers?|instances?)\b[^.?!]{0,40}?"
+    r"(?:taking|using|occupying|holding|consuming|already uses?|running on)|"
+    r"(?:其他|其它|另一个|别的)(?:进程|程序|模型|任务).{0,12}?(?:占用|占了|使用)", re.IGNORECASE)
 _CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def note_paste_words(line: LogLine, col: Collector, msg: str) -> None:
+    """Words that describe the whole paste rather than one line (kept per file and run, not a signal)."""
+    if line.kernel or not (line.prose or _CJK.search(msg)):
+        return
+    if _CORESIDENT.search(msg):
+        col.paste_hints.setdefault((line.file, col.run), set()).add("coresident")
 
 
 def parse_paraphrase(line: LogLine, col: Collector, msg: str, joined: str) -> bool:

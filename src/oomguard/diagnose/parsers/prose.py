@@ -19,7 +19,7 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"\bload(?:ing)?\b(?! test)|weights? (?:do not|don't) fit|loading weights|加载|载入|权重", re.IGNORECASE)),
     ("serving", re.compile(
         r"\brequests?\b|\binference\b|\bserving\b|under load|load test|\bgenerat|long prompts?|concurren|\bbatch(?:es)? of\b|"
-        r"推理|请求|并发|生成|压测|运行一段时间",
+        r"推理|请求|并发|生成|压测|运行一段时间|运行时|运行中|撑爆|服务(?:中|期间)",
         re.IGNORECASE)),
     ("multimodal", re.compile(r"\bimages?\b|vision|multimodal|multi-modal|\bvideo\b|encoder|图片|图像|多模态|视频",
                               re.IGNORECASE)),
@@ -38,5 +38,12 @@ def looks_like_words(text: str) -> bool:
     return wordlike >= 0.4 * len(tokens)
 
 
+# PyTorch's OOM message names CUDA graphs in every OOM since 2.1 ("allocated in private pools (e.g., CUDA
+# Graphs)"): boilerplate, not a phase.
+_TORCH_BOILERPLATE = re.compile(r"private pools \(e\.g\., CUDA\s*Gra\s*phs\)|PYTORCH_CUDA_ALLOC_CONF\S*|"
+                                r"max_split_size_mb|Memory Management", re.IGNORECASE)
+
+
 def phase_hints(text: str) -> frozenset[str]:
+    text = _TORCH_BOILERPLATE.sub(" ", text)
     return frozenset(name for name, rx in _HINTS if rx.search(text))
