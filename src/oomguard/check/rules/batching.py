@@ -147,7 +147,11 @@ def s2_chunk(ctx, base=()):
     requests) grows the caching allocator's reserved pool once, and it stays: nvidia-smi shows memory
     climbing in steps until one step has nowhere to go (scenario S2, OOM after hours of traffic).
     Lowering `--gpu-memory-utilization` does not bound that peak; chunking the prefill does. On
-    long contexts the unchunked activation peak alone can exceed the card at start-up.""",
+    long contexts the unchunked activation peak alone can exceed the card at start-up. The rule
+    speaks only when the step matters: the profile fails on it; one max-length prompt's step is
+    larger than what the launch leaves outside its budget (the room the allocator's growth past
+    the profile can take); or TP spans more than two GPUs without NVLink, where custom all-reduce
+    is off and each step's all-reduces run through NCCL outside the profile (S2's setup).""",
     fix="""Chunked prefill with S2's budget for ordinary online serving, `--enable-chunked-prefill
     --max-num-batched-tokens 1024` (512, then 256, when the re-planned launch does not start with
     1024), with `--max-num-seqs` no larger than the budget. The re-planned peak is reported next to
