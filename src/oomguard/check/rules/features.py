@@ -10,7 +10,7 @@ from __future__ import annotations
 from oomguard.check.context import json_value
 from oomguard.check.finding import Severity
 from oomguard.check.registry import Needs, rule
-from oomguard.check.rules.common import gib
+from oomguard.check.rules.common import gib, memory_failure
 from oomguard.model.failures import FailureClass as F
 from oomguard.units import GiB
 
@@ -113,11 +113,17 @@ def mm_budget(ctx):
         counts = {k: (v.get("count", 1) if isinstance(v, dict) else v) for k, v in lim.items()}
         total = sum(int(v) for v in counts.values() if isinstance(v, (int, float)))
         if total > 8 or int(counts.get("video", 0) or 0) > 2:
+            # a warning only where the planned launch fails for memory; a launch that starts pays in
+            # KV tokens, which is a trade-off to state, not an alarm
+            plan = ctx.plan
+            fails = plan is not None and memory_failure(plan)
+            cost = "" if plan is None else (f"; the launch will not start ({plan.failure.value})" if fails else f"; the launch starts with {plan.kv_cache_tokens:,} KV tokens")
             yield r.finding(
                 ctx,
                 f"--limit-mm-per-prompt {counts}: the profile run encodes that many items at their largest size; "
-                "the peak and encoder cache grow with it. Cap it to what clients send.",
+                f"the peak and encoder cache grow with it{cost}. Cap it to what clients send.",
                 dests=["limit_mm_per_prompt"],
+                severity=Severity.WARNING if fails or plan is None else Severity.INFO,
                 fix=[ctx.edit("limit_mm_per_prompt", {"image": 1, "video": 0})],
             )
         return
@@ -156,9 +162,10 @@ def fp8_old_gpu(ctx):
         yield r.finding(
             ctx,
             f"{ctx.gpu.name} (compute capability {ctx.gpu.compute_capability}) has no FP8 tensor cores: vLLM runs the FP8 weights through "
-            "Marlin weight-only kernels (16-bit activations, slower).",
+            "Marlin weight-only kernels (16-bit activations, slower). It starts; the cost is throughput.",
             dests=["quantization"],
-            severity=Severity.WARNING,
+            # it starts (runpod-workers/worker-vllm#213 on A100): a throughput note, not an alarm
+            severity=Severity.INFO,
         )
         return
     fix = [ctx.edit("quantization", None)] if ctx.flags.get("quantization") else []
