@@ -74,6 +74,7 @@ CASES = {
     "OG805": (dict(gpu="H100"), "vllm serve nvidia/Qwen3.6-35B-A3B-NVFP4 --max-model-len 8192", "warning"),
     "OG806": (dict(gpu="T4"), "vllm serve Qwen/Qwen2.5-1.5B-Instruct --max-model-len 8192 --dtype bfloat16", "error"),
     "OG807": (dict(gpu="A100-80GB"), "vllm serve Qwen/Qwen2-VL-2B-Instruct-AWQ --max-model-len 8192 --quantization gptq", "error"),
+    "OG808": (dict(gpu="A100-80GB", version="0.6.3"), "vllm serve meta-llama/Llama-3.2-11B-Vision-Instruct --max-model-len 1024", "error"),
     "OG901": (dict(gpu="A100-80GB"), f"{Q7} --max-model-len 8192 --enable-prefix-caching", "info"),
     "OG902": (dict(gpu="A100-80GB"), f"{Q7} --max-model-len 8192 --enforce-eager", "info"),
     "OG903": (dict(gpu="H200"), "vllm serve Qwen/Qwen3-Coder-30B-A3B-Instruct --max-model-len 262144", "info"),

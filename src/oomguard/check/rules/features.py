@@ -287,3 +287,55 @@ def quant_mismatch(ctx):
         fix=[ctx.edit("quantization", None)],
         numbers={"checkpoint_method": m, "flag": q},
     )
+
+
+# Records, not a derivation: vLLM's maintainers say the default 256 does not start and 16 does
+# (vllm#8879); vllm#9445 started at 32 on an A100 80GB after failing at the default.
+_MLLAMA_SEQS_STARTED = 32
+_MLLAMA_SEQS_ADVISED = 16
+
+
+@rule(
+    "OG808",
+    "encoder-decoder-profile-sequences",
+    title="Llama-3.2-Vision profiles one full-size image per sequence",
+    severity=Severity.ERROR,
+    needs=(),
+    why="""Llama-3.2-Vision (`mllama`) runs on vLLM's encoder-decoder runner, whose start-up profile
+    builds `max_num_seqs` dummy requests and gives each one the largest image the model takes
+    (`worker/enc_dec_model_runner.py::profile_run`: one `dummy_data_for_profiling(...,
+    is_encoder_data=True)` per sequence), so the vision tower encodes `max_num_seqs` × 4 tiles ×
+    1,601 patches in one pass and every sequence holds its cross-attention states. With the default
+    256 sequences the profile runs out of memory even on an 80 GB card; vLLM's maintainers give 16,
+    and launches reported to start used 16–32. The encoder-decoder runner also does not capture
+    CUDA graphs, so they ask for `--enforce-eager` with it. oomguard does not model this
+    architecture's memory, so this rule works from the architecture's name and those records.""",
+    fix="""`--max-num-seqs 16` (and `--enforce-eager` when it is not set).""",
+    example="vllm serve meta-llama/Llama-3.2-11B-Vision-Instruct --max-model-len 1024   # vLLM 0.6.3",
+    use_instead="vllm serve meta-llama/Llama-3.2-11B-Vision-Instruct --max-model-len 1024 --max-num-seqs 16 --enforce-eager",
+    predicts=(F.PROFILE_OOM,),
+)
+def mllama_profile_seqs(ctx):
+    r = mllama_profile_seqs.rule
+    mt = getattr(ctx.model, "model_type", None) or ctx.unmodelled_type
+    if mt not in ("mllama", "mllama_text_model"):
+        return
+    seqs = ctx.flags.get("max_num_seqs")
+    if seqs is None:
+        seqs = 256  # the default of every release that serves mllama (V0 scheduler)
+    if not isinstance(seqs, int) or seqs <= _MLLAMA_SEQS_STARTED:
+        return
+    fix = [ctx.edit("max_num_seqs", _MLLAMA_SEQS_ADVISED)]
+    if not ctx.flags.get("enforce_eager"):
+        fix.append(ctx.edit("enforce_eager", True))
+    how = "" if ctx.is_set("max_num_seqs") else " (the default)"
+    yield r.finding(
+        ctx,
+        f"max-num-seqs {seqs:,}{how}: vLLM {ctx.version_label}'s encoder-decoder profile gives each of the {seqs:,} dummy "
+        f"sequences a full-size image (4 tiles × 1,601 patches), so the vision tower encodes {seqs * 4 * 1601:,} patches at once: "
+        f"the profile runs out of memory (vllm#8879, vllm#9445). Use --max-num-seqs {_MLLAMA_SEQS_ADVISED}"
+        + (" --enforce-eager." if len(fix) > 1 else "."),
+        dests=["max_num_seqs", "enforce_eager"],
+        fix=fix,
+        numbers={"max_num_seqs": seqs, "profiled_patches": seqs * 4 * 1601, "suggested_max_num_seqs": _MLLAMA_SEQS_ADVISED},
+    )
