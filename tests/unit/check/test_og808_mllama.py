@@ -38,3 +38,16 @@ def test_runs_without_a_gpu_and_other_models_are_untouched(tmp_path):
     assert [f.rule for f in rep.errors] == ["OG808"]
     rep = _check(tmp_path, "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192\n", gpu="A100-80GB", version="0.6.3")
     assert "OG808" not in {f.rule for f in rep.findings}
+
+
+def test_from_07_it_is_the_budget_that_decides(tmp_path):
+    # PR #12126 (record S005): 128 sequences at 65,536 tokens started on an H100 at 0.7
+    rep = _check(tmp_path, f"vllm serve {M} --max-model-len 65536 --max-num-seqs 128 --enforce-eager\n", gpu="H100", version="0.7.0")
+    assert "OG808" not in {f.rule for f in rep.findings}
+    # the same 128 before that release: the over-counting profile failed
+    rep = _check(tmp_path, f"vllm serve {M} --max-model-len 65536 --max-num-seqs 128 --enforce-eager\n", gpu="H100", version="0.6.6")
+    assert "OG808" in {f.rule for f in rep.errors}
+    # the default 256 at 0.7: 19.7 GiB of weights + 73 GiB of profile do not fit an 80 GB card
+    rep = _check(tmp_path, f"vllm serve {M} --max-model-len 1024\n", gpu="A100-80GB", version="0.7.0")
+    f = next(f for f in rep.errors if f.rule == "OG808")
+    assert 19 < f.numbers["weights_gib"] < 21 and f.numbers["profile_peak_gib"] > 70

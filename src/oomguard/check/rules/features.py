@@ -289,10 +289,27 @@ def quant_mismatch(ctx):
     )
 
 
-# Records, not a derivation: vLLM's maintainers say the default 256 does not start and 16 does
-# (vllm#8879); vllm#9445 started at 32 on an A100 80GB after failing at the default.
-_MLLAMA_SEQS_STARTED = 32
+# Llama-3.2-Vision on vLLM's encoder-decoder runner. Records, not a derivation:
+# - before vllm PR #12126 (0.7.0) the V0 profile over-counted: the default 256 failed on an A100 80GB
+#   (vllm#9445, 0.6.3) and on 2x A10 (vllm#10034); 128 at 65,536 tokens failed "before this PR"
+#   (PR #12126); 32 started (vllm#9445) and the maintainers give 16 (vllm#8879);
+# - from 0.7.0 the profile peak grows ~0.286 GiB per sequence (PR #12126's H100 log: 36.63 GiB at
+#   128 sequences, record S005), so a launch fails where weights + that peak exceed the budget.
+_MLLAMA_SEQS_STARTED_PRE_07 = 32
+_MLLAMA_PEAK_PER_SEQ = int(36.63 / 128 * GiB)  # fitted on record S005 (PR #12126), one record
 _MLLAMA_SEQS_ADVISED = 16
+
+
+def _mllama_weight_bytes(cfg: dict) -> int:
+    """16-bit weights from the config: text layers (attention + MLP), embeddings and LM head,
+    vision tower (local + global layers). Within 1 % of the 19.86 GiB vLLM logs for the 11B."""
+    t, v = cfg.get("text_config") or {}, cfg.get("vision_config") or {}
+    H, I, L = t.get("hidden_size", 0), t.get("intermediate_size", 0), t.get("num_hidden_layers", 0)
+    kv = t.get("num_key_value_heads", 1) / max(t.get("num_attention_heads", 1), 1)
+    text = L * (H * H * (2 + 2 * kv) + 3 * H * I) + 2 * t.get("vocab_size", 0) * H
+    vh, vi = v.get("hidden_size", 0), v.get("intermediate_size", 0)
+    vision = (v.get("num_hidden_layers", 0) + v.get("num_global_layers", 0)) * (4 * vh * vh + 2 * vh * vi)
+    return int((text + vision) * 2)
 
 
 @rule(
@@ -305,37 +322,54 @@ _MLLAMA_SEQS_ADVISED = 16
     builds `max_num_seqs` dummy requests and gives each one the largest image the model takes
     (`worker/enc_dec_model_runner.py::profile_run`: one `dummy_data_for_profiling(...,
     is_encoder_data=True)` per sequence), so the vision tower encodes `max_num_seqs` × 4 tiles ×
-    1,601 patches in one pass and every sequence holds its cross-attention states. With the default
-    256 sequences the profile runs out of memory even on an 80 GB card; vLLM's maintainers give 16,
-    and launches reported to start used 16–32. The encoder-decoder runner also does not capture
-    CUDA graphs, so they ask for `--enforce-eager` with it. oomguard does not model this
-    architecture's memory, so this rule works from the architecture's name and those records.""",
-    fix="""`--max-num-seqs 16` (and `--enforce-eager` when it is not set).""",
+    1,601 patches in one pass. Before 0.7.0 (vllm PR #12126) the profile also over-counted: the
+    default 256 failed on an 80 GB card and on 2 × A10, 32 started and vLLM's maintainers give 16.
+    From 0.7.0 the peak grows about 0.29 GiB per sequence (PR #12126's log: 36.63 GiB at 128; a
+    constant fitted on that one record), so the launch fails where the 16-bit weights and that peak
+    exceed the budget. oomguard does not model this architecture's memory: the rule works from the
+    config and those records.""",
+    fix="""`--max-num-seqs 16` (and `--enforce-eager` when it is not set: the encoder-decoder runner
+    does not capture CUDA graphs).""",
     example="vllm serve meta-llama/Llama-3.2-11B-Vision-Instruct --max-model-len 1024   # vLLM 0.6.3",
     use_instead="vllm serve meta-llama/Llama-3.2-11B-Vision-Instruct --max-model-len 1024 --max-num-seqs 16 --enforce-eager",
     predicts=(F.PROFILE_OOM,),
 )
 def mllama_profile_seqs(ctx):
     r = mllama_profile_seqs.rule
-    mt = getattr(ctx.model, "model_type", None) or ctx.unmodelled_type
-    if mt not in ("mllama", "mllama_text_model"):
+    cfg = ctx.unmodelled_config
+    if str(cfg.get("model_type") or "") not in ("mllama", "mllama_text_model"):
         return
     seqs = ctx.flags.get("max_num_seqs")
-    if seqs is None:
+    default = seqs is None
+    if default:
         seqs = 256  # the default of every release that serves mllama (V0 scheduler)
-    if not isinstance(seqs, int) or seqs <= _MLLAMA_SEQS_STARTED:
+    if not isinstance(seqs, int):
         return
+    numbers = {"max_num_seqs": seqs, "profiled_patches": seqs * 4 * 1601, "suggested_max_num_seqs": _MLLAMA_SEQS_ADVISED}
+    if ctx.version_tuple < (0, 7, 0):
+        if seqs <= _MLLAMA_SEQS_STARTED_PRE_07:
+            return
+        why = f"before 0.7.0 the profile of {seqs:,} such sequences runs out of memory (256 failed on 80 GB cards, 32 started)"
+    else:
+        if ctx.gpu is None:
+            return  # the budget needs the card
+        tp = int(ctx.flags.get("tensor_parallel_size") or 1)
+        util = float(ctx.flags.get("gpu_memory_utilization") or 0.9)
+        budget = util * ctx.gpu.total_bytes - ctx.other_gpu_use_bytes
+        weights, peak = _mllama_weight_bytes(cfg) / tp, seqs * _MLLAMA_PEAK_PER_SEQ / tp
+        numbers.update(weights_gib=round(weights / GiB, 2), profile_peak_gib=round(peak / GiB, 2), budget_gib=round(budget / GiB, 2))
+        if weights + peak <= budget:
+            return
+        why = f"weights ≈ {gib(weights)} plus a profile peak ≈ {gib(peak)} (0.29 GiB per sequence, PR #12126) exceed the {gib(budget)} budget per GPU"
     fix = [ctx.edit("max_num_seqs", _MLLAMA_SEQS_ADVISED)]
     if not ctx.flags.get("enforce_eager"):
         fix.append(ctx.edit("enforce_eager", True))
-    how = "" if ctx.is_set("max_num_seqs") else " (the default)"
     yield r.finding(
         ctx,
-        f"max-num-seqs {seqs:,}{how}: vLLM {ctx.version_label}'s encoder-decoder profile gives each of the {seqs:,} dummy "
-        f"sequences a full-size image (4 tiles × 1,601 patches), so the vision tower encodes {seqs * 4 * 1601:,} patches at once: "
-        f"the profile runs out of memory (vllm#8879, vllm#9445). Use --max-num-seqs {_MLLAMA_SEQS_ADVISED}"
-        + (" --enforce-eager." if len(fix) > 1 else "."),
+        f"max-num-seqs {seqs:,}{' (the default)' if default else ''}: vLLM {ctx.version_label}'s encoder-decoder profile gives each "
+        f"dummy sequence a full-size image (4 tiles × 1,601 patches, {seqs * 4 * 1601:,} patches in all); {why}. "
+        f"Use --max-num-seqs {_MLLAMA_SEQS_ADVISED}" + (" --enforce-eager." if len(fix) > 1 else "."),
         dests=["max_num_seqs", "enforce_eager"],
         fix=fix,
-        numbers={"max_num_seqs": seqs, "profiled_patches": seqs * 4 * 1601, "suggested_max_num_seqs": _MLLAMA_SEQS_ADVISED},
+        numbers=numbers,
     )
