@@ -15,7 +15,8 @@ flag-like parts. The model comes from the record's ``config`` (or its ``model``
 when it names a catalog entry exactly), the GPU from ``lookup_gpu`` (with
 ``gpu_total_mem_gib`` when present). The vLLM version is the record's
 (``version`` / ``vllm_version`` or the estimate); when absent, a V0 log format
-("# GPU blocks") selects 0.6.6, otherwise the newest release is assumed.
+("# GPU blocks") selects 0.6.6 (0.7.0 for the "the current vLLM instance can use" profiling summary
+of vllm PR #12126), otherwise the newest release is assumed.
 
     python benchmarks/check_calibration.py [--verbose] [--json]
 """
@@ -56,14 +57,18 @@ _PROSE_FLAGS = {
 
 
 def version_of(r: dict, *keys: str) -> tuple[str | None, str]:
-    """(version, how it was chosen); None = newest."""
-    for k in keys:
+    """(version, how it was chosen); None = newest. A stated version wins, then the log's own
+    format (the V0 profiling summary vllm PR #12126 introduced, first released in 0.7.0), then
+    an estimate."""
+    log = str(r.get("log_excerpt") or "") + str(r.get("raw_excerpt") or "")
+    for i, k in enumerate(keys):
+        if i and "the current vLLM instance can use total_gpu_memory" in log:
+            return "0.7.0", "V0 profiling summary of 0.7"
         text = str(r.get(k) or "")
         m = re.search(r"(?<![\d.])0\.(\d+)(?:\.(\d+))?(?:\.post(\d+))?", text)
         if m:
             v = f"0.{m.group(1)}.{m.group(2) or 0}" + (f".post{m.group(3)}" if m.group(3) else "")
             return v, k
-    log = str(r.get("log_excerpt") or "") + str(r.get("raw_excerpt") or "")
     if "# GPU blocks" in log or str(r.get("engine") or "").startswith("V0"):
         return "0.6.6.post1", "V0 log format"
     return None, "newest (no version given)"

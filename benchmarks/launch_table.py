@@ -10,8 +10,9 @@ docker run, env-prefixed commands) plus the three founding scenarios; each row's
 Columns:
 - findings: error / warning rule ids (OG001 = memory rules could not run);
 - verdict: ``caught`` (a launch that failed got an error, or, for a run-time OOM, an error or a
-  warning that foretells it), ``missed``, ``clean`` (started, no error), ``FALSE ALARM`` (started,
-  but an error was reported);
+  warning that foretells it), ``missed``, ``clean`` (started, no error or warning; OG001, the list of
+  rules that could not run, is not an alarm), ``FALSE ALARM`` (started, but an error or a warning
+  was reported), ``unverifiable`` (the record says it started without publishing its flags);
 - corrected: the ``--fix`` text read back strictly by the release's own flag table, re-checked
   without errors and planned to start (``valid``), ``none`` when nothing was fixed, or what failed;
 - goal: whether the corrected launch keeps the max-model-len asked for.
@@ -93,8 +94,13 @@ def run() -> list[dict]:
         truth = e["truth"]
         errors = [f.rule for f in rep.errors]
         warnings = [f.rule for f in rep.warnings]
-        if truth == "starts":
-            verdict = "FALSE ALARM" if errors else "clean"
+        if truth == "starts" and e.get("flags_unknown"):
+            # the record says it started but not with which flags: no verdict either way
+            verdict = "unverifiable"
+        elif truth == "starts":
+            # the measure counts warnings too; OG001 (rules that could not run) is a coverage statement, not an alarm
+            alarms = errors + [w for w in warnings if w != "OG001"]
+            verdict = "FALSE ALARM" if alarms else "clean"
         elif truth == "runtime-oom":
             verdict = "caught" if errors or any(_foretells(f, truth) for f in rep.warnings) else "missed"
         else:
@@ -138,12 +144,13 @@ def render(rows: list[dict]) -> str:
         )
     ok = [r for r in rows if "error" not in r]
     failed = [r for r in ok if r["truth"] != "starts"]
-    started = [r for r in ok if r["truth"] == "starts"]
+    started = [r for r in ok if r["truth"] == "starts" and r["verdict"] != "unverifiable"]
     fixed = [r for r in ok if r["corrected"] != "none"]
     out.append("")
     out.append(
         f"{len(ok)} launches: {sum(r['verdict'] == 'caught' for r in failed)}/{len(failed)} real failures caught, "
-        f"{sum(r['verdict'] == 'FALSE ALARM' for r in started)}/{len(started)} false alarms on launches that started, "
+        f"{sum(r['verdict'] == 'FALSE ALARM' for r in started)}/{len(started)} false alarms (errors or warnings) on launches that started "
+        f"({sum(r['verdict'] == 'unverifiable' for r in ok)} unverifiable: flags not published), "
         f"{sum(r['corrected'] == 'valid' for r in fixed)}/{len(fixed)} corrected commands valid for their release, "
         f"{sum(1 for r in fixed if r['goal_kept'])}/{sum(1 for r in fixed if r['goal_kept'] is not None)} keep the asked max-model-len; "
         f"{sum(r['seconds'] for r in ok):.1f} s in all"

@@ -61,6 +61,7 @@ class CheckContext:
     notes: list[str] = field(default_factory=list)
     model_note: str = ""
     model_unsupported: bool = False  # the config was read but its architecture is not modelled
+    unmodelled_config: dict = field(default_factory=dict)  # that config, for the rules that need only its fields
     gpu_note: str = ""
     plan_error: str | None = None
     _plan: Any = None
@@ -391,6 +392,7 @@ def build_check_context(read: LaunchRead, options: CheckOptions) -> CheckContext
             # read, but not modelled: every rule that needs no memory plan still runs
             ctx.model_unsupported = True
             ctx.model_note = f"the memory rules need the architecture, which oomguard does not model ({exc})"
+            ctx.unmodelled_config = _raw_config(spec)
         except OomguardError as exc:
             if options.model:
                 raise  # the user named it explicitly: bad input
@@ -514,3 +516,19 @@ def _other_use_from_smi(ctx: CheckContext) -> tuple[int, str]:
     if worst_idx is None:
         return 0, ""
     return worst, f"nvidia-smi: GPU{worst_idx} has {worst / GiB:.2f} GiB in use"
+
+
+def _raw_config(spec: str) -> dict:
+    """The config.json of a model oomguard reads but does not model ({} when it cannot tell)."""
+    from oomguard.inputs import model_config as mc
+
+    for find in (lambda s: Path(s) if Path(s).is_dir() else None, mc._catalog_dir, mc._hf_cache_dir):
+        try:
+            d = find(spec)
+            if d is None:
+                continue
+            cfg = mc.read_json(mc._config_file_in(d))
+        except (OomguardError, OSError, ValueError):
+            continue
+        return cfg if isinstance(cfg, dict) else {}
+    return {}

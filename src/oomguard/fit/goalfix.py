@@ -393,6 +393,40 @@ def unchunked_whole_prompt(plan, flags: dict) -> bool:
     return not s.enable_chunked_prefill and "max_num_batched_tokens" not in flags and T >= UNCHUNKED_MIN and T >= s.max_model_len
 
 
+def _pcie_nccl(plan) -> bool:
+    """TP beyond two GPUs without NVLink: vLLM turns custom all-reduce off
+    (distributed/device_communicators/custom_all_reduce.py), so every whole-prompt step's
+    all-reduces go through NCCL, whose buffers live outside what PyTorch's profile counted."""
+    tp = plan.settings.tensor_parallel_size
+    return tp > 2 and not getattr(plan.gpu, "nvlink", False)
+
+
+def headroom_outside_budget(plan) -> int:
+    """What the tightest GPU keeps outside vLLM's budget (total − utilization × total − other
+    tenants): the only memory a reserved pool that outgrows the profile can take."""
+    return min(r.total_bytes - r.requested_bytes - r.other_use_bytes for r in plan.ranks)
+
+
+def unchunked_step_matters(plan, one_prompt_plan) -> str | None:
+    """Why a launch's whole-prompt prefill steps put it at risk, or None when they do not.
+
+    ``one_prompt_plan`` is the same launch with one sequence, so its activation is the forward
+    step of one max-length prompt (no sampler rows of a full decode batch). The step matters when
+    (a) the profile already fails on it, (b) the caching allocator's growth past the profiled peak,
+    bounded by one more such step, has no room outside the budget, or (c) the step's all-reduces
+    go through NCCL on PCIe beyond two GPUs (scenario S2's setup)."""
+    from oomguard.model.failures import FailureClass as F
+
+    if not plan.starts and plan.failure in (F.PROFILE_OOM, F.NO_KV_MEMORY, F.KV_TOO_SMALL):
+        return "fails"
+    step = max(r.activation.bytes for r in one_prompt_plan.ranks)
+    if step > headroom_outside_budget(plan):
+        return "headroom"
+    if _pcie_nccl(plan):
+        return "pcie-nccl"
+    return None
+
+
 def s2_edits(plan, tokens: int) -> dict:
     """S2's fix: chunked prefill with this budget, max-num-seqs no larger than it."""
     e = {"enable_chunked_prefill": True, "max_num_batched_tokens": tokens}
@@ -406,6 +440,8 @@ def s2_option(planner, flags: dict, env: dict, plan, *, goal: Goal | None = None
     """The first budget of S2's table whose re-planned launch starts, for an unchunked launch that starts."""
     if plan is None or not plan.starts or not unchunked_whole_prompt(plan, flags):
         return None
+    if unchunked_step_matters(plan, planner({**flags, "max_num_seqs": 1}, env)) is None:
+        return None  # the same condition as check's OG103: no edit for a step that fits
     goal = goal or Goal(plan.settings.max_model_len)
     floor = headroom_floor(plan.gpu.total_bytes, floor_share, floor_bytes)
     for t in S2_BUDGETS:

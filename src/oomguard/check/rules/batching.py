@@ -111,7 +111,7 @@ def unchunked_budget_below_len(ctx):
     )
 
 
-from oomguard.fit.goalfix import S2_BUDGETS, s2_edits, unchunked_whole_prompt  # noqa: E402  (one S2 rule for check and fit)
+from oomguard.fit.goalfix import S2_BUDGETS, headroom_outside_budget, s2_edits, unchunked_step_matters, unchunked_whole_prompt  # noqa: E402  (one S2 rule for check and fit)
 
 
 def _act_range(plan) -> tuple[int, int, int]:
@@ -147,7 +147,11 @@ def s2_chunk(ctx, base=()):
     requests) grows the caching allocator's reserved pool once, and it stays: nvidia-smi shows memory
     climbing in steps until one step has nowhere to go (scenario S2, OOM after hours of traffic).
     Lowering `--gpu-memory-utilization` does not bound that peak; chunking the prefill does. On
-    long contexts the unchunked activation peak alone can exceed the card at start-up.""",
+    long contexts the unchunked activation peak alone can exceed the card at start-up. The rule
+    speaks only when the step matters: the profile fails on it; one max-length prompt's step is
+    larger than what the launch leaves outside its budget (the room the allocator's growth past
+    the profile can take); or TP spans more than two GPUs without NVLink, where custom all-reduce
+    is off and each step's all-reduces run through NCCL outside the profile (S2's setup).""",
     fix="""Chunked prefill with S2's budget for ordinary online serving, `--enable-chunked-prefill
     --max-num-batched-tokens 1024` (512, then 256, when the re-planned launch does not start with
     1024), with `--max-num-seqs` no larger than the budget. The re-planned peak is reported next to
@@ -163,15 +167,25 @@ def unchunked_profile(ctx):
     if not unchunked_whole_prompt(plan, ctx.flags):
         return
     L, T = s.max_model_len, s.max_num_batched_tokens
+    # one long prompt on its own: the same plan with a single sequence, so the step's forward
+    # activations show without the sampler rows of a full decode batch
+    one = [ctx.edit("max_num_seqs", 1)]
+    one_plan = ctx.replan(one)
+    why = unchunked_step_matters(plan, one_plan)
+    if why is None:
+        return  # the step fits what the launch leaves outside its budget, on NVLink or <= 2 GPUs
     t, after, edits = s2_chunk(ctx)
     if t is None:
         return
     before, lo, hi = _act_range(plan)
     a_after, a_lo, a_hi = _act_range(after)
-    # one long prompt on its own: the same plan with a single sequence, so the step's forward
-    # activations show without the sampler rows of a full decode batch
-    one = [ctx.edit("max_num_seqs", 1)]
-    p_whole, _, p_whole_hi = _act_range(ctx.replan(one))
+    p_whole, _, p_whole_hi = _act_range(one_plan)
+    room = headroom_outside_budget(plan)
+    risk = {
+        "fails": "",
+        "headroom": f" One such step is more than the {gib(room)} the launch leaves outside its budget, so the allocator's first growth past the profile has nowhere to go.",
+        "pcie-nccl": f" The step is spread over {plan.num_gpus} GPUs on PCIe without NVLink: custom all-reduce is off, so each whole-prompt step's all-reduces run through NCCL, outside what the profile counted (scenario S2's setup).",
+    }[why]
     p_chunk, _, p_chunk_hi = _act_range(ctx.replan([e for e in edits if e.dest != "max_num_seqs"] + one))
     by_default = ctx.flags.get("enable_chunked_prefill") is None
     why_off = (
@@ -201,7 +215,7 @@ def unchunked_profile(ctx):
         f"{t:,} (S2's budget for online serving) a prompt's step costs {gib(p_chunk)} (up to {gib(p_chunk_hi)}), the profile peak "
         f"is {gib(a_after)} (range {gib(a_lo)}–{gib(a_hi)}), a {L:,}-token prompt takes {-(-L // t)} steps, and the launch "
         + ("starts" if after.starts else f"still fails for another reason ({after.failure.value})")
-        + f" with {after.kv_cache_tokens:,} KV tokens.{caveat}",
+        + f" with {after.kv_cache_tokens:,} KV tokens.{risk}{caveat}",
         dests=["enable_chunked_prefill", "max_model_len"],
         severity=sev,
         fix=edits,
@@ -217,6 +231,8 @@ def unchunked_profile(ctx):
             "suggested_max_num_batched_tokens": t,
             "kv_cache_tokens_after": after.kv_cache_tokens,
             "starts_after": after.starts,
+            "risk": why,
+            "headroom_outside_budget_gib": round(room / 2**30, 2),
         },
     )
 

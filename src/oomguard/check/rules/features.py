@@ -10,7 +10,7 @@ from __future__ import annotations
 from oomguard.check.context import json_value
 from oomguard.check.finding import Severity
 from oomguard.check.registry import Needs, rule
-from oomguard.check.rules.common import gib
+from oomguard.check.rules.common import gib, memory_failure
 from oomguard.model.failures import FailureClass as F
 from oomguard.units import GiB
 
@@ -113,11 +113,17 @@ def mm_budget(ctx):
         counts = {k: (v.get("count", 1) if isinstance(v, dict) else v) for k, v in lim.items()}
         total = sum(int(v) for v in counts.values() if isinstance(v, (int, float)))
         if total > 8 or int(counts.get("video", 0) or 0) > 2:
+            # a warning only where the planned launch fails for memory; a launch that starts pays in
+            # KV tokens, which is a trade-off to state, not an alarm
+            plan = ctx.plan
+            fails = plan is not None and memory_failure(plan)
+            cost = "" if plan is None else (f"; the launch will not start ({plan.failure.value})" if fails else f"; the launch starts with {plan.kv_cache_tokens:,} KV tokens")
             yield r.finding(
                 ctx,
                 f"--limit-mm-per-prompt {counts}: the profile run encodes that many items at their largest size; "
-                "the peak and encoder cache grow with it. Cap it to what clients send.",
+                f"the peak and encoder cache grow with it{cost}. Cap it to what clients send.",
                 dests=["limit_mm_per_prompt"],
+                severity=Severity.WARNING if fails or plan is None else Severity.INFO,
                 fix=[ctx.edit("limit_mm_per_prompt", {"image": 1, "video": 0})],
             )
         return
@@ -156,9 +162,10 @@ def fp8_old_gpu(ctx):
         yield r.finding(
             ctx,
             f"{ctx.gpu.name} (compute capability {ctx.gpu.compute_capability}) has no FP8 tensor cores: vLLM runs the FP8 weights through "
-            "Marlin weight-only kernels (16-bit activations, slower).",
+            "Marlin weight-only kernels (16-bit activations, slower). It starts; the cost is throughput.",
             dests=["quantization"],
-            severity=Severity.WARNING,
+            # it starts (runpod-workers/worker-vllm#213 on A100): a throughput note, not an alarm
+            severity=Severity.INFO,
         )
         return
     fix = [ctx.edit("quantization", None)] if ctx.flags.get("quantization") else []
@@ -279,4 +286,90 @@ def quant_mismatch(ctx):
         dests=["quantization"],
         fix=[ctx.edit("quantization", None)],
         numbers={"checkpoint_method": m, "flag": q},
+    )
+
+
+# Llama-3.2-Vision on vLLM's encoder-decoder runner. Records, not a derivation:
+# - before vllm PR #12126 (0.7.0) the V0 profile over-counted: the default 256 failed on an A100 80GB
+#   (vllm#9445, 0.6.3) and on 2x A10 (vllm#10034); 128 at 65,536 tokens failed "before this PR"
+#   (PR #12126); 32 started (vllm#9445) and the maintainers give 16 (vllm#8879);
+# - from 0.7.0 the profile peak grows ~0.286 GiB per sequence (PR #12126's H100 log: 36.63 GiB at
+#   128 sequences, record S005), so a launch fails where weights + that peak exceed the budget.
+_MLLAMA_SEQS_STARTED_PRE_07 = 32
+_MLLAMA_PEAK_PER_SEQ = int(36.63 / 128 * GiB)  # fitted on record S005 (PR #12126), one record
+_MLLAMA_SEQS_ADVISED = 16
+
+
+def _mllama_weight_bytes(cfg: dict) -> int:
+    """16-bit weights from the config: text layers (attention + MLP), embeddings and LM head,
+    vision tower (local + global layers). Within 1 % of the 19.86 GiB vLLM logs for the 11B."""
+    t, v = cfg.get("text_config") or {}, cfg.get("vision_config") or {}
+    H, I, L = t.get("hidden_size", 0), t.get("intermediate_size", 0), t.get("num_hidden_layers", 0)
+    kv = t.get("num_key_value_heads", 1) / max(t.get("num_attention_heads", 1), 1)
+    text = L * (H * H * (2 + 2 * kv) + 3 * H * I) + 2 * t.get("vocab_size", 0) * H
+    vh, vi = v.get("hidden_size", 0), v.get("intermediate_size", 0)
+    vision = (v.get("num_hidden_layers", 0) + v.get("num_global_layers", 0)) * (4 * vh * vh + 2 * vh * vi)
+    return int((text + vision) * 2)
+
+
+@rule(
+    "OG808",
+    "encoder-decoder-profile-sequences",
+    title="Llama-3.2-Vision profiles one full-size image per sequence",
+    severity=Severity.ERROR,
+    needs=(),
+    why="""Llama-3.2-Vision (`mllama`) runs on vLLM's encoder-decoder runner, whose start-up profile
+    builds `max_num_seqs` dummy requests and gives each one the largest image the model takes
+    (`worker/enc_dec_model_runner.py::profile_run`: one `dummy_data_for_profiling(...,
+    is_encoder_data=True)` per sequence), so the vision tower encodes `max_num_seqs` × 4 tiles ×
+    1,601 patches in one pass. Before 0.7.0 (vllm PR #12126) the profile also over-counted: the
+    default 256 failed on an 80 GB card and on 2 × A10, 32 started and vLLM's maintainers give 16.
+    From 0.7.0 the peak grows about 0.29 GiB per sequence (PR #12126's log: 36.63 GiB at 128; a
+    constant fitted on that one record), so the launch fails where the 16-bit weights and that peak
+    exceed the budget. oomguard does not model this architecture's memory: the rule works from the
+    config and those records.""",
+    fix="""`--max-num-seqs 16` (and `--enforce-eager` when it is not set: the encoder-decoder runner
+    does not capture CUDA graphs).""",
+    example="vllm serve meta-llama/Llama-3.2-11B-Vision-Instruct --max-model-len 1024   # vLLM 0.6.3",
+    use_instead="vllm serve meta-llama/Llama-3.2-11B-Vision-Instruct --max-model-len 1024 --max-num-seqs 16 --enforce-eager",
+    predicts=(F.PROFILE_OOM,),
+)
+def mllama_profile_seqs(ctx):
+    r = mllama_profile_seqs.rule
+    cfg = ctx.unmodelled_config
+    if str(cfg.get("model_type") or "") not in ("mllama", "mllama_text_model"):
+        return
+    seqs = ctx.flags.get("max_num_seqs")
+    default = seqs is None
+    if default:
+        seqs = 256  # the default of every release that serves mllama (V0 scheduler)
+    if not isinstance(seqs, int):
+        return
+    numbers = {"max_num_seqs": seqs, "profiled_patches": seqs * 4 * 1601, "suggested_max_num_seqs": _MLLAMA_SEQS_ADVISED}
+    if ctx.version_tuple < (0, 7, 0):
+        if seqs <= _MLLAMA_SEQS_STARTED_PRE_07:
+            return
+        why = f"before 0.7.0 the profile of {seqs:,} such sequences runs out of memory (256 failed on 80 GB cards, 32 started)"
+    else:
+        if ctx.gpu is None:
+            return  # the budget needs the card
+        tp = int(ctx.flags.get("tensor_parallel_size") or 1)
+        util = float(ctx.flags.get("gpu_memory_utilization") or 0.9)
+        budget = util * ctx.gpu.total_bytes - ctx.other_gpu_use_bytes
+        weights, peak = _mllama_weight_bytes(cfg) / tp, seqs * _MLLAMA_PEAK_PER_SEQ / tp
+        numbers.update(weights_gib=round(weights / GiB, 2), profile_peak_gib=round(peak / GiB, 2), budget_gib=round(budget / GiB, 2))
+        if weights + peak <= budget:
+            return
+        why = f"weights ≈ {gib(weights)} plus a profile peak ≈ {gib(peak)} (0.29 GiB per sequence, PR #12126) exceed the {gib(budget)} budget per GPU"
+    fix = [ctx.edit("max_num_seqs", _MLLAMA_SEQS_ADVISED)]
+    if not ctx.flags.get("enforce_eager"):
+        fix.append(ctx.edit("enforce_eager", True))
+    yield r.finding(
+        ctx,
+        f"max-num-seqs {seqs:,}{' (the default)' if default else ''}: vLLM {ctx.version_label}'s encoder-decoder profile gives each "
+        f"dummy sequence a full-size image (4 tiles × 1,601 patches, {seqs * 4 * 1601:,} patches in all); {why}. "
+        f"Use --max-num-seqs {_MLLAMA_SEQS_ADVISED}" + (" --enforce-eager." if len(fix) > 1 else "."),
+        dests=["max_num_seqs", "enforce_eager"],
+        fix=fix,
+        numbers=numbers,
     )
