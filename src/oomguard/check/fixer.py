@@ -357,8 +357,6 @@ class _ScriptFixer:
 
 class _YamlFixer:
     def __init__(self, read: LaunchRead, release):
-        import yaml
-
         self.read = read
         self.release = release
         self.text = read.launch.text or ""
@@ -367,7 +365,9 @@ class _YamlFixer:
         self.appended: list[str] = []
         self.env_lines: list[str] = []
         self.nodes: dict[str, tuple] = {}
-        node = yaml.compose(self.text)
+        from oomguard.inputs.structured import compose_yaml
+
+        node = compose_yaml(self.text, file=self.path)
         if node is not None and hasattr(node, "value"):
             for k, v in node.value:
                 self.nodes[str(k.value)] = (k, v)

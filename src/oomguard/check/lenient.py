@@ -358,8 +358,6 @@ def _ignore_directives(text: str, read: LaunchRead) -> None:
 
 def read_file(path: str | Path, *, version: str | None = None) -> LaunchRead:
     p = Path(path)
-    if not p.exists():
-        raise InputError("no such file", file=str(p))
     text = L._read_text(p)  # noqa: SLF001  (same limits and messages as plan)
     if not text.strip():
         raise InputError("empty file, expected a launch script or YAML", file=str(p))
@@ -373,21 +371,7 @@ def read_file(path: str | Path, *, version: str | None = None) -> LaunchRead:
 
 def yaml_mapping(text: str, path: str | None) -> tuple[dict, dict]:
     """(data, key -> line) of a ``--config`` YAML text; InputError unless it is a mapping."""
-    import yaml
-
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", file=path, line=(mark.line + 1) if mark else None) from None
-    if not isinstance(data, dict):
-        raise InputError("a vLLM --config YAML must be a mapping of flag: value", file=path, line=1)
-    lines = {}
-    if node is not None and hasattr(node, "value"):
-        for k, _v in node.value:
-            lines[str(k.value)] = k.start_mark.line + 1
-    return data, lines
+    return L.yaml_mapping(text, path)
 
 
 def read_yaml_text(text: str, *, path: str | None, version: str | None = None) -> LaunchRead:

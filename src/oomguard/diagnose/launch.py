@@ -155,10 +155,10 @@ def _yaml_config(text: str) -> Launch:
     if ":" not in text or not any(k in text for k in _KNOWN_KEYS):
         return Launch()
     try:
-        import yaml
+        from oomguard.inputs.structured import load_yaml
 
-        data = yaml.safe_load(text)
-    except Exception:  # noqa: BLE001 - not YAML: not a launch
+        data = load_yaml(text)
+    except Exception:  # noqa: BLE001 - not YAML (or past the bounds): not a launch
         return Launch()
     if not isinstance(data, dict) or not any(str(k).replace("-", "_") in _KNOWN_KEYS for k in data):
         return Launch()

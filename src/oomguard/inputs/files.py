@@ -140,23 +140,37 @@ def _open_fd(path: str, what: str, *, allow_stream: bool) -> tuple[int, bool]:
     return fd, stream
 
 
-def read_bytes(path: str | os.PathLike[str], *, limit: int, what: str = "", allow_stdin: bool = False) -> bytes:
+def read_bytes(path: str | os.PathLike[str], *, limit: int, what: str = "", allow_stdin: bool = False,
+               too_large: str | None = None) -> bytes:
     """The whole content of a regular file of at most ``limit`` bytes.
 
     Larger content is refused (never truncated silently), even when ``st_size``
-    claims less: the read itself is bounded.
+    claims less: the read itself is bounded. ``too_large`` is the message for
+    that case (``{size}`` is replaced by the size when known).
     """
     p = os.fspath(path)
     if p == "-":
         if not allow_stdin:
             raise InputError(f"{what + ': ' if what else ''}cannot read this input from stdin", file="-")
-        return _bounded(sys.stdin.buffer, limit, p, what)
+        return _bounded(sys.stdin.buffer, limit, p, what, too_large)
     fd, _stream = _open_fd(p, what, allow_stream=allow_stdin)
     with os.fdopen(fd, "rb", buffering=0) as fh:
-        return _bounded(fh, limit, p, what)
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise _too_large(p, what, limit, too_large, size)
+        return _bounded(fh, limit, p, what, too_large)
 
 
-def _bounded(fh: BinaryIO, limit: int, path: str, what: str) -> bytes:
+def _too_large(path: str, what: str, limit: int, message: str | None, size: int | None) -> InputError:
+    if message:
+        text = message.replace("{size}", _size(size) if size is not None else f"over {_size(limit)}")
+    else:
+        text = (f"{what + ': ' if what else ''}larger than {_size(limit)}, the most oomguard reads "
+                "for this kind of input")
+    return InputError(text, file=_short(display(path)))
+
+
+def _bounded(fh: BinaryIO, limit: int, path: str, what: str, too_large: str | None = None) -> bytes:
     try:
         data = fh.read(limit + 1)
         # An unbuffered read may return less than asked before the end; keep reading up to the cap.
@@ -169,8 +183,7 @@ def _bounded(fh: BinaryIO, limit: int, path: str, what: str) -> bytes:
     except OSError as exc:
         raise input_error(exc, path, what) from None
     if total > limit:
-        raise InputError(f"{what + ': ' if what else ''}larger than {_size(limit)}, the most oomguard reads "
-                         f"for this kind of input", file=_short(display(path)))
+        raise _too_large(path, what, limit, too_large, None)
     return b"".join(chunks)
 
 
@@ -182,9 +195,9 @@ def _size(n: int) -> str:
 
 
 def read_text(path: str | os.PathLike[str], *, limit: int, what: str = "", strict: bool = False,
-              allow_stdin: bool = False) -> str:
+              allow_stdin: bool = False, too_large: str | None = None) -> str:
     """Text of a regular file (UTF-8; undecodable bytes replaced unless ``strict``)."""
-    raw = read_bytes(path, limit=limit, what=what, allow_stdin=allow_stdin)
+    raw = read_bytes(path, limit=limit, what=what, allow_stdin=allow_stdin, too_large=too_large)
     if not strict:
         return raw.decode("utf-8", errors="replace")
     try:

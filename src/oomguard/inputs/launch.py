@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.errors import InputError
+from oomguard.inputs import files
 from oomguard.inputs.shell import Word, lex
 from oomguard.units import parse_size
 
@@ -256,9 +257,9 @@ def parse_flag_words(
 def _merge_yaml(path: Path, launch: Launch, *, version: str | None, base: str | None) -> None:
     if not path.is_absolute() and base:
         cand = Path(base).parent / path
-        if cand.exists():
+        if files.exists(cand):
             path = cand
-    if not path.exists():
+    if not files.exists(path):
         launch.notes.append(f"--config {path}: file not found here; its flags were not read")
         return
     data, lines = read_yaml_mapping(path)
@@ -266,17 +267,16 @@ def _merge_yaml(path: Path, launch: Launch, *, version: str | None, base: str | 
 
 
 def read_yaml_mapping(path: Path) -> tuple[dict, dict]:
-    import yaml
+    return yaml_mapping(_read_text(path), str(path))
 
-    text = _read_text(path)
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"invalid YAML: {getattr(exc, 'problem', exc)}", file=str(path), line=(mark.line + 1) if mark else None) from None
+
+def yaml_mapping(text: str, file: str | None) -> tuple[dict, dict]:
+    """(data, key -> line) of a ``--config`` YAML text, parsed once with the bounds of ``inputs.structured``."""
+    from oomguard.inputs.structured import load_yaml_with_node
+
+    data, node = load_yaml_with_node(text, file=file)
     if not isinstance(data, dict):
-        raise InputError("a vLLM --config YAML must be a mapping of flag: value", file=str(path), line=1)
+        raise InputError("a vLLM --config YAML must be a mapping of flag: value", file=file, line=1)
     lines = {}
     if node is not None and hasattr(node, "value"):
         for k, _v in node.value:
@@ -318,15 +318,8 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, version: str | None, 
 
 
 def _read_text(path: Path) -> str:
-    try:
-        size = path.stat().st_size
-        if size > _MAX_SCRIPT_BYTES:
-            raise InputError(f"too large for a launch file ({size / 2**20:.0f} MiB)", file=str(path))
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise InputError("is a directory, expected a launch script or YAML", file=str(path)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    raw = files.read_bytes(path, limit=_MAX_SCRIPT_BYTES, what="launch file",
+                           too_large="too large for a launch file ({size})")
     if b"\x00" in raw[:8192]:
         raise InputError("binary file, expected a launch script or YAML", file=str(path))
     try:
@@ -353,12 +346,10 @@ def _find_vllm(words: list[Word]) -> tuple[int, str] | None:
 def read_launch(path: str | Path, *, version: str | None = None, lenient: bool = False) -> Launch:
     """Read a launch script or a ``--config`` YAML (``lenient``: unknown flags become notes)."""
     p = Path(path)
-    if not p.exists():
-        raise InputError("no such file", file=str(p))
     text = _read_text(p)
     if p.suffix in (".yaml", ".yml") or (not text.lstrip().startswith(("#!", "vllm", "python", "export")) and _looks_like_yaml(text)):
         launch = Launch("yaml", str(p), None, text=text, version=version, lenient=lenient)
-        data, lines = read_yaml_mapping(p)
+        data, lines = yaml_mapping(text, str(p))
         apply_yaml(data, lines, launch, version=version, file=str(p))
         return launch
     return parse_script(text, path=str(p), version=version, lenient=lenient)

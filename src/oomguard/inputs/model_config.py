@@ -7,12 +7,12 @@ safetensors, never tensors), and hands the dictionaries to
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import replace
 from pathlib import Path
 
 from oomguard.errors import InputError
+from oomguard.inputs import files
 from oomguard.model.description import ModelDescription
 
 _MAX_CONFIG_BYTES = 20 * 1024 * 1024
@@ -20,25 +20,18 @@ CATALOG_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 
 
 def read_json(path: Path) -> dict:
-    """Read a JSON object, refusing binaries and giant files with one clear line."""
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
-    if size > _MAX_CONFIG_BYTES:
-        raise InputError(f"not a config file ({size / 2**20:.0f} MiB; configs are a few KiB)", file=str(path))
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    """Read a JSON object, refusing binaries, giant files and deep nesting with one clear line."""
+    from oomguard.inputs.structured import load_json
+
+    raw = files.read_bytes(path, limit=_MAX_CONFIG_BYTES, what="config",
+                           too_large="not a config file ({size}; configs are a few KiB)")
     if b"\x00" in raw[:4096]:
         raise InputError("binary file, expected a JSON config", file=str(path))
     try:
-        data = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError("not UTF-8 text, expected a JSON config", file=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=str(path), line=exc.lineno) from None
+    data = load_json(text, file=str(path))
     if not isinstance(data, dict):
         raise InputError("expected a JSON object at the top level", file=str(path))
     return data
@@ -47,7 +40,7 @@ def read_json(path: Path) -> dict:
 def catalog_ids() -> list[str]:
     if not CATALOG_DIR.is_dir():
         return []
-    return sorted(p.name.replace("__", "/", 1) for p in CATALOG_DIR.iterdir() if p.is_dir())
+    return sorted(p.name.replace("__", "/", 1) for p in files.list_dir(CATALOG_DIR) if p.is_dir())
 
 
 def _catalog_dir(model_id: str) -> Path | None:
@@ -56,7 +49,7 @@ def _catalog_dir(model_id: str) -> Path | None:
     if exact.is_dir():
         return exact
     low = slug.lower()
-    for p in CATALOG_DIR.iterdir() if CATALOG_DIR.is_dir() else []:
+    for p in files.list_dir(CATALOG_DIR) if CATALOG_DIR.is_dir() else []:
         if p.name.lower() == low or p.name.lower().split("__", 1)[-1] == low:
             return p
     return None
@@ -71,25 +64,33 @@ def _hf_cache_dir(model_id: str) -> Path | None:
         hub = os.path.join(home, "hub")
     repo = Path(hub) / ("models--" + model_id.replace("/", "--"))
     snaps = repo / "snapshots"
-    if not snaps.is_dir():
+    if not files.is_dir(snaps):
         return None
+    # A cache we cannot read is an error naming the folder, not a traceback and not "not cached".
     ref = repo / "refs" / "main"
-    if ref.is_file():
-        cand = snaps / ref.read_text().strip()
-        if (cand / "config.json").is_file():
-            return cand
-    for cand in sorted(snaps.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True):
-        if (cand / "config.json").is_file():
-            return cand
-    return None
+    if files.is_file(ref):
+        commit = files.read_text(ref, limit=files.SMALL_BYTES, what="HF cache ref").strip()
+        if commit and "/" not in commit and commit not in (".", ".."):
+            cand = snaps / commit
+            if files.is_file(cand / "config.json"):
+                return cand
+    found = [c for c in files.list_dir(snaps, "HF cache") if files.is_file(c / "config.json")]
+
+    def mtime(p: Path) -> float:
+        try:
+            return p.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return max(found, key=mtime) if found else None
 
 
 def _config_file_in(directory: Path) -> Path:
     cfg = directory / "config.json"
-    if cfg.is_file():
+    if files.is_file(cfg):
         return cfg
     # Catalog folders sometimes hold a re-saved variant under another name.
-    others = sorted(directory.glob("*.json"))
+    others = [p for p in files.list_dir(directory, "model directory") if p.suffix == ".json"]
     others = [p for p in others if p.name not in ("hf_quant_config.json", "tokenizer_config.json", "generation_config.json")]
     if others:
         return others[0]
@@ -103,7 +104,7 @@ def _from_dir(directory: Path, source: str, name: str) -> ModelDescription:
     cfg_path = _config_file_in(directory)
     config = read_json(cfg_path)
     hq_path = directory / "hf_quant_config.json"
-    hf_quant = read_json(hq_path) if hq_path.is_file() else None
+    hf_quant = read_json(hq_path) if files.is_file(hq_path) else None
     desc = replace(describe(config, source=source, name=name, hf_quant=hf_quant), config_path=str(cfg_path))
     stats = scan_dir(directory)
     if stats is not None:
@@ -122,13 +123,15 @@ def load_model(spec: str, *, allow_hub: bool = True) -> ModelDescription:
     if not spec:
         raise InputError("no model given (use --model PATH|HF_ID or name it in the launch)")
     path = Path(os.path.expanduser(spec))
-    if path.is_file():
+    if files.exists(path) and not files.is_file(path) and not files.is_dir(path):
+        files.read_bytes(path, limit=_MAX_CONFIG_BYTES, what="model config")  # raises: a FIFO, a device
+    if files.is_file(path):
         config = read_json(path)
         hq = path.with_name("hf_quant_config.json")
-        hf_quant = read_json(hq) if hq.is_file() and hq != path else None
+        hf_quant = read_json(hq) if files.is_file(hq) and hq != path else None
         desc = describe(config, source=str(path), name=path.parent.name or path.stem, hf_quant=hf_quant)
         return replace(desc, config_path=str(path))
-    if path.is_dir():
+    if files.is_dir(path):
         return _from_dir(path, str(path), path.name)
     cached = _hf_cache_dir(spec)
     if cached is not None:
