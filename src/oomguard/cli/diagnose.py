@@ -42,11 +42,9 @@ def run_diagnosis(args: argparse.Namespace):  # -> Diagnosis
     files = list(args.files or [])
     launch_text = None
     if args.launch:
-        try:
-            with open(args.launch, encoding="utf-8", errors="replace") as fh:
-                launch_text = fh.read(1 << 20)
-        except OSError as exc:
-            raise InputError(f"cannot read launch script: {exc.strerror or exc}", file=args.launch) from None
+        from oomguard.inputs import files as input_files
+
+        launch_text = input_files.read_text(args.launch, limit=input_files.LAUNCH_BYTES, what="launch script")
     tail = getattr(args, "launch_tail", None)
     if tail:
         import shlex

@@ -228,10 +228,9 @@ def _read_vllm_processes(root: Root) -> tuple[VllmProcess, ...]:
 
 def _read_gpus(root: Root, nvidia_smi_file: str | None, notes: list[str]) -> GpuSnapshot | None:
     if nvidia_smi_file:
-        try:
-            text = Path(nvidia_smi_file).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc.strerror}", file=nvidia_smi_file) from None
+        from oomguard.inputs import files
+
+        text = files.read_text(nvidia_smi_file, limit=files.CAPTURE_BYTES, what="nvidia-smi output")
         return parse_nvidia_smi_csv(text, nvidia_smi_file)
     if not root.is_real:
         notes.append("GPUs not queried under a fake root; pass --nvidia-smi FILE")
@@ -253,10 +252,9 @@ def _read_gpus(root: Root, nvidia_smi_file: str | None, notes: list[str]) -> Gpu
 
 def _read_topology(root: Root, topo_file: str | None, notes: list[str]) -> Topology | None:
     if topo_file:
-        try:
-            text = Path(topo_file).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc.strerror}", file=topo_file) from None
+        from oomguard.inputs import files
+
+        text = files.read_text(topo_file, limit=files.CAPTURE_BYTES, what="topology output")
         return parse_topology(text, topo_file)
     if root.is_real and NvidiaSmiSource.available():
         try:

@@ -70,12 +70,11 @@ def oserror_text(exc: OSError) -> str:
         return "file name too long"
     if code == errno.ELOOP:
         return "too many levels of symbolic links"
-    return f"cannot read: {exc.strerror or exc.__class__.__name__}"
+    return exc.strerror or exc.__class__.__name__
 
 
 def input_error(exc: OSError, path: str | os.PathLike[str], what: str = "") -> InputError:
-    prefix = f"{what}: " if what else ""
-    return InputError(prefix + oserror_text(exc), file=_short(display(path)))
+    return InputError(f"cannot read{' ' + what if what else ''}: {oserror_text(exc)}", file=_short(display(path)))
 
 
 def _short(name: str) -> str:
@@ -108,7 +107,8 @@ def stat_path(path: str | os.PathLike[str], what: str = "") -> os.stat_result:
     except OSError as exc:
         raise input_error(exc, path, what) from None
     except ValueError:  # an embedded NUL byte
-        raise InputError(f"{what + ': ' if what else ''}invalid file name", file=_short(display(path))) from None
+        raise InputError(f"cannot read{' ' + what if what else ''}: invalid file name (NUL byte)",
+                         file=_short(display(path))) from None
 
 
 def _open_fd(path: str, what: str, *, allow_stream: bool) -> tuple[int, bool]:
@@ -161,6 +161,25 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int, what: str = "", allo
         return _bounded(fh, limit, p, what, too_large)
 
 
+def read_prefix(path: str | os.PathLike[str], size: int, *, what: str = "") -> bytes:
+    """The first ``size`` bytes of a regular file (fewer if it is shorter); for headers of large files."""
+    p = os.fspath(path)
+    fd, _stream = _open_fd(p, what, allow_stream=False)
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        chunks: list[bytes] = []
+        total = 0
+        try:
+            while total < size:
+                data = fh.read(size - total)
+                if not data:
+                    break
+                chunks.append(data)
+                total += len(data)
+        except OSError as exc:
+            raise input_error(exc, p, what) from None
+    return b"".join(chunks)
+
+
 def _too_large(path: str, what: str, limit: int, message: str | None, size: int | None) -> InputError:
     if message:
         text = message.replace("{size}", _size(size) if size is not None else f"over {_size(limit)}")
@@ -210,22 +229,39 @@ def read_text(path: str | os.PathLike[str], *, limit: int, what: str = "", stric
 def read_optional_text(path: str | os.PathLike[str], *, limit: int = PROC_BYTES) -> str | None:
     """Text of a file that may legitimately be absent or hidden (``/proc``, ``/sys``): None then.
 
-    Non-regular files and oversize content are errors all the same: a fake
-    ``/proc`` tree with a FIFO in it must not hang ``host``.
+    Absent, unreadable, a directory, or an OS error while reading (a process
+    that exited under ``/proc/PID``): None, and the caller says what it could
+    not see. A FIFO or device, or content over ``limit``, is an error all the
+    same: a fake ``/proc`` tree with a FIFO in it must not hang ``host``.
     """
+    p = os.fspath(path)
     try:
-        return read_text(path, limit=limit)
-    except InputError:
-        p = os.fspath(path)
-        try:
-            st = os.stat(p)
-        except (OSError, ValueError):
-            return None  # absent, hidden or unreadable: the caller says what it could not see
-        if stat.S_ISREG(st.st_mode) and os.access(p, os.R_OK):
-            raise
-        if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
-            raise
+        st = os.stat(p)
+    except (OSError, ValueError):
         return None
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{_kind(st.st_mode)}, expected a regular file", file=_short(p))
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError("not a regular file", file=_short(p))
+        try:
+            raw = _bounded(fh, limit, p, "")
+        except InputError:
+            if not os.access(p, os.R_OK):
+                return None
+            try:
+                fh.seek(0)
+                fh.read(limit + 1)
+            except OSError:
+                return None  # the read itself failed (e.g. ESRCH): absent for our purposes
+            raise
+    return raw.decode("utf-8", errors="replace")
 
 
 def list_dir(path: str | os.PathLike[str], what: str = "") -> list[Path]:
