@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.errors import InputError
+from oomguard.inputs import files
 from oomguard.inputs import launch as L
 from oomguard.inputs.shell import Command, Word, lex
 
@@ -278,9 +279,9 @@ def walk_flags(words: list[Word], read: LaunchRead, *, version: str | None, file
 def _merge_yaml_file(path: Path, read: LaunchRead, *, version: str | None, base: str | None) -> None:
     if not path.is_absolute() and base:
         cand = Path(base).parent / path
-        if cand.exists():
+        if files.exists(cand):
             path = cand
-    if not path.exists():
+    if not files.exists(path):
         read.launch.notes.append(f"--config {path}: file not found here; its flags were not read")
         return
     data, lines = L.read_yaml_mapping(path)

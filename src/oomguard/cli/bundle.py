@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from oomguard.cli import common
+
 EXIT_BAD_INPUT = 2
 EXIT_ASK_FAILED = 3
 
@@ -20,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
                               "found, 2 bad input, 3 --ask failed.")
     add_common_options(p)
     p.add_argument("-o", "--output", metavar="REPORT.md", help="where to write the report (default: stdout)")
-    p.add_argument("--max-bytes", type=int, default=64 * 1024, metavar="N", help="size limit of the report (default 65536)")
+    p.add_argument("--max-bytes", type=common.number(integer=True, minimum=1024, maximum=64 << 20), default=64 * 1024, metavar="N", help="size limit of the report (default 65536)")
     p.add_argument("--ask", action="store_true",
                    help="send the report to an OpenAI-compatible endpoint for a second opinion "
                    "(OOMGUARD_LLM_BASE_URL, OOMGUARD_LLM_API_KEY, OOMGUARD_LLM_MODEL)")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from oomguard.cli import common
+
 EXIT_CLEAN = 0
 EXIT_FAILURE_FOUND = 1
 EXIT_BAD_INPUT = 2
@@ -21,9 +23,9 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launch", metavar="SCRIPT", help="the launch script or command file that started vLLM")
     p.add_argument("--model", help="model id or config directory (enables predicted effects of fixes)")
     p.add_argument("--gpu", help="GPU name, e.g. 'H100 80GB' (enables predicted effects of fixes)")
-    p.add_argument("--num-gpus", type=int, metavar="N", help="number of GPUs")
-    p.add_argument("--vllm-version", metavar="X.Y.Z", help="vLLM version, when the log does not print it")
-    p.add_argument("--exit-code", type=int, metavar="N", help="exit status of the vLLM process, if known (137 = SIGKILL)")
+    p.add_argument("--num-gpus", type=common.GPU_COUNT, metavar="N", help="number of GPUs")
+    p.add_argument("--vllm-version", type=common.vllm_version, metavar="X.Y.Z", help="vLLM version, when the log does not print it")
+    p.add_argument("--exit-code", type=common.number(integer=True, minimum=-255, maximum=255), metavar="N", help="exit status of the vLLM process, if known (137 = SIGKILL)")
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:

@@ -28,7 +28,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 def build_parser() -> argparse.ArgumentParser:
     from oomguard import __version__
 
-    parser = argparse.ArgumentParser(
+    from oomguard.cli.common import OneLineParser
+
+    parser = OneLineParser(
         prog="oomguard",
         description="Keep vLLM deployments from running out of memory.",
     )
@@ -46,9 +48,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from oomguard.errors import OomguardError
-
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parsed = _parse(argv)
+    except SystemExit as exc:  # argparse: --help, --version, or a one-line error (OneLineParser)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if isinstance(parsed, int):
+        return parsed
+    module, args = parsed
+    return _run(module, args)
+
+
+def _parse(argv: list[str]):
+    """(module, args) for the command line, or an exit status when there is nothing to run."""
     parser = build_parser()
     # Everything after a bare "--" is a launch command, not ours to parse.
     tail: list[str] = []
@@ -80,15 +92,60 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(SUBCOMMANDS[args.command][0])
     if unknown and not getattr(module, "ACCEPTS_VLLM_FLAGS", False):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return module, args
+
+
+def _run(module, args: argparse.Namespace) -> int:
+    from oomguard.errors import OomguardError
+
+    bad_input = getattr(module, "EXIT_BAD_INPUT", 2)
     try:
         return int(module.run(args) or 0)
     except OomguardError as exc:
-        print(f"oomguard {args.command}: error: {exc}", file=sys.stderr)
-        return getattr(module, "EXIT_BAD_INPUT", 2)
+        print(f"oomguard {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return bad_input
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
+    # The last line of defence: an input that reached a path with no check of its own still gets
+    # one line naming what failed, never a traceback (OOMGUARD_DEBUG=1 shows it).
+    except OSError as exc:
+        if _debug():
+            raise
+        from oomguard.inputs.files import input_error
+
+        where = exc.filename if exc.filename is not None else "input"
+        print(f"oomguard {args.command}: error: {_one_line(str(input_error(exc, where)))}", file=sys.stderr)
+        return bad_input
+    except RecursionError:
+        if _debug():
+            raise
+        print(f"oomguard {args.command}: error: an input is nested too deeply to read", file=sys.stderr)
+        return bad_input
+    except MemoryError:
+        print(f"oomguard {args.command}: error: out of memory reading the inputs", file=sys.stderr)
+        return bad_input
+    except Exception as exc:  # noqa: BLE001
+        if _debug():
+            raise
+        print(f"oomguard {args.command}: internal error: {exc.__class__.__name__} "
+              f"(a bug in oomguard; rerun with OOMGUARD_DEBUG=1 for the traceback and report it)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+EXIT_INTERNAL = 70  # EX_SOFTWARE (sysexits.h)
+
+
+def _debug() -> bool:
+    import os
+
+    return os.environ.get("OOMGUARD_DEBUG", "") not in ("", "0")
+
+
+def _one_line(text: str) -> str:
+    # Messages may quote input (a value, a path); a newline in it must not start a second line.
+    return " ".join(text.split("\n")) if "\n" in text else text
 
 
 if __name__ == "__main__":  # pragma: no cover

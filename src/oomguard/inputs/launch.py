@@ -9,6 +9,7 @@ can point at it and rewrite it. Nothing is executed.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -117,6 +118,8 @@ def convert_value(flag, text: str, *, file: str | None, line: int | None, option
         kind = {"int": "an integer", "size": "an integer (k/m/g suffixes allowed, e.g. 32k, 10G)", "float": "a number", "json": "valid JSON", "bool": "true/false"}.get(t, t)
         detail = f" ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else ""
         raise InputError(f"{option}: {text!r} is not {kind}{detail}", file=file, line=line) from None
+    if t in ("int", "float", "size"):
+        check_number(flag.dest, v, file=file, line=line, option=option, text=text)
     choices = getattr(flag, "choices", None)
     if choices and t in ("str",) and v not in choices and str(v) not in [str(c) for c in choices]:
         raise InputError(f"{option}: {text!r} is not one of {', '.join(map(str, choices))}", file=file, line=line)
@@ -125,6 +128,20 @@ def convert_value(flag, text: str, *, file: str | None, line: int | None, option
     if flag.dest in _POSITIVE and isinstance(v, (int, float)) and v == 0:
         raise InputError(f"{option}: 0 is not a valid value", file=file, line=line)
     return v
+
+
+# No vLLM quantity needs more: token counts, bytes, GiB, seconds (2**53 is also where floats stop being exact).
+_MAX_MAGNITUDE = 2**53
+
+
+def check_number(dest: str, value: Any, *, file: str | None, line: int | None, option: str, text: str | None = None) -> None:
+    """A typed numeric flag value: finite and of a magnitude vLLM could hold (range rules by dest stay in check/plan)."""
+    shown = text if text is not None else repr(value)
+    shown = shown if len(shown) <= 40 else shown[:40] + "…"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{option}: {shown!r} is not a finite number", file=file, line=line)
+    if abs(value) > _MAX_MAGNITUDE:
+        raise InputError(f"{option}: {shown!r} is out of range (at most {_MAX_MAGNITUDE:.3g})", file=file, line=line)
 
 
 _NEGATIVE_OK = {"max_model_len", "seed", "num_gpu_blocks_override", "port"}
@@ -307,6 +324,8 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, version: str | None, 
             value = convert_value(flag, value, file=file, line=line, option=opt)
         elif flag.type in ("int", "float", "size") and isinstance(value, str):
             value = convert_value(flag, value, file=file, line=line, option=opt)
+        elif flag.type in ("int", "float", "size") and not getattr(flag, "nargs", None) in ("+", "*"):
+            value = yaml_number(flag, value, file=file, line=line, key=str(key))
         elif flag.type == "bool" and not isinstance(value, bool):
             value = convert_value(flag, str(value), file=file, line=line, option=opt)
         if flag.type == "bool" and res.negated and isinstance(value, bool):
@@ -315,6 +334,27 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, version: str | None, 
             value = [convert_value(_Item(flag), str(v), file=file, line=line, option=opt) for v in value]
         launch.flags[flag.dest] = value
         launch.sites[flag.dest] = FlagSite(opt, file, line, yaml_key=str(key))
+
+
+def yaml_number(flag, value: Any, *, file: str | None, line: int | None, key: str) -> Any:
+    """A YAML scalar for a numeric flag: a real number of the right kind (not a bool, list, dict or date)."""
+    if value is None:
+        return value  # `key:` with no value: vLLM passes nothing; the flag keeps its default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        kind = {list: "a list", dict: "a mapping", bool: "true/false"}.get(type(value), type(value).__name__)
+        if type(value).__name__ in ("date", "datetime"):
+            kind = "a date"
+        raise InputError(f"YAML key {key!r}: expected a number, found {kind}", file=file, line=line)
+    if flag.type in ("int", "size") and isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise InputError(f"YAML key {key!r}: {value!r} is not an integer", file=file, line=line)
+        value = int(value)
+    check_number(flag.dest, value, file=file, line=line, option=f"YAML key {key!r}")
+    if value < 0 and flag.dest not in _NEGATIVE_OK:
+        raise InputError(f"YAML key {key!r}: {value!r} must not be negative", file=file, line=line)
+    if flag.dest in _POSITIVE and value == 0:
+        raise InputError(f"YAML key {key!r}: 0 is not a valid value", file=file, line=line)
+    return value
 
 
 def _read_text(path: Path) -> str:
