@@ -7,6 +7,7 @@ safetensors, never tensors), and hands the dictionaries to
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -34,7 +35,79 @@ def read_json(path: Path) -> dict:
     data = load_json(text, file=str(path))
     if not isinstance(data, dict):
         raise InputError("expected a JSON object at the top level", file=str(path))
+    validate_config(data, file=str(path))
     return data
+
+
+# Structural fields the memory model multiplies together, with the largest value any real model has
+# times a wide margin (hidden sizes are < 2**15, vocabularies < 2**20, contexts < 2**27 today).
+_DIM_MAX = 1 << 24
+_COUNT_MAX = 1 << 20
+_LEN_MAX = 1 << 40
+_POSITIVE_FIELDS = {
+    **dict.fromkeys(("hidden_size", "n_embd", "d_model", "head_dim", "vocab_size", "moe_intermediate_size",
+                     "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "hidden_dim"), _DIM_MAX),
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "num_attention_heads", "n_head",
+                     "num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num",
+                     "num_attention_groups", "n_routed_experts", "num_experts", "num_local_experts",
+                     "num_experts_per_tok", "moe_topk"), _COUNT_MAX),
+    **dict.fromkeys(("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                     "max_sequence_length"), _LEN_MAX),
+}
+_NON_NEGATIVE_FIELDS = {
+    **dict.fromkeys(("intermediate_size", "ffn_dim", "q_lora_rank", "sliding_window"), _DIM_MAX),
+    **dict.fromkeys(("n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers"), _COUNT_MAX),
+}
+_SUB_CONFIGS = ("text_config", "llm_config", "language_config", "vision_config", "audio_config")
+
+
+def validate_config(data: dict, *, file: str | None = None) -> None:
+    """Refuse values no real config.json holds, naming the field: NaN/Infinity anywhere, and structural
+    sizes that are not integers or are zero, negative or absurdly large (they feed the arithmetic)."""
+    _finite(data, "", file)
+    scopes: list[tuple[str, dict]] = [("", data)]
+    scopes += [(k + ".", data[k]) for k in _SUB_CONFIGS if isinstance(data.get(k), dict)]
+    for prefix, cfg in scopes:
+        for name, value in cfg.items():
+            if value is None:
+                continue
+            if name in _POSITIVE_FIELDS:
+                _integer_field(prefix + name, value, 1, _POSITIVE_FIELDS[name], file)
+            elif name in _NON_NEGATIVE_FIELDS:
+                _integer_field(prefix + name, value, 0, _NON_NEGATIVE_FIELDS[name], file)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+def _integer_field(name: str, value: object, low: int, high: int, file: str | None) -> None:
+    if isinstance(value, list) and name.endswith(("sliding_window", "intermediate_size", "num_attention_heads",
+                                                   "num_key_value_heads", "head_dim")):
+        for v in value:  # per-layer lists (OpenELM, Gemma-3n, ...)
+            if v is not None:
+                _integer_field(name + "[]", v, low, high, file)
+        return
+    ok = (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+    if not ok:
+        raise InputError(f"config field {name}: {_shown(value)} is not an integer", file=file)
+    if value < low:
+        raise InputError(f"config field {name}: {_shown(value)} must be {'positive' if low else 'at least 0'}", file=file)
+    if value > high:
+        raise InputError(f"config field {name}: {_shown(value)} is implausibly large (at most {high:,})", file=file)
+
+
+def _finite(value: object, where: str, file: str | None) -> None:
+    stack: list[tuple[object, str]] = [(value, where)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            raise InputError(f"config field {at or '(top level)'}: {v!r} is not a finite number", file=file)
+        if isinstance(v, dict):
+            stack.extend((c, f"{at}.{k}" if at else str(k)) for k, c in v.items())
+        elif isinstance(v, list):
+            stack.extend((c, f"{at}[{i}]") for i, c in enumerate(v))
 
 
 def catalog_ids() -> list[str]:
