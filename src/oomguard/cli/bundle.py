@@ -31,16 +31,13 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 def run(args: argparse.Namespace) -> int:
     from oomguard.cli.diagnose import EXIT_CLEAN, EXIT_FAILURE_FOUND, run_diagnosis
     from oomguard.diagnose.bundle import build_bundle
-    from oomguard.errors import InputError
 
     diagnosis = run_diagnosis(args)
     text = build_bundle(diagnosis, max_bytes=args.max_bytes)
     if args.output and args.output != "-":
-        try:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise InputError(f"cannot write the report: {exc.strerror or exc}", file=args.output) from None
+        from oomguard.inputs.writes import write_text
+
+        write_text(args.output, text, what="the report")
         verdicts = diagnosis.verdicts
         top = f"{verdicts[0].cls.value} (confidence {verdicts[0].confidence:.2f})" if verdicts else "no failure found"
         print(f"oomguard verdict: {top}; report written to {args.output} ({len(text.encode())} bytes)")

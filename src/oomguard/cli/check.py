@@ -103,7 +103,7 @@ def _explain(rule_id: str) -> int:
 def _write_fix(report, in_place: bool) -> str | None:
     from pathlib import Path
 
-    from oomguard.errors import InputError
+    from oomguard.inputs.writes import write_text
 
     text = report.fixed_text
     path = report.ctx.launch.path
@@ -114,12 +114,8 @@ def _write_fix(report, in_place: bool) -> str | None:
         print("oomguard check: the launch came from the command line; the corrected command is printed above", file=sys.stderr)
         return None
     target = Path(path) if in_place else Path(report.fixed_path())
-    try:
-        mode = Path(path).stat().st_mode
-        target.write_text(text)
-        target.chmod(mode & 0o7777)
-    except OSError as exc:
-        raise InputError(f"cannot write the corrected launch: {exc.strerror}", file=str(target)) from None
+    # Temp file + rename: a symlink planted at NAME.fixed.EXT is replaced, not written through or chmodded.
+    write_text(target, text, mode_from=path, what="the corrected launch")
     print(f"oomguard check: wrote {target}", file=sys.stderr)
     return str(target)
 

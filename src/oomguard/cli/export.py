@@ -105,16 +105,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write(text: str, output: str | None) -> None:
-    from oomguard.errors import InputError
+    from oomguard.inputs.writes import write_text
 
     if not output:
         sys.stdout.write(text)
         return
-    try:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise InputError(f"cannot write: {exc.strerror}", file=output) from None
+    write_text(output, text)
     print(f"wrote {output}", file=sys.stderr)
 
 

@@ -261,13 +261,9 @@ def run(args: argparse.Namespace) -> int:
     verdict.notes.extend(notes)
     result = build_result(run_result, verdict, limits, plan, redact)
     if args.report:
-        try:
-            with open(args.report, "w", encoding="utf-8") as fh:
-                fh.write(redact(render_html(result)))
-        except OSError as exc:
-            from oomguard.errors import InputError
+        from oomguard.inputs.writes import write_text
 
-            raise InputError(f"cannot write the report: {exc.strerror}", file=args.report) from None
+        write_text(args.report, redact(render_html(result)), what="the report")
     if args.format == "json":
         sys.stdout.write(redact(json.dumps(result, indent=2)) + "\n")
     else:
