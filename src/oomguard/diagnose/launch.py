@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
+
+from oomguard.inputs.shell import split_words
 
 # vLLM's own short aliases.
 _SHORT = {"-tp": "tensor_parallel_size", "-pp": "pipeline_parallel_size", "-dp": "data_parallel_size",
@@ -71,7 +72,7 @@ def _tokens(text: str) -> list[str]:
         if not line or line.startswith("#"):
             continue
         try:
-            out.extend(shlex.split(line, comments=True))
+            out.extend(split_words(line))  # linear; shlex.split is quadratic in a word's length
         except ValueError:
             out.extend(line.split())
         out.append(";")
