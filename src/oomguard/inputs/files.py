@@ -39,7 +39,7 @@ GiB = 1 << 30
 
 # Stated caps, one per kind of input (a real file of that kind is far smaller).
 CONFIG_BYTES = 20 * MiB  # config.json of the largest public models: < 100 KiB
-LAUNCH_BYTES = 5 * MiB  # start_api.sh / --config YAML: a few KiB
+LAUNCH_BYTES = 1 * MiB  # start_api.sh / --config YAML: a few KiB; parsing time grows with it
 CAPTURE_BYTES = 64 * MiB  # nvidia-smi / topo captures, a CSV series of days at 1 s
 PROC_BYTES = 4 * MiB  # one /proc or /sys file (/proc/PID/cmdline is <= 2 MiB on Linux)
 LOG_BYTES = 8 * GiB  # one log, after decompression

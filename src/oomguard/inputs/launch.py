@@ -21,7 +21,7 @@ from oomguard.inputs import files
 from oomguard.inputs.shell import Word, lex
 from oomguard.units import parse_size
 
-_MAX_SCRIPT_BYTES = 5 * 1024 * 1024
+_MAX_SCRIPT_BYTES = 1024 * 1024  # a start_api.sh is a few KiB; the cap is also the time bound (~1 MiB/s lexed)
 # Environment variables that change memory behaviour or GPU visibility.
 RELEVANT_ENV = re.compile(r"^(VLLM_[A-Z0-9_]+|LMCACHE_[A-Z0-9_]+|CUDA_VISIBLE_DEVICES|PYTORCH_CUDA_ALLOC_CONF|HF_HUB_OFFLINE|OMP_NUM_THREADS|NCCL_[A-Z_]+)$")
 _WRAPPERS = {"exec", "nohup", "time", "sudo", "env", "stdbuf", "setsid", "command"}
