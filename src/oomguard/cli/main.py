@@ -52,7 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parsed = _parse(argv)
     except SystemExit as exc:  # argparse: --help, --version, or a one-line error (OneLineParser)
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        if code == 2:  # a bad option value is bad input: the command's own code for it (check: 3)
+            command = next((a for a in argv[: argv.index("--") if "--" in argv else len(argv)]
+                            if not a.startswith("-")), None)
+            if command in SUBCOMMANDS:
+                code = getattr(importlib.import_module(SUBCOMMANDS[command][0]), "EXIT_BAD_INPUT", 2)
+        return code
     if isinstance(parsed, int):
         return parsed
     module, args = parsed
