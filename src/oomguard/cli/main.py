@@ -149,9 +149,16 @@ def _debug() -> bool:
     return os.environ.get("OOMGUARD_DEBUG", "") not in ("", "0")
 
 
+_MAX_MESSAGE = 1200
+
+
 def _one_line(text: str) -> str:
-    # Messages may quote input (a value, a path); a newline in it must not start a second line.
-    return " ".join(text.split("\n")) if "\n" in text else text
+    # Messages may quote input (a value, a path): a newline in it must not start a second line, and a
+    # 5000-character argument must not become a 5000-character message.
+    text = " ".join(text.split("\n")) if "\n" in text else text
+    if len(text) > _MAX_MESSAGE:
+        text = text[: _MAX_MESSAGE - 300] + " … " + text[-297:]
+    return text
 
 
 if __name__ == "__main__":  # pragma: no cover

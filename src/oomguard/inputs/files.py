@@ -209,7 +209,8 @@ def _bounded(fh: BinaryIO, limit: int, path: str, what: str, too_large: str | No
 def _size(n: int) -> str:
     for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
         if n >= size:
-            return f"{n / size:g} {unit}"
+            value = n / size
+            return f"{value:.0f} {unit}" if value.is_integer() else f"{value:.1f} {unit}"
     return f"{n} bytes"
 
 

@@ -119,7 +119,7 @@ def catalog_ids() -> list[str]:
 def _catalog_dir(model_id: str) -> Path | None:
     slug = model_id.strip().strip("/").replace("/", "__", 1)
     exact = CATALOG_DIR / slug
-    if exact.is_dir():
+    if files.is_dir(exact):
         return exact
     low = slug.lower()
     for p in files.list_dir(CATALOG_DIR) if CATALOG_DIR.is_dir() else []:
