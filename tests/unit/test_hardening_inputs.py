@@ -160,7 +160,7 @@ def test_long_and_invalid_paths_are_one_line(capsys, tmp_path):
     for args, needle in (
         (("plan", "--model", long_name, "--gpu", "A100"), ""),
         (("diagnose", long_name), "file name too long"),
-        (("plan", "--model", "org/" + "m" * 5000, "--gpu", "A100"), "not found"),
+        (("plan", "--model", "org/" + "m" * 5000, "--gpu", "A100"), "model 'org/mmm"),
     ):
         code, _out, err = run_main(capsys, *args)
         assert_one_line_error(code, err, 2, needle)
