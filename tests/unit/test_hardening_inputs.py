@@ -249,6 +249,7 @@ OPTION_CASES = [
     (("export", "launch", str(S1 / "start_api.sh"), "--to", "kubernetes", "--shm-size", "garbage"), 2, "--shm-size"),
     (("export", "launch", str(S1 / "start_api.sh"), "--to", "docker", "--vllm-version", "99.0"), 2, "--vllm-version"),
     (("bundle", "--max-bytes", "-5", "x.log"), 2, "--max-bytes"),
+    (("check", str(S1 / "start_api.sh"), "--gpu", "A100", "--host-ram-gib", "nan"), 3, "--host-ram-gib"),
 ]
 
 
@@ -292,6 +293,9 @@ def test_yaml_values_of_the_wrong_type(capsys, tmp_path, line, needle):
     ("vocab_size", "1e30", "implausibly large"),
     ("num_attention_heads", '"32"', "not an integer"),
     ("intermediate_size", "-1", "at least 0"),
+    ("architectures", '{"a": 1}', "list of class names"),
+    ("rope_scaling", '{"rope_type": "yarn", "factor": -4}', "rope_scaling.factor"),
+    ("rope_scaling", '"yarn"', "expected an object"),
 ])
 def test_config_json_fields(capsys, tmp_path, field, value, needle):
     cfg = json.loads(CATALOG_CONFIG.read_text())
@@ -302,6 +306,18 @@ def test_config_json_fields(capsys, tmp_path, field, value, needle):
     rc, _out, err = run_main(capsys, "plan", "--model", model, "--gpu", "A100")
     assert_one_line_error(rc, err, 2, needle)
     assert f"config field {field}" in err
+
+
+def test_config_field_one_family_needs_is_one_line(capsys, tmp_path):
+    """A null where only the MLA adapter reads a size: translated at the boundary, naming the file."""
+    cfg = json.loads((CATALOG_CONFIG.parents[1] / "deepseek-ai__DeepSeek-V3" / "config.json").read_text())
+    cfg["moe_intermediate_size"] = None
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(cfg))
+    rc, _out, err = run_main(capsys, "plan", "--model", model, "--gpu", "H100", "--num-gpus", "8")
+    assert_one_line_error(rc, err, 2, "config has a field of the wrong type")
+    assert str(model / "config.json") in err
 
 
 def _safetensors(path: Path, header: bytes, length: int | None = None) -> None:

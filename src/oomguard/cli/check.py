@@ -48,7 +48,7 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--vllm-version", type=common.vllm_version, metavar="V", help="vLLM release to check against (default: newest supported)")
     p.add_argument("--other-gpu-use-gib", type=common.GIB_OR_ZERO, default=None, metavar="X", help="GPU memory already held by other processes")
     p.add_argument("--usage", choices=["serve", "llm"], default="serve", help="vllm serve (default) or the LLM class")
-    p.add_argument("--host-ram-gib", metavar="X|auto", help="host RAM available to the server, or 'auto' to read /proc/meminfo")
+    p.add_argument("--host-ram-gib", type=common.host_gib_or_auto, metavar="X|auto", help="host RAM available to the server, or 'auto' to read /proc/meminfo")
     p.add_argument("--avg-input-len", type=common.TOKENS, metavar="N", help="average prompt length of the traffic (tokens)")
     p.add_argument("--avg-output-len", type=common.TOKENS, metavar="N", help="average output length of the traffic (tokens)")
     p.add_argument("--concurrency", type=common.COUNT, metavar="C", help="concurrent requests the deployment must hold")

@@ -73,6 +73,13 @@ COUNT = number(integer=True, minimum=1, maximum=1 << 40)
 TOKENS = number(integer=True, minimum=1, maximum=1 << 40)
 
 
+def host_gib_or_auto(text: str) -> str | float:
+    """An argparse ``type=``: GiB of host RAM, or ``auto`` (read /proc/meminfo)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    return HOST_GIB(text)
+
+
 _K8S_QUANTITY = re.compile(r"(\d{1,15}(?:\.\d{1,9})?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
 
 

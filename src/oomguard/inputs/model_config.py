@@ -50,7 +50,9 @@ _POSITIVE_FIELDS = {
     **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "num_attention_heads", "n_head",
                      "num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num",
                      "num_attention_groups", "n_routed_experts", "num_experts", "num_local_experts",
-                     "num_experts_per_tok", "moe_topk"), _COUNT_MAX),
+                     "num_experts_per_tok", "moe_topk", "moe_layer_freq", "decoder_sparse_step",
+                     "mm_tokens_per_image", "num_channels"), _COUNT_MAX),
+    **dict.fromkeys(("image_size", "patch_size"), _DIM_MAX),
     **dict.fromkeys(("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
                      "max_sequence_length"), _LEN_MAX),
 }
@@ -75,6 +77,36 @@ def validate_config(data: dict, *, file: str | None = None) -> None:
                 _integer_field(prefix + name, value, 1, _POSITIVE_FIELDS[name], file)
             elif name in _NON_NEGATIVE_FIELDS:
                 _integer_field(prefix + name, value, 0, _NON_NEGATIVE_FIELDS[name], file)
+        _shapes(prefix, cfg, file)
+
+
+def _shapes(prefix: str, cfg: dict, file: str | None) -> None:
+    """Fields that are not plain sizes but still feed the arithmetic: lists and nested objects."""
+    arch = cfg.get("architectures")
+    if arch is not None and not (isinstance(arch, list) and all(isinstance(a, str) for a in arch)):
+        raise InputError(f"config field {prefix}architectures: expected a list of class names, found {_shown(arch)}",
+                         file=file)
+    layers = cfg.get("mlp_only_layers")
+    if layers is not None and not (isinstance(layers, list) and all(isinstance(x, int) and not isinstance(x, bool)
+                                                                    for x in layers)):
+        raise InputError(f"config field {prefix}mlp_only_layers: expected a list of layer indices, "
+                         f"found {_shown(layers)}", file=file)
+    for key in ("rope_scaling", "rope_parameters", "quantization_config"):
+        sub = cfg.get(key)
+        if sub is not None and not isinstance(sub, dict):
+            raise InputError(f"config field {prefix}{key}: expected an object, found {_shown(sub)}", file=file)
+    for key in ("rope_scaling", "rope_parameters"):
+        factor = (cfg.get(key) or {}).get("factor")
+        if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0
+                                   or factor > 1 << 20):
+            raise InputError(f"config field {prefix}{key}.factor: {_shown(factor)} is not a positive number",
+                             file=file)
+    block = (cfg.get("quantization_config") or {}).get("weight_block_size")
+    if block is not None and not (isinstance(block, list) and len(block) == 2
+                                  and all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= _DIM_MAX
+                                          for b in block)):
+        raise InputError(f"config field {prefix}quantization_config.weight_block_size: expected two positive "
+                         f"integers, found {_shown(block)}", file=file)
 
 
 def _shown(value: object) -> str:
@@ -83,12 +115,7 @@ def _shown(value: object) -> str:
 
 
 def _integer_field(name: str, value: object, low: int, high: int, file: str | None) -> None:
-    if isinstance(value, list) and name.endswith(("sliding_window", "intermediate_size", "num_attention_heads",
-                                                   "num_key_value_heads", "head_dim")):
-        for v in value:  # per-layer lists (OpenELM, Gemma-3n, ...)
-            if v is not None:
-                _integer_field(name + "[]", v, low, high, file)
-        return
+    # Per-layer lists (OpenELM's num_query_heads, ...) are not modelled by any adapter: refused here too.
     ok = (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
     if not ok:
         raise InputError(f"config field {name}: {_shown(value)} is not an integer", file=file)
@@ -108,6 +135,27 @@ def _finite(value: object, where: str, file: str | None) -> None:
             stack.extend((c, f"{at}.{k}" if at else str(k)) for k, c in v.items())
         elif isinstance(v, list):
             stack.extend((c, f"{at}[{i}]") for i, c in enumerate(v))
+
+
+def _describe(config: dict, cfg_path: Path, **kwargs) -> ModelDescription:
+    """``architectures.describe`` with its Python errors translated at the boundary.
+
+    ``validate_config`` checks the fields every adapter multiplies; a field only one family reads
+    (null where a size is needed, a list where a number is) still reaches the adapter, and its
+    TypeError/KeyError is about this file, so it is reported as one line naming it.
+    """
+    from oomguard.model.architectures import describe
+
+    try:
+        return describe(config, **kwargs)
+    except KeyError as exc:
+        raise InputError(f"config field {exc.args[0] if exc.args else '?'} is missing, and "
+                         f"model_type {config.get('model_type')!r} needs it", file=str(cfg_path)) from None
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError, OverflowError) as exc:
+        detail = str(exc)
+        detail = detail if len(detail) <= 120 else detail[:120] + "…"
+        raise InputError(f"config has a field of the wrong type or value for model_type "
+                         f"{config.get('model_type')!r} ({exc.__class__.__name__}: {detail})", file=str(cfg_path)) from None
 
 
 def catalog_ids() -> list[str]:
@@ -172,13 +220,12 @@ def _config_file_in(directory: Path) -> Path:
 
 def _from_dir(directory: Path, source: str, name: str) -> ModelDescription:
     from oomguard.inputs.safetensors_header import scan_dir
-    from oomguard.model.architectures import describe
 
     cfg_path = _config_file_in(directory)
     config = read_json(cfg_path)
     hq_path = directory / "hf_quant_config.json"
     hf_quant = read_json(hq_path) if files.is_file(hq_path) else None
-    desc = replace(describe(config, source=source, name=name, hf_quant=hf_quant), config_path=str(cfg_path))
+    desc = replace(_describe(config, cfg_path, source=source, name=name, hf_quant=hf_quant), config_path=str(cfg_path))
     stats = scan_dir(directory)
     if stats is not None:
         desc = replace(
@@ -191,8 +238,6 @@ def _from_dir(directory: Path, source: str, name: str) -> ModelDescription:
 
 def load_model(spec: str, *, allow_hub: bool = True) -> ModelDescription:
     """Resolve ``spec`` (path, HF id in cache, catalog id, or Hub id) to a description."""
-    from oomguard.model.architectures import describe
-
     if not spec:
         raise InputError("no model given (use --model PATH|HF_ID or name it in the launch)")
     path = Path(os.path.expanduser(spec))
@@ -202,7 +247,7 @@ def load_model(spec: str, *, allow_hub: bool = True) -> ModelDescription:
         config = read_json(path)
         hq = path.with_name("hf_quant_config.json")
         hf_quant = read_json(hq) if files.is_file(hq) and hq != path else None
-        desc = describe(config, source=str(path), name=path.parent.name or path.stem, hf_quant=hf_quant)
+        desc = _describe(config, path, source=str(path), name=path.parent.name or path.stem, hf_quant=hf_quant)
         return replace(desc, config_path=str(path))
     if files.is_dir(path):
         return _from_dir(path, str(path), path.name)
@@ -231,7 +276,6 @@ def _from_hub(model_id: str) -> ModelDescription:
             f"model {model_id!r} is not local; install oomguard[hub] to fetch its config.json, "
             "or pass a local config.json"
         ) from None
-    from oomguard.model.architectures import describe
 
     try:
         cfg_path = Path(hf_hub_download(model_id, "config.json"))
@@ -242,4 +286,4 @@ def _from_hub(model_id: str) -> ModelDescription:
         hf_quant = read_json(Path(hf_hub_download(model_id, "hf_quant_config.json")))
     except Exception:
         pass
-    return describe(read_json(cfg_path), source=f"Hub: {model_id}", name=model_id, hf_quant=hf_quant)
+    return _describe(read_json(cfg_path), cfg_path, source=f"Hub: {model_id}", name=model_id, hf_quant=hf_quant)
