@@ -323,12 +323,7 @@ def walk_yaml(data: dict, lines: dict, read: LaunchRead, *, version: str | None,
             continue
         flag = res.flag
         try:
-            if flag.type == "json" and isinstance(value, str):
-                value = L.convert_value(flag, value, file=file, line=line, option=opt)
-            elif flag.type in ("int", "float", "size") and isinstance(value, str):
-                value = L.convert_value(flag, value, file=file, line=line, option=opt)
-            elif flag.type == "bool" and not isinstance(value, bool):
-                value = L.convert_value(flag, str(value), file=file, line=line, option=opt)
+            value = L.yaml_value(flag, value, file=file, line=line, key=str(key), option=opt)
         except InputError as exc:
             read.problems.append(FlagProblem(ProblemKind.INVALID_VALUE, str(key), exc.message, file, line, yaml_key=str(key), dest=flag.dest))
             continue

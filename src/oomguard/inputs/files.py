@@ -111,6 +111,13 @@ def stat_path(path: str | os.PathLike[str], what: str = "") -> os.stat_result:
                          file=_short(display(path))) from None
 
 
+def _stdin(what: str) -> BinaryIO:
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise InputError(f"{what + ': ' if what else ''}stdin is closed", file="<stdin>")
+    return stream
+
+
 def _open_fd(path: str, what: str, *, allow_stream: bool) -> tuple[int, bool]:
     """Open ``path`` read-only without ever blocking; (fd, is_stream)."""
     st = stat_path(path, what)
@@ -152,7 +159,7 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int, what: str = "", allo
     if p == "-":
         if not allow_stdin:
             raise InputError(f"{what + ': ' if what else ''}cannot read this input from stdin", file="-")
-        return _bounded(sys.stdin.buffer, limit, p, what, too_large)
+        return _bounded(_stdin(what), limit, p, what, too_large)
     fd, _stream = _open_fd(p, what, allow_stream=allow_stdin)
     with os.fdopen(fd, "rb", buffering=0) as fh:
         size = os.fstat(fd).st_size
@@ -445,7 +452,7 @@ def open_stream(path: str, *, what: str = "", limit: int = LOG_BYTES, gunzip: bo
     once more than ``limit`` bytes (decompressed) came out of it.
     """
     if path == "-":
-        raw: BinaryIO = sys.stdin.buffer
+        raw: BinaryIO = _stdin(what)
     else:
         fd, _stream = _open_fd(path, what, allow_stream=True)
         raw = os.fdopen(fd, "rb", buffering=0)

@@ -320,14 +320,7 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, version: str | None, 
             launch.unknown.append((opt, None if isinstance(value, (dict, list)) else str(value), file, line))
             continue
         flag = res.flag
-        if flag.type == "json" and isinstance(value, str):
-            value = convert_value(flag, value, file=file, line=line, option=opt)
-        elif flag.type in ("int", "float", "size") and isinstance(value, str):
-            value = convert_value(flag, value, file=file, line=line, option=opt)
-        elif flag.type in ("int", "float", "size") and not getattr(flag, "nargs", None) in ("+", "*"):
-            value = yaml_number(flag, value, file=file, line=line, key=str(key))
-        elif flag.type == "bool" and not isinstance(value, bool):
-            value = convert_value(flag, str(value), file=file, line=line, option=opt)
+        value = yaml_value(flag, value, file=file, line=line, key=str(key), option=opt)
         if flag.type == "bool" and res.negated and isinstance(value, bool):
             value = not value  # no-enable-prefix-caching: true
         if isinstance(value, list) and getattr(flag, "item", None) in ("int", "float"):
@@ -336,15 +329,41 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, version: str | None, 
         launch.sites[flag.dest] = FlagSite(opt, file, line, yaml_key=str(key))
 
 
+def yaml_value(flag, value: Any, *, file: str | None, line: int | None, key: str, option: str) -> Any:
+    """Type one ``--config`` YAML value for ``flag`` (shared by ``apply_yaml`` and check's lenient reader)."""
+    nargs = getattr(flag, "nargs", None) in ("+", "*")
+    if flag.type == "json" and isinstance(value, str):
+        return convert_value(flag, value, file=file, line=line, option=option)
+    if flag.type in ("int", "float", "size") and isinstance(value, str):
+        return convert_value(flag, value, file=file, line=line, option=option)
+    if flag.type in ("int", "float", "size") and not nargs:
+        return yaml_number(flag, value, file=file, line=line, key=key)
+    if flag.type == "bool" and not isinstance(value, bool):
+        if not isinstance(value, (str, int)) or isinstance(value, float):
+            raise InputError(f"YAML key {key!r}: expected true/false, found {_yaml_kind(value)}", file=file, line=line)
+        return convert_value(flag, str(value), file=file, line=line, option=option)
+    if flag.type == "str" and not nargs and value is not None:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise InputError(f"YAML key {key!r}: expected a string, found {_yaml_kind(value)}", file=file, line=line)
+        if getattr(flag, "choices", None):
+            return convert_value(flag, str(value), file=file, line=line, option=option)
+        return str(value)
+    return value
+
+
+def _yaml_kind(value: Any) -> str:
+    if type(value).__name__ in ("date", "datetime"):
+        return "a date"
+    return {list: "a list", dict: "a mapping", bool: "true/false", bytes: "binary data", float: "a number",
+            int: "a number"}.get(type(value), type(value).__name__)
+
+
 def yaml_number(flag, value: Any, *, file: str | None, line: int | None, key: str) -> Any:
     """A YAML scalar for a numeric flag: a real number of the right kind (not a bool, list, dict or date)."""
     if value is None:
         return value  # `key:` with no value: vLLM passes nothing; the flag keeps its default
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        kind = {list: "a list", dict: "a mapping", bool: "true/false"}.get(type(value), type(value).__name__)
-        if type(value).__name__ in ("date", "datetime"):
-            kind = "a date"
-        raise InputError(f"YAML key {key!r}: expected a number, found {kind}", file=file, line=line)
+        raise InputError(f"YAML key {key!r}: expected a number, found {_yaml_kind(value)}", file=file, line=line)
     if flag.type in ("int", "size") and isinstance(value, float):
         if not math.isfinite(value) or not value.is_integer():
             raise InputError(f"YAML key {key!r}: {value!r} is not an integer", file=file, line=line)
