@@ -32,7 +32,11 @@ def _cases(d: Path) -> list[tuple[str, list[str]]]:
     (d / "long.sh").write_text("vllm serve m " + "a" * (512 << 10) + "\n")
     (d / "flags.sh").write_text("vllm serve Qwen/Qwen3-8B \\\n" + "  --max-model-len 8192 \\\n" * 40000 + "  --max-num-seqs 8\n")
     with gzip.open(d / "bomb.log.gz", "wb", compresslevel=9) as fh:
-        fh.write(b"(APIServer pid=1) INFO [loggers.py:127] Engine 000: Running: 0 reqs\n" * 4_000_000)
+        chunk = b"(APIServer pid=1) INFO [loggers.py:127] Engine 000: Running: 0 reqs\n" * 40_000
+        for _ in range(100):  # written in pieces: a forked child inherits the parent's peak RSS
+            fh.write(chunk)
+    (d / "unknown.sh").write_text("vllm serve Qwen/Qwen3-8B \\\n" + "".join(f"  --k{i} x \\\n" for i in range(20000))
+                                  + "  --max-num-seqs 8\n")
     (d / "trailing.log.gz").write_bytes(gzip.compress(LOG.read_bytes()) + b"junk")
     return [
         ("plan --model /dev/zero", ["plan", "--model", "/dev/zero", "--gpu", "A100"]),
@@ -41,6 +45,7 @@ def _cases(d: Path) -> list[tuple[str, list[str]]]:
         ("plan 1 KiB doubling script", ["plan", str(d / "double.sh"), "--gpu", "A100"]),
         ("check 1 MiB YAML", ["check", str(d / "big.yaml"), "--gpu", "A100"]),
         ("check 40k repeated flags (1 MiB)", ["check", str(d / "flags.sh"), "--gpu", "A100"]),
+        ("check 20k unknown flags", ["check", str(d / "unknown.sh"), "--gpu", "A100"]),
         ("diagnose --launch 512 KiB line", ["diagnose", str(LOG), "--launch", str(d / "long.sh")]),
         ("diagnose gzip, 280 MiB of lines", ["diagnose", str(d / "bomb.log.gz")]),
         ("diagnose gzip + trailing bytes", ["diagnose", str(d / "trailing.log.gz")]),

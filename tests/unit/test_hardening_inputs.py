@@ -425,3 +425,19 @@ def test_internal_errors_are_one_line(capsys, monkeypatch):
     err = capsys.readouterr().err
     assert code == 70 and "Traceback" not in err and "internal error: ZeroDivisionError" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_many_unknown_flags_stay_linear(tmp_path):
+    """20,000 unknown flags: difflib suggestions are capped and check --fix's edits are indexed (was 121 s)."""
+    script = tmp_path / "start_api.sh"
+    script.write_text("vllm serve Qwen/Qwen3-8B \\\n" + "".join(f"  --k{i} x \\\n" for i in range(20000)) + "  --max-num-seqs 8\n")
+    rc, _out, err, took = cli("check", script, "--gpu", "A100")
+    assert "Traceback" not in err and rc in (2, 3)
+    assert took < TIME_LIMIT
+
+
+def test_yaml_with_thousands_of_keys_is_refused(capsys, tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("model: Qwen/Qwen3-8B\n" + "".join(f"k{i}: x\n" for i in range(3000)))
+    rc, _out, err = run_main(capsys, "plan", cfg, "--gpu", "A100")
+    assert_one_line_error(rc, err, 2, "3,001 keys")

@@ -274,14 +274,18 @@ class _ScriptFixer:
         return [o for o in self.read.occurrences if o.dest == dest and o.site.file == self.path and o.site.option_word is not None]
 
     def _written(self, option: str):
-        out = []
-        for o in self.read.occurrences:
-            if o.written == option and o.site.file == self.path and o.site.option_word is not None:
-                out.append((o.site.option_word, o.site.value_word))
-        for p in self.read.problems:
-            if p.option == option and p.file == self.path and p.option_word is not None:
-                out.append((p.option_word, p.value_word))
-        return out
+        # Indexed once per fixer: one edit per unknown flag made the per-edit scan quadratic.
+        index = self.__dict__.get("_written_index")
+        if index is None:
+            index = {}
+            for o in self.read.occurrences:
+                if o.site.file == self.path and o.site.option_word is not None:
+                    index.setdefault(o.written, []).append((o.site.option_word, o.site.value_word))
+            for p in self.read.problems:
+                if p.file == self.path and p.option_word is not None:
+                    index.setdefault(p.option, []).append((p.option_word, p.value_word))
+            self._written_index = index
+        return list(index.get(option, ()))
 
     @staticmethod
     def _span(ow, vw) -> tuple[int, int]:
@@ -485,13 +489,14 @@ def apply_edits(read: LaunchRead, release, edits: list[Edit]) -> tuple[str, list
     notes: list[str] = []
     # removals first so that a rename's "set" can reuse a removed flag's place
     ordered = [e for e in edits if e.is_env] + [e for e in edits if not e.is_env and e.value is None] + [e for e in edits if not e.is_env and e.value is not None]
+    renamed = {x.replaces for x in edits if x.value is not None and x.replaces}
     for e in ordered:
         if e.is_env:
             if not fixer.env(e):
                 notes.append(f"set {e.flag}={e.value} in the environment of the server")
             continue
         if e.value is None:
-            if e.replaces and any(x.replaces == e.replaces and x.value is not None for x in edits):
+            if e.replaces and e.replaces in renamed:
                 continue  # a rename: the set below rewrites it in place
             fixer.remove(e)
             continue

@@ -283,6 +283,9 @@ def _merge_yaml(path: Path, launch: Launch, *, version: str | None, base: str | 
     apply_yaml(data, lines, launch, version=version, file=str(path))
 
 
+_MAX_YAML_KEYS = 2000
+
+
 def read_yaml_mapping(path: Path) -> tuple[dict, dict]:
     return yaml_mapping(_read_text(path), str(path))
 
@@ -294,6 +297,9 @@ def yaml_mapping(text: str, file: str | None) -> tuple[dict, dict]:
     data, node = load_yaml_with_node(text, file=file)
     if not isinstance(data, dict):
         raise InputError("a vLLM --config YAML must be a mapping of flag: value", file=file, line=1)
+    if len(data) > _MAX_YAML_KEYS:
+        raise InputError(f"a vLLM --config YAML has one key per flag (vLLM has a few hundred); this one has "
+                         f"{len(data):,} keys", file=file)
     lines = {}
     if node is not None and hasattr(node, "value"):
         for k, _v in node.value:
