@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from oomguard.check.finding import Edit, Finding
@@ -306,11 +305,12 @@ def model_by_name(launch, spec: str):
     return None, ""
 
 
-def _read_host_ram(path: str) -> tuple[int | None, str]:
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read host memory: {exc.strerror}", file=path) from None
+def read_host_ram(path: str = "/proc/meminfo") -> tuple[int | None, str]:
+    """Host RAM a new server can use (MemAvailable, else MemTotal): ``--host-ram-gib auto``
+    in check and fit."""
+    from oomguard.inputs import files
+
+    text = files.read_text(path, limit=files.PROC_BYTES, what="host memory")
     vals = {}
     for line in text.splitlines():
         m = re.match(r"^(\w+):\s+(\d+)\s*kB", line)
@@ -324,11 +324,9 @@ def _read_host_ram(path: str) -> tuple[int | None, str]:
 
 
 def _read_evidence_text(path: str, what: str) -> str:
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {what}: {exc.strerror}", file=path) from None
+    from oomguard.inputs import files
+
+    raw = files.read_bytes(path, limit=files.CAPTURE_BYTES, what=what)
     if b"\x00" in raw[:4096]:
         raise InputError(f"binary file, expected {what}", file=path)
     try:
@@ -432,7 +430,7 @@ def build_check_context(read: LaunchRead, options: CheckOptions) -> CheckContext
     h = options.host_ram_gib
     if h is not None:
         if str(h).lower() == "auto":
-            ctx.host_ram_bytes, ctx.host_ram_source = _read_host_ram(options.meminfo_path)
+            ctx.host_ram_bytes, ctx.host_ram_source = read_host_ram(options.meminfo_path)
         else:
             try:
                 gib = float(h)

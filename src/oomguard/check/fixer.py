@@ -119,27 +119,57 @@ class _Span:
 
 
 class _TextEdits:
+    """Non-overlapping replacements and zero-width inserts, applied in one pass.
+
+    Both the overlap test and ``apply`` are O(log n) / O(n): a script repeating a flag 100,000
+    times gets 100,000 removals, and the quadratic versions took minutes.
+    """
+
     def __init__(self, text: str):
         self.text = text
         self.spans: list[_Span] = []
+        self._index: list[tuple[int, int]] = []  # (start, end) of every span, sorted
 
     def overlaps(self, start: int, end: int) -> bool:
-        return any(not (end <= s.start or start >= s.end) for s in self.spans)
+        import bisect
+
+        i = bisect.bisect_left(self._index, (end, -1))  # spans starting before ``end``
+        while i > 0:
+            i -= 1
+            s_start, s_end = self._index[i]
+            if not (end <= s_start or start >= s_end):
+                return True
+            if s_start <= start and s_end > s_start:
+                return False  # replacements are disjoint: nothing earlier reaches past this one
+        return False
+
+    def _add(self, span: _Span) -> None:
+        import bisect
+
+        self.spans.append(span)
+        bisect.insort(self._index, (span.start, span.end))
 
     def replace(self, start: int, end: int, new: str) -> bool:
         if self.overlaps(start, end):
             return False
-        self.spans.append(_Span(start, end, new))
+        self._add(_Span(start, end, new))
         return True
 
     def insert(self, at: int, new: str) -> None:
-        self.spans.append(_Span(at, at, new))
+        self._add(_Span(at, at, new))
 
     def apply(self) -> str:
-        out = self.text
-        for s in sorted(self.spans, key=lambda x: (x.start, x.end), reverse=True):
-            out = out[: s.start] + s.text + out[s.end :]
-        return out
+        # Same order as applying back to front: spans at one position come out in reverse order of addition.
+        order = sorted(range(len(self.spans)), key=lambda k: (self.spans[k].start, self.spans[k].end, -k))
+        out: list[str] = []
+        pos = 0
+        for k in order:
+            sp = self.spans[k]
+            out.append(self.text[pos:sp.start])
+            out.append(sp.text)
+            pos = max(pos, sp.end)
+        out.append(self.text[pos:])
+        return "".join(out)
 
 
 @dataclass
@@ -279,14 +309,18 @@ class _ScriptFixer:
         return [o for o in self.read.occurrences if o.dest == dest and o.site.file == self.path and o.site.option_word is not None]
 
     def _written(self, option: str):
-        out = []
-        for o in self.read.occurrences:
-            if o.written == option and o.site.file == self.path and o.site.option_word is not None:
-                out.append((o.site.option_word, o.site.value_word))
-        for p in self.read.problems:
-            if p.option == option and p.file == self.path and p.option_word is not None:
-                out.append((p.option_word, p.value_word))
-        return out
+        # Indexed once per fixer: one edit per unknown flag made the per-edit scan quadratic.
+        index = self.__dict__.get("_written_index")
+        if index is None:
+            index = {}
+            for o in self.read.occurrences:
+                if o.site.file == self.path and o.site.option_word is not None:
+                    index.setdefault(o.written, []).append((o.site.option_word, o.site.value_word))
+            for p in self.read.problems:
+                if p.file == self.path and p.option_word is not None:
+                    index.setdefault(p.option, []).append((p.option_word, p.value_word))
+            self._written_index = index
+        return list(index.get(option, ()))
 
     @staticmethod
     def _span(ow, vw) -> tuple[int, int]:
@@ -370,7 +404,8 @@ class _ScriptFixer:
             self.te.insert(end, block)
         r0, r1 = self.region
         inside = [sp for sp in self.te.spans if r0 <= sp.start and sp.end <= r1]
-        outside = [sp for sp in self.te.spans if sp not in inside]
+        inside_ids = {id(sp) for sp in inside}
+        outside = [sp for sp in self.te.spans if id(sp) not in inside_ids]
         region = _TextEdits(self.text[r0:r1])
         region.spans = [_Span(sp.start - r0, sp.end - r0, sp.text) for sp in inside]
         head = _TextEdits(self.text[:r0])
@@ -392,8 +427,6 @@ class _ScriptFixer:
 
 class _YamlFixer:
     def __init__(self, read: LaunchRead, release):
-        import yaml
-
         self.read = read
         self.release = release
         self.text = read.launch.text or ""
@@ -402,7 +435,9 @@ class _YamlFixer:
         self.appended: list[str] = []
         self.env_lines: list[str] = []
         self.nodes: dict[str, tuple] = {}
-        node = yaml.compose(self.text)
+        from oomguard.inputs.structured import compose_yaml
+
+        node = compose_yaml(self.text, file=self.path)
         if node is not None and hasattr(node, "value"):
             for k, v in node.value:
                 self.nodes[str(k.value)] = (k, v)
@@ -489,13 +524,14 @@ def apply_edits(read: LaunchRead, release, edits: list[Edit]) -> tuple[str, list
     notes: list[str] = []
     # removals first so that a rename's "set" can reuse a removed flag's place
     ordered = [e for e in edits if e.is_env] + [e for e in edits if not e.is_env and e.value is None] + [e for e in edits if not e.is_env and e.value is not None]
+    renamed = {x.replaces for x in edits if x.value is not None and x.replaces}
     for e in ordered:
         if e.is_env:
             if not fixer.env(e):
                 notes.append(f"set {e.flag}={e.value} in the environment of the server")
             continue
         if e.value is None:
-            if e.replaces and any(x.replaces == e.replaces and x.value is not None for x in edits):
+            if e.replaces and e.replaces in renamed:
                 continue  # a rename: the set below rewrites it in place
             fixer.remove(e)
             continue

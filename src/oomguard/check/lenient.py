@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.errors import InputError
+from oomguard.inputs import files
 from oomguard.inputs import launch as L
 from oomguard.inputs.shell import Command, Word, lex
 
@@ -280,9 +281,9 @@ def walk_flags(words: list[Word], read: LaunchRead, *, version: str | None, file
 def _merge_yaml_file(path: Path, read: LaunchRead, *, version: str | None, base: str | None) -> None:
     if not path.is_absolute() and base:
         cand = Path(base).parent / path
-        if cand.exists():
+        if files.exists(cand):
             path = cand
-    if not path.exists():
+    if not files.exists(path):
         read.launch.notes.append(f"--config {path}: file not found here; its flags were not read")
         return
     data, lines = L.read_yaml_mapping(path)
@@ -324,12 +325,7 @@ def walk_yaml(data: dict, lines: dict, read: LaunchRead, *, version: str | None,
             continue
         flag = res.flag
         try:
-            if flag.type == "json" and isinstance(value, str):
-                value = L.convert_value(flag, value, file=file, line=line, option=opt)
-            elif flag.type in ("int", "float", "size") and isinstance(value, str):
-                value = L.convert_value(flag, value, file=file, line=line, option=opt)
-            elif flag.type == "bool" and not isinstance(value, bool):
-                value = L.convert_value(flag, str(value), file=file, line=line, option=opt)
+            value = L.yaml_value(flag, value, file=file, line=line, key=str(key), option=opt)
         except InputError as exc:
             read.problems.append(FlagProblem(ProblemKind.INVALID_VALUE, str(key), exc.message, file, line, yaml_key=str(key), dest=flag.dest))
             continue
@@ -360,8 +356,6 @@ def _ignore_directives(text: str, read: LaunchRead) -> None:
 
 def read_file(path: str | Path, *, version: str | None = None) -> LaunchRead:
     p = Path(path)
-    if not p.exists():
-        raise InputError("no such file", file=str(p))
     text = L._read_text(p)  # noqa: SLF001  (same limits and messages as plan)
     if not text.strip():
         raise InputError("empty file, expected a launch script or YAML", file=str(p))
@@ -388,21 +382,7 @@ def read_file(path: str | Path, *, version: str | None = None) -> LaunchRead:
 
 def yaml_mapping(text: str, path: str | None) -> tuple[dict, dict]:
     """(data, key -> line) of a ``--config`` YAML text; InputError unless it is a mapping."""
-    import yaml
-
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", file=path, line=(mark.line + 1) if mark else None) from None
-    if not isinstance(data, dict):
-        raise InputError("a vLLM --config YAML must be a mapping of flag: value", file=path, line=1)
-    lines = {}
-    if node is not None and hasattr(node, "value"):
-        for k, _v in node.value:
-            lines[str(k.value)] = k.start_mark.line + 1
-    return data, lines
+    return L.yaml_mapping(text, path)
 
 
 def read_yaml_text(text: str, *, path: str | None, version: str | None = None) -> LaunchRead:

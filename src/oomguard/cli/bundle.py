@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from oomguard.cli import common
+
 EXIT_BAD_INPUT = 2
 EXIT_ASK_FAILED = 3
 
@@ -20,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
                               "found, 2 bad input, 3 --ask failed.")
     add_common_options(p)
     p.add_argument("-o", "--output", metavar="REPORT.md", help="where to write the report (default: stdout)")
-    p.add_argument("--max-bytes", type=int, default=64 * 1024, metavar="N", help="size limit of the report (default 65536)")
+    p.add_argument("--max-bytes", type=common.number(integer=True, minimum=1024, maximum=64 << 20), default=64 * 1024, metavar="N", help="size limit of the report (default 65536)")
     p.add_argument("--ask", action="store_true",
                    help="send the report to an OpenAI-compatible endpoint for a second opinion "
                    "(OOMGUARD_LLM_BASE_URL, OOMGUARD_LLM_API_KEY, OOMGUARD_LLM_MODEL)")
@@ -29,16 +31,13 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 def run(args: argparse.Namespace) -> int:
     from oomguard.cli.diagnose import EXIT_CLEAN, EXIT_FAILURE_FOUND, run_diagnosis
     from oomguard.diagnose.bundle import build_bundle
-    from oomguard.errors import InputError
 
     diagnosis = run_diagnosis(args)
     text = build_bundle(diagnosis, max_bytes=args.max_bytes)
     if args.output and args.output != "-":
-        try:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise InputError(f"cannot write the report: {exc.strerror or exc}", file=args.output) from None
+        from oomguard.inputs.writes import write_text
+
+        write_text(args.output, text, what="the report")
         verdicts = diagnosis.verdicts
         top = f"{verdicts[0].cls.value} (confidence {verdicts[0].confidence:.2f})" if verdicts else "no failure found"
         print(f"oomguard verdict: {top}; report written to {args.output} ({len(text.encode())} bytes)")

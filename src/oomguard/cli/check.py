@@ -13,6 +13,8 @@ import argparse
 import json
 import sys
 
+from oomguard.cli import common
+
 ACCEPTS_VLLM_FLAGS = True
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_INCOMPLETE = 0, 1, 2, 3
 
@@ -42,15 +44,15 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("launch_file", nargs="?", metavar="TARGET", help="start_api.sh or a vLLM --config YAML (or give the command after --)")
     p.add_argument("--model", dest="og_model", metavar="PATH|HF_ID", help="model config when the launch's model path is not on this machine")
     p.add_argument("--gpu", metavar="NAME", help="GPU name, e.g. A100-80GB, H100, RTX-4090")
-    p.add_argument("--gpu-memory-gib", type=float, metavar="X", help="total GPU memory in GiB as your log prints it")
-    p.add_argument("--num-gpus", type=int, metavar="N", help="GPUs visible to the launch (default: CUDA_VISIBLE_DEVICES, nvidia-smi, else TP × PP)")
-    p.add_argument("--vllm-version", metavar="V", help="vLLM release to check against (default: newest supported)")
-    p.add_argument("--other-gpu-use-gib", type=float, default=None, metavar="X", help="GPU memory already held by other processes")
+    p.add_argument("--gpu-memory-gib", type=common.GPU_GIB, metavar="X", help="total GPU memory in GiB as your log prints it")
+    p.add_argument("--num-gpus", type=common.GPU_COUNT, metavar="N", help="GPUs visible to the launch (default: CUDA_VISIBLE_DEVICES, nvidia-smi, else TP × PP)")
+    p.add_argument("--vllm-version", type=common.vllm_version, metavar="V", help="vLLM release to check against (default: newest supported)")
+    p.add_argument("--other-gpu-use-gib", type=common.GIB_OR_ZERO, default=None, metavar="X", help="GPU memory already held by other processes")
     p.add_argument("--usage", choices=["serve", "llm"], default="serve", help="vllm serve (default) or the LLM class")
-    p.add_argument("--host-ram-gib", metavar="X|auto", help="host RAM available to the server, or 'auto' to read /proc/meminfo")
-    p.add_argument("--avg-input-len", type=int, metavar="N", help="average prompt length of the traffic (tokens)")
-    p.add_argument("--avg-output-len", type=int, metavar="N", help="average output length of the traffic (tokens)")
-    p.add_argument("--concurrency", type=int, metavar="C", help="concurrent requests the deployment must hold")
+    p.add_argument("--host-ram-gib", type=common.host_gib_or_auto, metavar="X|auto", help="host RAM available to the server, or 'auto' to read /proc/meminfo")
+    p.add_argument("--avg-input-len", type=common.TOKENS, metavar="N", help="average prompt length of the traffic (tokens)")
+    p.add_argument("--avg-output-len", type=common.TOKENS, metavar="N", help="average output length of the traffic (tokens)")
+    p.add_argument("--concurrency", type=common.COUNT, metavar="C", help="concurrent requests the deployment must hold")
     p.add_argument("--nvidia-smi", metavar="FILE", help="`nvidia-smi` output taken before the server starts (GPU, memory used by others)")
     p.add_argument("--topo", metavar="FILE", help="`nvidia-smi topo -m` output")
     p.add_argument("--format", choices=["text", "json", "sarif", "github"], default="text", help="output format (default text)")
@@ -102,7 +104,7 @@ def _explain(rule_id: str) -> int:
 def _write_fix(report, in_place: bool) -> str | None:
     from pathlib import Path
 
-    from oomguard.errors import InputError
+    from oomguard.inputs.writes import write_text
 
     text = report.fixed_text
     path = report.ctx.launch.path
@@ -113,12 +115,8 @@ def _write_fix(report, in_place: bool) -> str | None:
         print("oomguard check: the launch came from the command line; the corrected command is printed above", file=sys.stderr)
         return None
     target = Path(path) if in_place else Path(report.fixed_path())
-    try:
-        mode = Path(path).stat().st_mode
-        target.write_text(text)
-        target.chmod(mode & 0o7777)
-    except OSError as exc:
-        raise InputError(f"cannot write the corrected launch: {exc.strerror}", file=str(target)) from None
+    # Temp file + rename: a symlink planted at NAME.fixed.EXT is replaced, not written through or chmodded.
+    write_text(target, text, mode_from=path, what="the corrected launch")
     print(f"oomguard check: wrote {target}", file=sys.stderr)
     return str(target)
 

@@ -8,9 +8,106 @@ list ourselves: argparse would swallow a vLLM flag's value as our positional.
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+# The largest GPU memory we accept anywhere (the biggest card today holds 288 GB, B300): past this a
+# number is a typo or an attack on our arithmetic, not a GPU.
+MAX_GPU_GIB = 4096.0
+MAX_GPUS = 65536  # vLLM's largest published deployments use a few thousand
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with a one-line error (no usage block), exit status 2, as every other bad input.
+    Usage errors echo argument values ("unrecognized arguments: --api-key X"): they go through
+    the redactor like every other error. Subparsers inherit the class."""
+
+    def error(self, message: str):  # type: ignore[override]
+        from oomguard.redact import redact_text, safe_terminal_text
+
+        message = safe_terminal_text(redact_text(message))
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def number(*, integer: bool = False, minimum: float | None = None, maximum: float | None = None,
+           above: float | None = None) -> Callable[[str], Any]:
+    """An argparse ``type=`` for a finite number in range (``above``: strictly greater than)."""
+
+    def convert(text: str) -> Any:
+        raw = text.strip()
+        try:
+            if integer:
+                if not re.fullmatch(r"[+-]?\d{1,18}", raw):
+                    raise ValueError
+                value: Any = int(raw)
+            else:
+                if len(raw) > 64:
+                    raise ValueError
+                value = float(raw)
+        except ValueError:
+            shown = raw if len(raw) <= 40 else raw[:40] + "…"
+            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if integer else 'a number'}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{raw!r} is not a finite number")
+        if above is not None and not value > above:
+            raise argparse.ArgumentTypeError(f"must be greater than {_fmt(above)}, got {raw}")
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {_fmt(minimum)}, got {raw}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {_fmt(maximum)}, got {raw}")
+        return value
+
+    convert.__name__ = "integer" if integer else "number"  # argparse names the type in its messages
+    return convert
+
+
+def _fmt(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+# The option types every command shares.
+GPU_GIB = number(above=0, maximum=MAX_GPU_GIB)
+GIB_OR_ZERO = number(minimum=0, maximum=MAX_GPU_GIB)
+HOST_GIB = number(above=0, maximum=1 << 20)  # 1 PiB of host RAM
+GPU_COUNT = number(integer=True, minimum=1, maximum=MAX_GPUS)
+COUNT = number(integer=True, minimum=1, maximum=1 << 40)
+TOKENS = number(integer=True, minimum=1, maximum=1 << 40)
+
+
+def host_gib_or_auto(text: str) -> str | float:
+    """An argparse ``type=``: GiB of host RAM, or ``auto`` (read /proc/meminfo)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    return HOST_GIB(text)
+
+
+_K8S_QUANTITY = re.compile(r"(\d{1,15}(?:\.\d{1,9})?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+
+
+def k8s_quantity(text: str) -> str:
+    """An argparse ``type=``: a positive Kubernetes memory quantity (``16Gi``, ``512Mi``, ``8G``)."""
+    raw = text.strip()
+    m = _K8S_QUANTITY.fullmatch(raw)
+    if not m or float(m.group(1)) <= 0:
+        shown = raw if len(raw) <= 40 else raw[:40] + "…"
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a positive Kubernetes size (e.g. 16Gi, 512Mi)")
+    return raw
+
+
+def vllm_version(text: str) -> str:
+    """An argparse ``type=``: a vLLM version oomguard has a table for (or can map to one)."""
+    from oomguard.errors import InputError
+    from oomguard.versions.releases import choose
+
+    try:
+        choose(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def split_argv(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], list[str]]:
@@ -52,10 +149,10 @@ def add_target_options(p: argparse.ArgumentParser, *, positional: bool = True) -
         p.add_argument("launch_file", nargs="?", metavar="LAUNCH_FILE", help="start_api.sh or a vLLM --config YAML")
     p.add_argument("--model", dest="og_model", metavar="PATH|HF_ID", help="config.json, model dir, HF id (cache, catalog or Hub)")
     p.add_argument("--gpu", metavar="NAME", help="GPU name, e.g. A100-80GB, H100, RTX-4090")
-    p.add_argument("--gpu-memory-gib", type=float, metavar="X", help="total GPU memory in GiB as your log prints it")
-    p.add_argument("--num-gpus", type=int, metavar="N", help="GPUs available to the launch (default: TP × PP)")
-    p.add_argument("--vllm-version", metavar="V", help="vLLM release to model (default: newest supported)")
-    p.add_argument("--other-gpu-use-gib", type=float, default=0.0, metavar="X", help="GPU memory held by other processes")
+    p.add_argument("--gpu-memory-gib", type=GPU_GIB, metavar="X", help="total GPU memory in GiB as your log prints it")
+    p.add_argument("--num-gpus", type=GPU_COUNT, metavar="N", help="GPUs available to the launch (default: TP × PP)")
+    p.add_argument("--vllm-version", type=vllm_version, metavar="V", help="vLLM release to model (default: newest supported)")
+    p.add_argument("--other-gpu-use-gib", type=GIB_OR_ZERO, default=0.0, metavar="X", help="GPU memory held by other processes")
     p.add_argument("--usage", choices=["serve", "llm"], default="serve", help="vllm serve (default) or the LLM class")
     p.add_argument("--engine-python", metavar="PATH", help="python of an installed vLLM: ask it for its exact resolved defaults")
     p.add_argument("--lenient", action="store_true", help="skip flags this vLLM version does not know (reported as notes) instead of failing")
@@ -143,8 +240,9 @@ def _config_path_of(model):
     from pathlib import Path
 
     from oomguard.errors import InputError
+    from oomguard.inputs import files
 
-    if not model.config_path or not Path(model.config_path).is_file():
+    if not model.config_path or not files.is_file(model.config_path):
         raise InputError(f"--engine-python needs a local config.json for {model.name}")
     return Path(model.config_path)
 

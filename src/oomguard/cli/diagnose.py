@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from oomguard.cli import common
+
 EXIT_CLEAN = 0
 EXIT_FAILURE_FOUND = 1
 EXIT_BAD_INPUT = 2
@@ -23,9 +25,9 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--launch", metavar="SCRIPT", help="the launch script or command file that started vLLM")
     p.add_argument("--model", help="model id or config directory (enables predicted effects of fixes)")
     p.add_argument("--gpu", help="GPU name, e.g. 'H100 80GB' (enables predicted effects of fixes)")
-    p.add_argument("--num-gpus", type=int, metavar="N", help="number of GPUs")
-    p.add_argument("--vllm-version", metavar="X.Y.Z", help="vLLM version, when the log does not print it")
-    p.add_argument("--exit-code", type=int, metavar="N", help="exit status of the vLLM process, if known (137 = SIGKILL)")
+    p.add_argument("--num-gpus", type=common.GPU_COUNT, metavar="N", help="number of GPUs")
+    p.add_argument("--vllm-version", type=common.vllm_version, metavar="X.Y.Z", help="vLLM version, when the log does not print it")
+    p.add_argument("--exit-code", type=common.number(integer=True, minimum=-255, maximum=255), metavar="N", help="exit status of the vLLM process, if known (137 = SIGKILL)")
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
@@ -44,11 +46,9 @@ def run_diagnosis(args: argparse.Namespace):  # -> Diagnosis
     files = list(args.files or [])
     launch_text = None
     if args.launch:
-        try:
-            with open(args.launch, encoding="utf-8", errors="replace") as fh:
-                launch_text = fh.read(1 << 20)
-        except OSError as exc:
-            raise InputError(f"cannot read launch script: {exc.strerror or exc}", file=args.launch) from None
+        from oomguard.inputs import files as input_files
+
+        launch_text = input_files.read_text(args.launch, limit=input_files.LAUNCH_BYTES, what="launch script")
     tail = getattr(args, "launch_tail", None)
     if tail:
         import shlex

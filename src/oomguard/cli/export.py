@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from oomguard.cli import common
+
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_NOT_VERIFIED = 3
@@ -80,11 +82,11 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     )
     lp.add_argument("--to", required=True, choices=("systemd", "docker", "compose", "kubernetes", "env", "yaml"))
     lp.add_argument("--fix", action="store_true", help="apply `oomguard check`'s fixes before exporting")
-    lp.add_argument("--vllm-version", metavar="V", help="vLLM release (flag spellings, image tag)")
+    lp.add_argument("--vllm-version", type=common.vllm_version, metavar="V", help="vLLM release (flag spellings, image tag)")
     lp.add_argument("--name", default="vllm", help="service / container / Deployment name")
     lp.add_argument("--image", help="container image (default vllm/vllm-openai:v<version>)")
     lp.add_argument("--vllm-bin", default="/usr/local/bin/vllm", help="vllm executable for systemd's ExecStart")
-    lp.add_argument("--shm-size", default="16Gi", help="Kubernetes /dev/shm size (default 16Gi)")
+    lp.add_argument("--shm-size", type=common.k8s_quantity, default="16Gi", help="Kubernetes /dev/shm size (default 16Gi)")
     lp.add_argument(
         "--model",
         dest="og_model",
@@ -92,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         help="model config for --fix (when the launch's path is not here)",
     )
     lp.add_argument("--gpu", metavar="NAME", help="GPU for --fix")
-    lp.add_argument("--num-gpus", type=int, metavar="N", help="GPUs for --fix")
+    lp.add_argument("--num-gpus", type=common.GPU_COUNT, metavar="N", help="GPUs for --fix")
     lp.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
 
@@ -103,16 +105,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write(text: str, output: str | None) -> None:
-    from oomguard.errors import InputError
+    from oomguard.inputs.writes import write_text
 
     if not output:
         sys.stdout.write(text)
         return
-    try:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise InputError(f"cannot write: {exc.strerror}", file=output) from None
+    write_text(output, text)
     print(f"wrote {output}", file=sys.stderr)
 
 

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from oomguard.cli import common
+
 EXIT_FOUND, EXIT_NONE_FITS, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -34,20 +36,21 @@ def register(sub, name: str, help_text: str) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--context", metavar="L", help="max-model-len the launch must serve (default: the launch's, else the model's)")
     g.add_argument("--max-context", action="store_true", help="find the largest max-model-len that fits")
-    p.add_argument("--concurrency", type=int, metavar="C", help="requests that must fit in the KV cache together")
+    p.add_argument("--concurrency", type=common.COUNT, metavar="C", help="requests that must fit in the KV cache together")
     p.add_argument("--avg-input-len", metavar="I", help="their average length in tokens (default: the full context)")
     p.add_argument(
         "--objective",
         choices=["max-context", "max-concurrency", "throughput", "latency"],
         help="what to maximise once the constraints hold (default: throughput; max-context with --max-context)",
     )
-    p.add_argument("--host-ram-gib", type=float, metavar="X", help="host RAM available to the server (sizes the CPU KV tier)")
-    p.add_argument("--margin-gib", type=float, default=None, metavar="X",
+    p.add_argument("--host-ram-gib", type=common.host_gib_or_auto, metavar="X|auto",
+                   help="host RAM available to the server (sizes the CPU KV tier); auto reads /proc/meminfo, as check does")
+    p.add_argument("--margin-gib", type=common.GIB_OR_ZERO, default=None, metavar="X",
                    help="GPU memory to keep free at the prefill peak (default: 2%% of the card, at least 0.5 GiB, as check uses)")
-    p.add_argument("--margin-share", type=float, default=None, metavar="F",
+    p.add_argument("--margin-share", type=common.number(above=0, maximum=0.5), default=None, metavar="F",
                    help="the headroom floor as a share of the card when --margin-gib is not given (default 0.02)")
-    p.add_argument("--peak-limit-gib", type=float, metavar="X", help="cap the per-GPU peak, e.g. what nvidia-smi may show")
-    p.add_argument("--top", type=int, default=5, metavar="K", help="candidates to show (default 5)")
+    p.add_argument("--peak-limit-gib", type=common.GPU_GIB, metavar="X", help="cap the per-GPU peak, e.g. what nvidia-smi may show")
+    p.add_argument("--top", type=common.number(integer=True, minimum=1, maximum=1000), default=5, metavar="K", help="candidates to show (default 5)")
     p.add_argument("--format", choices=["text", "json"], default="text")
 
 
@@ -122,6 +125,10 @@ def build_request(args: argparse.Namespace):
     for opt, val in (("--concurrency", args.concurrency), ("--top", args.top)):
         if val is not None and val < 1:
             raise InputError(f"{opt} must be >= 1, got {val}")
+    if args.host_ram_gib == "auto":
+        from oomguard.check.context import read_host_ram
+
+        args.host_ram_gib = read_host_ram()[0] / GiB
     for opt, val in (("--host-ram-gib", args.host_ram_gib), ("--peak-limit-gib", args.peak_limit_gib), ("--other-gpu-use-gib", args.other_gpu_use_gib)):
         if val is not None and val < 0:
             raise InputError(f"{opt} must not be negative, got {val}")

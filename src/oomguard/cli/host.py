@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from oomguard.cli import common
+
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
@@ -32,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         help="CSV of `nvidia-smi --query-gpu=index,uuid,name,memory.total,memory.used --format=csv` "
         "followed by `--query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv`",
     )
-    p.add_argument("--vllm-version", metavar="V", help="vLLM version of the launch (defaults follow it)")
+    p.add_argument("--vllm-version", type=common.vllm_version, metavar="V", help="vLLM version of the launch (defaults follow it)")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 

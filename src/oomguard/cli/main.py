@@ -30,20 +30,12 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse's usage errors echo argument values ("unrecognized arguments: --api-key X"):
-    they go through the redactor like every other error. Subparsers inherit the class."""
-
-    def error(self, message: str):  # type: ignore[override]
-        from oomguard.redact import redact_text, safe_terminal_text
-
-        super().error(safe_terminal_text(redact_text(message)))
-
-
 def build_parser() -> argparse.ArgumentParser:
     from oomguard import __version__
 
-    parser = _Parser(
+    from oomguard.cli.common import OneLineParser
+
+    parser = OneLineParser(
         prog="oomguard",
         description="Keep vLLM deployments from running out of memory.",
     )
@@ -61,9 +53,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from oomguard.errors import OomguardError, UnsupportedModelError
-
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parsed = _parse(argv)
+    except SystemExit as exc:  # argparse: --help, --version, or a one-line error (OneLineParser)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        if code == 2:  # a bad option value is bad input: the command's own code for it (check: 3)
+            command = next((a for a in argv[: argv.index("--") if "--" in argv else len(argv)]
+                            if not a.startswith("-")), None)
+            if command in SUBCOMMANDS:
+                code = getattr(importlib.import_module(SUBCOMMANDS[command][0]), "EXIT_BAD_INPUT", 2)
+        return code
+    if isinstance(parsed, int):
+        return parsed
+    module, args = parsed
+    return _run(module, args)
+
+
+def _parse(argv: list[str]):
+    """(module, args) for the command line, or an exit status when there is nothing to run."""
     parser = build_parser()
     # Everything after a bare "--" is a launch command, not ours to parse.
     tail: list[str] = []
@@ -95,21 +103,79 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(SUBCOMMANDS[args.command][0])
     if unknown and not getattr(module, "ACCEPTS_VLLM_FLAGS", False):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return module, args
+
+
+def _run(module, args: argparse.Namespace) -> int:
+    from oomguard.errors import OomguardError, UnsupportedModelError
+
+    bad_input = getattr(module, "EXIT_BAD_INPUT", 2)
     try:
         return int(module.run(args) or 0)
     except UnsupportedModelError as exc:
         # Not bad input: the config is fine, the planner cannot model it yet ("could not complete").
-        print(f"oomguard {args.command}: error: {exc}", file=sys.stderr)
+        print(f"oomguard {args.command}: error: {_error_text(exc)}", file=sys.stderr)
         return EXIT_INCOMPLETE
     except OomguardError as exc:
-        from oomguard.redact import redact_text, safe_terminal_text
-
-        print(f"oomguard {args.command}: error: {safe_terminal_text(redact_text(str(exc)))}", file=sys.stderr)
-        return getattr(module, "EXIT_BAD_INPUT", 2)
+        print(f"oomguard {args.command}: error: {_error_text(exc)}", file=sys.stderr)
+        return bad_input
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
+    # The last line of defence: an input that reached a path with no check of its own still gets
+    # one line naming what failed, never a traceback (OOMGUARD_DEBUG=1 shows it).
+    except OSError as exc:
+        if _debug():
+            raise
+        from oomguard.inputs.files import input_error
+
+        where = exc.filename if exc.filename is not None else "input"
+        print(f"oomguard {args.command}: error: {_one_line(str(input_error(exc, where)))}", file=sys.stderr)
+        return bad_input
+    except RecursionError:
+        if _debug():
+            raise
+        print(f"oomguard {args.command}: error: an input is nested too deeply to read", file=sys.stderr)
+        return bad_input
+    except MemoryError:
+        print(f"oomguard {args.command}: error: out of memory reading the inputs", file=sys.stderr)
+        return bad_input
+    except Exception as exc:  # noqa: BLE001
+        if _debug():
+            raise
+        print(f"oomguard {args.command}: internal error: {exc.__class__.__name__} "
+              f"(a bug in oomguard; rerun with OOMGUARD_DEBUG=1 for the traceback and report it)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+# A bug is still "could not complete": the documented codes are 0-3 for every command.
+EXIT_INTERNAL = EXIT_INCOMPLETE
+
+
+def _debug() -> bool:
+    import os
+
+    return os.environ.get("OOMGUARD_DEBUG", "") not in ("", "0")
+
+
+_MAX_MESSAGE = 1200
+
+
+def _error_text(exc: Exception) -> str:
+    """An error as one safe line: secrets masked, terminal escapes stripped, newlines folded."""
+    from oomguard.redact import redact_text, safe_terminal_text
+
+    return _one_line(safe_terminal_text(redact_text(str(exc))))
+
+
+def _one_line(text: str) -> str:
+    # Messages may quote input (a value, a path): a newline in it must not start a second line, and a
+    # 5000-character argument must not become a 5000-character message.
+    text = " ".join(text.split("\n")) if "\n" in text else text
+    if len(text) > _MAX_MESSAGE:
+        text = text[: _MAX_MESSAGE - 300] + " … " + text[-297:]
+    return text
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -307,13 +307,10 @@ def run(args: argparse.Namespace) -> int:
         verdict = merge(verdict, server_log)
     result = build_result(run_result, verdict, limits, plan, redact, server_log=server_log)
     if args.report:
-        try:
-            with open(args.report, "w", encoding="utf-8") as fh:
-                fh.write(render_html(result))
-        except OSError as exc:
-            from oomguard.errors import InputError
+        from oomguard.inputs.writes import write_text
 
-            raise InputError(f"cannot write the report: {exc.strerror}", file=args.report) from None
+        # the result is already redacted and stripped of control characters (build_result)
+        write_text(args.report, render_html(result), what="the report")
     # The result is redacted and stripped of control characters as a structure (build_result);
     # nothing searches the serialized text, which an escaped quote would break.
     if args.format == "json":

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
+
+from oomguard.inputs.shell import split_words
 
 # vLLM's own short aliases.
 _SHORT = {"-tp": "tensor_parallel_size", "-pp": "pipeline_parallel_size", "-dp": "data_parallel_size",
@@ -70,7 +71,7 @@ def _tokens(text: str) -> list[str]:
         if not line or line.startswith("#"):
             continue
         try:
-            out.extend(shlex.split(line, comments=True))
+            out.extend(split_words(line))  # linear; shlex.split is quadratic in a word's length
         except ValueError:
             out.extend(line.split())
         out.append(";")
@@ -154,10 +155,10 @@ def _yaml_config(text: str) -> Launch:
     if ":" not in text or not any(k in text for k in _KNOWN_KEYS):
         return Launch()
     try:
-        import yaml
+        from oomguard.inputs.structured import load_yaml
 
-        data = yaml.safe_load(text)
-    except Exception:  # noqa: BLE001 - not YAML: not a launch
+        data = load_yaml(text)
+    except Exception:  # noqa: BLE001 - not YAML (or past the bounds): not a launch
         return Launch()
     if not isinstance(data, dict) or not any(str(k).replace("-", "_") in _KNOWN_KEYS for k in data):
         return Launch()

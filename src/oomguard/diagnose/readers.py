@@ -23,7 +23,6 @@ from oomguard.diagnose.classes import InputKind, Phase
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.lines import parse_line
 from oomguard.diagnose.prefilter import FREQUENT, compiled
-from oomguard.errors import InputError
 from oomguard.inputs import logs
 from oomguard.inputs.nvidia_smi import NvidiaSmiParser, looks_like_csv, looks_like_table
 
@@ -90,16 +89,12 @@ def read_input(path: str, col: Collector) -> tuple[InputReport, str | None]:
     """Read one input into ``col``. Returns its report and, for a launch script, its text."""
     name = logs.display_name(path)
     notes = logs.ReadNotes()
-    try:
-        stream = logs.open_binary(path)
-    except InputError:
-        raise
+    # Every failure to read (a device, a FIFO, damaged gzip, over the byte cap) is an InputError: an input
+    # we could not read must never be reported as one that shows a clean start.
+    stream = logs.open_binary(path)
     try:
         notes.gzip = logs.is_gzip(stream)
-        try:
-            sample = logs.sniff(stream)
-        except InputError as exc:
-            return InputReport(name, InputKind.UNREADABLE, notes=[str(exc)]), None
+        sample = logs.sniff(stream)
         kind = detect_kind(sample)
         report = InputReport(name, kind)
         col.start_file(name)

@@ -26,6 +26,7 @@ from oomguard.host.procfs import (
     parse_swaps,
 )
 from oomguard.host.root import Root
+from oomguard.inputs import files as input_files
 from oomguard.inputs.topology import Topology, parse_cpulist, parse_topology
 
 __all__ = ["HostFacts", "NumaNode", "ShmInfo", "VllmProcess", "read_host_facts"]
@@ -154,10 +155,11 @@ def _read_nofile(root: Root, notes: list[str]) -> tuple[int | None, int | None]:
 
 def _read_numa(root: Root) -> tuple[NumaNode, ...]:
     base = root.file("/sys/devices/system/node")
-    if not base.is_dir():
+    if not input_files.is_dir(base):
         return ()
     nodes = []
-    for path in sorted(base.glob("node[0-9]*"), key=lambda p: int(p.name[4:])):
+    entries = [p for p in input_files.list_dir(base, "NUMA nodes") if re.fullmatch(r"node\d{1,6}", p.name)]
+    for path in sorted(entries, key=lambda p: int(p.name[4:])):
         node = int(path.name[4:])
         rel = f"/sys/devices/system/node/{path.name}"
         cpulist = (root.read_text(f"{rel}/cpulist") or "").strip()
@@ -189,11 +191,11 @@ def _is_vllm(argv: list[str]) -> bool:
 
 def _read_vllm_processes(root: Root) -> tuple[VllmProcess, ...]:
     proc = root.file("/proc")
-    if not proc.is_dir():
+    if not input_files.is_dir(proc):
         return ()
     own = os.getpid() if root.is_real else None
     found = []
-    for entry in proc.iterdir():
+    for entry in input_files.list_dir(proc, "process list"):
         if not entry.name.isdigit() or int(entry.name) == own:
             continue
         raw = root.read_text(f"/proc/{entry.name}/cmdline")
@@ -213,10 +215,7 @@ def _read_vllm_processes(root: Root) -> tuple[VllmProcess, ...]:
 
 def _read_gpus(root: Root, nvidia_smi_file: str | None, notes: list[str]) -> GpuSnapshot | None:
     if nvidia_smi_file:
-        try:
-            text = Path(nvidia_smi_file).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc.strerror}", file=nvidia_smi_file) from None
+        text = input_files.read_text(nvidia_smi_file, limit=input_files.CAPTURE_BYTES, what="nvidia-smi output")
         return parse_nvidia_smi_csv(text, nvidia_smi_file)
     if not root.is_real:
         notes.append("GPUs not queried under a fake root; pass --nvidia-smi FILE")
@@ -238,10 +237,7 @@ def _read_gpus(root: Root, nvidia_smi_file: str | None, notes: list[str]) -> Gpu
 
 def _read_topology(root: Root, topo_file: str | None, notes: list[str]) -> Topology | None:
     if topo_file:
-        try:
-            text = Path(topo_file).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc.strerror}", file=topo_file) from None
+        text = input_files.read_text(topo_file, limit=input_files.CAPTURE_BYTES, what="topology output")
         return parse_topology(text, topo_file)
     if root.is_real and NvidiaSmiSource.available():
         try:

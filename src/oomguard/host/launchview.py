@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from oomguard.host.ram_model import HostRamNeed, KvTierLayout, world_size_of
 from oomguard.host.requirements import host_ram_needed
 from oomguard.host.root import Root
+from oomguard.inputs import files as input_files
 
 __all__ = ["LaunchView", "launch_view", "checkpoint_on_disk", "default_utilization"]
 
@@ -75,6 +76,13 @@ def default_utilization(version: str | None) -> float:
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
 
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def checkpoint_on_disk(root: Root, model: str | None, env: Mapping[str, str] | None = None) -> tuple[int, int, str] | None:
     """(total bytes, largest file bytes, format) of a local checkpoint, or None when not on this disk.
 
@@ -93,15 +101,16 @@ def checkpoint_on_disk(root: Root, model: str | None, env: Mapping[str, str] | N
             home = env.get("HF_HOME") or os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface")
             hub = os.path.join(home, "hub")
         snapshots = Path(hub) / f"models--{model.replace('/', '--')}" / "snapshots"
-        if snapshots.is_dir():
-            candidates.extend(sorted(snapshots.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)[:1])
+        if input_files.is_dir(snapshots):
+            candidates.extend(sorted(input_files.list_dir(snapshots, "HF cache"), key=_mtime, reverse=True)[:1])
     for directory in candidates:
-        if directory.is_file() and directory.suffix == ".gguf":
+        if input_files.is_file(directory) and directory.suffix == ".gguf":
             size = directory.stat().st_size
             return size, size, "gguf"
-        if not directory.is_dir():
+        if not input_files.is_dir(directory):
             continue
-        files = [p for p in directory.iterdir() if p.suffix in _WEIGHT_SUFFIXES and p.is_file()]
+        files = [p for p in input_files.list_dir(directory, "model directory")
+                 if p.suffix in _WEIGHT_SUFFIXES and input_files.is_file(p)]
         safetensors = [p for p in files if p.suffix == ".safetensors"]
         chosen = safetensors or files  # vLLM prefers safetensors when both exist
         if not chosen:

@@ -18,7 +18,9 @@ from oomguard.errors import InputError
 class Root:
     def __init__(self, path: str | os.PathLike[str] = "/"):
         self.path = Path(path)
-        if not self.path.is_dir():
+        from oomguard.inputs import files
+
+        if not files.is_dir(self.path):
             raise InputError("--root is not a directory", file=str(path))
         self.is_real = os.path.realpath(self.path) == "/"
 
@@ -30,13 +32,14 @@ class Root:
         return path if self.is_real else str(self.file(path))
 
     def read_text(self, path: str) -> str | None:
-        """The file's text, or None when it is absent or unreadable (containers hide things)."""
-        try:
-            return self.file(path).read_text(encoding="utf-8", errors="replace")
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
-            return None
-        except OSError:
-            return None
+        """The file's text, or None when it is absent or unreadable (containers hide things).
+
+        Read through ``inputs.files``: a FIFO or device in a fake tree is an error, never a hang,
+        and no file is read past ``files.PROC_BYTES``.
+        """
+        from oomguard.inputs import files
+
+        return files.read_optional_text(self.file(path))
 
     def read_int(self, path: str) -> int | None:
         """A file holding one integer; InputError naming the file when it holds something else."""

@@ -53,13 +53,15 @@ print("OOMGUARD_ENGINE_JSON " + json.dumps(out, default=str))
 
 
 def query_engine(python: str, config_path: Path, flags: dict, *, usage: str = "serve", timeout: int = 300) -> dict:
+    from oomguard.inputs import files
+
     exe = shutil.which(python) or python
-    if not Path(exe).exists():
+    if not files.is_file(exe):
         raise InputError(f"--engine-python {python}: no such interpreter")
     with tempfile.TemporaryDirectory(prefix="oomguard-engine-") as tmp:
         shutil.copy(config_path, Path(tmp) / "config.json")
         hq = config_path.with_name("hf_quant_config.json")
-        if hq.is_file():
+        if files.is_file(hq):
             shutil.copy(hq, Path(tmp) / "hf_quant_config.json")
         req = json.dumps({"model_dir": tmp, "flags": _jsonable(flags), "usage": usage})
         try:

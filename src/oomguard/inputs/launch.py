@@ -9,6 +9,7 @@ can point at it and rewrite it. Nothing is executed.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -16,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.errors import InputError
+from oomguard.inputs import files
 from oomguard.inputs.shell import Word, lex
 from oomguard.units import parse_size
 
-_MAX_SCRIPT_BYTES = 5 * 1024 * 1024
+_MAX_SCRIPT_BYTES = 1024 * 1024  # a start_api.sh is a few KiB; the cap is also the time bound (~1 MiB/s lexed)
 # Environment variables that change memory behaviour or GPU visibility.
 RELEVANT_ENV = re.compile(r"^(VLLM_[A-Z0-9_]+|LMCACHE_[A-Z0-9_]+|CUDA_VISIBLE_DEVICES|PYTORCH_CUDA_ALLOC_CONF|HF_HUB_OFFLINE|OMP_NUM_THREADS|NCCL_[A-Z_]+)$")
 _WRAPPERS = {"exec", "nohup", "time", "sudo", "env", "stdbuf", "setsid", "command"}
@@ -117,6 +119,8 @@ def convert_value(flag, text: str, *, file: str | None, line: int | None, option
         kind = {"int": "an integer", "size": "an integer (k/m/g suffixes allowed, e.g. 32k, 10G)", "float": "a number", "json": "valid JSON", "bool": "true/false"}.get(t, t)
         detail = f" ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else ""
         raise InputError(f"{option}: {text!r} is not {kind}{detail}", file=file, line=line) from None
+    if t in ("int", "float", "size"):
+        check_number(flag.dest, v, file=file, line=line, option=option, text=text)
     choices = getattr(flag, "choices", None)
     if choices and t in ("str",) and v not in choices and str(v) not in [str(c) for c in choices]:
         raise InputError(f"{option}: {text!r} is not one of {', '.join(map(str, choices))}", file=file, line=line)
@@ -125,6 +129,20 @@ def convert_value(flag, text: str, *, file: str | None, line: int | None, option
     if flag.dest in _POSITIVE and isinstance(v, (int, float)) and v == 0:
         raise InputError(f"{option}: 0 is not a valid value", file=file, line=line)
     return v
+
+
+# No vLLM quantity needs more: token counts, bytes, GiB, seconds (2**53 is also where floats stop being exact).
+_MAX_MAGNITUDE = 2**53
+
+
+def check_number(dest: str, value: Any, *, file: str | None, line: int | None, option: str, text: str | None = None) -> None:
+    """A typed numeric flag value: finite and of a magnitude vLLM could hold (range rules by dest stay in check/plan)."""
+    shown = text if text is not None else repr(value)
+    shown = shown if len(shown) <= 40 else shown[:40] + "…"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{option}: {shown!r} is not a finite number", file=file, line=line)
+    if abs(value) > _MAX_MAGNITUDE:
+        raise InputError(f"{option}: {shown!r} is out of range (at most {_MAX_MAGNITUDE:.3g})", file=file, line=line)
 
 
 _NEGATIVE_OK = {"max_model_len", "seed", "num_gpu_blocks_override", "port"}
@@ -257,27 +275,32 @@ def parse_flag_words(
 def _merge_yaml(path: Path, launch: Launch, *, version: str | None, base: str | None) -> None:
     if not path.is_absolute() and base:
         cand = Path(base).parent / path
-        if cand.exists():
+        if files.exists(cand):
             path = cand
-    if not path.exists():
+    if not files.exists(path):
         launch.notes.append(f"--config {path}: file not found here; its flags were not read")
         return
     data, lines = read_yaml_mapping(path)
     apply_yaml(data, lines, launch, version=version, file=str(path))
 
 
-def read_yaml_mapping(path: Path) -> tuple[dict, dict]:
-    import yaml
+_MAX_YAML_KEYS = 2000
 
-    text = _read_text(path)
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"invalid YAML: {getattr(exc, 'problem', exc)}", file=str(path), line=(mark.line + 1) if mark else None) from None
+
+def read_yaml_mapping(path: Path) -> tuple[dict, dict]:
+    return yaml_mapping(_read_text(path), str(path))
+
+
+def yaml_mapping(text: str, file: str | None) -> tuple[dict, dict]:
+    """(data, key -> line) of a ``--config`` YAML text, parsed once with the bounds of ``inputs.structured``."""
+    from oomguard.inputs.structured import load_yaml_with_node
+
+    data, node = load_yaml_with_node(text, file=file)
     if not isinstance(data, dict):
-        raise InputError("a vLLM --config YAML must be a mapping of flag: value", file=str(path), line=1)
+        raise InputError("a vLLM --config YAML must be a mapping of flag: value", file=file, line=1)
+    if len(data) > _MAX_YAML_KEYS:
+        raise InputError(f"a vLLM --config YAML has one key per flag (vLLM has a few hundred); this one has "
+                         f"{len(data):,} keys", file=file)
     lines = {}
     if node is not None and hasattr(node, "value"):
         for k, _v in node.value:
@@ -304,12 +327,7 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, version: str | None, 
             launch.unknown.append((opt, None if isinstance(value, (dict, list)) else str(value), file, line))
             continue
         flag = res.flag
-        if flag.type == "json" and isinstance(value, str):
-            value = convert_value(flag, value, file=file, line=line, option=opt)
-        elif flag.type in ("int", "float", "size") and isinstance(value, str):
-            value = convert_value(flag, value, file=file, line=line, option=opt)
-        elif flag.type == "bool" and not isinstance(value, bool):
-            value = convert_value(flag, str(value), file=file, line=line, option=opt)
+        value = yaml_value(flag, value, file=file, line=line, key=str(key), option=opt)
         if flag.type == "bool" and res.negated and isinstance(value, bool):
             value = not value  # no-enable-prefix-caching: true
         if isinstance(value, list) and getattr(flag, "item", None) in ("int", "float"):
@@ -318,16 +336,56 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, version: str | None, 
         launch.sites[flag.dest] = FlagSite(opt, file, line, yaml_key=str(key))
 
 
+def yaml_value(flag, value: Any, *, file: str | None, line: int | None, key: str, option: str) -> Any:
+    """Type one ``--config`` YAML value for ``flag`` (shared by ``apply_yaml`` and check's lenient reader)."""
+    nargs = getattr(flag, "nargs", None) in ("+", "*")
+    if flag.type == "json" and isinstance(value, str):
+        return convert_value(flag, value, file=file, line=line, option=option)
+    if flag.type in ("int", "float", "size") and isinstance(value, str):
+        return convert_value(flag, value, file=file, line=line, option=option)
+    if flag.type in ("int", "float", "size") and not nargs:
+        return yaml_number(flag, value, file=file, line=line, key=key)
+    if flag.type == "bool" and not isinstance(value, bool):
+        if not isinstance(value, (str, int)) or isinstance(value, float):
+            raise InputError(f"YAML key {key!r}: expected true/false, found {_yaml_kind(value)}", file=file, line=line)
+        return convert_value(flag, str(value), file=file, line=line, option=option)
+    if flag.type == "str" and not nargs and value is not None:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise InputError(f"YAML key {key!r}: expected a string, found {_yaml_kind(value)}", file=file, line=line)
+        if getattr(flag, "choices", None):
+            return convert_value(flag, str(value), file=file, line=line, option=option)
+        return str(value)
+    return value
+
+
+def _yaml_kind(value: Any) -> str:
+    if type(value).__name__ in ("date", "datetime"):
+        return "a date"
+    return {list: "a list", dict: "a mapping", bool: "true/false", bytes: "binary data", float: "a number",
+            int: "a number"}.get(type(value), type(value).__name__)
+
+
+def yaml_number(flag, value: Any, *, file: str | None, line: int | None, key: str) -> Any:
+    """A YAML scalar for a numeric flag: a real number of the right kind (not a bool, list, dict or date)."""
+    if value is None:
+        return value  # `key:` with no value: vLLM passes nothing; the flag keeps its default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"YAML key {key!r}: expected a number, found {_yaml_kind(value)}", file=file, line=line)
+    if flag.type in ("int", "size") and isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise InputError(f"YAML key {key!r}: {value!r} is not an integer", file=file, line=line)
+        value = int(value)
+    check_number(flag.dest, value, file=file, line=line, option=f"YAML key {key!r}")
+    if value < 0 and flag.dest not in _NEGATIVE_OK:
+        raise InputError(f"YAML key {key!r}: {value!r} must not be negative", file=file, line=line)
+    if flag.dest in _POSITIVE and value == 0:
+        raise InputError(f"YAML key {key!r}: 0 is not a valid value", file=file, line=line)
+    return value
+
+
 def _read_text(path: Path) -> str:
-    try:
-        size = path.stat().st_size
-        if size > _MAX_SCRIPT_BYTES:
-            raise InputError(f"too large for a launch file ({size / 2**20:.0f} MiB)", file=str(path))
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise InputError("is a directory, expected a launch script or YAML", file=str(path)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    raw = files.read_bytes(path, limit=_MAX_SCRIPT_BYTES, what="launch file",
+                           too_large="too large for a launch file ({size})")
     if b"\x00" in raw[:8192]:
         raise InputError("binary file, expected a launch script or YAML", file=str(path))
     try:
@@ -354,8 +412,6 @@ def _find_vllm(words: list[Word]) -> tuple[int, str] | None:
 def read_launch(path: str | Path, *, version: str | None = None, lenient: bool = False) -> Launch:
     """Read a launch script or a ``--config`` YAML (``lenient``: unknown flags become notes)."""
     p = Path(path)
-    if not p.exists():
-        raise InputError("no such file", file=str(p))
     text = _read_text(p)
     if p.suffix in (".yaml", ".yml") or (not text.lstrip().startswith(("#!", "vllm", "python", "export")) and _looks_like_yaml(text)):
         from oomguard.inputs import manifests
@@ -363,7 +419,7 @@ def read_launch(path: str | Path, *, version: str | None = None, lenient: bool =
         if manifests.is_manifest(text):
             return manifests.read_manifest(p, text, version=version, lenient=lenient)
         launch = Launch("yaml", str(p), None, text=text, version=version, lenient=lenient)
-        data, lines = read_yaml_mapping(p)
+        data, lines = yaml_mapping(text, str(p))
         apply_yaml(data, lines, launch, version=version, file=str(p))
         return launch
     return parse_script(text, path=str(p), version=version, lenient=lenient)

@@ -20,15 +20,12 @@ Decoding is always ``utf-8`` with replacement; every oddity is counted in
 
 from __future__ import annotations
 
-import gzip
-import io
-import os
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from oomguard.errors import InputError
+from oomguard.inputs import files
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -39,7 +36,6 @@ MAX_CARRY_BYTES = 1 * MiB
 # Lines we keep for display are cut to this length.
 MAX_LINE_BYTES = 16 * KiB
 SNIFF_BYTES = 64 * KiB
-_GZIP_MAGIC = b"\x1f\x8b"
 _MAX_NOTED_LINES = 5
 
 
@@ -132,29 +128,16 @@ def display_name(path: str) -> str:
 
 
 def open_binary(path: str) -> BinaryIO:
-    """Open ``path`` for binary reading (``-`` is stdin); gunzip when it starts with gzip magic."""
-    if path == "-":
-        raw: BinaryIO = sys.stdin.buffer
-    else:
-        if os.path.isdir(path):
-            raise InputError("is a directory, not a file", file=path)
-        try:
-            raw = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
-        except FileNotFoundError:
-            raise InputError("no such file", file=path) from None
-        except PermissionError:
-            raise InputError("permission denied", file=path) from None
-        except OSError as exc:
-            raise InputError(f"cannot open: {exc.strerror or exc}", file=path) from None
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
-    head = buffered.peek(2)[:2]
-    if head == _GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[return-value]
-    return buffered
+    """Open ``path`` for binary reading (``-`` is stdin); gunzip when it starts with gzip magic.
+
+    Goes through ``oomguard.inputs.files``: regular files and named pipes only, a
+    byte cap on the (decompressed) stream, one-line errors.
+    """
+    return files.open_stream(path)
 
 
 def is_gzip(stream: BinaryIO) -> bool:
-    return isinstance(stream, gzip.GzipFile)
+    return files.is_gzip(stream)
 
 
 def sniff(stream: BinaryIO, size: int = SNIFF_BYTES) -> bytes:
@@ -166,8 +149,8 @@ def sniff(stream: BinaryIO, size: int = SNIFF_BYTES) -> bytes:
     try:
         # BufferedReader.peek returns at most its buffer size; a gzip stream may return less.
         data = peek(size)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise InputError(f"cannot read: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {files.oserror_text(exc)}") from None
     return data[:size]
 
 
@@ -206,9 +189,8 @@ def iter_blocks(
     while True:
         try:
             chunk = stream.read(chunk_bytes)
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            notes.messages.append(f"read stopped after {notes.bytes_read} bytes: {exc}")
-            break
+        except OSError as exc:  # files.open_stream turns these into InputError; a caller's own stream may not
+            raise InputError(f"read stopped after {notes.bytes_read} bytes: {files.oserror_text(exc)}") from None
         if not chunk:
             break
         notes.bytes_read += len(chunk)

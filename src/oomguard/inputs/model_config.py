@@ -7,12 +7,13 @@ safetensors, never tensors), and hands the dictionaries to
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from dataclasses import replace
 from pathlib import Path
 
 from oomguard.errors import InputError
+from oomguard.inputs import files
 from oomguard.model.description import ModelDescription
 
 _MAX_CONFIG_BYTES = 20 * 1024 * 1024
@@ -20,43 +21,156 @@ CATALOG_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 
 
 def read_json(path: Path) -> dict:
-    """Read a JSON object, refusing binaries and giant files with one clear line."""
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
-    if size > _MAX_CONFIG_BYTES:
-        raise InputError(f"not a config file ({size / 2**20:.0f} MiB; configs are a few KiB)", file=str(path))
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    """Read a JSON object, refusing binaries, giant files and deep nesting with one clear line."""
+    from oomguard.inputs.structured import load_json
+
+    raw = files.read_bytes(path, limit=_MAX_CONFIG_BYTES, what="config",
+                           too_large="not a config file ({size}; configs are a few KiB)")
     if b"\x00" in raw[:4096]:
         raise InputError("binary file, expected a JSON config", file=str(path))
     try:
-        data = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError("not UTF-8 text, expected a JSON config", file=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=str(path), line=exc.lineno) from None
+    data = load_json(text, file=str(path))
     if not isinstance(data, dict):
         raise InputError("expected a JSON object at the top level", file=str(path))
+    validate_config(data, file=str(path))
     return data
+
+
+# Structural fields the memory model multiplies together, with the largest value any real model has
+# times a wide margin (hidden sizes are < 2**15, vocabularies < 2**20, contexts < 2**27 today).
+_DIM_MAX = 1 << 24
+_COUNT_MAX = 1 << 20
+_LEN_MAX = 1 << 40
+_POSITIVE_FIELDS = {
+    **dict.fromkeys(("hidden_size", "n_embd", "d_model", "head_dim", "vocab_size", "moe_intermediate_size",
+                     "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "hidden_dim"), _DIM_MAX),
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "num_attention_heads", "n_head",
+                     "num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num",
+                     "num_attention_groups", "n_routed_experts", "num_experts", "num_local_experts",
+                     "num_experts_per_tok", "moe_topk", "moe_layer_freq", "decoder_sparse_step",
+                     "mm_tokens_per_image", "num_channels"), _COUNT_MAX),
+    **dict.fromkeys(("image_size", "patch_size"), _DIM_MAX),
+    **dict.fromkeys(("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                     "max_sequence_length"), _LEN_MAX),
+}
+_NON_NEGATIVE_FIELDS = {
+    **dict.fromkeys(("intermediate_size", "ffn_dim", "q_lora_rank", "sliding_window"), _DIM_MAX),
+    **dict.fromkeys(("n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers"), _COUNT_MAX),
+}
+_SUB_CONFIGS = ("text_config", "llm_config", "language_config", "vision_config", "audio_config")
+
+
+def validate_config(data: dict, *, file: str | None = None) -> None:
+    """Refuse values no real config.json holds, naming the field: NaN/Infinity anywhere, and structural
+    sizes that are not integers or are zero, negative or absurdly large (they feed the arithmetic)."""
+    _finite(data, "", file)
+    scopes: list[tuple[str, dict]] = [("", data)]
+    scopes += [(k + ".", data[k]) for k in _SUB_CONFIGS if isinstance(data.get(k), dict)]
+    for prefix, cfg in scopes:
+        for name, value in cfg.items():
+            if value is None:
+                continue
+            if name in _POSITIVE_FIELDS:
+                _integer_field(prefix + name, value, 1, _POSITIVE_FIELDS[name], file)
+            elif name in _NON_NEGATIVE_FIELDS:
+                _integer_field(prefix + name, value, 0, _NON_NEGATIVE_FIELDS[name], file)
+        _shapes(prefix, cfg, file)
+
+
+def _shapes(prefix: str, cfg: dict, file: str | None) -> None:
+    """Fields that are not plain sizes but still feed the arithmetic: lists and nested objects."""
+    arch = cfg.get("architectures")
+    if arch is not None and not (isinstance(arch, list) and all(isinstance(a, str) for a in arch)):
+        raise InputError(f"config field {prefix}architectures: expected a list of class names, found {_shown(arch)}",
+                         file=file)
+    layers = cfg.get("mlp_only_layers")
+    if layers is not None and not (isinstance(layers, list) and all(isinstance(x, int) and not isinstance(x, bool)
+                                                                    for x in layers)):
+        raise InputError(f"config field {prefix}mlp_only_layers: expected a list of layer indices, "
+                         f"found {_shown(layers)}", file=file)
+    for key in ("rope_scaling", "rope_parameters", "quantization_config"):
+        sub = cfg.get(key)
+        if sub is not None and not isinstance(sub, dict):
+            raise InputError(f"config field {prefix}{key}: expected an object, found {_shown(sub)}", file=file)
+    for key in ("rope_scaling", "rope_parameters"):
+        factor = (cfg.get(key) or {}).get("factor")
+        if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0
+                                   or factor > 1 << 20):
+            raise InputError(f"config field {prefix}{key}.factor: {_shown(factor)} is not a positive number",
+                             file=file)
+    block = (cfg.get("quantization_config") or {}).get("weight_block_size")
+    if block is not None and not (isinstance(block, list) and len(block) == 2
+                                  and all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= _DIM_MAX
+                                          for b in block)):
+        raise InputError(f"config field {prefix}quantization_config.weight_block_size: expected two positive "
+                         f"integers, found {_shown(block)}", file=file)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+def _integer_field(name: str, value: object, low: int, high: int, file: str | None) -> None:
+    # Per-layer lists (OpenELM's num_query_heads, ...) are not modelled by any adapter: refused here too.
+    ok = (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+    if not ok:
+        raise InputError(f"config field {name}: {_shown(value)} is not an integer", file=file)
+    if value < low:
+        raise InputError(f"config field {name}: {_shown(value)} must be {'positive' if low else 'at least 0'}", file=file)
+    if value > high:
+        raise InputError(f"config field {name}: {_shown(value)} is implausibly large (at most {high:,})", file=file)
+
+
+def _finite(value: object, where: str, file: str | None) -> None:
+    stack: list[tuple[object, str]] = [(value, where)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            raise InputError(f"config field {at or '(top level)'}: {v!r} is not a finite number", file=file)
+        if isinstance(v, dict):
+            stack.extend((c, f"{at}.{k}" if at else str(k)) for k, c in v.items())
+        elif isinstance(v, list):
+            stack.extend((c, f"{at}[{i}]") for i, c in enumerate(v))
+
+
+def _describe(config: dict, cfg_path: Path, **kwargs) -> ModelDescription:
+    """``architectures.describe`` with its Python errors translated at the boundary.
+
+    ``validate_config`` checks the fields every adapter multiplies; a field only one family reads
+    (null where a size is needed, a list where a number is) still reaches the adapter, and its
+    TypeError/KeyError is about this file, so it is reported as one line naming it.
+    """
+    from oomguard.model.architectures import describe
+
+    try:
+        return describe(config, **kwargs)
+    except KeyError as exc:
+        raise InputError(f"config field {exc.args[0] if exc.args else '?'} is missing, and "
+                         f"model_type {config.get('model_type')!r} needs it", file=str(cfg_path)) from None
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError, OverflowError) as exc:
+        detail = str(exc)
+        detail = detail if len(detail) <= 120 else detail[:120] + "…"
+        raise InputError(f"config has a field of the wrong type or value for model_type "
+                         f"{config.get('model_type')!r} ({exc.__class__.__name__}: {detail})", file=str(cfg_path)) from None
 
 
 def catalog_ids() -> list[str]:
     if not CATALOG_DIR.is_dir():
         return []
-    return sorted(p.name.replace("__", "/", 1) for p in CATALOG_DIR.iterdir() if p.is_dir())
+    return sorted(p.name.replace("__", "/", 1) for p in files.list_dir(CATALOG_DIR) if p.is_dir())
 
 
 def _catalog_dir(model_id: str) -> Path | None:
     slug = model_id.strip().strip("/").replace("/", "__", 1)
     exact = CATALOG_DIR / slug
-    if exact.is_dir():
+    if files.is_dir(exact):
         return exact
     low = slug.lower()
-    for p in CATALOG_DIR.iterdir() if CATALOG_DIR.is_dir() else []:
+    for p in files.list_dir(CATALOG_DIR) if CATALOG_DIR.is_dir() else []:
         if p.name.lower() == low or p.name.lower().split("__", 1)[-1] == low:
             return p
     return None
@@ -71,25 +185,33 @@ def _hf_cache_dir(model_id: str) -> Path | None:
         hub = os.path.join(home, "hub")
     repo = Path(hub) / ("models--" + model_id.replace("/", "--"))
     snaps = repo / "snapshots"
-    if not snaps.is_dir():
+    if not files.is_dir(snaps):
         return None
+    # A cache we cannot read is an error naming the folder, not a traceback and not "not cached".
     ref = repo / "refs" / "main"
-    if ref.is_file():
-        cand = snaps / ref.read_text().strip()
-        if (cand / "config.json").is_file():
-            return cand
-    for cand in sorted(snaps.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True):
-        if (cand / "config.json").is_file():
-            return cand
-    return None
+    if files.is_file(ref):
+        commit = files.read_text(ref, limit=files.SMALL_BYTES, what="HF cache ref").strip()
+        if commit and "/" not in commit and commit not in (".", ".."):
+            cand = snaps / commit
+            if files.is_file(cand / "config.json"):
+                return cand
+    found = [c for c in files.list_dir(snaps, "HF cache") if files.is_file(c / "config.json")]
+
+    def mtime(p: Path) -> float:
+        try:
+            return p.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return max(found, key=mtime) if found else None
 
 
 def _config_file_in(directory: Path) -> Path:
     cfg = directory / "config.json"
-    if cfg.is_file():
+    if files.is_file(cfg):
         return cfg
     # Catalog folders sometimes hold a re-saved variant under another name.
-    others = sorted(directory.glob("*.json"))
+    others = [p for p in files.list_dir(directory, "model directory") if p.suffix == ".json"]
     others = [p for p in others if p.name not in ("hf_quant_config.json", "tokenizer_config.json", "generation_config.json")]
     if others:
         return others[0]
@@ -98,13 +220,12 @@ def _config_file_in(directory: Path) -> Path:
 
 def _from_dir(directory: Path, source: str, name: str) -> ModelDescription:
     from oomguard.inputs.safetensors_header import scan_dir
-    from oomguard.model.architectures import describe
 
     cfg_path = _config_file_in(directory)
     config = read_json(cfg_path)
     hq_path = directory / "hf_quant_config.json"
-    hf_quant = read_json(hq_path) if hq_path.is_file() else None
-    desc = replace(describe(config, source=source, name=name, hf_quant=hf_quant), config_path=str(cfg_path))
+    hf_quant = read_json(hq_path) if files.is_file(hq_path) else None
+    desc = replace(_describe(config, cfg_path, source=source, name=name, hf_quant=hf_quant), config_path=str(cfg_path))
     stats = scan_dir(directory)
     if stats is not None:
         desc = replace(
@@ -117,18 +238,18 @@ def _from_dir(directory: Path, source: str, name: str) -> ModelDescription:
 
 def load_model(spec: str, *, allow_hub: bool = True) -> ModelDescription:
     """Resolve ``spec`` (path, HF id in cache, catalog id, or Hub id) to a description."""
-    from oomguard.model.architectures import describe
-
     if not spec:
         raise InputError("no model given (use --model PATH|HF_ID or name it in the launch)")
     path = Path(os.path.expanduser(spec))
-    if path.is_file():
+    if files.exists(path) and not files.is_file(path) and not files.is_dir(path):
+        files.read_bytes(path, limit=_MAX_CONFIG_BYTES, what="model config")  # raises: a FIFO, a device
+    if files.is_file(path):
         config = read_json(path)
         hq = path.with_name("hf_quant_config.json")
-        hf_quant = read_json(hq) if hq.is_file() and hq != path else None
-        desc = describe(config, source=str(path), name=path.parent.name or path.stem, hf_quant=hf_quant)
+        hf_quant = read_json(hq) if files.is_file(hq) and hq != path else None
+        desc = _describe(config, path, source=str(path), name=path.parent.name or path.stem, hf_quant=hf_quant)
         return replace(desc, config_path=str(path))
-    if path.is_dir():
+    if files.is_dir(path):
         return _from_dir(path, str(path), path.name)
     cached = _hf_cache_dir(spec)
     if cached is not None:
@@ -182,7 +303,6 @@ def _from_hub(model_id: str) -> ModelDescription:
             f"model {model_id!r} is not local and not in the bundled catalog{_did_you_mean(model_id)}; "
             "or pass its config.json (--model PATH), or install oomguard[hub] to fetch it"
         ) from None
-    from oomguard.model.architectures import describe
 
     try:
         cfg_path = Path(hf_hub_download(model_id, "config.json"))
@@ -193,4 +313,4 @@ def _from_hub(model_id: str) -> ModelDescription:
         hf_quant = read_json(Path(hf_hub_download(model_id, "hf_quant_config.json")))
     except Exception:
         pass
-    return describe(read_json(cfg_path), source=f"Hub: {model_id}", name=model_id, hf_quant=hf_quant)
+    return _describe(read_json(cfg_path), cfg_path, source=f"Hub: {model_id}", name=model_id, hf_quant=hf_quant)

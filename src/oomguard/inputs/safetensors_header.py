@@ -6,7 +6,6 @@ JSON header mapping tensor names to dtype, shape and byte offsets.
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,34 +51,53 @@ def _group_of(name: str) -> str:
 
 
 def read_header(path: Path) -> dict:
-    with open(path, "rb") as fh:
-        raw = fh.read(8)
-        if len(raw) < 8:
-            raise InputError("truncated safetensors file (no header)", file=str(path))
-        (n,) = struct.unpack("<Q", raw)
-        if n <= 0 or n > _MAX_HEADER:
-            raise InputError(f"not a safetensors file (header length {n})", file=str(path))
-        data = fh.read(n)
+    """The JSON header of one safetensors file (only its first 8 + N bytes are read)."""
+    from oomguard.inputs import files
+    from oomguard.inputs.structured import load_json
+
+    head = files.read_prefix(path, 8, what="safetensors")
+    if len(head) < 8:
+        raise InputError("truncated safetensors file (no header)", file=str(path))
+    (n,) = struct.unpack("<Q", head)
+    if n <= 1 or n > _MAX_HEADER:
+        raise InputError(f"not a safetensors file (header length {n})", file=str(path))
+    data = files.read_prefix(path, 8 + n, what="safetensors")[8:]
+    if len(data) < n:
+        raise InputError(f"truncated safetensors file (header says {n} bytes, file has {len(data)})", file=str(path))
     try:
-        header = json.loads(data)
-    except ValueError as exc:
-        raise InputError(f"safetensors header is not JSON: {exc}", file=str(path)) from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("safetensors header is not UTF-8 JSON", file=str(path)) from None
+    header = load_json(text, file=str(path), what="safetensors header")
     if not isinstance(header, dict):
         raise InputError("safetensors header is not a JSON object", file=str(path))
     return header
 
 
+def _numel(name: str, info: dict, path: Path) -> int:
+    shape = info.get("shape", [])
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 48
+                                              for d in shape):
+        raise InputError(f"safetensors header: tensor {name[:80]!r} has an invalid shape {str(shape)[:60]}",
+                         file=str(path))
+    numel = 1
+    for d in shape:
+        numel *= d
+    if numel >= 1 << 50:  # 10^15 elements: no checkpoint holds a tensor a million times larger than any GPU
+        raise InputError(f"safetensors header: tensor {name[:80]!r} has an implausible shape {shape}", file=str(path))
+    return numel
+
+
 def scan_dir(directory: Path) -> TensorStats | None:
-    files = sorted(directory.glob("*.safetensors"))
-    if not files:
+    from oomguard.inputs import files
+
+    found = [p for p in files.list_dir(directory, "model directory") if p.name.endswith(".safetensors")]
+    if not found:
         return None
-    stats = TensorStats(files=len(files))
-    for f in files:
+    stats = TensorStats(files=len(found))
+    for f in found:
         for name, info in read_header(f).items():
             if name == "__metadata__" or not isinstance(info, dict):
                 continue
-            numel = 1
-            for d in info.get("shape", []):
-                numel *= int(d)
-            stats.add(_group_of(name), str(info.get("dtype")), numel)
+            stats.add(_group_of(name), str(info.get("dtype")), _numel(name, info, f))
     return stats

@@ -14,7 +14,6 @@ import difflib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from oomguard.probe.classes import ProbeClass, Severity
@@ -73,9 +72,12 @@ def in_container() -> bool:
         return True
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         return True
+    from oomguard.errors import InputError
+    from oomguard.inputs import files
+
     try:
-        text = Path("/proc/1/cgroup").read_text(errors="replace")
-    except OSError:
+        text = files.read_optional_text("/proc/1/cgroup") or ""
+    except InputError:
         return False
     return any(s in text for s in ("docker", "kubepods", "containerd", "libpod"))
 

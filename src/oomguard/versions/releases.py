@@ -145,6 +145,10 @@ class Choice:
     note: str = ""
 
 
+# A release this many minors past the newest table is modelled with it (with a note); beyond, it is refused.
+_NEWER_MINORS = 2
+
+
 def choose(spec: str | None) -> Choice:
     """Map a user's version request to a supported table (see get_release)."""
     versions = supported()
@@ -183,6 +187,11 @@ def choose(spec: str | None) -> Choice:
         raise InputError(f"vLLM {spec} is older than the oldest supported release ({versions[0]}); "
                          f"supported: {listing}")
     if want > newest:
+        if want.release[0] != newest.release[0] or want.release[1] > newest.release[1] + _NEWER_MINORS:
+            # Past the next couple of minors this is a typo (99.0, 0.330), not a release we have not seen yet.
+            raise InputError(f"vLLM {spec} is not a release oomguard knows: the newest table is {versions[-1]} "
+                             f"(releases up to {newest.release[0]}.{newest.release[1] + _NEWER_MINORS}.x are "
+                             f"modelled with it); supported: {listing}")
         return Choice(versions[-1], f"vLLM {spec} is newer than the newest table ({versions[-1]}): using it; "
                                     f"run `python scripts/gen_flag_tables.py {want.text.lstrip('vV')}` to add one")
     fam = family_of(want)

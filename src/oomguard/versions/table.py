@@ -263,6 +263,19 @@ class Release:
         deprecated = flag.deprecated or option in flag.deprecated_options
         return Resolved(flag, negated, option, value, subkey, deprecated)
 
+    _MAX_SUGGESTIONS = 256  # difflib costs ~1 ms a flag: a file with 40,000 unknown flags would take a minute
+
+    def _close_match(self, word: str) -> str | None:
+        memo = self.__dict__.setdefault("_suggestions", {})
+        if word not in memo:
+            if len(memo) >= self._MAX_SUGGESTIONS:
+                return None
+            import difflib  # only on the error path
+
+            close = difflib.get_close_matches(word, [o for o in self._index if o.startswith("--")], n=1, cutoff=0.75)
+            memo[word] = close[0] if close else None
+        return memo[word]
+
     def _unknown(self, shown: str, word: str, file: str | None, line: int | None) -> UnknownFlagError:
         from .renames import rename_for
 
@@ -278,10 +291,7 @@ class Release:
         elif others:
             details.append(_presence_text(hist, self.version))
         if rename is None:
-            import difflib  # only on the error path
-
-            close = difflib.get_close_matches(word, [o for o in self._index if o.startswith("--")], n=1, cutoff=0.75)
-            suggestion = close[0] if close else None
+            suggestion = self._close_match(word)
         return UnknownFlagError(shown, self.version, suggestion, others, "; ".join(details), file=file, line=line)
 
 

@@ -480,11 +480,12 @@ def yaml_key(ctx):
 
 
 def _yaml_value(ctx, p):
-    import yaml
+    from oomguard.errors import InputError
+    from oomguard.inputs.structured import load_yaml
 
     try:
-        data = yaml.safe_load(ctx.launch.text or "") if p.file == ctx.launch.path else None
-    except yaml.YAMLError:
+        data = load_yaml(ctx.launch.text or "", file=p.file) if p.file == ctx.launch.path else None
+    except InputError:
         data = None
     if isinstance(data, dict):
         return data.get(p.yaml_key)
