@@ -84,7 +84,7 @@ def test_wrong_model_id_suggests_the_served_name(vllm_server):
     rc, r, _ = oomguard_probe("--base-url", vllm_server.base_url, "--served-model-name", "tinyllama", *FAST)
     assert rc == 1 and r["class"] == "model-not-found"
     c = checks(r)["models"]
-    assert "--model tiny" in c["fix"]
+    assert "--served-model-name tiny" in c["fix"]
     assert r["stages"] == []
 
 

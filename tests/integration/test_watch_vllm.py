@@ -30,7 +30,7 @@ def _drive(base_url: str, model: str, n: int, errors: list) -> list[threading.Th
         try:
             r = httpx.post(
                 base_url + "/v1/completions",
-                json={"model": model, "prompt": "hello " * 100, "max_tokens": 800, "ignore_eos": True},
+                json={"model": model, "prompt": "hello " * 100, "max_tokens": 300, "ignore_eos": True},
                 timeout=120,
             )
             if r.status_code != 200:
@@ -48,7 +48,7 @@ def test_watch_sees_load_alerts_and_ends_cleanly_when_the_server_stops(vllm_serv
     server = vllm_server_factory()
     launch = tmp_path / "start_api.sh"
     launch.write_text(f"vllm serve {tiny_model_dir} --enforce-eager --dtype float32 --kv-cache-memory-bytes 128M --max-model-len 1024\n")
-    opts = "--interval 0.25 --duration 120 --alert-kv 0.01 --for 0s --gpu A100-80GB --format json".split()
+    opts = "--interval 0.25 --duration 600 --alert-kv 0.01 --for 0s --gpu A100-80GB --format json".split()
     cmd = [sys.executable, "-m", "oomguard.cli.main", "watch", "--base-url", server.base_url, "--launch", str(launch), *opts]
     watch = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     # both pipes drained by threads: the JSON summary can be larger than a pipe buffer

@@ -423,7 +423,7 @@ def test_internal_errors_are_one_line(capsys, monkeypatch):
     monkeypatch.delenv("OOMGUARD_DEBUG", raising=False)
     code = main(["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "A100"])
     err = capsys.readouterr().err
-    assert code == 70 and "Traceback" not in err and "internal error: ZeroDivisionError" in err
+    assert code == 3 and "Traceback" not in err and "internal error: ZeroDivisionError" in err
     assert len(err.strip().splitlines()) == 1
 
 
