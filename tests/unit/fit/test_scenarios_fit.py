@@ -94,7 +94,7 @@ def test_readme_example_uses_the_models_yarn_recipe_and_its_fp8_checkpoint(capsy
     rope = best["flags"]["hf_overrides"]["rope_scaling"]
     assert rope == {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
     assert best["flags"]["max_num_batched_tokens"] >= 1024  # S2: 256 halves throughput
-    assert best["summary"]["margin_gib"] >= 0.5 and best["summary"]["spare_kv_gib"] >= 0.47
+    assert best["summary"]["margin_gib"] >= 0.5 and best["summary"]["spare_kv_gib"] > 0  # the goal fits, above the headroom floor
     ck = d["checkpoints"]
     assert ck and ck[0]["command"].split()[2] == "Qwen/Qwen3-32B-FP8" or "Qwen/Qwen3-32B-FP8" in ck[0]["command"]
     assert ck[0]["summary"]["kv_cache_tokens"] > best["summary"]["kv_cache_tokens"]
