@@ -143,7 +143,9 @@ def test_engine_core_killed_under_load_is_an_engine_crash_with_the_log_diagnosed
         with open(out, "w") as fh:
             probe = subprocess.Popen(
                 [sys.executable, "-m", "oomguard.cli.main", "probe", "--format", "json", "--base-url", server.base_url,
-                 "--concurrency", "2", "--output-tokens", "400", "--prompt-tokens", "64", "--server-log",
+                 # a load long enough (4 waves of 900-token completions) that the kill lands inside it
+                 # on an idle machine too, where the tiny model decodes fast
+                 "--concurrency", "2", "--waves", "4", "--output-tokens", "900", "--prompt-tokens", "64", "--server-log",
                  str(server.log_path), "--sample-interval", "0.2", "--timeout", "30", "--duration", "120",
                  "--no-progress"],
                 stdout=fh, stderr=subprocess.PIPE, text=True)
@@ -155,6 +157,7 @@ def test_engine_core_killed_under_load_is_an_engine_crash_with_the_log_diagnosed
                 if running and float(running[0].rsplit(" ", 1)[1]) >= 1:
                     break
                 time.sleep(0.2)
+            assert probe.poll() is None, "the probe ended before its load reached the engine"
             for p in cores:
                 p.send_signal(signal.SIGKILL)
             _, err = probe.communicate(timeout=180)
