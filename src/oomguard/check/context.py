@@ -307,21 +307,10 @@ def model_by_name(launch, spec: str):
 
 
 def read_host_ram(path: str = "/proc/meminfo") -> tuple[int | None, str]:
-    """Host RAM a new server can use (MemAvailable, else MemTotal): ``--host-ram-gib auto``
-    in check and fit."""
-    from oomguard.inputs import files
+    """Host RAM a new server can use (``--host-ram-gib auto`` in check and fit): host's parser."""
+    from oomguard.host.procfs import read_available_ram
 
-    text = files.read_text(path, limit=files.PROC_BYTES, what="host memory")
-    vals = {}
-    for line in text.splitlines():
-        m = re.match(r"^(\w+):\s+(\d+)\s*kB", line)
-        if m:
-            vals[m.group(1)] = int(m.group(2)) * 1024
-    if "MemAvailable" in vals:
-        return vals["MemAvailable"], f"MemAvailable in {path}"
-    if "MemTotal" in vals:
-        return vals["MemTotal"], f"MemTotal in {path}"
-    raise InputError("no MemAvailable/MemTotal line", file=path)
+    return read_available_ram(path)
 
 
 def _read_evidence_text(path: str, what: str) -> str:

@@ -126,9 +126,9 @@ def build_request(args: argparse.Namespace):
         if val is not None and val < 1:
             raise InputError(f"{opt} must be >= 1, got {val}")
     if args.host_ram_gib == "auto":
-        from oomguard.check.context import read_host_ram
+        from oomguard.host.procfs import read_available_ram
 
-        args.host_ram_gib = read_host_ram()[0] / GiB
+        args.host_ram_gib = read_available_ram()[0] / GiB
     for opt, val in (("--host-ram-gib", args.host_ram_gib), ("--peak-limit-gib", args.peak_limit_gib), ("--other-gpu-use-gib", args.other_gpu_use_gib)):
         if val is not None and val < 0:
             raise InputError(f"{opt} must not be negative, got {val}")

@@ -82,6 +82,16 @@ def parse_meminfo(text: str, source: str = "/proc/meminfo") -> MemInfo:
     )
 
 
+def read_available_ram(path: str = "/proc/meminfo") -> tuple[int, str]:
+    """Host RAM a new server can use: MemAvailable, else MemTotal (``--host-ram-gib auto``)."""
+    from oomguard.inputs import files
+
+    info = parse_meminfo(files.read_text(path, limit=files.PROC_BYTES, what="host memory"), path)
+    if info.available_estimated:
+        return info.mem_total_bytes, f"MemTotal in {path}"
+    return info.mem_available_bytes, f"MemAvailable in {path}"
+
+
 def parse_node_meminfo(text: str, source: str) -> tuple[int | None, int | None]:
     """MemTotal and MemFree of a NUMA node's meminfo ('Node 0 MemTotal:  123 kB')."""
     total = free = None

@@ -153,9 +153,7 @@ def _nccl_cause(text: str) -> str | None:
         return "p2p"
     if _NCCL_NET.search(text):
         return "network"
-    if "out of memory" in text:
-        return None  # a GPU OOM inside NCCL: the OOM parser owns it
-    return None
+    return None  # no host cause named (a GPU OOM inside NCCL is the OOM parser's)
 
 
 def _ray(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
