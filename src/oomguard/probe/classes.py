@@ -31,6 +31,10 @@ class ProbeClass(str, Enum):
     BAD_ARGUMENT = FailureClass.BAD_ARGUMENT.value
     CONFIG_ERROR = FailureClass.CONFIG_ERROR.value
     MAMBA_STATE_LIMIT = FailureClass.MAMBA_STATE_LIMIT.value
+    MISSING_DEPENDENCY = FailureClass.MISSING_DEPENDENCY.value
+    CHAT_TEMPLATE_ERROR = FailureClass.CHAT_TEMPLATE_ERROR.value
+    NCCL_ERROR = FailureClass.NCCL_ERROR.value
+    RAY_PLACEMENT_TIMEOUT = FailureClass.RAY_PLACEMENT_TIMEOUT.value
     # client-chain classes (issue 5's JSON contract)
     UNREACHABLE = "unreachable"
     AUTH = "auth"
