@@ -119,8 +119,19 @@ def by_class(results: list[Result]) -> dict[str, tuple[int, int]]:
     return dict(sorted(out.items()))
 
 
-def healthy_false_alarms() -> dict:
+# New public batches (issue 16): one JSONL file per batch, failures and healthy start-ups apart.
+BATCH_FAILURES = ROOT / "tests" / "data" / "diagnose" / "failures"
+BATCH_HEALTHY = ROOT / "tests" / "data" / "diagnose" / "healthy"
+
+
+def healthy_texts(paths: list[Path] | None = None) -> list[tuple[str, str]]:
+    """(name, text) of every healthy start-up: the fixture logs, the successful start-up excerpts of
+    startup.jsonl and the healthy batches; ``paths`` (JSONL with ``id`` and ``log_excerpt``) instead when given."""
     texts: list[tuple[str, str]] = []
+    if paths:
+        for path in paths:
+            texts += [(r["id"], r.get("log_excerpt") or "") for r in load_records(path)]
+        return texts
     for p in sorted((ROOT / "tests" / "fixtures" / "logs" / "healthy").iterdir()):
         texts.append((p.name, p.read_text(encoding="utf-8")))
     with open(ROOT / "tests" / "data" / "calibration" / "startup.jsonl", encoding="utf-8") as fh:
@@ -129,6 +140,13 @@ def healthy_false_alarms() -> dict:
                 rec = json.loads(line)
                 if rec.get("startup_outcome") in (None, "success") and rec.get("raw_excerpt"):
                     texts.append((rec["id"], rec["raw_excerpt"]))
+    for path in sorted(BATCH_HEALTHY.glob("*.jsonl")) if BATCH_HEALTHY.is_dir() else []:
+        texts += [(r["id"], r.get("log_excerpt") or "") for r in load_records(path)]
+    return texts
+
+
+def healthy_false_alarms(paths: list[Path] | None = None) -> dict:
+    texts = healthy_texts(paths)
     alarms, incomplete = [], 0
     for name, text in texts:
         with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8") as fh:
@@ -149,6 +167,9 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print results as JSON")
     parser.add_argument("--records", action="append", type=Path, metavar="JSONL",
                         help="record file(s) to measure (default: failures.jsonl and failures_public.jsonl)")
+    parser.add_argument("--healthy", action="append", type=Path, metavar="JSONL",
+                        help="healthy start-up file(s) to measure for false alarms (default: every healthy source)")
+    parser.add_argument("--summary", action="store_true", help="print only the summary lines, not each record")
     args = parser.parse_args()
     modes = [False] if args.log_only else [False, True]
     files = args.records or [RECORDS, PUBLIC_RECORDS]
@@ -161,7 +182,7 @@ def main() -> int:
             continue
         print(f"== {name} ==")
         print(f"{'id':<6} {'level':<7} {'expected':<22} {'oomguard':<22} conf  fix_flag")
-        for r in results:
+        for r in [] if args.summary else results:
             mark = "ok " if r.correct else "XX "
             flag = "" if not r.fix_flag else f"{r.fix_flag}: {'named' if r.fix_named else 'NOT named'}"
             print(f"{mark}{r.id:<4} {r.level:<7} {r.expected:<22} {r.got:<22} {r.confidence:.2f}  {flag}")
@@ -171,7 +192,7 @@ def main() -> int:
               f"{s['fix_flag_named']}/{s['fix_flag_records']}")
         print("by class: " + ", ".join(f"{cls} {ok}/{n}" for cls, (ok, n) in by_class(results).items()))
         print()
-    healthy = healthy_false_alarms()
+    healthy = healthy_false_alarms(args.healthy)
     report["healthy"] = healthy
     if not args.json:
         print(f"healthy corpus: {healthy['inputs']} start-ups, {len(healthy['false_alarms'])} false alarms "
