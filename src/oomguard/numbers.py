@@ -108,6 +108,11 @@ def parse_int(text: str, *, lo: int | None = -INT_LIMIT, hi: int | None = INT_LI
     """A whole number written as text ('8192', '+5', '1_000'; '1,478' with ``thousands``)."""
     if not isinstance(text, str):
         raise TypeError(f"parse_int expects text, got {type(text).__name__}")
+    s = text.strip()
+    if s.isdigit() and s.isascii() and len(s) <= 18:  # the common case, without the regexes
+        value = int(s)
+        _range(value, text, lo, hi)
+        return value
     s = _clean(text, thousands)
     if len(s) > MAX_CHARS:
         raise NumberError(text, f"has too many digits (more than {MAX_CHARS})")
@@ -123,6 +128,11 @@ def parse_float(text: str, *, lo: float | None = -FLOAT_LIMIT, hi: float | None 
     """A finite number written as text ('0.9', '1e-3', '.5', '12'); NaN and infinities refused."""
     if not isinstance(text, str):
         raise TypeError(f"parse_float expects text, got {type(text).__name__}")
+    s = text.strip()
+    if s.isdigit() and s.isascii() and len(s) <= 18:  # the common case, without the regexes
+        value = float(s)
+        _range(value, text, lo, hi)
+        return value
     s = _clean(text, thousands)
     if len(s) > MAX_CHARS:
         raise NumberError(text, f"has too many digits (more than {MAX_CHARS})")
