@@ -49,6 +49,11 @@ MAX_CHARS = 64
 INT_LIMIT = (1 << 63) - 1
 FLOAT_LIMIT = float(1 << 63)
 
+# The most GPUs one launch can span (TP x PP x DP, and --num-gpus): vLLM's largest published
+# deployments use a few thousand; a larger count is a typo, and searches and per-stage ledgers
+# are sized by it, so it is refused rather than walked.
+MAX_GPUS = 65536
+
 _DIGITS = r"[0-9](?:_?[0-9])*"
 _INT = re.compile(rf"[+-]?{_DIGITS}")
 _FLOAT = re.compile(rf"[+-]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE][+-]?{_DIGITS})?")

@@ -15,10 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from oomguard.numbers import MAX_GPUS  # one bound for TP x PP x DP and --num-gpus
+
 # The largest GPU memory we accept anywhere (the biggest card today holds 288 GB, B300): past this a
 # number is a typo or an attack on our arithmetic, not a GPU.
 MAX_GPU_GIB = 4096.0
-MAX_GPUS = 65536  # vLLM's largest published deployments use a few thousand
 
 
 class OneLineParser(argparse.ArgumentParser):

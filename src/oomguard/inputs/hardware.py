@@ -6,7 +6,6 @@ are ignored, and common aliases resolve ("a100 80g", "4090", "H100-SXM").
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import re
@@ -124,7 +123,9 @@ def lookup_gpu(name: str | None, memory_gib: float | None = None) -> GPU:
                 break
     if e is None:
         keys = list(_index())
-        close = difflib.get_close_matches(key, keys, n=5, cutoff=0.5)
+        from oomguard.inputs.suggest import close_matches
+
+        close = close_matches(key, keys, n=5, cutoff=0.5)
         names = sorted({_index()[k]["name"] for k in close})
         hint = f"; did you mean {', '.join(names)}?" if names else f"; known: {', '.join(gpu_names())}"
         raise UnknownGPUError(f"unknown GPU {name!r}{hint} (or give --gpu-memory-gib with the total your log prints)")

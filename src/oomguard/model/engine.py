@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.errors import InputError
+from oomguard.numbers import MAX_GPUS, NumberError, parse_int
 from oomguard.model.description import LayerKind, ModelDescription
 from oomguard.units import GiB
 
@@ -147,6 +148,31 @@ def _json(value: Any) -> dict:
     return {}
 
 
+def check_world(model: ModelDescription, tp: int, pp: int, dp: int, partition: str | None = None) -> None:
+    """Refuse, before any per-stage work, a parallel layout no deployment has: more than
+    ``MAX_GPUS`` GPUs in all, more pipeline stages than layers, or a VLLM_PP_LAYER_PARTITION
+    that vLLM itself rejects (distributed/utils.py::get_pp_indices)."""
+    world = tp * pp * max(1, dp)
+    if world > MAX_GPUS:
+        raise InputError(f"--tensor-parallel-size {tp} × --pipeline-parallel-size {pp} × --data-parallel-size {dp} "
+                         f"= {world:,} GPUs, more than the {MAX_GPUS:,} oomguard plans for "
+                         "(vLLM's largest deployments use a few thousand)")
+    if pp > model.num_layers:
+        raise InputError(f"--pipeline-parallel-size {pp} is more than the model's {model.num_layers} layers "
+                         "(vLLM gives each pipeline stage a share of the layers: distributed/utils.py::get_pp_indices)")
+    if partition:
+        try:
+            parts = [parse_int(x, lo=0, hi=model.num_layers) for x in partition.split(",")]
+        except NumberError as exc:
+            raise InputError(f"VLLM_PP_LAYER_PARTITION={partition[:60]!r}: invalid partition string ({exc})") from None
+        if len(parts) != pp:
+            raise InputError(f"VLLM_PP_LAYER_PARTITION has {len(parts)} entries but --pipeline-parallel-size is {pp} "
+                             "(vLLM: len(partitions) does not match pp_size)")
+        if sum(parts) != model.num_layers:
+            raise InputError(f"VLLM_PP_LAYER_PARTITION sums to {sum(parts)} layers but the model has {model.num_layers} "
+                             "(vLLM: sum(partitions) does not match num_hidden_layers)")
+
+
 def resolve(
     model: ModelDescription,
     flags: dict,
@@ -165,6 +191,7 @@ def resolve(
     dp = int(flags.get("data_parallel_size") or 1)
     if tp < 1 or pp < 1:
         raise InputError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1")
+    check_world(model, tp, pp, dp, env.get("VLLM_PP_LAYER_PARTITION"))
     engine = "V1"
     if v < (0, 8, 0):
         engine = "V0"
