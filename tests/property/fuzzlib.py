@@ -406,7 +406,8 @@ def http_responses(draw) -> Response:
 class ResponseServer:
     """Loopback HTTP/1.1 server that answers every request with one drawn response."""
 
-    def __init__(self, response: Response):
+    def __init__(self, response: Response, host: str = "127.0.0.1"):
+        import socket
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -444,12 +445,14 @@ class ResponseServer:
 
         class Quiet(ThreadingHTTPServer):
             daemon_threads = True
+            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
             def handle_error(self, request, client_address):
                 return None
 
-        self._httpd = Quiet(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._httpd = Quiet((host, 0), Handler)
+        shown = f"[{host}]" if ":" in host else host
+        self.base_url = f"http://{shown}:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def __enter__(self):

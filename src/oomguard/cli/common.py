@@ -263,3 +263,19 @@ def _carry_removed_flags(launch) -> None:
                 over.setdefault("rope_scaling", rope)
                 launch.flags["hf_overrides"] = over
                 launch.notes.append("--rope-scaling applied as --hf-overrides '{\"rope_scaling\": ...}' for the plan")
+
+
+def check_model_option(spec: str | None, hint: str = "") -> None:
+    """``--model`` names a model config in every command: an unknown one is bad input (with the
+    did-you-mean of ``load_model``), never silently ignored where the command would not use it."""
+    if not spec:
+        return
+    from oomguard.errors import InputError, UnsupportedModelError
+    from oomguard.inputs.model_config import load_model
+
+    try:
+        load_model(spec)
+    except UnsupportedModelError:
+        return  # a real config oomguard cannot model: the command says so where it plans
+    except InputError as exc:
+        raise InputError(f"--model: {exc}{hint}") from None

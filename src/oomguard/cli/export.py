@@ -101,6 +101,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 def run(args: argparse.Namespace) -> int:
     if args.what == "alerts":
         return _alerts(args)
+    common.check_model_option(getattr(args, "og_model", None))
     return _launch(args)
 
 

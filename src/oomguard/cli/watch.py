@@ -195,8 +195,11 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
+    from oomguard.cli.common import check_model_option
     from oomguard.watch.monitor import EndReason
     from oomguard.watch.summary import summary_json, summary_text
+
+    check_model_option(getattr(args, "og_model", None))
 
     config = _config(args)
     result = asyncio.run(_run(config, args))
