@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 
 from oomguard.errors import InputError
 
@@ -78,7 +77,7 @@ class NumberError(ValueError):
 
 
 def _why_not(s: str, kind: str) -> str:
-    if any(not ch.isascii() and unicodedata.category(ch) == "Nd" for ch in s):
+    if any(not ch.isascii() and ch.isdecimal() for ch in s):  # Unicode category Nd: ١٢٣, １２
         return f"is not {kind} (write it with ASCII digits 0-9)"
     if re.fullmatch(r"[+-]?0[xXoObB][0-9a-fA-F_]+", s):
         return f"is not {kind} (hexadecimal, octal and binary are not accepted; write it in decimal)"
