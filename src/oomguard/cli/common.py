@@ -8,7 +8,6 @@ list ourselves: argparse would swallow a vLLM flag's value as our positional.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 from collections.abc import Callable
@@ -39,21 +38,13 @@ def number(*, integer: bool = False, minimum: float | None = None, maximum: floa
     """An argparse ``type=`` for a finite number in range (``above``: strictly greater than)."""
 
     def convert(text: str) -> Any:
+        from oomguard.numbers import NumberError, parse_float, parse_int
+
         raw = text.strip()
         try:
-            if integer:
-                if not re.fullmatch(r"[+-]?\d{1,18}", raw):
-                    raise ValueError
-                value: Any = int(raw)
-            else:
-                if len(raw) > 64:
-                    raise ValueError
-                value = float(raw)
-        except ValueError:
-            shown = raw if len(raw) <= 40 else raw[:40] + "…"
-            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if integer else 'a number'}") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{raw!r} is not a finite number")
+            value: Any = parse_int(raw) if integer else parse_float(raw)
+        except NumberError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
         if above is not None and not value > above:
             raise argparse.ArgumentTypeError(f"must be greater than {_fmt(above)}, got {raw}")
         if minimum is not None and value < minimum:
@@ -250,14 +241,17 @@ def _config_path_of(model):
 
 def _carry_removed_flags(launch) -> None:
     """Honour removed flags whose meaning survives elsewhere (lenient mode only)."""
-    import json
+    from oomguard.inputs.launch import check_config_override
+    from oomguard.numbers import json_loads
 
-    for opt, value, _file, _line in getattr(launch, "unknown", []):
+    for opt, value, file, line in getattr(launch, "unknown", []):
         if opt.replace("_", "-") == "--rope-scaling" and value:
             try:
-                rope = json.loads(value)
+                rope = json_loads(value)
             except ValueError:
                 continue
+            if isinstance(rope, dict):  # checked like config.json: NaN, 1e308 factors are bad input
+                check_config_override("rope_scaling", rope, file=file, line=line, option=opt)
             if isinstance(rope, dict):
                 over = dict(launch.flags.get("hf_overrides") or {})
                 over.setdefault("rope_scaling", rope)
