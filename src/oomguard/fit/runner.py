@@ -427,7 +427,7 @@ def _checkpoint_candidates(req: FitRequest) -> list[Candidate]:
 
     name = req.model_name or getattr(req.model, "name", "")
     out = []
-    for cid, fmt, trade in siblings(name, getattr(req.gpu, "cc_major_minor", None), catalog_ids()):
+    for cid, fmt, trade in siblings(name, req.gpu if hasattr(req.gpu, "fp8") else None, catalog_ids()):
         try:
             model = load_model(cid, allow_hub=False)
         except OomguardError:

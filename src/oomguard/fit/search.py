@@ -192,7 +192,7 @@ def make_step(model, gpu, flags: dict, env: dict, *, version: str | None, token_
     f["max_num_batched_tokens"] = token_budget
     f["max_num_seqs"] = num_seqs
     f["enforce_eager"] = False
-    s = resolve(model, f, env, version=version, gpu_total_bytes=gpu.total_bytes, gpu_name=gpu.name, gpu_cc=gpu.cc_major_minor, usage=usage)
+    s = resolve(model, f, env, version=version, gpu=gpu, usage=usage)
     pp = s.pipeline_parallel_size
     terms = [act.activation_peak(model, s, last_stage=i == pp - 1) for i in range(pp)]
     g = cudagraph_estimate(model, s)

@@ -182,8 +182,8 @@ def plan_launch(
     flags = dict(flags or {})
     env = dict(env or {})
     model = apply_overrides(model, flags)
-    s = resolve(model, flags, env, version=version, gpu_total_bytes=gpu.total_bytes, gpu_name=gpu.name, gpu_cc=gpu.cc_major_minor, usage=usage)
-    messages: list[str] = list(s.notes) + unmodelled_notes(flags)
+    s = resolve(model, flags, env, version=version, gpu=gpu, usage=usage)
+    messages: list[str] = list(s.notes) + unmodelled_notes(flags) + platform_notes(gpu)
     failure: FailureClass | None = None
     error: str | None = None
     tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
@@ -220,7 +220,7 @@ def plan_launch(
     with_mtp = s.speculative_method in ("mtp", "deepseek_mtp", "qwen3_next_mtp") and model.num_mtp_layers > 0
     total = gpu.total_bytes
     requested = ceil_requested(total, s.gpu_memory_utilization, s.version)
-    specs_all = layer_kv_specs(model, tp, s.kv_cache_dtype, s.block_size, num_spec=s.num_speculative_tokens if model.is_hybrid else 0, disable_hybrid=s.disable_hybrid_kv_cache_manager or s.engine == "V0", gpu_cc=gpu.cc_major_minor, dtype_bytes=s.act_dtype_bytes)
+    specs_all = layer_kv_specs(model, tp, s.kv_cache_dtype, s.block_size, num_spec=s.num_speculative_tokens if model.is_hybrid else 0, disable_hybrid=s.disable_hybrid_kv_cache_manager or s.engine == "V0", mla_fp8_block_size=getattr(gpu, "mla_fp8_block_size", 64), platform_block_size=getattr(gpu, "default_block_size", None), dtype_bytes=s.act_dtype_bytes)
     layout_all = kv_layout(specs_all)
     block_size = layout_all.block_size
     mamba_blocks = mamba_blocks_per_request(model, s)
@@ -444,6 +444,22 @@ def plan_launch(
     )
 
 
+
+
+def platform_notes(gpu) -> list[str]:
+    """What the ledger does differently off CUDA, from the GPU catalog's row for the card."""
+    platform = getattr(gpu, "platform", "cuda")
+    if platform == "rocm":
+        notes = [f"ROCm ({gpu.arch}): attention on ROCM_ATTN (block 16; MLA on TRITON_MLA, block 16 with an fp8 KV cache too), "
+                 "the P2P test skipped (platforms/rocm.py)"]
+        if not getattr(gpu, "custom_all_reduce", True):
+            notes.append(f"ROCm {gpu.arch}: vLLM keeps its custom all-reduce off (platforms/rocm.py::use_custom_allreduce is gfx94x/gfx95x only)")
+        return notes
+    if platform in ("hpu", "xpu"):
+        what = "Intel Gaudi (the vllm-gaudi plugin)" if platform == "hpu" else "Intel XPU"
+        return [f"{what}: this plan applies vLLM's CUDA memory accounting to {gpu.name}; the {platform} platform profiles and "
+                "captures graphs its own way, so every term is an estimate (the weights and KV bytes per token hold)"]
+    return []
 
 
 def apply_overrides(model, flags: dict):
