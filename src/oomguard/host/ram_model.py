@@ -71,6 +71,13 @@ __all__ = [
     "next_power_of_two",
     "largest_kv_offload_that_fits",
     "largest_cpu_offload_gb_that_fits",
+    "ram_status",
+    "ram_within_policy",
+    "with_kv_tier",
+    "largest_tier_within_policy",
+    "largest_cpu_offload_gb_within_policy",
+    "TIGHT_SHARE",
+    "FIX_SHARE",
     "CPU_OFFLOAD_OVERHEAD",
     "SHARED_REGION_FROM",
     "SHM_CHECK_FROM",
@@ -96,6 +103,14 @@ LMCACHE_MP_FROM = (0, 24, 0)  # --kv-offloading-backend lmcache -> LMCacheMPConn
 SWAP_REMOVED_IN = (0, 18, 0)
 V0_REMOVED_IN = (0, 11, 0)  # vllm/worker/cache_engine.py is in 0.10.2, gone in 0.11.0
 V1_DEFAULT_FROM = (0, 8, 0)
+
+# One host-RAM answer (check OG401, fit's CPU tier, host HOST010/HOST011 read these, nothing else):
+# a launch whose expected need is above TIGHT_SHARE of the host RAM, or whose high estimate is above
+# all of it, is tight; above all of it at the expected value it does not fit. Every size a command
+# proposes keeps the expected need within FIX_SHARE and the high estimate within the RAM, so the fix
+# for one finding never raises the next (a proposed size is "fits", not "tight").
+TIGHT_SHARE = 0.9
+FIX_SHARE = 0.85
 
 KV_TIER = "kv offload (CPU tier)"
 CPU_OFFLOAD = "cpu offload (--cpu-offload-gb)"
@@ -608,6 +623,67 @@ def largest_kv_offload_that_fits(need: HostRamNeed, budget_bytes: int, engine_wo
     if per_worker < GiB:
         return None
     return per_worker * engine_workers
+
+
+def ram_status(need: HostRamNeed, budget_bytes: int) -> str:
+    """``fits`` / ``tight`` / ``exceeds``: the one verdict check, fit and host give on host RAM."""
+    if need.expected_bytes > budget_bytes:
+        return "exceeds"
+    if need.expected_bytes > TIGHT_SHARE * budget_bytes or need.high_bytes > budget_bytes:
+        return "tight"
+    return "fits"
+
+
+def with_kv_tier(flags: Mapping[str, Any], size_bytes: int) -> dict | None:
+    """The launch's flags with its CPU KV tier resized, in the launch's own spelling
+    (``--kv-offloading-size`` GiB, or ``cpu_bytes_to_use`` in the OffloadingConnector's config);
+    None when the launch has no tier of either kind."""
+    out = dict(flags)
+    ktc = out.get("kv_transfer_config")
+    if isinstance(ktc, Mapping) and isinstance(ktc.get("kv_connector_extra_config"), Mapping) \
+            and ktc["kv_connector_extra_config"].get("cpu_bytes_to_use") is not None:
+        extra = {**ktc["kv_connector_extra_config"], "cpu_bytes_to_use": int(size_bytes)}
+        out["kv_transfer_config"] = {**ktc, "kv_connector_extra_config": extra}
+        return out
+    if out.get("kv_offloading_size") is not None:
+        gib = size_bytes / GiB
+        out["kv_offloading_size"] = int(gib) if gib == int(gib) else round(gib, 3)
+        return out
+    return None
+
+
+def ram_within_policy(need: HostRamNeed) -> int:
+    """The host RAM (or cgroup limit) on which ``need`` is ``fits``: what a raised limit must reach."""
+    return int(max(need.expected_bytes / FIX_SHARE, need.high_bytes))
+
+
+def largest_tier_within_policy(need: HostRamNeed, budget_bytes: int, engine_workers: int, dp: int = 1) -> int | None:
+    """The largest CPU KV tier (total bytes, one engine) a command may propose on ``budget_bytes`` of
+    host RAM: the expected need within ``FIX_SHARE`` of it and the high estimate within all of it."""
+    kv = need.component(KV_TIER)
+    size = largest_kv_offload_that_fits(need, int(FIX_SHARE * budget_bytes), engine_workers, dp)
+    if size is None or kv is None:
+        return size
+    # the high estimate with the tier at ``size``: the rest's high plus the tier at its high/expected ratio
+    ratio = kv.high_bytes / kv.expected_bytes if kv.expected_bytes else 1.0
+    others_high = need.high_bytes - kv.high_bytes
+    while size is not None and others_high + size * dp * ratio > budget_bytes:
+        smaller = largest_kv_offload_that_fits(need, need.expected_bytes - kv.expected_bytes + size * dp - GiB, engine_workers, dp)
+        size = smaller if smaller is not None and smaller < size else None
+    return size
+
+
+def largest_cpu_offload_gb_within_policy(need: HostRamNeed, budget_bytes: int) -> int | None:
+    """The largest whole --cpu-offload-gb a command may propose (the same policy as the CPU tier)."""
+    gb = largest_cpu_offload_gb_that_fits(need, int(FIX_SHARE * budget_bytes))
+    comp = need.component(CPU_OFFLOAD)
+    if gb is None or comp is None:
+        return gb
+    others_high = need.high_bytes - comp.high_bytes
+    hi_per_gb = CPU_OFFLOAD_RANGE[1] * need.world_size * GiB
+    while gb >= 1 and others_high + gb * hi_per_gb > budget_bytes:
+        gb -= 1
+    return gb if gb >= 1 else None
 
 
 def largest_cpu_offload_gb_that_fits(need: HostRamNeed, budget_bytes: int) -> int | None:
