@@ -30,7 +30,7 @@ def launch_offload_bytes(flags: dict) -> int | None:
     return size
 
 
-def host_need(flags: dict, *, weights_bytes: int, world_size: int, env: dict, version: str | None, model=None):
+def host_need(flags: dict, *, weights_bytes: int, world_size: int, env: dict, version: str | None, model=None, engine: str | None = None):
     """The launch's host RAM from ``oomguard.host.ram_model`` (the model's KV tensors for releases before 0.27)."""
     from oomguard.host.ram_model import SHARED_REGION_FROM, host_ram_model, kv_tier_layout_for, version_tuple, world_size_of
 
@@ -39,14 +39,14 @@ def host_need(flags: dict, *, weights_bytes: int, world_size: int, env: dict, ve
     if model is not None and v is not None and v < SHARED_REGION_FROM:
         tp, pp, _ = world_size_of(flags)
         layout = kv_tier_layout_for(model, tp, pp)
-    return host_ram_model(flags, weights_bytes=weights_bytes, world_size=world_size, env=env, version=version, kv_layout=layout)
+    return host_ram_model(flags, weights_bytes=weights_bytes, world_size=world_size, env=env, version=version, kv_layout=layout, engine=engine)
 
 
-def largest_offload(flags: dict, *, weights_bytes: int, world_size: int, engine_workers: int, env: dict, version: str | None, host_ram_bytes: int, model=None) -> int | None:
+def largest_offload(flags: dict, *, weights_bytes: int, world_size: int, engine_workers: int, env: dict, version: str | None, host_ram_bytes: int, model=None, engine: str | None = None) -> int | None:
     """The largest CPU tier fit may propose: the host-RAM policy check and host use too (ram_model)."""
     from oomguard.host.ram_model import largest_tier_within_policy
 
-    need = host_need(flags, weights_bytes=weights_bytes, world_size=world_size, env=env, version=version, model=model)
+    need = host_need(flags, weights_bytes=weights_bytes, world_size=world_size, env=env, version=version, model=model, engine=engine)
     return largest_tier_within_policy(need, host_ram_bytes, engine_workers)
 
 

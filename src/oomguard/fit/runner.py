@@ -194,7 +194,9 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
                                 kvmem = self._max_safe_kv(base, step, eager)
                                 if kvmem <= 0:
                                     continue
-                        margin_need = margin_req + (d_act if kvmem is not None else 0)
+                        # the headroom floor, plus what the estimates may add outside the budget: a pinned
+                        # pool's activation error, graphs captured after the pool (goalfix.graph_slack)
+                        margin_need = margin_req + (d_act if kvmem is not None else 0) + step.graph_slack(eager)
                         reserve = d_act if kvmem is None else 0
                         for util in space.utilizations:
                             L = fixed_len
@@ -261,11 +263,16 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
             # S2: a launch that starts with whole-prompt prefill steps still gets check's OG103 edit first
             o = s2_option(self._plan, dict(self.lf), dict(self.launch_env), lp, other_gpu_use_bytes=self.req.other_gpu_use_bytes, floor_bytes=g.margin_bytes)
             return [o] if o is not None else []
+        # the environment check's other fixes set first (VLLM_ALLOW_LONG_MAX_MODEL_LEN for a scaled length)
+        env = {**self.launch_env, **(self.req.first_edit[1] if self.req.first_edit else {})}
+        base = self._plan(dict(self.lf), env) if env != self.launch_env else lp
+        if base.starts:
+            return []
         opts = goal_options(
             self._plan,
             dict(self.lf),
-            dict(self.launch_env),
-            lp,
+            env,
+            base,
             model=self.model,
             goal=Goal(fixed or lp.settings.max_model_len, g.concurrency, g.avg_input_len, user_length="max_model_len" in self.lf),
             other_gpu_use_bytes=self.req.other_gpu_use_bytes,
@@ -382,12 +389,17 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
                 ranked = self.rank(relaxed_trials, bases, from_launch=from_launch, relaxed_len=True)
                 closest = [c for c in (self.candidate(t, p, ch, bases, steps, offload) for t, p, ch in ranked[:3]) if c]
         candidates: list[Candidate] = []
-        goal_opts = self.check_option() if self.req.first_edit else self.goal_fixes(fixed, source)
+        # check's ranked goal-keeping edits, in check's order (one ranking for both commands): check
+        # --fix's own choice first when check made one, then the rest of the same ranked list
+        goal_opts = self.check_option() if self.req.first_edit else []
+        for o in self.goal_fixes(fixed, source):
+            if not any(dict(o.edits) == dict(x.edits) for x in goal_opts):
+                goal_opts.append(o)
+        goal_opts = goal_opts[: self.req.top]
         ranked = self.rank(result_trials, bases, from_launch=from_launch, relaxed_len=relaxed) if result_trials else []
-        if goal_opts:
-            # the same ranked, plan-verified edit check --fix applies comes first: fit's own view of
-            # it when the search found that launch too, else the option as planned
-            g = self.goal_candidate(goal_opts[0])
+        for rank_no, option in enumerate(goal_opts, 1):
+            # fit's own view of the option when the search found that launch too, else the option as planned
+            g = self.goal_candidate(option, rank_no)
             hit = next((i for i, (t, _, _) in enumerate(ranked) if _same_flags(self._flags_for(t, bases[t.base_index][0]), g.flags)), None)
             if hit is not None:
                 t, perf, changes = ranked.pop(hit)
@@ -397,8 +409,8 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
                     c.summary["goal_fix"] = g.summary["goal_fix"]
                     g = c
             candidates.append(g)
-            if not goal_opts[0].keeps_goal:
-                self.notes.append(f"nothing keeps max-model-len {fixed:,}: the first edit lowers it (and says so)")
+        if goal_opts and not goal_opts[0].keeps_goal:
+            self.notes.append(f"nothing keeps max-model-len {fixed:,}: the first edit lowers it (and says so)")
         if ranked:
             for t, perf, changes in ranked:
                 c = self.candidate(t, perf, changes, bases, steps, offload)

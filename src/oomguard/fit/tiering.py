@@ -63,14 +63,15 @@ class TierMixin:
             flags = cpu_tier.set_offload(
                 {**self.lf, "tensor_parallel_size": st.tensor_parallel_size, "pipeline_parallel_size": st.pipeline_parallel_size, "max_model_len": length}, size, self.v
             )
-            hn = cpu_tier.host_need(flags, weights_bytes=weights, world_size=workers, env=self.env, version=self.req.version, model=self.model)
+            engine = ls.engine if ls is not None else None
+            hn = cpu_tier.host_need(flags, weights_bytes=weights, world_size=workers, env=self.env, version=self.req.version, model=self.model, engine=engine)
             from oomguard.host.ram_model import ram_status
 
             need = hn.expected_bytes
             status = ram_status(hn, host)
             comp = hn.component("kv offload (CPU tier)")
             pinned = comp.expected_bytes if comp else None
-            largest = cpu_tier.largest_offload(flags, weights_bytes=weights, world_size=workers, engine_workers=workers, env=self.env, version=self.req.version, host_ram_bytes=host, model=self.model)
+            largest = cpu_tier.largest_offload(flags, weights_bytes=weights, world_size=workers, engine_workers=workers, env=self.env, version=self.req.version, host_ram_bytes=host, model=self.model, engine=engine)
         info = cpu_tier.analyse(
             length=length,
             cpu_bytes_per_token=cpu_per_token,

@@ -424,8 +424,12 @@ def host_ram_model(
     shard_bytes: int | None = None,
     checkpoint_format: str | None = None,
     kv_layout: KvTierLayout | None = None,
+    engine: str | None = None,
 ) -> HostRamNeed:
     """Host RAM of one launch on vLLM ``version`` (None: the newest release's behaviour).
+
+    ``engine``: "V0" / "V1" as the planner resolved it (check, fit); None derives it the planner's way
+    (``model.engine.engine_for``) for a GPU V1 runs on (host, which has no plan).
 
     ``weights_bytes``: the checkpoint's bytes (whole model), None when unknown.
     ``world_size``: GPUs used (default TP x PP x DP from the flags).
@@ -527,7 +531,6 @@ def host_ram_model(
             )
 
     swap = _num(flags.get("swap_space"))
-    v0_forced = str(env.get("VLLM_USE_V1", "")) == "0"
     if ver is not None and ver >= SWAP_REMOVED_IN:
         if swap:
             notes.append("--swap-space was removed in vLLM 0.18: not counted")
@@ -535,26 +538,35 @@ def host_ram_model(
         if swap:
             notes.append(f"--swap-space {swap:g}: vLLM {'.'.join(map(str, ver))} has only the V1 engine, which allocates no CPU swap")
     else:
+        from oomguard.model.engine import engine_for
+
         gib_per_gpu = swap if swap is not None else V0_DEFAULT_SWAP_GIB
         size = gib_per_gpu * GiB * world
-        if ver is not None and (ver < V1_DEFAULT_FROM or v0_forced):
-            low, exp, why = size, size, "the V0 engine allocates it"
-        elif ver is not None:
-            low, exp, why = 0, 0, "V1 is the default engine (V0, which allocates it, only with VLLM_USE_V1=0 or a fallback)"
+        if ver is not None:
+            eng = engine or engine_for((tuple(ver) + (0, 0, 0))[:3], env)[0]
+            if eng == "V0":
+                add(
+                    SWAP,
+                    MemoryKind.PINNED,
+                    size,
+                    size,
+                    2 * size,
+                    f"{gib_per_gpu:g} GiB x {world} GPUs (the V0 engine allocates it; pinned per layer, so up to 2x after power-of-two rounding)",
+                    "worker/cache_engine.py::_allocate_kv_cache: torch.zeros(pin_memory=True) per layer for the CPU swap blocks "
+                    "(V0 engine, vLLM <= 0.10)",
+                )
+            elif swap:
+                notes.append(f"--swap-space {swap:g}: the V1 engine (vLLM {'.'.join(map(str, ver))}'s, for this launch) allocates no CPU swap; "
+                             "only V0 (VLLM_USE_V1=0, or a fallback) would pin it")
         elif swap is not None:
-            low, exp, why = 0, size, "release unknown: a launch passing --swap-space runs <= 0.17, V0 or V1"
-        else:
-            low = exp = 0
-        if gib_per_gpu and (exp or (ver is not None and ver < V0_REMOVED_IN)):
             add(
                 SWAP,
                 MemoryKind.PINNED,
-                low,
-                exp,
+                0,
+                size,
                 2 * size,
-                f"{gib_per_gpu:g} GiB x {world} GPUs ({why}; pinned per layer, so up to 2x after power-of-two rounding)",
-                "worker/cache_engine.py::_allocate_kv_cache: torch.zeros(pin_memory=True) per layer for the CPU swap blocks "
-                "(V0 engine, vLLM <= 0.10)",
+                f"{gib_per_gpu:g} GiB x {world} GPUs (release unknown: a launch passing --swap-space runs <= 0.17, V0 or V1)",
+                "worker/cache_engine.py::_allocate_kv_cache (V0 engine, vLLM <= 0.10)",
             )
 
     max_len = _num(flags.get("max_model_len"))

@@ -147,6 +147,24 @@ def _json(value: Any) -> dict:
     return {}
 
 
+def engine_for(v: tuple[int, int, int], env, *, gpu_cc: tuple[int, int] | None = None, quantization: str | None = None) -> tuple[str, str | None]:
+    """("V0" | "V1", why it fell back) for a release: V0 before 0.8; from 0.8 V1 unless VLLM_USE_V1=0,
+    or (0.8-0.9) a CUDA GPU below compute capability 8.0, or (0.8) bitsandbytes weights; V1 only
+    from 0.11 (the V0 code is gone). ``gpu_cc`` None: a GPU V1 runs on (sm80+, or not CUDA).
+    The one rule the planner and the host-RAM model (swap space is V0's) share."""
+    if v < (0, 8, 0):
+        return "V0", None
+    if v >= (0, 11, 0):
+        return "V1", None
+    if str((env or {}).get("VLLM_USE_V1", "1")) == "0":
+        return "V0", None
+    if gpu_cc is not None and gpu_cc < (8, 0) and v < (0, 10, 0):
+        return "V0", "compute capability < 8.0: vLLM 0.8-0.9 falls back to the V0 engine"
+    if quantization == "bitsandbytes" and v < (0, 9, 0):
+        return "V0", None
+    return "V1", None
+
+
 def resolve(
     model: ModelDescription,
     flags: dict,
@@ -174,17 +192,10 @@ def resolve(
     dp = int(flags.get("data_parallel_size") or 1)
     if tp < 1 or pp < 1:
         raise InputError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1")
-    engine = "V1"
-    if v < (0, 8, 0):
-        engine = "V0"
-    elif v < (0, 11, 0):
-        if str(env.get("VLLM_USE_V1", "1")) == "0":
-            engine = "V0"
-        elif gpu_cc < (8, 0) and v < (0, 10, 0) and getattr(gpu, "platform", "cuda") == "cuda":
-            engine = "V0"
-            notes.append("compute capability < 8.0: vLLM 0.8-0.9 falls back to the V0 engine")
-        elif model.quantization.method == "bitsandbytes" and v < (0, 9, 0):
-            engine = "V0"
+    engine, why = engine_for(v, env, gpu_cc=gpu_cc if getattr(gpu, "platform", "cuda") == "cuda" else None,
+                             quantization=model.quantization.method)
+    if why:
+        notes.append(why)
     util = flags.get("gpu_memory_utilization")
     if util is None:
         util = default_utilization(v)

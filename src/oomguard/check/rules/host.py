@@ -28,7 +28,10 @@ def host_need(ctx):
 
     tp, pp, _ = world_size_of(ctx.flags)
     layout = kv_tier_layout_for(ctx.model, tp, pp) if ctx.version_tuple < (0, 27, 0) else None
-    return host_ram_model(ctx.flags, weights_bytes=None, version=ctx.version_tuple, env=ctx.env, kv_layout=layout)
+    plan = ctx.plan if ctx.model is not None and ctx.gpu is not None else None
+    # the engine the planner resolved (swap space is V0's): host, with no plan, derives it the same way
+    return host_ram_model(ctx.flags, weights_bytes=None, version=ctx.version_tuple, env=ctx.env, kv_layout=layout,
+                          engine=plan.settings.engine if plan is not None else None)
 
 
 def host_ram_json(ctx) -> dict:
