@@ -26,10 +26,9 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context) -> None:
     for v in verdicts:
         members = getattr(v, "_members", [])
         _BUILDERS[v.cls](v, members, col, ctx)
-        if v.cls in _GPU_OOM and v.confidence < 0.5 and any(
-                "estimate" in m.reason or "guess" in m.reason for m in members):
-            v.summary += (" The phase is an estimate (no phase marker or traceback frame): the log lines before the "
-                          "error, or --model and --gpu, would settle it.")
+        if v.cls in _GPU_OOM and v.settle:
+            v.summary += (" The phase is the most likely one from the rest of the report (no phase marker or "
+                          f"traceback frame places the error): {v.settle}.")
         if hasattr(v, "_members"):
             del v._members  # type: ignore[attr-defined]
 
