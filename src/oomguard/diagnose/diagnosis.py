@@ -42,6 +42,21 @@ class Diagnosis:
         return self.incomplete is None
 
     @property
+    def status(self) -> str:
+        """"failed" (verdicts), "running" (the server answered requests, no failure), "clean" (a start-up that
+        reached its ready line, or inputs with nothing wrong), "incomplete" (a start that stops early)."""
+        from oomguard.diagnose.classes import Phase
+
+        if self.verdicts:
+            return "failed"
+        if self.incomplete is not None:
+            return "incomplete"
+        if any(p >= Phase.SERVING for p in self.collector.paste_phase.values()) or \
+                self.collector.phase_reached >= Phase.SERVING:
+            return "running"
+        return "clean"
+
+    @property
     def readable(self) -> bool:
         """At least one input held something we could read."""
         return any(r.kind.value not in ("empty", "binary", "unreadable") for r in self.inputs) or not self.inputs
@@ -67,6 +82,7 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return redact_obj({
+            "status": self.status,
             "verdicts": [v.to_dict() for v in self.verdicts],
             **({"incomplete": self.incomplete.to_dict() | {"summary": self.incomplete.summary}}
                if self.incomplete else {}),

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.fragments import KEYWORDS as FRAGMENT_KEYWORDS
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ TABLE: tuple[CueRule, ...] = (
     # --- what the requests did ------------------------------------------------------------------
     _rule("req:logprobs", r"\b(?:prompt_)?logprobs\b(?!=None)|compute_logprobs|_get_prompt_logprobs",
           ("logprobs ", "logprobs`", "logprobs\"", "logprobs,", "logprobs.", "logprobs)", "logprobs=1", "logprobs=2",
-           "logprobs=5", "compute_logprobs", "_get_prompt_logprobs", "logprobs:"),
+           "logprobs=5", "compute_logprobs", "_get_prompt_logprobs", "logprobs:", "logprobs\n", "logprobs\r"),
           "it crashes when a request asks for prompt_logprobs"),
     _rule("req:long-prompt", r"long (?:prompts?|contexts?|inputs?|sequences?|documents?)|very long|长文本|长上下文|长输入|长序列",
           ("long prompt", "long context", "long input", "long sequence", "long document", "very long", "长文本",
@@ -167,8 +168,8 @@ TABLE: tuple[CueRule, ...] = (
 )
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
-# Every keyword of every rule, for the prefilter's table (diagnose/prefilter.py).
-KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys(k for r in TABLE for k in r.keywords))
+# Every keyword of every rule (and of vLLM's message fragments), for the prefilter's table (diagnose/prefilter.py).
+KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys([k for r in TABLE for k in r.keywords] + list(FRAGMENT_KEYWORDS)))
 # A rule is tried only on a line holding one of its keywords: one combined search per line finds them,
 # and the prefilter (which has the same keywords) can never drop a line a rule would match.
 _RULES_BY_KEYWORD: dict[str, tuple[CueRule, ...]] = {}
@@ -184,7 +185,7 @@ def parse_cues(line: LogLine, col: Collector) -> None:
         col.note_cue("comp:kernel", line)
         return
     msg = line.message
-    found = _KEYWORD_RX.findall(msg)
+    found = _KEYWORD_RX.findall(msg + "\n")  # "\n": keywords that end a line (the prefilter sees it too)
     if not found:
         return
     words = line.prose or _CJK.search(msg) is not None
