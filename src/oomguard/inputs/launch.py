@@ -19,7 +19,10 @@ from typing import Any
 from oomguard.errors import InputError
 from oomguard.inputs import files
 from oomguard.inputs.shell import Word, lex
+from oomguard.numbers import NumberError, json_loads, parse_float, parse_int
 from oomguard.units import parse_size
+
+_PLAIN_INT = re.compile(r"[+-]?[0-9][0-9_]*")
 
 _MAX_SCRIPT_BYTES = 1024 * 1024  # a start_api.sh is a few KiB; the cap is also the time bound (~1 MiB/s lexed)
 # Environment variables that change memory behaviour or GPU visibility.
@@ -99,13 +102,17 @@ def convert_value(flag, text: str, *, file: str | None, line: int | None, option
         return "auto"
     try:
         if t == "int":
-            v = int(text) if re.fullmatch(r"-?\d+", text.strip()) else parse_size(text)
+            # vLLM's human_readable_int: a plain integer ('+5', '1_000' as int() reads them) or a size.
+            v = parse_int(text) if _PLAIN_INT.fullmatch(text.strip()) else parse_size(text)
         elif t == "size":
             v = parse_size(text)
         elif t == "float":
-            v = float(text)
+            v = parse_float(text)
         elif t == "json":
-            v = json.loads(text)
+            v = json_loads(text)
+        elif flag.dest in _DICT_OR_STR and _JSON_OBJECT.match(text):
+            # vLLM's union_dict_and_str (engine/arg_utils.py): text that looks like {...} is JSON.
+            v = json_loads(text)
         elif t == "bool":
             low = text.lower()
             if low not in ("true", "false", "1", "0", "yes", "no"):
@@ -117,10 +124,24 @@ def convert_value(flag, text: str, *, file: str | None, line: int | None, option
             v = text
     except (ValueError, TypeError) as exc:
         kind = {"int": "an integer", "size": "an integer (k/m/g suffixes allowed, e.g. 32k, 10G)", "float": "a number", "json": "valid JSON", "bool": "true/false"}.get(t, t)
+        if isinstance(exc, NumberError):
+            # The helper says why: too many digits, not finite, ASCII digits only, too large...
+            if t == "json" or flag.dest in _DICT_OR_STR:
+                raise InputError(f"{option}: the JSON number {exc}", file=file, line=line) from None
+            if t in ("int", "size") and exc.why.startswith("is not a size"):
+                try:  # say why it is not an integer either ('1e999': not whole, '١٢٣': ASCII digits only)
+                    parse_int(text)
+                except NumberError as why:
+                    if why.why != "is not an integer":
+                        raise InputError(f"{option}: {why}", file=file, line=line) from None
+                raise InputError(f"{option}: {exc.text!r} is not {kind}", file=file, line=line) from None
+            raise InputError(f"{option}: {exc}", file=file, line=line) from None
         detail = f" ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else ""
         raise InputError(f"{option}: {text!r} is not {kind}{detail}", file=file, line=line) from None
     if t in ("int", "float", "size"):
         check_number(flag.dest, v, file=file, line=line, option=option, text=text)
+    if flag.dest in _CONFIG_OVERRIDES and isinstance(v, dict):
+        check_config_override(flag.dest, v, file=file, line=line, option=option)
     choices = getattr(flag, "choices", None)
     if choices and t in ("str",) and v not in choices and str(v) not in [str(c) for c in choices]:
         raise InputError(f"{option}: {text!r} is not one of {', '.join(map(str, choices))}", file=file, line=line)
@@ -143,6 +164,25 @@ def check_number(dest: str, value: Any, *, file: str | None, line: int | None, o
         raise InputError(f"{option}: {shown!r} is not a finite number", file=file, line=line)
     if abs(value) > _MAX_MAGNITUDE:
         raise InputError(f"{option}: {shown!r} is out of range (at most {_MAX_MAGNITUDE:.3g})", file=file, line=line)
+
+
+# Flags whose vLLM type is union_dict_and_str (a dict when the text is a JSON object); the flag
+# tables record them as "str".
+_DICT_OR_STR = {"hf_overrides"}
+_JSON_OBJECT = re.compile(r"(?s)^\s*{.*}\s*$")
+# Flags whose JSON is merged into the model's config by vLLM: checked as a config.json would be.
+_CONFIG_OVERRIDES = {"hf_overrides", "rope_scaling"}
+
+
+def check_config_override(dest: str, value: dict, *, file: str | None, line: int | None, option: str) -> None:
+    """--hf-overrides / --rope-scaling: the fields the memory model reads, validated like config.json's
+    (NaN, sizes that are not integers, a rope factor of 1e308...), the error naming the flag."""
+    from oomguard.inputs.model_config import validate_config
+
+    try:
+        validate_config(value if dest == "hf_overrides" else {"rope_scaling": value})
+    except InputError as exc:
+        raise InputError(f"{option}: {exc.message}", file=file, line=line) from None
 
 
 _NEGATIVE_OK = {"max_model_len", "seed", "num_gpu_blocks_override", "port"}
@@ -209,7 +249,7 @@ def parse_flag_words(
                 current = launch.flags.get(flag.dest)
                 merged = dict(current) if isinstance(current, dict) else {}
                 try:
-                    merged[subkey] = json.loads(raw)
+                    merged[subkey] = json_loads(raw)
                 except ValueError:
                     merged[subkey] = raw
                 launch.flags[flag.dest] = merged
@@ -339,6 +379,9 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, version: str | None, 
 def yaml_value(flag, value: Any, *, file: str | None, line: int | None, key: str, option: str) -> Any:
     """Type one ``--config`` YAML value for ``flag`` (shared by ``apply_yaml`` and check's lenient reader)."""
     nargs = getattr(flag, "nargs", None) in ("+", "*")
+    if flag.dest in _CONFIG_OVERRIDES and isinstance(value, dict):
+        check_config_override(flag.dest, value, file=file, line=line, option=f"YAML key {key!r}")
+        return value
     if flag.type == "json" and isinstance(value, str):
         return convert_value(flag, value, file=file, line=line, option=option)
     if flag.type in ("int", "float", "size") and isinstance(value, str):
