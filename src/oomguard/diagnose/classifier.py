@@ -114,7 +114,7 @@ def _verdict(cls: FC, prob: float, scores: scoring.Scores, cues: list[feat.Cue],
             seen.add(id(c.event))
             events.append(c.event)
     if not events:
-        events = list(dict.fromkeys(c.event for c in anchors if c.event is not None))  # type: ignore[arg-type]
+        events = list({id(c.event): c.event for c in anchors if c.event is not None}.values())
     active = {c.feature for c in cues}
     cause = _cause(active, ctx)
     top_cue = max((c for c in cues if w(c) > 0), key=w, default=None)
