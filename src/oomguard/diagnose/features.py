@@ -108,7 +108,21 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
     for hit in col.cues.values():
         cues.append(Cue(hit.feature, _CUE_WHY.get(hit.feature.split(":")[0], "report cue") + f" ({hit.feature})",
                         hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES))
+    if not any(c.anchor and c.feature in _GPU_OOM_ANCHORS for c in cues):
+        # When (and under what load) a GPU OOM happened says nothing about an argparse error or a crash:
+        # these cues only bear on the phase of a GPU OOM, so they only count when there is one.
+        cues = [c for c in cues if not _phase_only(c.feature)]
     return cues
+
+
+_GPU_OOM_ANCHORS = frozenset({"sig:cuda-oom", "sig:oom-prose", "para:oom-prose", "sig:allocator-failure"})
+_PHASE_ONLY = frozenset({"ctx:served", "ctx:ready", "ctx:weights-exceed-gpu", "ctx:weights-tight", "ctx:weights-fit",
+                         "ctx:multimodal", "ctx:multimodal-large-gpu", "ctx:eager", "words:startup", "words:loading",
+                         "words:after-load", "words:serving", "words:started-fine", "words:profile", "words:capture"})
+
+
+def _phase_only(feature: str) -> bool:
+    return feature in _PHASE_ONLY or feature.startswith("req:")
 
 
 def _signal_cues(ev: SignalEvent, col: Collector, ctx: Context, first_error: dict[int, int],

@@ -169,7 +169,10 @@ TABLE: tuple[CueRule, ...] = (
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 # Every keyword of every rule (and of vLLM's message fragments), for the prefilter's table (diagnose/prefilter.py).
-KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys([k for r in TABLE for k in r.keywords] + list(FRAGMENT_KEYWORDS)))
+# Spellings the error parsers accept (they compare case-insensitively) that the prefilter's own list lacks.
+_CASE_VARIANTS: tuple[bytes, ...] = (b"OUT OF MEMORY", b"Out Of Memory", b"Out of Memory", b"out of Memory")
+KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys([k for r in TABLE for k in r.keywords] + list(FRAGMENT_KEYWORDS)
+                                                  + list(_CASE_VARIANTS)))
 # A rule is tried only on a line holding one of its keywords: one combined search per line finds them,
 # and the prefilter (which has the same keywords) can never drop a line a rule would match.
 _RULES_BY_KEYWORD: dict[str, tuple[CueRule, ...]] = {}
