@@ -64,6 +64,7 @@ class CheckContext:
     unmodelled_config: dict = field(default_factory=dict)  # that config, for the rules that need only its fields
     gpu_note: str = ""
     plan_error: str | None = None
+    rules: list = field(default_factory=list)  # every registered rule (set by registry.run_rules)
     _plan: Any = None
     _plans: dict = field(default_factory=dict)
 

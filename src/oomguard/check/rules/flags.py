@@ -15,7 +15,7 @@ import json
 
 from oomguard.check.finding import Edit, Severity
 from oomguard.check.lenient import ProblemKind
-from oomguard.check.registry import rule
+from oomguard.check.rule import rule
 from oomguard.model.failures import FailureClass as F
 
 _BAD = (F.BAD_ARGUMENT,)

@@ -13,7 +13,8 @@ import math
 
 from oomguard.check.context import rope_override
 from oomguard.check.finding import Severity
-from oomguard.check.registry import Needs, rule
+from oomguard.check.needs import Needs
+from oomguard.check.rule import rule
 from oomguard.model.failures import FailureClass as F
 
 _YARN = ("yarn", "deepseek_yarn")
