@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.check.finding import Edit, Finding, Severity
-from oomguard.check.lenient import LaunchRead
+from oomguard.inputs.launch import Launch
 
 MAX_ROUNDS = 5
 
@@ -274,29 +274,30 @@ def _tidy_command(region: str) -> str:
     return "\n".join(out)
 
 
-def _command_end(read: LaunchRead) -> tuple[int, int, str]:
+def _command_end(launch: Launch) -> tuple[int, int, str]:
     """(offset after the last argument, its line start, that line's indentation) of the vLLM command."""
-    from oomguard.check.lenient import _strip_redirections  # noqa: PLC2701
+    from oomguard.inputs.command import strip_redirections
 
-    words = _strip_redirections(read.command.words)
+    words = strip_redirections(launch.command.words)
     last = words[-1]
-    text = read.launch.text or ""
+    text = launch.text or ""
     ls, _ = _line_bounds(text, last.start)
     indent = re.match(r"[ \t]*", text[ls:]).group(0)
     return last.end, ls, indent
 
 
 class _ScriptFixer:
-    def __init__(self, read: LaunchRead, release):
-        self.read = read
+    def __init__(self, launch: Launch, release, *, quote: str = ""):
+        self.read = launch
         self.release = release
-        self.text = read.launch.text or ""
+        self.text = launch.text or ""
         self.te = _TextEdits(self.text)
-        self.path = read.launch.path
+        self.path = launch.path
+        self.quote = quote  # the vLLM command sits inside a quoted `sh -c` string: new text is escaped for it
         self.notes: list[str] = []
         self.appended: list[str] = []
         self.env_lines: list[str] = []
-        cmd = read.command
+        cmd = launch.command
         if cmd is not None and cmd.words:
             first = cmd.words[0].start
             last = max(w.end for w in cmd.words)
@@ -327,6 +328,14 @@ class _ScriptFixer:
         end = vw.end if vw is not None and vw is not ow else ow.end
         return ow.start, end
 
+    def _q(self, text: str) -> str:
+        """New text for the inside of a quoted `sh -c` string, escaped for that quote."""
+        if self.quote == "'":
+            return text.replace("'", "'\\''")
+        if self.quote == '"':
+            return re.sub(r'(["\\$`])', r"\\\1", text)
+        return text
+
     def remove(self, e: Edit) -> bool:
         targets = []
         if e.dest:
@@ -345,13 +354,13 @@ class _ScriptFixer:
             ow, vw = last.site.option_word, last.site.value_word
             equals = "=" in ow.text and vw is None
             rendered = render_flag(self.release, e.flag, e.value, equals=equals)
-            if vw is not None and rendered is not None and self.read.launch.flags.get(e.dest) == e.value and not isinstance(e.value, (dict, list)):
+            if vw is not None and rendered is not None and self.read.flags.get(e.dest) == e.value and not isinstance(e.value, (dict, list)):
                 rendered = f"{e.flag} {vw.raw}"  # a rename: keep the value as the author wrote it
             s, t = self._span(ow, vw)
             if rendered is None:
                 _remove_words(self.te, s, t)
             else:
-                self.te.replace(s, t, rendered)
+                self.te.replace(s, t, self._q(rendered))
             for o in occ[:-1]:
                 s2, t2 = self._span(o.site.option_word, o.site.value_word)
                 _remove_words(self.te, s2, t2)
@@ -365,11 +374,11 @@ class _ScriptFixer:
                 if rendered is None:
                     _remove_words(self.te, s, t)
                 else:
-                    self.te.replace(s, t, rendered)
+                    self.te.replace(s, t, self._q(rendered))
                 return True
         if rendered is None:
             return True  # absent already
-        self.appended.append(rendered)
+        self.appended.append(self._q(rendered))
         return True
 
     def env(self, e: Edit) -> bool:
@@ -384,11 +393,11 @@ class _ScriptFixer:
             if e.value is None:
                 self.te.replace(found.start(2), found.end(3), "")
             else:
-                self.te.replace(found.start(3), found.end(3), shlex.quote(str(e.value)))
+                self.te.replace(found.start(3), found.end(3), self._q(shlex.quote(str(e.value))))
             return True
         if e.value is None:
             return True
-        self.env_lines.append(f"export {e.flag}={shlex.quote(str(e.value))}")
+        self.env_lines.append(self._q(f"export {e.flag}={shlex.quote(str(e.value))}"))
         return True
 
     def finish(self) -> str:
@@ -426,12 +435,12 @@ class _ScriptFixer:
 
 
 class _YamlFixer:
-    def __init__(self, read: LaunchRead, release):
-        self.read = read
+    def __init__(self, launch: Launch, release):
+        self.read = launch
         self.release = release
-        self.text = read.launch.text or ""
+        self.text = launch.text or ""
         self.te = _TextEdits(self.text)
-        self.path = read.launch.path
+        self.path = launch.path
         self.appended: list[str] = []
         self.env_lines: list[str] = []
         self.nodes: dict[str, tuple] = {}
@@ -518,9 +527,22 @@ class _YamlFixer:
 # --------------------------------------------------------------------- driver
 
 
-def apply_edits(read: LaunchRead, release, edits: list[Edit]) -> tuple[str, list[str]]:
-    """The corrected launch text and notes on edits that could not be applied in place."""
-    fixer = _YamlFixer(read, release) if read.launch.kind == "yaml" else _ScriptFixer(read, release)
+def apply_edits(launch: Launch, release, edits: list[Edit]) -> tuple[str, list[str]]:
+    """The corrected launch text, in the launch's own format, and notes on edits that could not be
+    applied in place."""
+    if launch.kind == "manifest":
+        from oomguard.check.manifest_fix import ManifestFixer
+
+        fixer = ManifestFixer(launch, release)
+    elif launch.kind == "yaml":
+        fixer = _YamlFixer(launch, release)
+    else:
+        carrier = launch.carrier
+        if carrier is not None and not getattr(carrier, "editable", True) or any(
+                w.start < 0 for w in (launch.command.words if launch.command else [])):
+            return launch.text or "", ["the vLLM command is inside a shell string oomguard cannot edit in place; "
+                                       "apply these edits by hand: " + "; ".join(e.describe() for e in edits)]
+        fixer = _ScriptFixer(launch, release, quote=getattr(carrier, "quote", "") if carrier is not None else "")
     notes: list[str] = []
     # removals first so that a rename's "set" can reuse a removed flag's place
     ordered = [e for e in edits if e.is_env] + [e for e in edits if not e.is_env and e.value is None] + [e for e in edits if not e.is_env and e.value is not None]
@@ -545,12 +567,12 @@ def fix_launch(ctx, findings: list[Finding], *, rebuild=None) -> FixResult | Non
     ``rebuild(text) -> (CheckContext, RunResult)`` re-reads and re-checks a
     corrected text (given by the caller, who knows the options).
     """
-    read = ctx.read
-    if read.launch.text is None:
+    read = ctx.launch
+    if read.text is None:
         return None
     edits = collect_edits(findings)
-    original = read.launch.text
-    result = FixResult(read.launch.kind, original, original, read.launch.path)
+    original = read.text
+    result = FixResult(read.kind, original, original, read.path)
     if not edits:
         return result
     text = original

@@ -42,11 +42,12 @@ def run(args: argparse.Namespace) -> int:
     plan = ctx.plan()
     if args.format == "json":
         d = plan.to_dict()
-        d["launch_notes"] = list(ctx.launch.notes)
+        d["launch_notes"] = ctx.launch.report_notes()
+        d["launch"] = ctx.launch.to_dict()
         json.dump(d, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         from oomguard.plan.render import render_plan
 
-        render_plan(plan, explain=args.verbose, notes=ctx.launch.notes)
+        render_plan(plan, explain=args.verbose, notes=ctx.launch.report_notes())
     return EXIT_STARTS if plan.starts else EXIT_FAILS
