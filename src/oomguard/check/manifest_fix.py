@@ -9,7 +9,7 @@ Where the flags live is ``launch.carrier`` (``oomguard.inputs.manifests``):
 - ``ArgsCarrier``: the words are list items (``args``, ``command``, ``extraArgs``);
 - ``ScriptCarrier``: the words are a shell script or command string in one scalar
   (``sh -c "vllm serve ..."``, compose ``command: vllm serve ...``): the script is
-  fixed as a script (``check.fixer``) and the scalar re-rendered in its own style;
+  fixed as a script (``check.fix_text``) and the scalar re-rendered in its own style;
 - ``HelmCarrier``: production-stack's ``vllmConfig`` keys for the flags the chart
   knows, ``extraArgs`` for the rest;
 - environment edits go to the container's ``env`` (Kubernetes, Helm) or the
@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from oomguard.check.finding import Edit
-from oomguard.check.fixer import _flag_meta, _ScriptFixer, _TextEdits, render_flag
+from oomguard.check.fix_text import ScriptFixer, TextEdits, flag_meta, render_flag
 from oomguard.inputs.launch import Launch
 
 
@@ -94,7 +94,7 @@ class _Yamltext:
 
     def __init__(self, text: str):
         self.text = text
-        self.te = _TextEdits(text)
+        self.te = TextEdits(text)
 
     def replace_node(self, node: Any, new: str) -> None:
         self.te.replace(node.start_mark.index, node.end_mark.index, new)
@@ -178,7 +178,7 @@ def render_block_scalar(node: Any, value: str, text: str) -> str:
 
 
 class ManifestFixer:
-    """The fixer interface of ``check.fixer`` (remove / set / env / finish) for manifests."""
+    """The fixer interface of ``check.fix_text`` (remove / set / env / finish) for manifests."""
 
     def __init__(self, launch: Launch, release):
         self.launch = launch
@@ -189,7 +189,7 @@ class ManifestFixer:
         self.flags = self.carrier.flags
         self.notes: list[str] = []
         self.appended: list[list[str]] = []  # new flags, as words
-        self.script: _ScriptFixer | None = None
+        self.script: ScriptFixer | None = None
         from oomguard.inputs.manifests import ArgsCarrier, HelmCarrier, ScriptCarrier
 
         self._Args, self._Helm, self._Script = ArgsCarrier, HelmCarrier, ScriptCarrier
@@ -197,7 +197,7 @@ class ManifestFixer:
             from dataclasses import replace
 
             inner = replace(launch, text=self.flags.value, kind="script")
-            self.script = _ScriptFixer(inner, release)
+            self.script = ScriptFixer(inner, release)
 
     # ------------------------------------------------------------------ helpers
     def _occ(self, dest: str):
@@ -235,7 +235,7 @@ class ManifestFixer:
         rendered = render_flag(self.release, e.flag, e.value)
         if rendered is None:
             return []
-        meta = _flag_meta(self.release, e.flag)
+        meta = flag_meta(self.release, e.flag)
         if meta is not None and not meta.takes_value:
             return shlex.split(rendered)
         if isinstance(e.value, list) and meta is not None and meta.nargs in ("+", "*"):
@@ -375,7 +375,6 @@ class ManifestFixer:
             new = [f"name: {render_string(name, None)}\n  value: {render_string(str(value), chr(34))}"]
         if envc.node is not None and not (envc.style == "compose-map"):
             if new and "\n" in new[0] and not envc.node.flow_style and envc.node.value:
-                ls = _line_start(self.text, envc.node.value[-1].start_mark.index)
                 pad = " " * (envc.node.value[-1].start_mark.column)
                 new = [new[0].replace("\n  ", "\n" + pad)]
             self.y.append_items(envc.node, new)

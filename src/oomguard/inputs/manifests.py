@@ -210,7 +210,18 @@ class _Builder:
         script = _script_word(words)
         if script is not None:
             idx, sw = script
-            inner = lex(sw.text, path=self.path, env={**(shell_env or {}), **{k: v for k, (v, _n, _k) in env.items()}})
+            k8s_env = {k: v for k, (v, _n, _k) in env.items()}
+            # the script as written (kubelet's $(VAR) expansion is applied to its words below, so
+            # that their offsets still index the scalar check --fix rewrites)
+            raw = sw.node.value if sw.node is not None and self.fmt == "kubernetes" else sw.text
+            inner = lex(raw, path=self.path, env={**(shell_env or {}), **k8s_env})
+            if raw is not sw.text:
+                for c in inner.commands:
+                    for w in c.words:
+                        if "$(" in w.text:
+                            w.text, _missing = _expand_k8s(w.text, k8s_env)
+                            w.unresolved = tuple(u for u in w.unresolved
+                                                 if not (u.startswith("$(") and u[2:-1] in k8s_env))
             cmd, start = None, 0
             for c in inner.commands:
                 found = find_vllm(c.words)
@@ -222,15 +233,14 @@ class _Builder:
                 raise InputError(f"{name}: the `{' '.join(w.text for w in words[:idx])}` script runs no vLLM command",
                                  file=self.path, line=sw.line or None)
             _shift_inner(cmd, sw, self.n)
-            raw = sw.node.value if sw.node is not None else None
-            carrier = ManifestCarrier(carrier.format, ScriptCarrier(sw.node if raw == sw.text else None, sw.text), carrier.env)
+            carrier = ManifestCarrier(carrier.format, ScriptCarrier(sw.node, raw), carrier.env)
             for k, v in {**inner.variables, **cmd.assignments}.items():
                 if RELEVANT_ENV.match(k) and k not in launch.env:
                     launch.env[k] = v
             flag_words = cmd.words[start:]
             launch.command = cmd
             launch.flag_start = start
-            ignore_directives(sw.text, launch, line_offset=(cmd.words[0].line - 1) if cmd.words else 0)
+            ignore_directives(raw, launch, line_offset=(cmd.words[0].line - 1) if cmd.words else 0)
         else:
             found = find_vllm(words)
             if found is None:
@@ -553,7 +563,7 @@ def _compose(n: Nodes, b: _Builder, doc: Any) -> list[Launch]:
         if n.is_null(svc):
             continue
         if not n.is_map(svc):
-            raise n.error(svc, where, f"expected a service (a mapping)")
+            raise n.error(svc, where, "expected a service (a mapping)")
         launch = _compose_service(n, b, sname, svc, where)
         if launch is not None:
             launches.append(launch)
@@ -752,7 +762,7 @@ def _helm_model(n: Nodes, b: _Builder, m: Any, at: str) -> Launch:
     cat = f"{at}.vllmConfig"
     keys: dict = {}
     if cfg is not None and not n.is_null(cfg) and not n.is_map(cfg):
-        raise n.error(cfg, cat, f"expected a mapping")
+        raise n.error(cfg, cat, "expected a mapping")
     for flag_key, option in (("enableLoRA", "--enable-lora"), ("enableTool", "--enable-auto-tool-choice")):
         if n.boolean(n.get(m, flag_key, at), f"{at}.{flag_key}"):
             words.append(b.synthetic(option, near=n.get(m, flag_key, at), key=f"{at}.{flag_key}"))
