@@ -29,6 +29,7 @@ from oomguard.errors import InputError
 from oomguard.inputs import files, jsonflags
 from oomguard.inputs.launch import FlagProblem, FlagSite, Launch, Occurrence, ProblemKind, Source, Unresolved
 from oomguard.inputs.shell import Command, Word, lex
+from oomguard.numbers import NumberError, parse_float, parse_int
 from oomguard.units import parse_size
 
 __all__ = [
@@ -58,6 +59,7 @@ _SWITCH_HINT = re.compile(r"^--?(enable|disable|no|use|trust|skip|allow|enforce|
 _REDIRECT = re.compile(r"^\d*(>>?|<|&>>?|>&|<&)(&?\d+|-)?$")
 _REDIRECT_ATTACHED = re.compile(r"^\d*(>>?|<|&>>?)\S+$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_PLAIN_INT = re.compile(r"[+-]?[0-9][0-9_]*")
 _MAX_NUMBER_CHARS = 64  # no vLLM quantity is written with more (2**53 has 16 digits)
 # No vLLM quantity needs more: token counts, bytes, GiB, seconds (2**53 is also where floats stop being exact).
 _MAX_MAGNITUDE = 2**53
@@ -98,13 +100,16 @@ def convert_value(flag, text: str, *, file: str | None, line: int | None, option
         raise InputError(f"{option}: {_shown(text)!r} is not a number vLLM takes (more than {_MAX_NUMBER_CHARS} characters)",
                          file=file, line=line)
     dest = getattr(flag, "dest", "")
+    kind = {"int": "an integer", "size": "an integer (k/m/g suffixes allowed, e.g. 32k, 10G)", "float": "a number",
+            "bool": "true/false"}.get(t, t)
     try:
         if t == "int":
-            v = int(text) if re.fullmatch(r"-?\d+", text.strip()) else parse_size(text)
+            # vLLM's human_readable_int: a plain integer ('+5', '1_000' as int() reads them) or a size.
+            v = parse_int(text) if _PLAIN_INT.fullmatch(text.strip()) else parse_size(text)
         elif t == "size":
             v = parse_size(text)
         elif t == "float":
-            v = float(text)
+            v = parse_float(text)
         elif t == "json":
             v = jsonflags.parse(dest, text, option=option)
         elif t == "bool":
@@ -121,9 +126,17 @@ def convert_value(flag, text: str, *, file: str | None, line: int | None, option
             v = text
     except InputError as exc:
         raise InputError(exc.message, file=file, line=line) from None
+    except NumberError as exc:
+        # the helper says why: too many digits, not finite, ASCII digits only, too large...
+        if t in ("int", "size") and exc.why.startswith("is not a size"):
+            try:  # say why it is not an integer either ('1e999': not whole, '١٢٣': ASCII digits only)
+                parse_int(text)
+            except NumberError as why:
+                if why.why != "is not an integer":
+                    raise InputError(f"{option}: {why}", file=file, line=line) from None
+            raise InputError(f"{option}: {exc.text!r} is not {kind}", file=file, line=line) from None
+        raise InputError(f"{option}: {exc}", file=file, line=line) from None
     except (ValueError, TypeError, OverflowError):
-        kind = {"int": "an integer", "size": "an integer (k/m/g suffixes allowed, e.g. 32k, 10G)", "float": "a number",
-                "bool": "true/false"}.get(t, t)
         raise InputError(f"{option}: {_shown(text)!r} is not {kind}", file=file, line=line) from None
     if t in ("int", "float", "size"):
         check_number(dest, v, file=file, line=line, option=option, text=text)

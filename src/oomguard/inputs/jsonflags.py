@@ -5,15 +5,16 @@
 arrive as text on a command line or as a mapping in YAML. Either way the value
 is checked here, once, before any command looks inside it:
 
-- the text is JSON without ``NaN`` / ``Infinity`` (Python's decoder accepts them,
-  vLLM's configs then hold a NaN) and without integers of more than 40 digits (Python
-  refuses thousands with a ValueError), at most ``MAX_DEPTH`` levels deep;
-- the four flags above are JSON objects (vLLM builds a config dataclass from
-  them: ``KVTransferConfig(**value)``), and the fields oomguard's memory model
-  reads have the type vLLM declares for them (``FIELDS``, from vLLM 0.32's
-  ``config/kv_transfer.py``, ``config/speculative.py``, ``config/compilation.py``
-  and ``config/model.py``), numbers among them at most 2**53. Other fields pass
-  through unchecked: vLLM validates them itself, and oomguard does not read them.
+- the text is JSON read by ``oomguard.numbers.json_loads`` (no ``NaN`` /
+  ``Infinity`` / ``1e999``, integers digit-capped), at most ``MAX_DEPTH`` levels deep;
+- the four flags above are JSON objects (vLLM builds a config from them:
+  ``KVTransferConfig(**value)``; ``--hf-overrides`` is merged into the model's
+  config). ``--hf-overrides`` / ``--rope-scaling`` are validated as a config.json is
+  (``model_config.validate_config``: the fields the memory model reads); the fields
+  oomguard reads of the other three have the type vLLM declares for them
+  (``FIELDS``, from vLLM 0.32's ``config/kv_transfer.py``, ``config/speculative.py``
+  and ``config/compilation.py``), numbers among them at most 2**53. Other fields
+  pass through unchecked: vLLM validates them itself, and oomguard does not read them.
 
 A value that fails is one ``InputError`` naming the option, the field and what
 was expected (the caller adds the file and line).
@@ -35,16 +36,10 @@ _MAX_DIGITS = 40
 # vLLM reads these with union_dict_and_str (engine/arg_utils.py): text shaped like {...} is JSON, else a string.
 DICT_OR_STR = frozenset({"hf_overrides"})
 
+# Merged into the model's config by vLLM: checked as a config.json would be.
+CONFIG_OVERRIDES = frozenset({"hf_overrides", "rope_scaling"})
 # Flags whose value must be a JSON object, and the fields oomguard reads, with vLLM's types.
-_ROPE = {"factor": "number", "original_max_position_embeddings": "count", "rope_type": "str", "type": "str",
-         "rope_theta": "number"}
 FIELDS: dict[str, dict[str, Any]] = {
-    "hf_overrides": {
-        "max_position_embeddings": "count",
-        "rope_scaling": _ROPE,
-        "rope_parameters": _ROPE,
-        "text_config": {"max_position_embeddings": "count", "rope_scaling": _ROPE, "rope_parameters": _ROPE},
-    },
     "kv_transfer_config": {
         "kv_connector": "str",
         "kv_role": "str",
@@ -64,7 +59,6 @@ FIELDS: dict[str, dict[str, Any]] = {
         "level": "size",
         "mode": "size",
     },
-    "rope_scaling": _ROPE,
 }
 # compilation_config also takes a bare optimisation level (-O3 / --compilation-config 3) in the releases that had it.
 _SCALAR_OK = {"compilation_config": (int,)}
@@ -79,30 +73,13 @@ _KIND_TEXT = {
 }
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _parse_float(text: str) -> float:
-    if len(text) > _MAX_DIGITS * 8:
-        raise ValueError(f"number {text[:20]}… has too many digits")
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:40]} is out of range")
-    return value
-
-
-def _parse_int(text: str) -> int:
-    # Python refuses int() of more than 4,300 digits with a ValueError; no config value has 40
-    if len(text.lstrip("-")) > _MAX_DIGITS:
-        raise ValueError(f"number {text[:20]}… has too many digits")
-    return int(text)
-
-
 def loads(text: str) -> Any:
-    """``json.loads`` with finite, bounded numbers and a depth limit; ValueError otherwise."""
+    """JSON from a flag: ``numbers.json_loads`` (finite numbers, digit-capped integers) and a depth
+    limit; ValueError otherwise."""
+    from oomguard.numbers import json_loads
+
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_parse_float, parse_int=_parse_int)
+        value = json_loads(text)
     except RecursionError:
         raise ValueError(f"nested more than {MAX_DEPTH} levels") from None
     if _depth(value) > MAX_DEPTH:
@@ -163,6 +140,16 @@ def _check_scalar(kind: str, v: Any) -> bool:
 def check_fields(dest: str, value: Any, *, option: str) -> None:
     """The shape of a JSON flag's value: an object where vLLM builds a config from it, and the
     fields oomguard reads of the type vLLM declares. InputError (without file/line) otherwise."""
+    if dest in CONFIG_OVERRIDES:
+        if not isinstance(value, dict):
+            raise InputError(f"{option}: expected a JSON object, found {_kind_of(value)}")
+        from oomguard.inputs.model_config import validate_config
+
+        try:
+            validate_config(value if dest == "hf_overrides" else {"rope_scaling": value})
+        except InputError as exc:
+            raise InputError(f"{option}: {exc.message}") from None
+        return
     schema = FIELDS.get(dest)
     if schema is None:
         return
@@ -190,10 +177,14 @@ def check_fields(dest: str, value: Any, *, option: str) -> None:
 
 def parse(dest: str, text: str, *, option: str) -> Any:
     """A JSON flag's text as data, checked (InputError without file/line on failure)."""
+    from oomguard.numbers import NumberError
+
     try:
         value = loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{option}: {_short(text)!r} is not valid JSON ({exc.msg})") from None
+    except NumberError as exc:
+        raise InputError(f"{option}: the JSON number {exc}") from None
     except ValueError as exc:
         raise InputError(f"{option}: {exc}") from None
     check_fields(dest, value, option=option)

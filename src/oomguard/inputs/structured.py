@@ -48,8 +48,16 @@ def _walk_depth(value: Any, limit: int) -> int:
 
 def load_json(text: str | bytes, *, file: str | None = None, what: str = "JSON", max_depth: int = MAX_DEPTH) -> Any:
     """``json.loads`` with one-line errors and a depth limit."""
+    from oomguard.numbers import NumberError, json_int
+
     try:
-        data = json.loads(text)
+        # Integers are digit-capped here; non-finite floats pass, for the caller to refuse naming
+        # the field (model_config.validate_config), or ``numbers.nonfinite_at``.
+        data = json.loads(text, parse_int=json_int)
+    except NumberError as exc:
+        # The decoder gives no position for a hook's error: the first occurrence of the literal.
+        raise InputError(f"malformed {what}: the number {exc}", file=file,
+                         line=_line_of(text, exc.text.rstrip("."))) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed {what}: {exc.msg} (column {exc.colno})", file=file, line=exc.lineno) from None
     except RecursionError:
@@ -59,6 +67,13 @@ def load_json(text: str | bytes, *, file: str | None = None, what: str = "JSON",
     if _walk_depth(data, max_depth) > max_depth:
         raise InputError(f"{what} nested too deeply (more than {max_depth} levels)", file=file)
     return data
+
+
+def _line_of(text: str | bytes, needle: str) -> int | None:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    at = text.find(needle) if needle else -1
+    return text.count("\n", 0, at) + 1 if at >= 0 else None
 
 
 def _loader_base():
@@ -132,6 +147,47 @@ def _expanded_nodes(node: Any, file: str | None) -> int:
     return sizes.get(id(node), 0)
 
 
+_CONSTRUCTOR = None
+
+
+def _constructor_class():
+    """PyYAML's safe constructor with numbers read safely: an integer scalar longer than
+    ``numbers.MAX_CHARS`` would reach ``int()`` (ValueError past 4,300 digits; YAML 1.1's
+    base-60 ``1:2:3`` builds huge ints from short parts), and ``.nan`` / ``.inf`` / ``1.0e999``
+    would become non-finite floats. Both are refused with the scalar's line."""
+    global _CONSTRUCTOR
+    if _CONSTRUCTOR is not None:
+        return _CONSTRUCTOR
+    import math
+
+    import yaml
+
+    from oomguard.numbers import MAX_CHARS
+
+    def _refuse(node, why):
+        shown = node.value if len(node.value) <= 24 else node.value[:20] + "..."
+        raise yaml.constructor.ConstructorError(None, None, f"the number {shown!r} {why}", node.start_mark)
+
+    class SafeNumbersLoader(yaml.SafeLoader):
+        def construct_yaml_int(self, node):
+            if len(node.value) > MAX_CHARS:
+                _refuse(node, f"has too many digits (more than {MAX_CHARS})")
+            return super().construct_yaml_int(node)
+
+        def construct_yaml_float(self, node):
+            if len(node.value) > MAX_CHARS:
+                _refuse(node, f"has too many digits (more than {MAX_CHARS})")
+            value = super().construct_yaml_float(node)
+            if not math.isfinite(value):
+                _refuse(node, "is not a finite number")
+            return value
+
+    SafeNumbersLoader.add_constructor("tag:yaml.org,2002:int", SafeNumbersLoader.construct_yaml_int)
+    SafeNumbersLoader.add_constructor("tag:yaml.org,2002:float", SafeNumbersLoader.construct_yaml_float)
+    _CONSTRUCTOR = SafeNumbersLoader
+    return _CONSTRUCTOR
+
+
 def compose_yaml(text: str, *, file: str | None = None) -> Any:
     """The YAML node tree (with marks) of ``text``, bounded; None for an empty document."""
     import yaml
@@ -163,7 +219,7 @@ def construct_yaml(node: Any, *, file: str | None = None) -> Any:
 
     if node is None:
         return None
-    constructor = yaml.SafeLoader("")  # a constructor; its parser is never used
+    constructor = _constructor_class()("")  # a constructor; its parser is never used
     try:
         return constructor.construct_document(node)
     except yaml.YAMLError as exc:
@@ -185,7 +241,7 @@ def _bad_tagged_scalar(node: Any) -> Any:
     """The first scalar whose explicit tag its value does not fit (for the error's line)."""
     import yaml
 
-    constructor = yaml.SafeLoader("")
+    constructor = _constructor_class()("")
     try:
         stack, seen = [node], set()
         while stack:

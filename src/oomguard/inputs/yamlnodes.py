@@ -84,9 +84,12 @@ class Nodes:
     def __init__(self, file: str | None):
         import yaml
 
+        from oomguard.inputs.structured import _constructor_class
+
         self.file = file
         self._yaml = yaml
-        self._constructor = yaml.SafeLoader("")
+        # the bounded loader's constructor: numbers read safely (digit cap, NaN/inf refused)
+        self._constructor = _constructor_class()("")
 
     def close(self) -> None:
         self._constructor.dispose()
