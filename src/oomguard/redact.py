@@ -33,26 +33,61 @@ from typing import Any
 
 MASK = "***"
 
-# Words that make a name secret wherever they stand, and words that do so as the last word
-# (``api_key``, ``hf_token``) but not elsewhere (``num_key_value_heads``, ``max_tokens``).
+# Words that make a name secret wherever they stand (``REDIS_AUTH_HEADER``), and words that do so
+# as the last word (``api_key``, ``hf_token``) but not elsewhere (``num_key_value_heads``, ``max_tokens``).
 _SECRET_WORDS = frozenset({"password", "passwd", "pwd", "secret", "secrets", "apikey", "credential",
-                           "credentials", "authorization", "passphrase", "privatekey"})
-_SECRET_LAST = frozenset({"key", "token", "auth", "cookie"})
+                           "credentials", "authorization", "passphrase", "privatekey", "auth"})
+_SECRET_LAST = frozenset({"key", "token", "cookie"})
+# ...and inside a word written without separators (``DBPASSWORD``, ``MYSECRET``)
+_SECRET_PARTS = ("password", "passwd", "secret", "credential", "apikey", "privatekey", "passphrase")
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 def is_secret_name(name: str) -> bool:
-    """True for names that hold a secret: ``--api-key``, ``HF_TOKEN``, ``aws_secret_access_key``, ``apiKey``.
+    """True for names that hold a secret: ``--api-key``, ``HF_TOKEN``, ``aws_secret_access_key``, ``apiKey``,
+    ``REDIS_PASSWD``, ``MY_AUTH_HEADER``, ``GOOGLE_APPLICATION_CREDENTIALS``, ``LMCACHE_KEY``, ``DBPASSWORD``,
+    ``AWS_ACCESS_KEY_ID``.
 
-    ``MAX_NUM_BATCHED_TOKENS``, ``max_tokens``, ``num_key_value_heads``, ``tokenizer`` and
+    ``MAX_NUM_BATCHED_TOKENS``, ``max_tokens``, ``num_key_value_heads``, ``tokenizer``, ``author`` and
     ``--ssl-keyfile`` (a path) are not.
     """
     words = [w.lower() for w in _WORD.findall(name or "")]
     if not words:
         return False
-    if any(w in _SECRET_WORDS for w in words):
+    if any(w in _SECRET_WORDS for w in words) or words[-1] in _SECRET_LAST:
         return True
-    return words[-1] in _SECRET_LAST
+    if any(a == "access" and b == "key" for a, b in zip(words, words[1:])):
+        return True  # AWS_ACCESS_KEY_ID and its kin: paired with a secret key, never printed either
+    low = name.lower()
+    return any(part in low for part in _SECRET_PARTS)
+
+
+def is_secret_value(value: Any) -> bool:
+    """True when ``value`` itself holds a secret, whatever it is called: a URL with ``user:pass@``,
+    a bearer token or an ``Authorization`` header, a key shape (``sk-...``, ``hf_...``), a
+    ``NAME=secret`` assignment, or JSON (a string or a structure) with a secret-named key."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return False
+    return redact_data(value) != value
+
+
+def is_secret(name: str, value: Any) -> bool:
+    """The one decision: does ``name=value`` (a flag, an environment variable, a JSON key) hold a secret?
+
+    By name (:func:`is_secret_name`) when the value is a real one (not a boolean, ``none``, an empty
+    string or a short count such as ``1``), or by value (:func:`is_secret_value`).
+    """
+    if value is None or isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return False  # a count or a size; no credential is a bare number
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or _NOT_A_VALUE.match(text) or (len(text) <= 4 and text.lstrip("-").replace(".", "", 1).isdigit()):
+            return False
+    if isinstance(value, (list, tuple)) and not value:
+        return False
+    return is_secret_name(name) or is_secret_value(value)
 
 
 # --- free text -----------------------------------------------------------------------------

@@ -142,6 +142,16 @@ def run(args: argparse.Namespace) -> int:
         flags=flags or None,
         ignore=ignore,
     )
+    if args.fix and getattr(report.ctx.launch, "kind", None) == "manifest":
+        # The fixer corrects the vLLM command, not the manifest around it: writing that command as
+        # NAME.fixed.sh, or over the manifest with --in-place, would replace a Deployment / compose
+        # file with a shell line. Refused until the fixer writes the manifest's own format back.
+        raise InputError(
+            f"--fix{' --in-place' if args.in_place else ''}: a manifest (Kubernetes, compose, Helm values) is not "
+            "rewritten yet; run without --fix and carry the corrected flags into it (or export the corrected "
+            "launch with `oomguard export launch FILE --fix --to kubernetes|compose`)",
+            file=report.ctx.launch.path,
+        )
     fmt = args.format
     # Secrets in the launch (--api-key, HF_TOKEN=..., keys nested in JSON-valued flags) stay in
     # the file --fix writes but never reach stdout: redacted here, at the render edge, as a

@@ -238,10 +238,13 @@ def parse_flag_words(
                         f"value of {opt} uses variable(s) the script does not set: "
                         + ", ".join("$" + v if not v.startswith("$") else v for v in vw.unresolved)
                     )
-                    if flag.type in ("str",) or launch.lenient:
+                    # a credential passed as "$VLLM_API_KEY" is the right way to write one: kept as the
+                    # reference (export turns it into the target's own reference to that variable)
+                    secret = _is_secret_flag(flag.dest)
+                    if flag.type in ("str",) or launch.lenient or secret:
                         launch.notes.append(f"{file or 'command'}:{vw.line or line}: {problem}; value not checked")
-                        if flag.type in ("str",):
-                            launch.flags[flag.dest] = text
+                        if flag.type in ("str",) or secret:
+                            launch.flags[flag.dest] = [text] if getattr(flag, "nargs", None) in ("+", "*") else text
                             launch.sites[flag.dest] = site
                         continue
                     raise InputError(problem + " (set it in the script, or give the flag on the command line)", file=file, line=vw.line or line)
@@ -270,6 +273,12 @@ def parse_flag_words(
             i += 1
             continue
         raise InputError(f"unexpected argument {tok!r}", file=file, line=line)
+
+
+def _is_secret_flag(dest: str) -> bool:
+    from oomguard.redact import is_secret_name
+
+    return is_secret_name(dest)
 
 
 def _merge_yaml(path: Path, launch: Launch, *, version: str | None, base: str | None) -> None:
@@ -339,6 +348,9 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, version: str | None, 
 def yaml_value(flag, value: Any, *, file: str | None, line: int | None, key: str, option: str) -> Any:
     """Type one ``--config`` YAML value for ``flag`` (shared by ``apply_yaml`` and check's lenient reader)."""
     nargs = getattr(flag, "nargs", None) in ("+", "*")
+    if nargs and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        # `served-model-name: foo` is `--served-model-name foo`: argparse's nargs='+' makes it a list
+        value = [value]
     if flag.type == "json" and isinstance(value, str):
         return convert_value(flag, value, file=file, line=line, option=option)
     if flag.type in ("int", "float", "size") and isinstance(value, str):
