@@ -96,7 +96,7 @@ _QUOTED = r"\[[^\]\n]{0,2000}\]|'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\"|\\\"(?:[^\\\n]|
 _NOT_A_VALUE = re.compile(r"(?i)^(?:none|null|true|false|nil|\[\]|\{\}|''|\"\")$")
 
 _HEADER = re.compile(
-    r"(?i)\b(authorization|proxy-authorization)(\s*[:=]\s*)(?:(bearer|basic|token|digest)\s+)?[^\s,;'\"}]+"
+    r"(?i)\b(authorization|proxy-authorization)(\s*[:=]\s*)(?:(bearer|basic|token|digest)\s+)?([^\s,;'\"}]+)"
 )
 _API_KEY_HEADER = re.compile(r"(?i)\b(x-api-key|api-key)(\s*:\s*)[^\s,;'\"}]+")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{4,}")
@@ -301,10 +301,13 @@ def secrets_in_text(text: str) -> list[str]:
     found: list[str] = []
     if not text:
         return found
+    for m in _HEADER.finditer(text):  # "Authorization: Bearer X": X, not the scheme
+        if len(m.group(4)) >= 4 and MASK not in m.group(4):
+            found.append(m.group(4))
     for rx in (_FLAG, _ASSIGN):
         for m in rx.finditer(text):
             name, value = (m.group(1), m.group(3)) if rx is _FLAG else (m.group(2), m.group(5))
-            if not is_secret_name(name) or _NOT_A_VALUE.match(value):
+            if not is_secret_name(name) or _NOT_A_VALUE.match(value) or name.lower().endswith("authorization"):
                 continue
             value = value.strip("'\"\\")
             if len(value) >= 4 and value.lower() not in _PROSE:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from oomguard.numbers import NumberError, parse_float, parse_int
+
 KiB = 1 << 10
 MiB = 1 << 20
 GiB = 1 << 30
@@ -16,21 +18,35 @@ _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)(i?[bB])?\s*$")
 # decimal (10^3...), upper-case are binary (2^10...).
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _BINARY = {"K": KiB, "M": MiB, "G": GiB, "T": 1 << 40}
+# The largest size accepted: int64, what vLLM hands to torch. Checked on the result, so that
+# '9' * 400 + 'T' or 8e6T is refused instead of becoming float infinity.
+MAX_SIZE_BYTES = (1 << 63) - 1
 
 
 def parse_size(text: str) -> int:
-    """Parse '10737418240', '10G' (GiB), '10g' (GB), '64M' as vLLM does."""
+    """Parse '10737418240', '10G' (GiB), '10g' (GB), '64M' as vLLM does.
+
+    Raises ``oomguard.numbers.NumberError`` (a ValueError) for text that is not a size or a
+    size past ``MAX_SIZE_BYTES``; the number is read by ``oomguard.numbers`` (length-capped).
+    """
     m = _SIZE.match(str(text))
     if not m:
-        raise ValueError(f"not a size: {text!r}")
+        raise NumberError(str(text), "is not a size (a byte count, or a number with k/m/g/t or K/M/G/T)")
     number, suffix, _ = m.groups()
+    too_large = NumberError(str(text), f"is larger than the largest size ({MAX_SIZE_BYTES:,} bytes)")
+    try:
+        # parse_float bounds the number (|x| <= 2**63), so the product below stays finite.
+        value = parse_int(number, lo=0) if "." not in number else parse_float(number, lo=0)
+    except NumberError as exc:
+        raise (too_large if "at most" in exc.why or "too many" in exc.why else exc) from None
     if not suffix:
-        value = float(number)
-        if value != int(value):
-            raise ValueError(f"not an integer number of bytes: {text!r}")
-        return int(value)
-    mult = _DECIMAL.get(suffix) or _BINARY[suffix]
-    return int(float(number) * mult)
+        if isinstance(value, float) and not value.is_integer():
+            raise NumberError(str(text), "is not an integer number of bytes")
+    else:
+        value = value * (_DECIMAL.get(suffix) or _BINARY[suffix])
+    if value > MAX_SIZE_BYTES:
+        raise too_large
+    return int(value)
 
 
 def gib(n_bytes: float) -> float:

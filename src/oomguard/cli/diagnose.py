@@ -46,9 +46,9 @@ def run_diagnosis(args: argparse.Namespace):  # -> Diagnosis
     files = list(args.files or [])
     launch_text = None
     if args.launch:
-        from oomguard.inputs import files as input_files
+        from oomguard.inputs.command import read_text
 
-        launch_text = input_files.read_text(args.launch, limit=input_files.LAUNCH_BYTES, what="launch script")
+        launch_text = read_text(args.launch)  # bounded like every launch; - and /dev/fd/N too
     tail = getattr(args, "launch_tail", None)
     if tail:
         import shlex

@@ -150,7 +150,7 @@ def _alerts(args: argparse.Namespace) -> int:
 
 def _read_target(args: argparse.Namespace):
     from oomguard.errors import InputError
-    from oomguard.inputs.launch import parse_command, read_launch
+    from oomguard.inputs.reader import read_command, read_launch
 
     tail = getattr(args, "launch_tail", None) or []
     # with --fix, check reads the launch and respells what this release no longer accepts
@@ -158,7 +158,7 @@ def _read_target(args: argparse.Namespace):
     if args.launch_file:
         return read_launch(args.launch_file, version=args.vllm_version, lenient=lenient)
     if tail:
-        return parse_command(tail, version=args.vllm_version, lenient=lenient)
+        return read_command(tail, version=args.vllm_version, lenient=lenient)
     raise InputError("export launch: give a launch file (start_api.sh, --config YAML) or a command after --")
 
 
@@ -174,7 +174,7 @@ def _apply_fix(args: argparse.Namespace, launch):
     import json
 
     from oomguard.errors import InputError
-    from oomguard.inputs.launch import parse_command
+    from oomguard.inputs.reader import read_command
 
     try:
         importlib.import_module("oomguard.cli.check")
@@ -221,7 +221,14 @@ def _apply_fix(args: argparse.Namespace, launch):
         return launch, len(errors)
     # The JSON report is redacted: a secret in the launch reads "***" in fixed_command. Take the
     # corrected flags from it and the secret values from the launch as read.
-    fixed_launch = parse_command([fixed], version=args.vllm_version)
+    if launch.kind in ("command", "flags") or not launch.path:
+        fixed_launch = read_command([fixed], version=args.vllm_version or launch.version)
+    else:
+        # the corrected launch is in the input's own format (a script, a --config YAML, a manifest)
+        from oomguard.inputs.reader import launches_from_text
+
+        again = launches_from_text(fixed, path=launch.path, version=args.vllm_version)
+        fixed_launch = next((x for x in again if x.name == launch.name), again[0])
     for k, v in launch.env.items():
         fixed_launch.env.setdefault(k, v)
     from oomguard.redact import MASK
@@ -315,7 +322,7 @@ def _launch(args: argparse.Namespace) -> int:
         rendered = render_launch(launch, target, opts)
     if args.fix and errors_left:
         rendered.notes.append(f"check found {errors_left} error(s) it could not fix: see `oomguard check`")
-    for note in launch.notes:
+    for note in launch.report_notes():
         print(f"note: {note}", file=sys.stderr)
     problems = _verify(rendered, target, launch, version)
     if problems:

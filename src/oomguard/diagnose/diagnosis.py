@@ -16,7 +16,7 @@ from oomguard.diagnose.events import Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.fixes import attach_fixes
 from oomguard.diagnose.incomplete import Incomplete, find_incomplete
-from oomguard.diagnose.launch import Launch, parse_launch
+from oomguard.diagnose.launch import Launch, parse_launch, read_launch_text
 from oomguard.diagnose.planning import PlanCallback, apply_plan
 from oomguard.diagnose.readers import InputReport, read_input
 from oomguard.diagnose.redact import redact_obj
@@ -100,8 +100,9 @@ def diagnose(
         if text:
             launch_texts.append(text)
     launch = Launch()
-    for text in launch_texts:
-        parsed = parse_launch(text)
+    for i, text in enumerate(launch_texts):
+        # --launch goes through the one launch reader; launches quoted inside logs through the scan
+        parsed = read_launch_text(text) if launch_text and i == 0 else parse_launch(text)
         if parsed.found:
             parsed.args.update({k: v for k, v in launch.args.items() if k not in parsed.args})
             parsed.flags = launch.flags + parsed.flags

@@ -25,7 +25,7 @@ from typing import Any
 
 from oomguard.errors import InputError
 from oomguard.export.fields import CONTROL, check_env_name, refuse_control, refuse_nul, visible
-from oomguard.export.secrets import SecretPlan, plan_secrets
+from oomguard.export.secrets import SecretPlan, plan_for
 from oomguard.export.shell import EnvRef, ShellQuoteError, Word
 from oomguard.inputs.render import flag_form, flags_to_argv
 
@@ -174,7 +174,7 @@ def _parts(launch: Any, opts: ExportOptions) -> _Parts:
     env_in = dict(getattr(launch, "env", None) or {})
     _check_env(env_in)
     try:
-        plan = plan_secrets(dict(launch.flags), env_in)
+        plan = plan_for(launch)
     except ValueError as exc:
         raise InputError(f"export: {exc}") from None
     flags = plan.flags

@@ -199,7 +199,8 @@ def read_back(
     """
     import yaml
 
-    from oomguard.inputs.launch import parse_command, read_launch
+    from oomguard.inputs.reader import read_command as parse_command
+    from oomguard.inputs.reader import read_launch
 
     target = Target(target)
     if target is Target.SYSTEMD:
@@ -323,7 +324,7 @@ def expected_flags(flags: dict[str, Any], *, version: str | None = None) -> dict
 def verify(rendered: Rendered, target: Target | str, launch: Any, version: str | None) -> list[str]:
     """Everything that differs between ``launch`` and the export ``rendered`` of it (empty: none)."""
     from oomguard.errors import OomguardError
-    from oomguard.export.secrets import plan_secrets
+    from oomguard.export.secrets import plan_for
 
     target = Target(target)
     problems = check_structure(rendered, target)
@@ -335,7 +336,7 @@ def verify(rendered: Rendered, target: Target | str, launch: Any, version: str |
         return [f"reading it back failed: {visible(str(exc))[:200]}"]
     except Exception as exc:  # noqa: BLE001 - a reader's own error (e.g. YAML) is a failed read-back, not a crash
         return [f"reading it back failed: {type(exc).__name__}"]
-    plan = plan_secrets(dict(launch.flags), dict(getattr(launch, "env", None) or {}))
+    plan = plan_for(launch)
     if target is not Target.ENV:
         problems += differences(expected_flags(plan.flags, version=version), flags)
         if model != launch.model:

@@ -52,6 +52,13 @@ def env_reference(value: Any) -> str | None:
     return None
 
 
+def _is_list(dest: str, launch: Any) -> bool:
+    from oomguard.inputs.render import flag_form
+
+    form = flag_form(dest, getattr(launch, "version", None))
+    return form.multi_word or form.value_type == "list"
+
+
 def secret_name(dest: str) -> str:
     return "SECRET_" + re.sub(r"[^A-Za-z0-9_]", "_", dest).upper()
 
@@ -62,8 +69,46 @@ def _flag_text(value: Any) -> str:
     return format_value(value)
 
 
-def plan_secrets(flags: dict[str, Any], env: dict[str, str]) -> SecretPlan:
-    """Split a launch's flags and environment into what is written and what moves out."""
+def unresolved_values(launch: Any) -> dict[str, Any]:
+    """``{dest: "$NAME"}`` for the flags whose value is a variable the launch does not set.
+
+    The launch reader leaves such a flag out of ``flags`` (vLLM's default is assumed for
+    planning); an export must carry it, as a reference to that variable. A value that is more
+    than one variable (``"$HOST:$PORT"``) has no reference form in every target: refused.
+    """
+    from oomguard.errors import InputError
+
+    out: dict[str, Any] = {}
+    for u in getattr(launch, "unresolved", None) or []:
+        if u.dest == "model":
+            raise InputError(f"the model is {u.option!r}'s ${u.variables[0]}, which the launch does not set: "
+                             "give the model in the launch", file=u.file, line=u.line)
+        if not u.dest or u.dest in launch.flags:
+            continue
+        occ = next((o for o in reversed(launch.occurrences) if o.dest == u.dest), None)
+        text = occ.value_text if occ is not None else None
+        if text is None or env_reference(text) is None:
+            raise InputError(f"{u.option}: its value uses {', '.join('$' + v.lstrip('$') for v in u.variables)}, which the "
+                             "launch does not set; an export writes values or a reference to one variable: set it in "
+                             "the launch", file=u.file, line=u.line)
+        out[u.dest] = text.strip()
+    return out
+
+
+def plan_for(launch: Any) -> SecretPlan:
+    """The export plan of a launch: its flags (with the unresolved references) and environment."""
+    refs = unresolved_values(launch)
+    flags = {**dict(launch.flags), **refs}
+    return plan_secrets(flags, dict(getattr(launch, "env", None) or {}), references=set(refs), launch=launch)
+
+
+def plan_secrets(flags: dict[str, Any], env: dict[str, str], *, references: set[str] = frozenset(),
+                 launch: Any = None) -> SecretPlan:
+    """Split a launch's flags and environment into what is written and what moves out.
+
+    ``references``: flags whose value is ``$NAME`` for a variable the launch does not set
+    (``unresolved_values``): written as references to it, the variable listed for the operator.
+    """
     from oomguard.redact import is_secret
 
     out_flags: dict[str, Any] = {}
@@ -75,10 +120,18 @@ def plan_secrets(flags: dict[str, Any], env: dict[str, str]) -> SecretPlan:
         plan.secrets[name] = value if value is not None else plan.secrets.get(name)
 
     for dest, value in flags.items():
+        opt = "--" + dest.replace("_", "-")
+        if dest in references and dest not in READ_FROM_ENV:
+            name = env_reference(value)
+            out_flags[dest] = [EnvRef(name)] if _is_list(dest, launch) else EnvRef(name)
+            add_secret(name, None)
+            plan.moved[dest] = [name]
+            plan.notes.append(f"{opt} is ${name}, which the launch does not set: the export references it; "
+                              f"set {name} where the server runs")
+            continue
         if not is_secret(dest, value) and not (isinstance(value, list) and any(is_secret(dest, v) for v in value)):
             out_flags[dest] = value
             continue
-        opt = "--" + dest.replace("_", "-")
         items = value if isinstance(value, list) else None
         own = READ_FROM_ENV.get(dest)
         if own and (items is None or len(items) == 1):
@@ -86,7 +139,7 @@ def plan_secrets(flags: dict[str, Any], env: dict[str, str]) -> SecretPlan:
             ref = env_reference(single)
             if ref and ref != own:
                 # `--api-key "$MY_KEY"`: keep the reference (the caller's variable), not the name vLLM reads
-                out_flags[dest] = [EnvRef(ref)] if items is not None else EnvRef(ref)
+                out_flags[dest] = [EnvRef(ref)] if items is not None or _is_list(dest, launch) else EnvRef(ref)
                 add_secret(ref, None)
                 plan.moved[dest] = [ref]
                 plan.notes.append(f"{opt} reads ${ref}: set {ref} in the secrets file")

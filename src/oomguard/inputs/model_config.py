@@ -96,17 +96,46 @@ def _shapes(prefix: str, cfg: dict, file: str | None) -> None:
         if sub is not None and not isinstance(sub, dict):
             raise InputError(f"config field {prefix}{key}: expected an object, found {_shown(sub)}", file=file)
     for key in ("rope_scaling", "rope_parameters"):
-        factor = (cfg.get(key) or {}).get("factor")
+        rope = cfg.get(key) or {}
+        factor = rope.get("factor")
         if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0
                                    or factor > 1 << 20):
             raise InputError(f"config field {prefix}{key}.factor: {_shown(factor)} is not a positive number",
                              file=file)
+        orig = rope.get("original_max_position_embeddings")
+        if orig is not None:  # multiplied by the factor into the derived max_model_len
+            _integer_field(f"{prefix}{key}.original_max_position_embeddings", orig, 1, _LEN_MAX, file)
+        _magnitudes(f"{prefix}{key}.", rope, file)
+    quant = cfg.get("quantization_config") or {}
+    for name, low, high in (("bits", 1, 64), ("w_bit", 1, 64), ("group_size", -1, _DIM_MAX), ("q_group_size", -1, _DIM_MAX)):
+        if quant.get(name) is not None:  # the weight bytes are bits x params / group
+            _integer_field(f"{prefix}quantization_config.{name}", quant[name], low, high, file)
+    _magnitudes(f"{prefix}quantization_config.", quant, file)
+    _magnitudes(prefix, cfg, file)
     block = (cfg.get("quantization_config") or {}).get("weight_block_size")
     if block is not None and not (isinstance(block, list) and len(block) == 2
                                   and all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= _DIM_MAX
                                           for b in block)):
         raise InputError(f"config field {prefix}quantization_config.weight_block_size: expected two positive "
                          f"integers, found {_shown(block)}", file=file)
+
+
+# Any number a config holds at the levels the memory model reads (the top, a sub-config, its
+# rope_scaling and quantization_config) is a size, a count, a ratio or an epsilon: none is
+# larger than 2**53, where doubles stop being exact. A larger one is refused rather than let
+# into products that overflow (1e308 x a factor is infinity). Tokenizer-style "unbounded"
+# sentinels are the exception (transformers writes model_max_length = 1e30 for "no limit").
+_MAGNITUDE_MAX = float(1 << 53)
+_UNBOUNDED_OK = {"model_max_length"}
+
+
+def _magnitudes(prefix: str, cfg: dict, file: str | None) -> None:
+    for name, value in cfg.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or name in _UNBOUNDED_OK:
+            continue
+        if abs(value) > _MAGNITUDE_MAX:
+            raise InputError(f"config field {prefix}{name}: {_shown(value)} is implausibly large for a model config "
+                             f"(at most {_MAGNITUDE_MAX:.3g})", file=file)
 
 
 def _shown(value: object) -> str:

@@ -48,8 +48,16 @@ def _walk_depth(value: Any, limit: int) -> int:
 
 def load_json(text: str | bytes, *, file: str | None = None, what: str = "JSON", max_depth: int = MAX_DEPTH) -> Any:
     """``json.loads`` with one-line errors and a depth limit."""
+    from oomguard.numbers import NumberError, json_int
+
     try:
-        data = json.loads(text)
+        # Integers are digit-capped here; non-finite floats pass, for the caller to refuse naming
+        # the field (model_config.validate_config), or ``numbers.nonfinite_at``.
+        data = json.loads(text, parse_int=json_int)
+    except NumberError as exc:
+        # The decoder gives no position for a hook's error: the first occurrence of the literal.
+        raise InputError(f"malformed {what}: the number {exc}", file=file,
+                         line=_line_of(text, exc.text.rstrip("."))) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed {what}: {exc.msg} (column {exc.colno})", file=file, line=exc.lineno) from None
     except RecursionError:
@@ -59,6 +67,13 @@ def load_json(text: str | bytes, *, file: str | None = None, what: str = "JSON",
     if _walk_depth(data, max_depth) > max_depth:
         raise InputError(f"{what} nested too deeply (more than {max_depth} levels)", file=file)
     return data
+
+
+def _line_of(text: str | bytes, needle: str) -> int | None:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    at = text.find(needle) if needle else -1
+    return text.count("\n", 0, at) + 1 if at >= 0 else None
 
 
 def _loader_base():
@@ -132,6 +147,47 @@ def _expanded_nodes(node: Any, file: str | None) -> int:
     return sizes.get(id(node), 0)
 
 
+_CONSTRUCTOR = None
+
+
+def _constructor_class():
+    """PyYAML's safe constructor with numbers read safely: an integer scalar longer than
+    ``numbers.MAX_CHARS`` would reach ``int()`` (ValueError past 4,300 digits; YAML 1.1's
+    base-60 ``1:2:3`` builds huge ints from short parts), and ``.nan`` / ``.inf`` / ``1.0e999``
+    would become non-finite floats. Both are refused with the scalar's line."""
+    global _CONSTRUCTOR
+    if _CONSTRUCTOR is not None:
+        return _CONSTRUCTOR
+    import math
+
+    import yaml
+
+    from oomguard.numbers import MAX_CHARS
+
+    def _refuse(node, why):
+        shown = node.value if len(node.value) <= 24 else node.value[:20] + "..."
+        raise yaml.constructor.ConstructorError(None, None, f"the number {shown!r} {why}", node.start_mark)
+
+    class SafeNumbersLoader(yaml.SafeLoader):
+        def construct_yaml_int(self, node):
+            if len(node.value) > MAX_CHARS:
+                _refuse(node, f"has too many digits (more than {MAX_CHARS})")
+            return super().construct_yaml_int(node)
+
+        def construct_yaml_float(self, node):
+            if len(node.value) > MAX_CHARS:
+                _refuse(node, f"has too many digits (more than {MAX_CHARS})")
+            value = super().construct_yaml_float(node)
+            if not math.isfinite(value):
+                _refuse(node, "is not a finite number")
+            return value
+
+    SafeNumbersLoader.add_constructor("tag:yaml.org,2002:int", SafeNumbersLoader.construct_yaml_int)
+    SafeNumbersLoader.add_constructor("tag:yaml.org,2002:float", SafeNumbersLoader.construct_yaml_float)
+    _CONSTRUCTOR = SafeNumbersLoader
+    return _CONSTRUCTOR
+
+
 def compose_yaml(text: str, *, file: str | None = None) -> Any:
     """The YAML node tree (with marks) of ``text``, bounded; None for an empty document."""
     import yaml
@@ -163,16 +219,82 @@ def construct_yaml(node: Any, *, file: str | None = None) -> Any:
 
     if node is None:
         return None
-    constructor = yaml.SafeLoader("")  # a constructor; its parser is never used
+    constructor = _constructor_class()("")  # a constructor; its parser is never used
     try:
         return constructor.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise InputError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", file=file, line=_line(mark)) from None
+    except (ValueError, TypeError, OverflowError, ArithmeticError):
+        # an explicit tag the value does not fit: !!int abc, !!timestamp 2020-13-45, !!float of 5000 digits
+        bad = _bad_tagged_scalar(node)
+        shown = f"{bad.tag.rsplit(':', 1)[-1]} {bad.value[:40]!r}" if bad is not None else "a value"
+        raise InputError(f"invalid YAML value: {shown} cannot be read as its tag says",
+                         file=file, line=_line(bad.start_mark) if bad is not None else None) from None
     except RecursionError:
         raise InputError(f"YAML nested too deeply (more than {MAX_DEPTH} levels)", file=file) from None
     finally:
         constructor.dispose()
+
+
+def _bad_tagged_scalar(node: Any) -> Any:
+    """The first scalar whose explicit tag its value does not fit (for the error's line)."""
+    import yaml
+
+    constructor = _constructor_class()("")
+    try:
+        stack, seen = [node], set()
+        while stack:
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if isinstance(n, yaml.ScalarNode):
+                try:
+                    constructor.construct_object(n, deep=True)
+                except Exception:  # noqa: BLE001 - any failure marks the culprit
+                    return n
+            elif isinstance(n, yaml.MappingNode):
+                stack.extend(c for pair in reversed(n.value) for c in reversed(pair))
+            elif isinstance(n, yaml.SequenceNode):
+                stack.extend(reversed(n.value))
+    finally:
+        constructor.dispose()
+    return None
+
+
+def compose_yaml_all(text: str, *, file: str | None = None) -> list[Any]:
+    """The node trees (with marks) of every document of ``text`` (``---``-separated), bounded like
+    ``compose_yaml``: one size cap, one event pass, and the alias expansion of all documents together."""
+    import yaml
+
+    limit = yaml_size_limit()
+    if len(text) > limit:
+        raise InputError(f"YAML larger than {limit >> 10} KiB, the most oomguard parses "
+                         "(a manifest is a few KiB)", file=file)
+    try:
+        _check_events(text, file)
+        loader = _loader_base()(text)
+        nodes = []
+        try:
+            while loader.check_node():
+                node = loader.get_node()
+                if node is not None:
+                    nodes.append(node)
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", file=file, line=_line(mark)) from None
+    except RecursionError:
+        raise InputError(f"YAML nested too deeply (more than {MAX_DEPTH} levels)", file=file) from None
+    total = 0
+    for node in nodes:
+        total += _expanded_nodes(node, file)
+        if total > MAX_YAML_NODES:
+            raise InputError(f"YAML expands to more than {MAX_YAML_NODES:,} values through its aliases",
+                             file=file, line=_line(node.start_mark))
+    return nodes
 
 
 def load_yaml(text: str, *, file: str | None = None) -> Any:

@@ -1,4 +1,4 @@
-"""The one place where numbers captured from log text become Python numbers.
+"""Where numbers captured from log text become Python numbers (through ``oomguard.numbers``).
 
 Logs are written by anyone: a capture group of ``[\\d.]+`` can hold ``.``,
 ``1.2.3``, a 5000-digit run (``int()`` refuses more than 4300 digits) or, through
@@ -10,7 +10,7 @@ note instead of letting a traceback or an infinite GiB figure through.
 
 from __future__ import annotations
 
-import math
+from oomguard import numbers
 
 _UNITS = {
     "B": 1, "bytes": 1, "KiB": 1 << 10, "KB": 1 << 10, "kB": 1 << 10, "MiB": 1 << 20, "MB": 1 << 20,
@@ -18,64 +18,45 @@ _UNITS = {
 }
 
 GiB = 1 << 30
-# No figure vLLM, PyTorch or the kernel prints has more digits than this (a byte count of a
-# multi-terabyte host is 14); anything longer is not a number anyone printed.
-MAX_CHARS = 32
+MAX_CHARS = numbers.MAX_CHARS
 # Default range: larger than any byte count, token count or pid a log holds (an exabyte), small
 # enough that arithmetic on it stays finite.
 LIMIT = 1e18
 
 
-class BadNumber(ValueError):
+class BadNumber(numbers.NumberError):
     """A captured number that is not a finite number in range; the line is skipped."""
 
     def __init__(self, text: object, why: str) -> None:
-        shown = str(text)
-        if len(shown) > 24:
-            shown = shown[:20] + "..."
-        super().__init__(f"{why}: {shown!r}")
-        self.text = shown
-        self.why = why
+        super().__init__(text, why)
+        # Notes read "a number in it is unreadable (too many digits ...: '999...')".
+        short = why[3:] if why.startswith("is ") else why[4:] if why.startswith("has ") else why
+        self.args = (f"{short}: {self.text!r}",)
+
+    def __str__(self) -> str:
+        return self.args[0]
 
 
 def num(text: str | float | int, *, lo: float = -LIMIT, hi: float = LIMIT) -> float:
     """'1,234' -> 1234.0, '12.50' -> 12.5; ``BadNumber`` for '.', '1.2.3', '1e999', 'nan', 40 digits."""
-    if isinstance(text, bool):
-        raise BadNumber(text, "not a number")
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        s = text.strip().replace(",", "").replace("_", "")
-        if not s or len(s) > MAX_CHARS:
-            raise BadNumber(text, "not a number" if not s else "too many digits")
-        try:
-            value = float(s)
-        except ValueError:
-            raise BadNumber(text, "not a number") from None
-    if not math.isfinite(value):
-        raise BadNumber(text, "not finite")
-    if not lo <= value <= hi:
-        raise BadNumber(text, "out of range")
-    return value
+    try:
+        if isinstance(text, str):
+            return numbers.parse_float(text, lo=lo, hi=hi, thousands=True)
+        return numbers.as_float(text, lo=lo, hi=hi)
+    except numbers.NumberError as exc:
+        raise BadNumber(text, exc.why) from None
 
 
 def integer(text: str | int, *, lo: float = -LIMIT, hi: float = LIMIT) -> int:
     """A whole number as printed ('1,478'); ``BadNumber`` for '12.5', a 5000-digit run, out of range."""
-    if isinstance(text, bool):
-        raise BadNumber(text, "not a number")
-    if isinstance(text, int):
-        value = text
-    else:
-        s = text.strip().replace(",", "").replace("_", "")
-        if not s or len(s) > MAX_CHARS:
-            raise BadNumber(text, "not a number" if not s else "too many digits")
-        try:
-            value = int(s)
-        except ValueError:
-            raise BadNumber(text, "not a whole number") from None
-    if not lo <= value <= hi:
-        raise BadNumber(text, "out of range")
-    return value
+    try:
+        if isinstance(text, str):
+            return numbers.parse_int(text, lo=lo, hi=hi, thousands=True)
+        if isinstance(text, float):  # only ints are whole numbers here, as before
+            raise numbers.NumberError(text, "is not a whole number")
+        return numbers.as_int(text, lo=lo, hi=hi)
+    except numbers.NumberError as exc:
+        raise BadNumber(text, exc.why) from None
 
 
 def to_bytes(value: str | float, unit: str) -> int:
