@@ -439,6 +439,13 @@ def _range_checks(v: tuple[int, int, int]):
     )
 
 
+def invalid_values(flags: dict, version_tuple: tuple[int, int, int]) -> list[tuple[str, object, str]]:
+    """``(dest, value, why)`` for each flag value vLLM's config classes reject (the table check uses;
+    ``oomguard export`` refuses such a launch with it)."""
+    return [(dest, flags[dest], why) for dest, ok, why in _range_checks(version_tuple)
+            if why is not None and dest in flags and not ok(flags[dest])]
+
+
 def _validate_ranges(ctx: CheckContext) -> None:
     """Move values vLLM would reject out of the flags (into problems), so that the
     plan and the memory rules see vLLM's default instead of nonsense."""
