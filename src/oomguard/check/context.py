@@ -256,13 +256,13 @@ def rope_override(flags: dict, launch: Launch | None = None) -> dict | None:
         for p in launch.problems:
             if p.option.lstrip("-").replace("_", "-") == "rope-scaling" and p.value_word is not None:
                 from oomguard.errors import InputError
-                from oomguard.inputs.launch import check_config_override
+                from oomguard.inputs.jsonflags import check_fields
                 from oomguard.numbers import json_loads
 
                 try:  # a flag this release lost: its JSON is still read safely and checked like config.json
                     val = json_loads(p.value_word.text)
                     if isinstance(val, dict):
-                        check_config_override("rope_scaling", val, file=None, line=None, option="--rope-scaling")
+                        check_fields("rope_scaling", val, option="--rope-scaling")
                 except (ValueError, InputError):
                     return None
                 return val if isinstance(val, dict) else None

@@ -291,7 +291,8 @@ def _config_path_of(model):
 
 def _carry_removed_flags(launch) -> None:
     """Honour removed flags whose meaning survives elsewhere (lenient mode only)."""
-    from oomguard.inputs.launch import check_config_override
+    from oomguard.errors import InputError
+    from oomguard.inputs.jsonflags import check_fields
     from oomguard.numbers import json_loads
 
     for opt, value, file, line in getattr(launch, "unknown", []):
@@ -301,7 +302,10 @@ def _carry_removed_flags(launch) -> None:
             except ValueError:
                 continue
             if isinstance(rope, dict):  # checked like config.json: NaN, 1e308 factors are bad input
-                check_config_override("rope_scaling", rope, file=file, line=line, option=opt)
+                try:
+                    check_fields("rope_scaling", rope, option=opt)
+                except InputError as exc:
+                    raise InputError(exc.message, file=file, line=line) from None
             if isinstance(rope, dict):
                 over = dict(launch.flags.get("hf_overrides") or {})
                 over.setdefault("rope_scaling", rope)
