@@ -58,7 +58,7 @@ def _hf_overrides(d, n):
 
 def _compilation(d, n):
     return ["plan", "--model", str(fuzzlib.model_dir(d)), "--gpu", "H100", "--compilation-config",
-            f'{{"max_cudagraph_capture_size": {json.dumps(n)}, "cudagraph_capture_sizes": [{n or 0}]}}']
+            f'{{"max_cudagraph_capture_size": {n or 0}, "cudagraph_capture_sizes": [{n or 0}]}}']
 
 
 def _log(d, n):
