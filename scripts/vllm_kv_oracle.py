@@ -364,6 +364,36 @@ def run_case(
     models_dir: Path,
     strip_quantization: bool = False,
 ) -> dict:
+    config = json.loads((models_dir / slug / "config.json").read_text())
+    return inspect_config(config, tp, kv_dtype, platform_variant, strip_quantization=strip_quantization)
+
+
+def _ensure_ep_group(vllm_config) -> None:
+    """initialize_model_parallel builds the EP group only when the process's first model is MoE;
+    a process that inspects several configs (scripts/vllm_registry_sweep.py) needs it later too.
+    A one-rank group, as for TP."""
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed import parallel_state as ps
+
+    if vllm_config.model_config.is_moe and ps._EP is None:
+        with set_current_vllm_config(vllm_config):
+            ps._EP = ps.init_model_parallel_group([[0]], 0, "gloo", group_name="ep")
+
+
+def inspect_config(
+    config: dict,
+    tp: int,
+    kv_dtype: str,
+    platform_variant: str,
+    *,
+    strip_quantization: bool = False,
+    engine_kwargs: dict | None = None,
+    after=None,
+) -> dict:
+    """One config through vLLM's engine config, meta-device model construction and KV grouping
+    (module docstring, steps 1-6). ``engine_kwargs`` adds EngineArgs fields; ``after(vllm_config,
+    model, specs, record)`` runs on the constructed model before it is dropped (the registry sweep
+    counts weights and the pinned-pool concurrency there) and records its own errors."""
     import torch
 
     record: dict = {"platform": platform_variant}
@@ -388,10 +418,9 @@ def run_case(
     from vllm.v1.kv_cache_interface import AttentionSpec
     from vllm.v1.worker.utils import customize_attention_spec
 
-    src = models_dir / slug / "config.json"
     tmp = Path(tempfile.mkdtemp(prefix="oracle-model-"))
     try:
-        config = json.loads(src.read_text())
+        config = json.loads(json.dumps(config))  # a copy: stripping must not touch the caller's
         if strip_quantization:
             for holder in (config, config.get("text_config") or {}):
                 method = (holder.pop("quantization_config", None) or {}).get("quant_method")
@@ -405,6 +434,7 @@ def run_case(
             tensor_parallel_size=tp,
             kv_cache_dtype=kv_dtype,
             enforce_eager=True,
+            **(engine_kwargs or {}),
         )
         vllm_config = engine_args.create_engine_config()
         model_config = vllm_config.model_config
@@ -422,8 +452,9 @@ def run_case(
         )
 
         _init_fake_tp(vllm_config, tp)
+        _ensure_ep_group(vllm_config)
         with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
-            initialize_model(vllm_config)
+            model = initialize_model(vllm_config)
 
         attn_layers = get_layers_from_vllm_config(vllm_config, AttentionLayerBase)
         if platform_variant == "cuda_sim":
@@ -486,6 +517,10 @@ def run_case(
             except Exception as exc:  # grouping refusals are data too
                 record["groups_error"] = f"{type(exc).__name__}: {_first_line(exc)}"
         record["bytes_per_token_all_layers"] = _bytes_per_token(specs)
+        if after is not None:
+            with set_current_vllm_config(vllm_config):
+                after(vllm_config, model, specs, record)
+        del model
     except Exception as exc:
         # Temp paths would make the committed data differ from run to run.
         record["error"] = f"{type(exc).__name__}: {_first_line(exc)}".replace(str(tmp), "<model_dir>")
