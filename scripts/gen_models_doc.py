@@ -83,12 +83,21 @@ def generic_ranges(results: list[dict]) -> dict:
             errs["concurrency"].append(g["pinned"]["concurrency_err"])
         if "err" in (g.get("activation") or {}):
             errs["activation"].append(g["activation"]["err"])
+    ranges = {k: _quantiles(v) for k, v in errs.items()}
+    outside = {}
+    for k, v in errs.items():
+        rng = ranges[k]
+        if not rng:
+            continue
+        out = [e for e in v if e < rng[0] or e > rng[1]]
+        outside[k] = {"count": len(out), "worst": [round(min(v), 4), round(max(v), 4)]}
     return {
         "basis": f"central {round((RANGE_QUANTILES[1] - RANGE_QUANTILES[0]) * 100)} % of the generic path's signed errors "
                  f"(oomguard / vLLM − 1) over {n} swept configs vLLM {sweep_version()} built",
         "cases": n,
-        **{k: _quantiles(v) for k, v in errs.items()},
+        **ranges,
         "counts": {k: len(v) for k, v in errs.items()},
+        "outside": outside,
     }
 
 
@@ -245,13 +254,15 @@ def render_doc(sweep: dict, nxt: dict | None, results: list[dict], cov: dict) ->
         f"{int(RANGE_QUANTILES[0] * 100)}th–{int(RANGE_QUANTILES[1] * 100)}th percentile); a generic plan prints these "
         "as its ranges:",
         "",
-        "| estimate | range | cases |",
-        "|---|---|---:|",
+        "| estimate | range | cases | outside the range (worst) |",
+        "|---|---|---:|---|",
     ]
     for k, label in (("weights", "weights"), ("kv_tokens", "KV tokens for a given pool"),
                      ("concurrency", "maximum concurrency"), ("activation", "activation peak")):
         rng = gr.get(k)
-        out.append(f"| {label} | {'–' if not rng else _pct(rng[0]) + ' to ' + _pct(rng[1])} | {gr['counts'][k]} |")
+        o = (gr.get("outside") or {}).get(k)
+        worst = f"{o['count']} ({_pct(o['worst'][0])} / {_pct(o['worst'][1])})" if o else "–"
+        out.append(f"| {label} | {'–' if not rng else _pct(rng[0]) + ' to ' + _pct(rng[1])} | {gr['counts'][k]} | {worst} |")
     out += ["", f"## vLLM {sweep['vllm_version']}, per architecture", "",
             "Columns: the config the sweep used; oomguard's path (the adapter family, generic, refused); the level; "
             "KV tokens for vLLM's pool (`exact`, or the error); maximum concurrency with the pool pinned; weights; "

@@ -88,8 +88,10 @@ def _dtype_bytes(rec: dict) -> int:
     return {"float32": 4, "bfloat16": 2, "float16": 2}.get(str(rec.get("model_dtype")), 2)
 
 
-def compare_kv(model, rec: dict) -> dict:
-    from oomguard.model.kv_spec import blocks_per_request, kv_layout, layer_kv_specs
+def compare_kv(model, rec: dict, bpr: int | None = None) -> dict:
+    """``bpr``: oomguard's blocks per max-length request from its pinned plan (the engine settings
+    it resolves for this launch: concurrent batches, Mamba blocks); without a plan, none."""
+    from oomguard.model.kv_spec import kv_layout, layer_kv_specs
 
     b = _dtype_bytes(rec)
     specs = layer_kv_specs(model, tp=1, kv_cache_dtype="auto", dtype_bytes=b)
@@ -111,12 +113,10 @@ def compare_kv(model, rec: dict) -> dict:
         out["detail"] = f"groups: oomguard {sorted(ours_groups.items())[:4]} vs vLLM {sorted(theirs_groups.items())[:4]}"
     pinned = rec.get("pinned") or {}
     settings = rec.get("settings") or {}
-    if pinned.get("bytes_per_block") and settings.get("max_model_len") and layout.groups:
+    if pinned.get("bytes_per_block") and settings.get("max_model_len") and layout.groups and bpr:
         L = settings["max_model_len"]
-        kw = dict(max_num_batched_tokens=settings["max_num_batched_tokens"], max_concurrent_batches=1, mamba_blocks=1)
-        bpr = blocks_per_request(layout, L, **kw)
         memory = pinned["num_blocks"] * pinned["bytes_per_block"]
-        ours_tokens = (memory // layout.bytes_per_block) / bpr * L if bpr and layout.bytes_per_block else 0
+        ours_tokens = int((memory // layout.bytes_per_block) / bpr * L) if layout.bytes_per_block else 0
         out["tokens_err"] = _rel(ours_tokens, pinned["tokens"])
         out["bytes_per_block"] = [layout.bytes_per_block, pinned["bytes_per_block"]]
     elif not layout.groups and not theirs_groups and not rec.get("layers"):
@@ -125,10 +125,11 @@ def compare_kv(model, rec: dict) -> dict:
     return out
 
 
-def compare_pinned(model, rec: dict) -> dict | None:
+def compare_pinned(model, rec: dict) -> tuple[dict | None, object]:
+    """(comparison, oomguard's plan) for the pinned pool; (None, None) without one."""
     pinned, settings = rec.get("pinned"), rec.get("settings") or {}
     if not pinned or not settings.get("max_model_len") or not pinned.get("num_groups"):
-        return None
+        return None, None
     from oomguard.inputs.hardware import lookup_gpu
     from oomguard.model.planner import plan_launch
 
@@ -149,7 +150,7 @@ def compare_pinned(model, rec: dict) -> dict | None:
         "concurrency_err": _rel(plan.max_concurrency, pinned["max_concurrency"]),
     }
     out["exact"] = plan.kv_cache_tokens == pinned["tokens"] and abs(out["concurrency_err"]) < 1e-6
-    return out
+    return out, plan
 
 
 def compare_weights(model, rec: dict) -> dict | None:
@@ -230,10 +231,18 @@ def compare_case(case: dict, *, force_generic: bool = False) -> dict:
                  "model_type": model.model_type}
     if "error" in rec:
         return out
-    for name, fn in (("kv", compare_kv), ("pinned", compare_pinned), ("weights", compare_weights)):
+    plan = None
+    try:
+        r, plan = compare_pinned(model, rec)
+    except Exception as exc:  # noqa: BLE001 - an oomguard failure on a config is data here
+        r = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    if r is not None:
+        out["pinned"] = r
+    bpr = getattr(plan, "blocks_per_request", None)
+    for name, fn in (("kv", lambda m, rr: compare_kv(m, rr, bpr)), ("weights", compare_weights)):
         try:
             r = fn(model, rec)
-        except Exception as exc:  # noqa: BLE001 - an oomguard failure on a config is data here
+        except Exception as exc:  # noqa: BLE001
             r = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
         if r is not None:
             out[name] = r
@@ -308,7 +317,7 @@ def _why(cmp: dict) -> str:
         bits.append("KV: " + kv["error"])
     elif kv and not (kv.get("layers_match") and kv.get("groups_match")):
         bits.append("KV layout differs" + (f" ({kv['detail']})" if kv.get("detail") else ""))
-    if "tokens_err" in kv and abs(kv["tokens_err"]) > 1e-9:
+    if "tokens_err" in kv and abs(kv["tokens_err"]) >= 0.0005:
         bits.append(f"KV tokens {kv['tokens_err']:+.1%}")
     p = cmp.get("pinned") or {}
     if p.get("error"):

@@ -55,8 +55,8 @@ Two platform variants are recorded per case:
 ``cuda_sim``
     The same real vLLM code with the CPU platform's own overrides undone, to reproduce what a CUDA
     (H100, sm90) engine computes: block size back to the default 16 (unless user-set),
-    ``mamba_ssm_cache_dtype``, prefix caching and chunked prefill restored to what the engine
-    hooks chose before the CPU platform hook, the CPU's conv-state-layout env choice dropped;
+    ``mamba_ssm_cache_dtype``, prefix caching, chunked prefill and async scheduling restored to
+    what the engine hooks chose before the CPU platform hook, the CPU's conv-state-layout env choice dropped;
     each attention layer's backend swapped for the sm90 first choice
     (non-MLA: FLASH_ATTN, the real class; MLA with auto/bf16 KV: FLASH_ATTN_MLA, whose module
     needs CUDA kernels to import, so TRITON_MLA stands in: same MLACommonBackend spec code, same
@@ -305,9 +305,14 @@ def _install_platform_hook() -> None:
             "max_num_batched_tokens": sched.max_num_batched_tokens,
         }
         _HOOK_STATE["before"] = dict(before)
+        # Not part of the recorded "before" (the committed records predate it): the CPU hook turns
+        # async scheduling off; CUDA keeps the engine's choice, and with it two concurrent batches
+        # (VllmConfig.max_concurrent_batches), which size sliding-window and chunked-local requests.
+        async_before = sched.async_scheduling
         conv_layout_env = os.environ.get("VLLM_SSM_CONV_STATE_LAYOUT")
         original(cls, vllm_config)
         if _HOOK_STATE["variant"] == "cuda_sim":
+            sched.async_scheduling = async_before
             cache.block_size = before["block_size"]
             cache.mamba_ssm_cache_dtype = before["mamba_ssm_cache_dtype"]
             cache.enable_prefix_caching = before["enable_prefix_caching"]

@@ -131,6 +131,7 @@ def class_entry(cls) -> dict:
     if aliases:
         entry["aliases"] = dict(sorted(aliases.items()))
     subs = {}
+    auto = []
     sub_classes = getattr(cls, "sub_configs", None) or {}
     instance = None
     for key in SUB_CONFIG_KEYS:
@@ -138,7 +139,8 @@ def class_entry(cls) -> dict:
             continue
         sub_cls = sub_classes[key]
         mt = getattr(sub_cls, "model_type", "") or ""
-        if not mt:  # AutoConfig: the model_type __init__ falls back to
+        if not mt:  # AutoConfig: the nested dict's model_type picks the class; this is the fallback
+            auto.append(key)
             try:
                 instance = instance or cls()
                 mt = getattr(getattr(instance, key, None), "model_type", "") or ""
@@ -148,6 +150,8 @@ def class_entry(cls) -> dict:
             subs[key] = mt
     if subs:
         entry["sub_configs"] = subs
+    if auto:
+        entry["auto_sub_configs"] = auto
     return entry
 
 
@@ -258,10 +262,13 @@ def _fill(cfg: dict, model_type: str, prefix: str, applied: list[str]) -> None:
             cfg[std] = cfg[actual]
         elif actual not in cfg and std in cfg:
             cfg[actual] = cfg[std]
+    aliases = e.get("aliases") or {}
     for name, value in (e.get("defaults") or {}).items():
         if name in cfg:
             continue
         cfg[name] = value
+        if name in aliases and aliases[name] not in cfg:
+            cfg[aliases[name]] = value
         applied.append(f"{prefix}{name} = {value!r} ({e.get('class', model_type)} default, {origin})")
     for key, sub_type in (e.get("sub_configs") or {}).items():
         sub = cfg.get(key)
@@ -279,7 +286,10 @@ def _fill(cfg: dict, model_type: str, prefix: str, applied: list[str]) -> None:
         for k in _INHERITED:  # an explicit top-level value is what the wrapper passes down
             if k not in sub and k in explicit:
                 sub[k] = cfg[k]
-        mt = str(sub.get("model_type") or sub_type)
+        # A fixed sub-config class is built whatever model_type the nested dict names (Qwen2-VL
+        # files carry "model_type": "qwen2_vl" in vision_config); an AutoConfig one follows it.
+        auto = key in (e.get("auto_sub_configs") or ())
+        mt = str(sub.get("model_type") or sub_type) if auto else sub_type
         if "model_type" not in sub:
             sub["model_type"] = mt
             applied.append(f"{prefix}{key}.model_type = {mt!r} ({e.get('class', model_type)} default, {origin})")

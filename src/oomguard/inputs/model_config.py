@@ -156,7 +156,13 @@ def _shown(value: object) -> str:
 
 
 def _integer_field(name: str, value: object, low: int, high: int, file: str | None) -> None:
-    # Per-layer lists (OpenELM's num_query_heads, ...) are not modelled by any adapter: refused here too.
+    # A list is a per-layer size (OpenELM's num_query_heads, Gemma-3n's intermediate_size) or an
+    # [h, w] image size: a valid config, each entry checked; whether an adapter reads it is the
+    # adapter's to say (the generic path refuses per-layer sizes, exit 3).
+    if isinstance(value, list) and 0 < len(value) <= 1 << 16:
+        for i, v in enumerate(value):
+            _integer_field(f"{name}[{i}]", v, low, high, file)
+        return
     ok = (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
     if not ok:
         raise InputError(f"config field {name}: {_shown(value)} is not an integer", file=file)

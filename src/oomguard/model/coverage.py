@@ -63,6 +63,9 @@ def ranges(plan) -> dict | None:
         out["kv_cache_tokens"] = [int(t_lo * pool_lo / pool), int(t_hi * pool_hi / pool)]
         out["max_concurrency"] = [round(c_lo * pool_lo / pool, 2), round(c_hi * pool_hi / pool, 2)]
     out["basis"] = r.get("basis", "no measured ranges in data/coverage.json")
+    # The central range is not a bound: say how many swept architectures fell outside it, and how far.
+    outside = r.get("outside") or {}
+    out["outside"] = {k: v for k, v in outside.items() if v.get("count")}
     return out
 
 
@@ -126,4 +129,8 @@ def summary_lines(plan) -> list[str]:
             bits.append(f"KV tokens {rg['kv_cache_tokens'][0]:,}–{rg['kv_cache_tokens'][1]:,}")
             bits.append(f"concurrency {rg['max_concurrency'][0]:.2f}–{rg['max_concurrency'][1]:.2f}x")
         lines.append("  ranges: " + ", ".join(bits) + f" ({rg['basis']})")
+        if rg.get("outside"):
+            far = "; ".join(f"{k} {v['count']} (worst {v['worst'][0] * 100:+.0f} % / {v['worst'][1] * 100:+.0f} %)"
+                            for k, v in rg["outside"].items())
+            lines.append(f"  outside those ranges in the sweep: {far}")
     return lines

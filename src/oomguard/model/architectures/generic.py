@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from oomguard.errors import UnsupportedModelError
 from oomguard.model.architectures.common import (
+    KV_HEAD_FIELDS,
     derive_max_model_len,
     head_size,
     max_len_from_keys,
@@ -39,7 +40,23 @@ TOP_K = ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts"
 SHARED = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
 # Non-gated MLPs (two matrices): the GPT-2 / OPT / Falcon / BLOOM lineage. Gemma's GeGLU uses
 # gelu_pytorch_tanh and is gated, so only these names count.
-NON_GATED_ACTS = {"gelu", "gelu_new", "relu", "gelu_fast", "gelu_python", "quick_gelu", "gelu_10"}
+NON_GATED_ACTS = {"gelu", "gelu_new", "relu", "gelu_fast", "gelu_python", "quick_gelu", "gelu_10", "relu2",
+                  "squared_relu", "relu_squared"}
+# model_types whose latent-attention fields vLLM reads as MLA (one latent per token and layer):
+# transformers_utils/model_arch_config_convertor.py::is_deepseek_mla @0.32. Other configs with
+# kv_lora_rank (MiniCPM3) project through a latent but cache full per-head K and V.
+VLLM_MLA_MODEL_TYPES = {
+    "axk1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_v41", "dots3_note", "deepseek_mtp",
+    "k3_dspark", "glm5_next", "glm5_next_text", "glm_moe_dsa", "glm4_moe_lite", "glm4_moe_lite_mtp", "kimi_k2",
+    "kimi_linear", "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp", "bailing_hybrid", "bailing_hybrid_mtp",
+    "bailing_hybrid_v3_mtp", "hy_v4", "hy_v4_mtp",
+}
+# Bidirectional encoders vLLM runs as pooling models with no KV cache (BERT, RoBERTa, XLM-R,
+# ModernBERT, NomicBERT, GTE, CLIP/SigLIP towers): marked by token-type embeddings or their
+# global/local attention schedule, or named by their model_type.
+ENCODER_ONLY_TYPES = {"bert", "roberta", "xlm-roberta", "modernbert", "nomic_bert", "new", "gte", "siglip", "clip",
+                      "siglip_text_model", "clip_text_model", "distilbert", "electra", "deberta", "deberta-v2",
+                      "camembert", "mpnet", "ernie"}
 # Fields that mean layers keep a recurrent state instead of (or besides) a KV cache.
 STATE_FIELDS = ("state_size", "ssm_state_size", "mamba_d_state", "mamba_n_heads", "mamba_expand",
                 "attn_layer_period", "layers_block_type", "hybrid_override_pattern", "ssm_cfg", "mamba_d_conv")
@@ -79,6 +96,15 @@ def refusal(config: dict, cfg: dict, mt: str) -> str | None:
     """Why the generic path will not model this config (None: it will)."""
     if config.get("is_encoder_decoder") or cfg.get("is_encoder_decoder") or any(cfg.get(k) for k in ENCODER_DECODER_FIELDS):
         return "an encoder-decoder model (cross-attention caches sized by the encoder) is not modelled by the generic path"
+    top = str(config.get("model_type") or "")
+    if (mt in ENCODER_ONLY_TYPES or top in ENCODER_ONLY_TYPES or cfg.get("type_vocab_size")
+            or cfg.get("global_attn_every_n_layers") or cfg.get("is_causal") is False):
+        return ("a bidirectional encoder (vLLM serves it as a pooling model without a KV cache) is not modelled by "
+                "the generic path")
+    lists = [k for k in (*HIDDEN, *LAYERS, *HEADS, *INTERMEDIATE, *KV_HEAD_FIELDS, "head_dim", *EXPERTS)
+             if isinstance(cfg.get(k), list)]
+    if lists:
+        return f"{lists[0]} is a per-layer list; the generic path models uniform layers only"
     state = [k for k in STATE_FIELDS if cfg.get(k) not in (None, [], "", 0)]
     if state:
         return (f"state-space (Mamba-style) layers ({', '.join(state[:3])}) keep a recurrent state, not a per-token KV cache: "
@@ -98,15 +124,27 @@ def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quan
     why = refusal(config, cfg, mt)
     if why:
         raise UnsupportedModelError(f"{source}: model_type {mt or '(missing)'!r}: {why}")
-    if cfg.get("kv_lora_rank") and cfg.get("qk_rope_head_dim"):
+    latent = bool(cfg.get("kv_lora_rank") and cfg.get("qk_rope_head_dim"))
+    if latent and mt in VLLM_MLA_MODEL_TYPES:
         return _generic_mla(config, cfg, source=source, name=name, hf_quant=hf_quant, mt=mt)
     assumptions: list[str] = []
     hk, hidden = _int(cfg, HIDDEN, "hidden size", mt)
     lk, n = _int(cfg, LAYERS, "layer count", mt)
     qk, heads = _int(cfg, HEADS, "attention heads", mt)
     _, vocab = _int(cfg, ("vocab_size", "padded_vocab_size"), "vocabulary size", mt)
-    kv = num_kv_heads(cfg, 1 if cfg.get("multi_query") else heads)
+    # Falcon / GPT-BigCode multi-query: one KV head unless Falcon's new decoder architecture
+    # (model_arch_config_convertor.py::FalconModelArchConfigConvertor @0.32).
+    if cfg.get("multi_query") and not cfg.get("new_decoder_architecture"):
+        kv = 1
+    else:
+        kv = num_kv_heads(cfg, heads)
     hd = head_size(cfg, hidden, heads) if not cfg.get("kv_channels") else int(cfg["kv_channels"])
+    hd_v = hd
+    if latent:  # a latent projection that still caches full per-head K and V (MiniCPM3)
+        kv = heads
+        hd = int(cfg["qk_rope_head_dim"]) + int(cfg.get("qk_nope_head_dim") or 0)
+        hd_v = int(cfg.get("v_head_dim") or hd)
+        assumptions.append(f"kv_lora_rank without MLA in vLLM for {mt!r}: full K ({hd}) and V ({hd_v}) cached per head")
     assumptions.append(f"attention: {heads} query heads, {kv} KV heads of size {hd} on every layer "
                        f"({'from head_dim' if cfg.get('head_dim') else 'hidden / heads'}), K and V both cached")
     ik, inter = _first(cfg, INTERMEDIATE)
@@ -124,15 +162,15 @@ def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quan
     layers = []
     for i, kind in enumerate(layers_kind):
         if kind is LayerKind.SLIDING_WINDOW:
-            layers.append(AttentionLayer(kind, kv, hd, hd, sliding_window=int(window), moe=is_moe[i]))
+            layers.append(AttentionLayer(kind, kv, hd, hd_v, sliding_window=int(window), moe=is_moe[i]))
         elif kind is LayerKind.CHUNKED_LOCAL:
-            layers.append(AttentionLayer(kind, kv, hd, hd, chunk_size=int(chunk or 8192), moe=is_moe[i]))
+            layers.append(AttentionLayer(kind, kv, hd, hd_v, chunk_size=int(chunk or 8192), moe=is_moe[i]))
         elif kind is LayerKind.MAMBA:
             from oomguard.model.architectures.decoder import _gdn_state
 
             layers.append(AttentionLayer(LayerKind.MAMBA, mamba=_gdn_state(cfg, mt, model_dtype(config, cfg)), moe=is_moe[i]))
         else:
-            layers.append(AttentionLayer(LayerKind.FULL, kv, hd, hd, moe=is_moe[i]))
+            layers.append(AttentionLayer(LayerKind.FULL, kv, hd, hd_v, moe=is_moe[i]))
     tie_raw = cfg.get("tie_word_embeddings", config.get("tie_word_embeddings"))
     if tie_raw is None:
         assumptions.append("tie_word_embeddings not stated: PreTrainedConfig's default (tied) assumed")
@@ -186,6 +224,10 @@ def _layer_kinds(cfg: dict, n: int, assumptions: list[str]) -> list[LayerKind]:
             assumptions.append("sliding layers without a sliding_window size: treated as full attention")
         assumptions.append("layer kinds from layer_types")
         return kinds
+    interval = cfg.get("full_attention_interval")
+    if isinstance(interval, int) and interval > 0 and cfg.get("linear_num_value_heads"):
+        assumptions.append(f"Gated DeltaNet layers with full attention every {interval} layers (full_attention_interval)")
+        return [LayerKind.FULL if (i + 1) % interval == 0 else LayerKind.MAMBA for i in range(n)]
     if isinstance(window, int) and window > 0 and cfg.get("use_sliding_window", True) is not False:
         assumptions.append(f"sliding_window {window} with no layer_types: every layer slides")
         return [LayerKind.SLIDING_WINDOW] * n
