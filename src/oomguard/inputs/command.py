@@ -327,9 +327,10 @@ def parse_flag_words(
                 value_text, vw = (inline if eq else attached), w
                 i += 1
             else:
-                if nxt is None or _is_option(nxt.text):
+                if nxt is None or (_is_option(nxt.text) and " " not in nxt.text):
                     # argparse does not take the next option as a value: `--hf-overrides --api-key K` is
-                    # "expected one argument" in vLLM (and K must not become the model, to be printed)
+                    # "expected one argument" in vLLM (and K must not become the model, to be printed);
+                    # like argparse's _parse_optional, a word with a space ("- a b") is a value
                     walk.problem(FlagProblem(ProblemKind.MISSING_VALUE, opt, f"{opt} expects a value", file, line, option_word=w, dest=flag.dest))
                     i += 1
                     continue
