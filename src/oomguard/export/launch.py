@@ -490,10 +490,11 @@ def render_kubernetes(launch: Any, opts: ExportOptions) -> Rendered:
     gpus = str(len(p.devices) if p.devices else p.num_gpus)
     resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}}
     if res.memory_max_bytes:
-        mem = f"{-(-res.memory_max_bytes // (1 << 30))}Gi"
-        resources["requests"]["memory"] = mem
-        resources["limits"]["memory"] = mem
-        notes.append(f"memory request and limit {mem}: {res.memory_why}")
+        limit = f"{-(-res.memory_max_bytes // (1 << 30))}Gi"
+        request = f"{-(-(res.memory_request_bytes or res.memory_max_bytes) // (1 << 30))}Gi"
+        resources["requests"]["memory"] = request
+        resources["limits"]["memory"] = limit
+        notes.append(f"memory request {request} (the expected need) and limit {limit}: {res.memory_why}")
     shm = opts.shm_size or res.shm_size
     mounts: list[dict[str, Any]] = [
         {"name": "dshm", "mountPath": "/dev/shm"},

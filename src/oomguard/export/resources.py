@@ -5,7 +5,9 @@ fit and host), called as check calls it (``check.rules.host.host_need``: the
 flags, the release, the environment; the checkpoint's page cache is reclaimable
 and not counted). From it:
 
-- **memory limit** (systemd ``MemoryMax=``, Kubernetes memory request and limit,
+- **memory request** (Kubernetes): the expected need, rounded up to a GiB (it covers the
+  CPU KV tier and offload; the scheduler reserves it);
+- **memory limit** (systemd ``MemoryMax=``, Kubernetes memory limit,
   compose ``deploy.resources.limits.memory``, ``docker run --memory``): the
   larger of the high estimate and the expected need over check's ``FIX_SHARE``
   (0.85), rounded up to a GiB. check's OG401 reads a manifest's memory limit as
@@ -41,6 +43,7 @@ DEFAULT_SHM_GIB = 16  # what the export gave /dev/shm before the plan sized it (
 LOAD_BYTES_PER_S = 50 * 1024**2  # assumption: a slow network disk; local NVMe is 20x faster
 PROFILE_AND_GRAPHS_S = 600  # assumption: profile run + torch.compile + CUDA graph capture on a first start
 UNKNOWN_START_S = 1800  # checkpoint size unknown (no --model config)
+MIN_START_S = 1200  # the export's start timeout before the plan sized it: never shorter
 RESTART_SEC = 10
 START_LIMIT_BURST = 3
 OOM_SCORE_ADJ = -900
@@ -50,6 +53,7 @@ OOM_SCORE_ADJ = -900
 class Resources:
     memory_max_bytes: int | None
     memory_why: str
+    memory_request_bytes: int | None  # what the launch is expected to hold (the Kubernetes request)
     shm_size: str  # a Kubernetes quantity
     shm_why: str
     timeout_start_s: int
@@ -96,5 +100,8 @@ def resources_for(launch: Any, version: str | None, *, weights_bytes: int | None
     else:
         timeout = UNKNOWN_START_S
         timeout_why = f"checkpoint size unknown: {UNKNOWN_START_S} s (pass --model CONFIG to size it)"
-    timeout = max(timeout, 1200)
-    return Resources(limit_gib * GiB, memory_why, f"{shm_gib}Gi", shm_why, timeout, timeout_why)
+    if timeout < MIN_START_S:
+        timeout_why += f" = {timeout} s, raised to the floor of {MIN_START_S} s"
+        timeout = MIN_START_S
+    request = _ceil_gib(need.expected_bytes) * GiB
+    return Resources(limit_gib * GiB, memory_why, request, f"{shm_gib}Gi", shm_why, timeout, timeout_why)
