@@ -160,20 +160,16 @@ class CheckContext:
         return self._plan
 
     def model_for(self, flags: dict):
-        """The model as vLLM will see it after --hf-overrides / --rope-scaling."""
+        """The model as vLLM will see it after --hf-overrides / --rope-scaling (the planner's one
+        function, ``model.overrides.apply_overrides``); a --rope-scaling this release no longer
+        knows still tells the plan what the launch meant."""
+        from oomguard.model.engine import parse_version
+        from oomguard.model.overrides import apply_overrides
+
         rope = rope_override(flags, self.launch)
-        mpe = None
-        hf = json_value(flags.get("hf_overrides"))
-        if isinstance(hf, dict):
-            mpe = hf.get("max_position_embeddings") or (hf.get("text_config") or {}).get("max_position_embeddings")
-        if rope is None and mpe is None:
-            return self.model
-        changes: dict[str, Any] = {}
-        if rope is not None:
-            changes["rope_scaling"] = rope
-        if mpe:
-            changes["max_position_embeddings"] = int(mpe)
-        return replace(self.model, **changes)
+        if rope is not None and flags.get("hf_overrides") is None and flags.get("rope_scaling") is None:
+            flags = {**flags, "rope_scaling": rope}
+        return apply_overrides(self.model, flags, parse_version(self.version_label))
 
     def plan_with(self, flags: dict, env: dict | None = None):
         """The plan of the launch with these flags (cached by value; plans are pure)."""
