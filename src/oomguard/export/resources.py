@@ -8,12 +8,11 @@ and not counted). From it:
 - **memory request** (Kubernetes): the expected need, rounded up to a GiB (it covers the
   CPU KV tier and offload; the scheduler reserves it);
 - **memory limit** (systemd ``MemoryMax=``, Kubernetes memory limit,
-  compose ``deploy.resources.limits.memory``, ``docker run --memory``): the
-  larger of the high estimate and the expected need over check's ``FIX_SHARE``
-  (0.85), rounded up to a GiB. check's OG401 reads a manifest's memory limit as
-  the host RAM and is clean when the expected need is at most 90 % of it and
-  the high estimate fits: this limit satisfies both, with the margin a fix of
-  check's leaves (FIX_SHARE);
+  compose ``deploy.resources.limits.memory``, ``docker run --memory``):
+  ``ram_model.ram_within_policy`` — the larger of the high estimate and the
+  expected need over ``FIX_SHARE`` (0.85) — rounded up to a GiB: the RAM on
+  which check (OG401), fit and host all say "fits" (the one host-RAM answer;
+  check reads a manifest's or unit's memory limit as its host RAM);
 - **/dev/shm** (the Kubernetes ``emptyDir`` ``sizeLimit``): the CPU KV tier's one
   file (vLLM >= 0.27) plus 1 GiB for NCCL, as check's OG405 asks, and never
   below the 16 GiB the export always gave tensor-parallel NCCL traffic;
@@ -73,8 +72,7 @@ def _ceil_gib(n: float) -> int:
 
 def resources_for(launch: Any, version: str | None, *, weights_bytes: int | None = None) -> Resources:
     """The limits for ``launch`` on vLLM ``version`` (None: the newest release oomguard knows)."""
-    from oomguard.check.rules.host import FIX_SHARE
-    from oomguard.host.ram_model import host_ram_model, version_tuple
+    from oomguard.host.ram_model import FIX_SHARE, host_ram_model, ram_within_policy, version_tuple
 
     try:
         from oomguard.versions import get_release
@@ -84,7 +82,7 @@ def resources_for(launch: Any, version: str | None, *, weights_bytes: int | None
         release = None
     need = host_ram_model(dict(launch.flags), weights_bytes=None, version=version_tuple(release),
                           env=dict(getattr(launch, "env", None) or {}))
-    limit_gib = _ceil_gib(max(need.high_bytes, need.expected_bytes / FIX_SHARE))
+    limit_gib = _ceil_gib(ram_within_policy(need))
     memory_why = (f"the plan's host RAM {need.expected_bytes / GiB:.1f} GiB expected, {need.high_bytes / GiB:.1f} GiB high "
                   f"(oomguard.host.ram_model); limit = max(high, expected / {FIX_SHARE}) = {limit_gib} GiB")
     shm_gib = DEFAULT_SHM_GIB
