@@ -7,22 +7,28 @@ unreadable (empty, binary). Log-like kinds all go through the same scanner,
 because real files mix them (journalctl with both vLLM and kernel lines,
 a pasted issue with a log inside).
 
-The scanner works on large blocks of bytes: one keyword search per block
-(see ``prefilter``), then only the matching lines are decoded and parsed.
+The scanner works on large blocks of bytes (a memory map for a regular
+file): one multi-keyword pass (see ``prefilter``), then only the matching
+lines are decoded and parsed. Stretches that only repeat what was parsed
+already (a crash loop's thousands of start-ups, a flood of error lines) are
+counted, not parsed line by line; see HEAD_LINES below. Memory does not grow
+with the file: two blocks and the bounded ``Collector``.
 """
 
 from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from oomguard.diagnose import parsers
+from oomguard.diagnose import parsers, prefilter
 from oomguard.diagnose.classes import InputKind, Phase
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.lines import parse_line
-from oomguard.diagnose.prefilter import FREQUENT, compiled
+from oomguard.diagnose.prefilter import FREQUENT
 from oomguard.inputs import logs
 from oomguard.inputs.nvidia_smi import NvidiaSmiParser, looks_like_csv, looks_like_table
 
@@ -113,7 +119,7 @@ def read_input(path: str, col: Collector) -> tuple[InputReport, str | None]:
             # Scanned as well: a wrongly detected log must not lose its errors.
             report.matched_lines = scan(io.BufferedReader(io.BytesIO(raw)), name, col, notes)
         else:
-            report.matched_lines = scan(stream, name, col, notes)
+            report.matched_lines = scan(stream, name, col, notes, mappable=path != "-")
         report.bytes_read = notes.bytes_read
         report.lines = notes.lines
         if notes.gzip:
@@ -127,56 +133,307 @@ def read_input(path: str, col: Collector) -> tuple[InputReport, str | None]:
             stream.close()
 
 
-def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes) -> int:
-    """The fast path over a log: keyword search per block, parse only matching lines."""
-    matcher, _engine = compiled()
-    matched = 0
-    seen: set[bytes] = set()
+# Grouping (crash loops, floods of error lines): once a file has had HEAD_LINES lines parsed, a keyword seen
+# in SATURATION parsed lines is routine, and a stretch whose keywords are all routine is counted instead of
+# parsed line by line. Before the next line with something new, and at the end, the last CONTEXT_LINES matched
+# lines of the stretch (from its last start-up, when one begins there) are parsed, in order: a traceback, the
+# phase a run reached and the last run of a crash loop are never lost. A stretch no longer than that is
+# parsed whole, so a short log is read exactly as if every matched line were parsed.
+HEAD_LINES = 200
+SATURATION = 8
+CONTEXT_LINES = 64
+CONTEXT_BYTES = 256 * 1024
+SUB_BYTES = 256 * 1024  # one survey per this many bytes: a few callbacks each, however dense the text
+_MAX_STRETCH_NOTES = 5
+
+
+def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes, *, mappable: bool = False) -> int:
+    """The fast path over a log: keyword search per block, parse only matching lines; returns how many were
+    parsed. ``mappable``: ``stream`` is untouched (only peeked), so a regular file may be memory-mapped."""
+    if _EVERY_LINE[0]:
+        return _scan_every_line(stream, name, col, notes)
+    scanner = _Scanner(name, col, notes, prefilter.engine())
+    for block in logs.iter_scan_blocks(stream, notes, context_bytes=CONTEXT_BYTES, mappable=mappable):
+        if block.long_line_piece:
+            scanner.long_piece(block)
+        else:
+            scanner.feed(block)
+    scanner.finish()
+    return scanner.parsed
+
+
+_EVERY_LINE = [False]
+
+
+@contextmanager
+def every_line() -> Iterator[None]:
+    """Within this block, every line of every log is parsed (no prefilter, no grouping): the reference that
+    the fast path is tested against."""
+    _EVERY_LINE[0] = True
+    try:
+        yield
+    finally:
+        _EVERY_LINE[0] = False
+
+
+def _scan_every_line(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes) -> int:
+    parsed = 0
     for block in logs.iter_blocks(stream, notes):
         data = block.data
         if block.long_line_piece:
-            m = matcher.search(data)
-            if m:
-                matched += 1
-                start = max(0, m.start() - logs.MAX_LINE_BYTES // 2)
-                text = logs.decode_line(data[start:start + logs.MAX_LINE_BYTES], block.first_line, notes)
-                parsers.feed(parse_line(name, block.first_line, text, truncated=True), col)
+            text = logs.decode_line(data[:logs.MAX_LINE_BYTES], block.first_line, notes)
+            parsers.feed(parse_line(name, block.first_line, text, truncated=True), col)
+            parsed += 1
             continue
         cursor = _Cursor(block)
-        gap_start = 0
         pos = 0
         size = block.end
         while pos < size:
-            m = matcher.search(data, pos, size)
-            if m is None:
-                break
-            hit = m.start()
-            line_start = data.rfind(b"\n", 0, hit) + 1
-            line_end = data.find(b"\n", hit, size)
+            line_end = data.find(b"\n", pos, size)
             if line_end < 0:
                 line_end = size
-            if line_start > gap_start:
-                _frequent(data, gap_start, line_start, name, cursor, col, notes, seen)
-            line_no = cursor.line_at(line_start)
-            raw = data[line_start:line_end]
-            if len(raw) > logs.MAX_LINE_BYTES:
-                # Show the part of a huge line around the keyword, not its first bytes.
-                start = max(line_start, hit - logs.MAX_LINE_BYTES // 2)
-                raw = data[start:min(line_end, start + logs.MAX_LINE_BYTES)]
-                notes.truncated_lines += 1
+            line_no = cursor.line_at(pos)
+            raw = data[pos:line_end]
             text = logs.decode_line(raw, line_no, notes)
-            matched += 1
             parsers.feed(parse_line(name, line_no, text, following=_following(data, line_end, size),
-                                    truncated=line_end - line_start > logs.MAX_LINE_BYTES), col)
-            # Continue after this line: other keywords on it add nothing.
-            pos = gap_start = line_end + 1
-        if gap_start < size:
-            _frequent(data, gap_start, size, name, cursor, col, notes, seen)
-    return matched
+                                    truncated=len(raw) > logs.MAX_LINE_BYTES), col)
+            parsed += 1
+            pos = line_end + 1
+    return parsed
+
+
+@dataclass
+class _Stretch:
+    """A run of routine lines not parsed one by one (see HEAD_LINES above)."""
+
+    start: int  # absolute byte offset
+    first_line: int
+    pos: int  # where it starts in the current block's data (0: before it)
+    ids: set[int] = field(default_factory=set)
+    run_starts: list[int] = field(default_factory=list)
+
+
+class _Scanner:
+    def __init__(self, name: str, col: Collector, notes: logs.ReadNotes, engine: prefilter.Engine):
+        self.name = name
+        self.col = col
+        self.notes = notes
+        self.engine = engine
+        self.markers = prefilter.run_start_markers()
+        self.seen = [0] * len(prefilter.ALL)
+        self.saturated: set[int] = set()
+        self.parsed = 0
+        self.frequent_seen: set[bytes] = set()
+        self.block: logs.Block | None = None
+        self.cursor: _Cursor | None = None
+        self.gap_start = 0
+        self.stretch: _Stretch | None = None
+        # What was counted rather than parsed, for the notes.
+        self.stretches = 0
+        self.stretch_lines = 0
+        self.stretch_bytes = 0
+        self.stretch_starts = 0
+        self.stretch_ids: set[int] = set()
+        self.stretch_notes: list[str] = []
+
+    # --- blocks ----------------------------------------------------------------------------------
+    def feed(self, block: logs.Block) -> None:
+        self.block = block
+        self.cursor = _Cursor(block)
+        self.gap_start = block.begin
+        if self.stretch is not None:
+            self.stretch.pos = max(0, self.stretch.start - block.offset)
+        data = block.data
+        pos, end = block.begin, block.end
+        while pos < end:
+            sub_end = pos + SUB_BYTES
+            if sub_end >= end - SUB_BYTES // 2:
+                sub_end = end
+            else:
+                nl = data.find(b"\n", sub_end, end)
+                sub_end = end if nl < 0 else nl + 1
+            self._sub_block(pos, sub_end)
+            pos = sub_end
+        if self.stretch is None:
+            self._frequent(self.gap_start, end)
+
+    def long_piece(self, block: logs.Block) -> None:
+        """A piece of a line longer than the reader holds: the part around its first keyword is parsed."""
+        if self.stretch is not None and self.block is not None:
+            self._close_stretch(self.block.end)
+        self.block = None
+        found = self.engine.lines(block.data, 0, len(block.data))
+        if not found:
+            return
+        hit = found[0][2]
+        data = block.data
+        start = max(0, hit - logs.MAX_LINE_BYTES // 2)
+        text = logs.decode_line(data[start:start + logs.MAX_LINE_BYTES], block.first_line, self.notes)
+        parsers.feed(parse_line(self.name, block.first_line, text, truncated=True), self.col)
+        self._count(found[0][3])
+
+    def finish(self) -> None:
+        if self.stretch is not None and self.block is not None:
+            self._close_stretch(self.block.end)
+        if self.stretches:
+            names = ", ".join(sorted({prefilter.ALL[i].decode("utf-8", "replace").strip()
+                                      for i in self.stretch_ids})[:12])
+            self.notes.messages.extend(self.stretch_notes)
+            if self.stretches > _MAX_STRETCH_NOTES:
+                self.notes.messages.append(f"{self.stretches - _MAX_STRETCH_NOTES:,} more such stretches")
+            self.notes.messages.append(
+                f"{self.stretch_lines:,} line(s) in {self.stretches:,} stretch(es) ({self.stretch_bytes / 1e6:,.1f} MB) "
+                f"only repeat lines shown (keywords: {names}): counted, not parsed one by one")
+        if self.engine.name != "hyperscan":
+            self.notes.messages.append(f"keyword scan with {self.engine.name} (the hyperscan package is not "
+                                       "installed or does not run here): slower, same result")
+
+    # --- one sub-block ---------------------------------------------------------------------------
+    def _sub_block(self, a: int, b: int) -> None:
+        block = self.block
+        assert block is not None and self.cursor is not None
+        data = block.data
+        survey = None
+        if self.parsed >= HEAD_LINES:
+            survey = self.engine.survey(data, a, b)
+            if survey.ids <= self.saturated:
+                if self.stretch is None:
+                    self._open_stretch(self.gap_start)
+                st = self.stretch
+                assert st is not None
+                st.ids |= survey.ids
+                for i, n in enumerate(survey.run_starts):
+                    st.run_starts[i] += n
+                self.cursor.line_at(b)  # newlines are counted here, once
+                return
+        found = survey.lines if survey is not None and survey.lines is not None else self.engine.lines(data, a, b)
+        for line_start, line_end, hit, ids in found:
+            if self.parsed >= HEAD_LINES and ids <= self.saturated:
+                if self.stretch is None:
+                    self._open_stretch(self.gap_start)
+                self.stretch.ids |= ids  # type: ignore[union-attr]
+                continue
+            if self.stretch is not None:
+                self._close_stretch(line_start)
+            self._lead_in(self.gap_start, line_start)
+            self._parse(line_start, line_end, hit, ids)
+            self.gap_start = line_end + 1
+
+    def _lead_in(self, gap: int, line_start: int) -> None:
+        """Before a hit: the last serving lines of the gap, then the lines just above the hit (a message a
+        terminal wrapped: the parsers read a line with the ones after it, so they may find it there)."""
+        block = self.block
+        assert block is not None
+        data = block.data
+        starts = []
+        p = line_start
+        for _ in range(_FOLLOW_LINES):
+            if p <= gap:
+                break
+            p = max(gap, data.rfind(b"\n", 0, p - 1) + 1)
+            starts.append(p)
+        starts.reverse()
+        self._frequent(gap, starts[0] if starts else line_start)
+        for k, start in enumerate(starts):
+            end = (starts[k + 1] if k + 1 < len(starts) else line_start) - 1
+            self._parse(start, end, start, frozenset(), counted=False)
+
+    def _parse(self, line_start: int, line_end: int, hit: int, ids: frozenset[int], counted: bool = True) -> None:
+        block = self.block
+        assert block is not None and self.cursor is not None
+        data = block.data
+        line_no = self.cursor.line_at(line_start)
+        raw = data[line_start:line_end]
+        if len(raw) > logs.MAX_LINE_BYTES:
+            # Show the part of a huge line around the keyword, not its first bytes.
+            start = max(line_start, hit - logs.MAX_LINE_BYTES // 2)
+            raw = data[start:min(line_end, start + logs.MAX_LINE_BYTES)]
+            self.notes.truncated_lines += 1
+        text = logs.decode_line(raw, line_no, self.notes)
+        parsers.feed(parse_line(self.name, line_no, text, following=_following(data, line_end, block.end),
+                                truncated=line_end - line_start > logs.MAX_LINE_BYTES), self.col)
+        if counted:
+            self._count(ids)
+
+    def _count(self, ids: frozenset[int]) -> None:
+        self.parsed += 1
+        seen = self.seen
+        for i in ids:
+            seen[i] += 1
+            if seen[i] == SATURATION:
+                self.saturated.add(i)
+
+    # --- stretches of routine lines --------------------------------------------------------------
+    def _open_stretch(self, pos: int) -> None:
+        block = self.block
+        assert block is not None and self.cursor is not None
+        self.stretch = _Stretch(start=block.offset + pos, first_line=self.cursor.line_at(pos), pos=pos,
+                                run_starts=[0] * len(self.markers))
+
+    def _close_stretch(self, upto: int) -> None:
+        """End the stretch at ``upto`` (current block): parse its last lines as context, count the rest."""
+        block = self.block
+        st = self.stretch
+        assert block is not None and st is not None and self.cursor is not None
+        self.stretch = None
+        data = block.data
+        lo = max(st.pos, upto - CONTEXT_BYTES)
+        if lo > st.pos and data[lo - 1:lo] != b"\n":
+            nl = data.find(b"\n", lo, upto)
+            lo = upto if nl < 0 else nl + 1
+        context = self.engine.lines(data, lo, upto)
+        if len(context) > CONTEXT_LINES or lo > st.pos:
+            context = context[-CONTEXT_LINES:]
+            # A crash loop: begin at the last start-up, so that its run is read from its first line.
+            for k in range(len(context) - 1, -1, -1):
+                raw = data[context[k][0]:context[k][1]]
+                if any(m in raw for m in self.markers):
+                    context = context[k:]
+                    break
+            skipped_to = context[0][0] if context else upto
+        else:
+            skipped_to = st.pos  # short enough: every line of it is parsed
+        if skipped_to > st.pos or st.start < block.offset:
+            self._note_stretch(st, skipped_to)
+        # The last serving lines of the part not parsed, then the context in order.
+        if skipped_to > st.pos:
+            self._frequent(st.pos, skipped_to)
+        gap = skipped_to
+        for line_start, line_end, hit, ids in context:
+            if line_start < gap:
+                continue
+            self._lead_in(gap, line_start)
+            self._parse(line_start, line_end, hit, ids)
+            gap = line_end + 1
+        self.gap_start = gap
+
+    def _note_stretch(self, st: _Stretch, skipped_to: int) -> None:
+        block = self.block
+        assert block is not None and self.cursor is not None
+        last_line = self.cursor.line_at(skipped_to) - 1
+        lines = last_line - st.first_line + 1
+        if lines <= 0:
+            return
+        size = block.offset + skipped_to - st.start
+        starts = max(st.run_starts, default=0)
+        self.stretches += 1
+        self.stretch_lines += lines
+        self.stretch_bytes += size
+        self.stretch_starts += starts
+        self.stretch_ids |= st.ids
+        if len(self.stretch_notes) < _MAX_STRETCH_NOTES:
+            what = f"{starts:,} start-ups (a crash loop) and lines" if starts > 1 else "lines"
+            self.stretch_notes.append(f"lines {st.first_line:,}-{last_line:,} ({size / 1e6:,.1f} MB): {what} that "
+                                      "repeat what is shown; counted, not parsed one by one")
+
+    def _frequent(self, start: int, end: int) -> None:
+        if end > start and self.block is not None and self.cursor is not None:
+            _frequent(self.block.data, start, end, self.name, self.cursor, self.col, self.notes, self.frequent_seen)
 
 
 class _Cursor:
-    """Line numbers for positions in a block, counted incrementally (positions only move forward).
+    """Line numbers for positions in a block, counted incrementally as positions move forward (a position
+    behind the count, in the context before a block or a stretch being closed, is counted back from it).
 
     It records its progress on the block, so the reader only counts the rest of it.
     """
@@ -188,10 +445,11 @@ class _Cursor:
 
     def line_at(self, line_start: int) -> int:
         b = self.block
-        if line_start > b.counted_to:
+        if line_start >= b.counted_to:
             b.counted_lines += b.data.count(b"\n", b.counted_to, line_start)
             b.counted_to = line_start
-        return b.first_line + b.counted_lines
+            return b.first_line + b.counted_lines
+        return b.first_line + b.counted_lines - b.data.count(b"\n", line_start, b.counted_to)
 
 
 def _following(data: bytes, line_end: int, size: int) -> str:
@@ -214,7 +472,8 @@ _TAIL_WINDOW = 64 * 1024
 
 def _frequent(data: bytes, start: int, end: int, name: str, cursor: _Cursor, col: Collector, notes: logs.ReadNotes,
               seen: set[bytes]) -> None:
-    """Between two hits: feed only the last serving line of each frequent kind, in file order.
+    """Between two hits: feed only the first and the last serving line of each frequent kind, in file order
+    (once the server is serving, only the last metrics line: nothing else in them changes what is known).
 
     The last such line is almost always near the end of the gap, so only the tail is searched first; the
     whole gap is searched for a kind already seen in this file, or while nothing has been seen yet (a kind a
@@ -231,7 +490,12 @@ def _frequent(data: bytes, start: int, end: int, name: str, cursor: _Cursor, col
             pos = data.rfind(needle, start, tail + len(needle))
         if pos >= 0:
             seen.add(needle)
-            found.append(data.rfind(b"\n", 0, pos) + 1)
+            found.append(max(start, data.rfind(b"\n", 0, pos) + 1))
+            if not serving:
+                # The first one is where the phase changes (the server became ready, then busy).
+                first = data.find(needle, start, pos)
+                if first >= 0:
+                    found.append(max(start, data.rfind(b"\n", 0, first) + 1))
     for line_start in sorted(set(found)):
         line_end = data.find(b"\n", line_start, end)
         if line_end < 0:

@@ -11,6 +11,11 @@ UTF-8, NUL bytes or a single 10 MB line. Nothing here loads a whole file:
   number of their first line. A line longer than ``max_carry_bytes`` is cut
   into pieces and reported in ``ReadNotes``; memory stays bounded by
   ``chunk_bytes + max_carry_bytes``.
+- ``iter_scan_blocks`` is what diagnose's scanner reads: for a regular,
+  uncompressed file, windows of a memory map (one copy per window, no
+  carry); for gzip and stdin, ``iter_blocks``. Each block also carries up
+  to ``context_bytes`` of the lines before it, for a scanner that needs to
+  look back (the lines before an error).
 - ``iter_text_lines`` is the simple line-by-line path for small structured
   files (nvidia-smi output).
 
@@ -20,6 +25,9 @@ Decoding is always ``utf-8`` with replacement; every oddity is counted in
 
 from __future__ import annotations
 
+import mmap
+import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -99,9 +107,11 @@ class ReadNotes:
 
 @dataclass
 class Block:
-    """Whole lines of a file: ``data[:end]`` (the rest of ``data`` is not part of this block).
+    """Whole lines of a file: ``data[begin:end]`` (the rest of ``data`` is not part of this block).
 
-    ``end`` ends with a newline except at EOF or in a long line. A consumer that counts newlines
+    ``end`` ends with a newline except at EOF or in a long line. ``data[:begin]`` (from
+    ``iter_scan_blocks`` only) is context: whole lines just before the block, already yielded;
+    ``first_line`` is the number of the line at ``begin``. A consumer that counts newlines
     anyway (to number its hits) records how far it got in ``counted_to`` / ``counted_lines``, so the
     reader only counts the remainder: every byte is counted once.
     """
@@ -113,10 +123,13 @@ class Block:
     long_line_piece: bool = False
     counted_to: int = 0
     counted_lines: int = 0
+    begin: int = 0
+    offset: int = 0  # the file offset of ``data[0]`` (decompressed bytes for gzip)
 
     def __post_init__(self) -> None:
         if self.end < 0:
             self.end = len(self.data)
+        self.counted_to = max(self.counted_to, self.begin)
 
     @property
     def text(self) -> bytes:
@@ -186,6 +199,7 @@ def iter_blocks(
     line_no = 1
     in_long_line = False
     last_byte = b""
+    offset = 0  # of ``buf``
     while True:
         try:
             chunk = stream.read(chunk_bytes)
@@ -202,7 +216,8 @@ def iter_blocks(
             if len(buf) > max_carry_bytes:
                 # One line longer than we are willing to hold: scan it in pieces.
                 notes.note_long_line(line_no, len(buf) + (max_carry_bytes if in_long_line else 0))
-                yield Block(buf, line_no, long_line_piece=True)
+                yield Block(buf, line_no, long_line_piece=True, offset=offset)
+                offset += len(buf)
                 carry = b""
                 in_long_line = True
             else:
@@ -213,24 +228,123 @@ def iter_blocks(
         if in_long_line:
             notes.note_long_line(line_no, buf.find(b"\n") + max_carry_bytes)
             in_long_line = False
-        block = Block(buf, line_no, end)
+        block = Block(buf, line_no, end, offset=offset)
         yield block
         line_no = block.first_line + block.counted_lines + buf.count(b"\n", block.counted_to, end)
+        offset += end
         if len(carry) > max_carry_bytes:
             notes.note_long_line(line_no, len(carry))
-            yield Block(carry, line_no, long_line_piece=True)
+            yield Block(carry, line_no, long_line_piece=True, offset=offset)
+            offset += len(carry)
             carry = b""
             in_long_line = True
         if last:
             break
     partial = False
     if carry:
-        yield Block(carry, line_no)
+        yield Block(carry, line_no, offset=offset)
         partial = True
     elif notes.bytes_read and last_byte != b"\n":
         partial = True
     # line_no is the number the next line would have; a final line without a newline counts too.
     notes.lines = line_no if partial else line_no - 1
+    if notes.bytes_read == 0:
+        notes.empty = True
+
+
+def iter_scan_blocks(stream: BinaryIO, notes: ReadNotes, *, context_bytes: int = 0, mappable: bool = False,
+                     chunk_bytes: int = CHUNK_BYTES, max_carry_bytes: int = MAX_CARRY_BYTES) -> Iterator[Block]:
+    """Blocks for a scanner, each with up to ``context_bytes`` of whole lines before it (``Block.begin``).
+
+    With ``mappable`` (the caller has consumed nothing from ``stream``, only peeked), a regular file
+    that is not compressed is memory-mapped and cut into windows; anything else (gzip, stdin, a
+    pipe) is read with ``iter_blocks``.
+    """
+    mapped = _map(stream) if mappable else None
+    if mapped is not None:
+        fd, mm = mapped
+        with mm:
+            yield from _mapped_blocks(fd, mm, notes, context_bytes, chunk_bytes, max_carry_bytes)
+        return
+    prev: Block | None = None
+    for block in iter_blocks(stream, notes, chunk_bytes=chunk_bytes, max_carry_bytes=max_carry_bytes):
+        if block.long_line_piece or prev is None or not context_bytes:
+            yield block
+        else:
+            tail = prev.data[max(0, prev.end - context_bytes):prev.end]
+            cut = tail.find(b"\n")
+            tail = tail[cut + 1:] if cut >= 0 and len(tail) == context_bytes else tail
+            joined = Block(tail + block.data, block.first_line, end=len(tail) + block.end, begin=len(tail),
+                           offset=block.offset - len(tail))
+            yield joined
+            # Hand the consumer's newline counting back to iter_blocks (it numbers the next block from it).
+            block.counted_to = max(0, joined.counted_to - len(tail))
+            block.counted_lines = joined.counted_lines
+        prev = None if block.long_line_piece else block
+
+
+def _map(stream: BinaryIO) -> tuple[int, mmap.mmap] | None:
+    """A read-only map of the regular file behind ``stream``, else None."""
+    if files.is_gzip(stream):
+        return None
+    try:
+        fd = stream.fileno()
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            return None
+        mm = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
+    except (OSError, ValueError, AttributeError):
+        return None  # not a file descriptor we can map: read it as a stream
+    if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
+        try:
+            mm.madvise(mmap.MADV_SEQUENTIAL)
+        except OSError:
+            pass
+    return fd, mm
+
+
+def _mapped_blocks(fd: int, mm: mmap.mmap, notes: ReadNotes, context_bytes: int, chunk_bytes: int,
+                   max_carry_bytes: int) -> Iterator[Block]:
+    size = len(mm)
+    pos = 0
+    line_no = 1
+    while pos < size:
+        # A file truncated under us (logrotate's copytruncate) would fault on the pages past its new end.
+        if os.fstat(fd).st_size < size:
+            size = max(pos, os.fstat(fd).st_size)
+            notes.messages.append(f"the file shrank while it was read; read up to byte {size}")
+            if pos >= size:
+                break
+        end = min(pos + chunk_bytes, size)
+        if end < size:
+            cut = mm.rfind(b"\n", pos, end)
+            if cut < 0:
+                # One line longer than a window: scanned in pieces, as iter_blocks does.
+                nl = mm.find(b"\n", end)
+                line_end = size if nl < 0 else nl
+                notes.note_long_line(line_no, line_end - pos)
+                for piece in range(pos, line_end, chunk_bytes):
+                    yield Block(mm[piece:min(piece + chunk_bytes, line_end)], line_no, long_line_piece=True,
+                                offset=piece)
+                notes.bytes_read = line_end + (nl >= 0)
+                pos = line_end + 1
+                line_no += nl >= 0
+                continue
+            if end - cut - 1 > max_carry_bytes:
+                notes.note_long_line(line_no + mm[pos:cut].count(b"\n") + 1, end - cut - 1)
+            end = cut + 1
+        pre = max(0, pos - context_bytes)
+        if pre:
+            nl = mm.find(b"\n", pre, pos)
+            pre = nl + 1 if nl >= 0 else pos
+        block = Block(mm[pre:end], line_no, begin=pos - pre, offset=pre)
+        yield block
+        line_no = block.first_line + block.counted_lines + block.data.count(b"\n", block.counted_to, block.end)
+        notes.bytes_read = end
+        pos = end
+    # line_no is the number the next line would have; a final line without a newline counts too.
+    notes.bytes_read = max(notes.bytes_read, pos if pos <= size else size)
+    notes.lines = line_no if size and mm[size - 1:size] != b"\n" else line_no - 1
     if notes.bytes_read == 0:
         notes.empty = True
 
