@@ -7,8 +7,8 @@ unreadable (empty, binary). Log-like kinds all go through the same scanner,
 because real files mix them (journalctl with both vLLM and kernel lines,
 a pasted issue with a log inside).
 
-The scanner works on large blocks of bytes (a memory map for a regular
-file): one multi-keyword pass (see ``prefilter``), then only the matching
+The scanner works on large blocks of bytes (read straight into one buffer for a
+regular file): one multi-keyword pass (see ``prefilter``), then only the matching
 lines are decoded and parsed. Stretches that only repeat what was parsed
 already (a crash loop's thousands of start-ups, a flood of error lines) are
 counted, not parsed line by line; see HEAD_LINES below. Memory does not grow
@@ -119,7 +119,7 @@ def read_input(path: str, col: Collector) -> tuple[InputReport, str | None]:
             # Scanned as well: a wrongly detected log must not lose its errors.
             report.matched_lines = scan(io.BufferedReader(io.BytesIO(raw)), name, col, notes)
         else:
-            report.matched_lines = scan(stream, name, col, notes, mappable=path != "-")
+            report.matched_lines = scan(stream, name, col, notes, direct=path != "-")
         report.bytes_read = notes.bytes_read
         report.lines = notes.lines
         if notes.gzip:
@@ -133,27 +133,36 @@ def read_input(path: str, col: Collector) -> tuple[InputReport, str | None]:
             stream.close()
 
 
-# Grouping (crash loops, floods of error lines): once a file has had HEAD_LINES lines parsed, a keyword seen
-# in SATURATION parsed lines is routine, and a stretch whose keywords are all routine is counted instead of
-# parsed line by line. Before the next line with something new, and at the end, the last CONTEXT_LINES matched
-# lines of the stretch (from its last start-up, when one begins there) are parsed, in order: a traceback, the
-# phase a run reached and the last run of a crash loop are never lost. A stretch no longer than that is
-# parsed whole, so a short log is read exactly as if every matched line were parsed.
+# Grouping (crash loops, floods of error lines). Once a file has had HEAD_LINES lines parsed, a keyword seen in
+# SATURATION parsed lines is routine, and a stretch of lines whose keywords are all routine is counted instead of
+# parsed line by line:
+# - a stretch opens at the next start-up (so the run being read is read to its end), or after GRACE_LINES more
+#   routine lines when no start-up comes (a flood of error lines);
+# - it closes before the next line with something new, and at the end of the input; then its last lines are
+#   parsed, in order, as context: from its last start-up when that is within RUN_CONTEXT_LINES matched lines
+#   (the last run of a crash loop is read whole), else its last CONTEXT_LINES (a traceback before an error);
+# - a stretch no longer than its context is parsed whole, so a short log is read exactly as if every
+#   matched line were parsed (tests/unit/diagnose/test_diagnose_fast_path.py holds the corpus to that).
+# EXTRA_LINES bounds what grace and context parse in one input (a file of many different rare lines), after
+# which both shrink to a few lines: time stays bounded by the input's size, never by its content.
 HEAD_LINES = 200
 SATURATION = 8
+GRACE_LINES = 256
 CONTEXT_LINES = 64
-CONTEXT_BYTES = 256 * 1024
+RUN_CONTEXT_LINES = 512
+CONTEXT_BYTES = 512 * 1024
+EXTRA_LINES = 20_000
 SUB_BYTES = 256 * 1024  # one survey per this many bytes: a few callbacks each, however dense the text
 _MAX_STRETCH_NOTES = 5
 
 
-def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes, *, mappable: bool = False) -> int:
+def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes, *, direct: bool = False) -> int:
     """The fast path over a log: keyword search per block, parse only matching lines; returns how many were
-    parsed. ``mappable``: ``stream`` is untouched (only peeked), so a regular file may be memory-mapped."""
+    parsed. ``direct``: ``stream`` is untouched (only peeked), so a regular file may be read from its descriptor."""
     if _EVERY_LINE[0]:
         return _scan_every_line(stream, name, col, notes)
     scanner = _Scanner(name, col, notes, prefilter.engine())
-    for block in logs.iter_scan_blocks(stream, notes, context_bytes=CONTEXT_BYTES, mappable=mappable):
+    for block in logs.iter_scan_blocks(stream, notes, context_bytes=CONTEXT_BYTES, direct=direct):
         if block.long_line_piece:
             scanner.long_piece(block)
         else:
@@ -204,13 +213,13 @@ def _scan_every_line(stream: BinaryIO, name: str, col: Collector, notes: logs.Re
 
 @dataclass
 class _Stretch:
-    """A run of routine lines not parsed one by one (see HEAD_LINES above)."""
+    """Routine lines not parsed one by one (see HEAD_LINES above)."""
 
     start: int  # absolute byte offset
     first_line: int
     pos: int  # where it starts in the current block's data (0: before it)
     ids: set[int] = field(default_factory=set)
-    run_starts: list[int] = field(default_factory=list)
+    run_starts: list[int] = field(default_factory=list)  # start-up markers inside it, per marker
 
 
 class _Scanner:
@@ -223,6 +232,8 @@ class _Scanner:
         self.seen = [0] * len(prefilter.ALL)
         self.saturated: set[int] = set()
         self.parsed = 0
+        self.extra = 0  # lines parsed as grace or context
+        self.grace = GRACE_LINES
         self.frequent_seen: set[bytes] = set()
         self.block: logs.Block | None = None
         self.cursor: _Cursor | None = None
@@ -232,7 +243,6 @@ class _Scanner:
         self.stretches = 0
         self.stretch_lines = 0
         self.stretch_bytes = 0
-        self.stretch_starts = 0
         self.stretch_ids: set[int] = set()
         self.stretch_notes: list[str] = []
 
@@ -294,30 +304,55 @@ class _Scanner:
         assert block is not None and self.cursor is not None
         data = block.data
         survey = None
-        if self.parsed >= HEAD_LINES:
+        st = self.stretch
+        if st is not None:
             survey = self.engine.survey(data, a, b)
             if survey.ids <= self.saturated:
-                if self.stretch is None:
-                    self._open_stretch(self.gap_start)
-                st = self.stretch
-                assert st is not None
                 st.ids |= survey.ids
                 for i, n in enumerate(survey.run_starts):
                     st.run_starts[i] += n
                 self.cursor.line_at(b)  # newlines are counted here, once
                 return
         found = survey.lines if survey is not None and survey.lines is not None else self.engine.lines(data, a, b)
+        extra = False
         for line_start, line_end, hit, ids in found:
             if self.parsed >= HEAD_LINES and ids <= self.saturated:
-                if self.stretch is None:
+                st = self.stretch
+                if st is not None:
+                    st.ids |= ids
+                    self._count_starts(st, line_start, line_end, 1)
+                    continue
+                if self.grace > 0 and not self._starts_run(line_start, line_end):
+                    self.grace -= 1  # the run being read is read to its end
+                    extra = True
+                else:
                     self._open_stretch(self.gap_start)
-                self.stretch.ids |= ids  # type: ignore[union-attr]
-                continue
+                    self.stretch.ids |= ids  # type: ignore[union-attr]
+                    self._count_starts(self.stretch, line_start, line_end, 1)  # type: ignore[arg-type]
+                    continue
+            elif self.parsed >= HEAD_LINES:
+                # Something new: after it, a run is again read to its end before lines are counted.
+                self.grace = GRACE_LINES if self.extra < EXTRA_LINES else 0
             if self.stretch is not None:
                 self._close_stretch(line_start)
             self._lead_in(self.gap_start, line_start)
             self._parse(line_start, line_end, hit, ids)
+            if extra:
+                self.extra += 1
+                extra = False
             self.gap_start = line_end + 1
+
+    def _starts_run(self, line_start: int, line_end: int) -> bool:
+        assert self.block is not None
+        raw = self.block.data[line_start:line_end]
+        return any(m in raw for m in self.markers)
+
+    def _count_starts(self, st: _Stretch, line_start: int, line_end: int, sign: int) -> None:
+        assert self.block is not None
+        raw = self.block.data[line_start:line_end]
+        for i, m in enumerate(self.markers):
+            if m in raw:
+                st.run_starts[i] += sign * raw.count(m)
 
     def _lead_in(self, gap: int, line_start: int) -> None:
         """Before a hit: the last serving lines of the gap, then the lines just above the hit (a message a
@@ -382,17 +417,23 @@ class _Scanner:
             nl = data.find(b"\n", lo, upto)
             lo = upto if nl < 0 else nl + 1
         context = self.engine.lines(data, lo, upto)
-        if len(context) > CONTEXT_LINES or lo > st.pos:
-            context = context[-CONTEXT_LINES:]
+        budget = self.extra < EXTRA_LINES
+        if len(context) > CONTEXT_LINES or lo > st.pos or st.start < block.offset:
             # A crash loop: begin at the last start-up, so that its run is read from its first line.
-            for k in range(len(context) - 1, -1, -1):
-                raw = data[context[k][0]:context[k][1]]
-                if any(m in raw for m in self.markers):
-                    context = context[k:]
+            run_from = None
+            for k in range(len(context) - 1, max(-1, len(context) - 1 - RUN_CONTEXT_LINES), -1):
+                if self._starts_run(context[k][0], context[k][1]):
+                    run_from = k
                     break
+            if run_from is not None and budget:
+                context = context[run_from:]
+            else:
+                context = context[-(CONTEXT_LINES if budget else 8):]
             skipped_to = context[0][0] if context else upto
         else:
             skipped_to = st.pos  # short enough: every line of it is parsed
+        for line_start, line_end, _hit, _ids in context:
+            self._count_starts(st, line_start, line_end, -1)  # parsed below, so not among the counted
         if skipped_to > st.pos or st.start < block.offset:
             self._note_stretch(st, skipped_to)
         # The last serving lines of the part not parsed, then the context in order.
@@ -404,6 +445,7 @@ class _Scanner:
                 continue
             self._lead_in(gap, line_start)
             self._parse(line_start, line_end, hit, ids)
+            self.extra += 1
             gap = line_end + 1
         self.gap_start = gap
 
@@ -419,10 +461,9 @@ class _Scanner:
         self.stretches += 1
         self.stretch_lines += lines
         self.stretch_bytes += size
-        self.stretch_starts += starts
         self.stretch_ids |= st.ids
         if len(self.stretch_notes) < _MAX_STRETCH_NOTES:
-            what = f"{starts:,} start-ups (a crash loop) and lines" if starts > 1 else "lines"
+            what = f"{starts:,} start-up(s) (a crash loop) and lines" if starts else "lines"
             self.stretch_notes.append(f"lines {st.first_line:,}-{last_line:,} ({size / 1e6:,.1f} MB): {what} that "
                                       "repeat what is shown; counted, not parsed one by one")
 

@@ -12,10 +12,11 @@ UTF-8, NUL bytes or a single 10 MB line. Nothing here loads a whole file:
   into pieces and reported in ``ReadNotes``; memory stays bounded by
   ``chunk_bytes + max_carry_bytes``.
 - ``iter_scan_blocks`` is what diagnose's scanner reads: for a regular,
-  uncompressed file, windows of a memory map (one copy per window, no
-  carry); for gzip and stdin, ``iter_blocks``. Each block also carries up
-  to ``context_bytes`` of the lines before it, for a scanner that needs to
-  look back (the lines before an error).
+  uncompressed file, one reused buffer read straight from the descriptor
+  (no per-block allocation, no carry copy); for gzip and stdin,
+  ``iter_blocks``. Each block also carries up to ``context_bytes`` of the
+  lines before it, for a scanner that needs to look back (the lines before
+  an error).
 - ``iter_text_lines`` is the simple line-by-line path for small structured
   files (nvidia-smi output).
 
@@ -25,7 +26,7 @@ Decoding is always ``utf-8`` with replacement; every oddity is counted in
 
 from __future__ import annotations
 
-import mmap
+import io
 import os
 import stat
 from collections.abc import Iterator
@@ -252,19 +253,18 @@ def iter_blocks(
         notes.empty = True
 
 
-def iter_scan_blocks(stream: BinaryIO, notes: ReadNotes, *, context_bytes: int = 0, mappable: bool = False,
+def iter_scan_blocks(stream: BinaryIO, notes: ReadNotes, *, context_bytes: int = 0, direct: bool = False,
                      chunk_bytes: int = CHUNK_BYTES, max_carry_bytes: int = MAX_CARRY_BYTES) -> Iterator[Block]:
     """Blocks for a scanner, each with up to ``context_bytes`` of whole lines before it (``Block.begin``).
 
-    With ``mappable`` (the caller has consumed nothing from ``stream``, only peeked), a regular file
-    that is not compressed is memory-mapped and cut into windows; anything else (gzip, stdin, a
-    pipe) is read with ``iter_blocks``.
+    With ``direct`` (the caller has consumed nothing from ``stream``, only peeked), a regular file that
+    is not compressed is read from its descriptor into one reused buffer (``_file_blocks``); anything
+    else (gzip, stdin, a pipe) through ``iter_blocks``. Blocks of a regular file share that buffer: a
+    block's ``data`` is valid until the next block is asked for.
     """
-    mapped = _map(stream) if mappable else None
-    if mapped is not None:
-        fd, mm = mapped
-        with mm:
-            yield from _mapped_blocks(fd, mm, notes, context_bytes, chunk_bytes, max_carry_bytes)
+    fd = _regular_fd(stream) if direct else None
+    if fd is not None:
+        yield from _file_blocks(fd, notes, context_bytes, chunk_bytes, max_carry_bytes)
         return
     prev: Block | None = None
     for block in iter_blocks(stream, notes, chunk_bytes=chunk_bytes, max_carry_bytes=max_carry_bytes):
@@ -283,69 +283,108 @@ def iter_scan_blocks(stream: BinaryIO, notes: ReadNotes, *, context_bytes: int =
         prev = None if block.long_line_piece else block
 
 
-def _map(stream: BinaryIO) -> tuple[int, mmap.mmap] | None:
-    """A read-only map of the regular file behind ``stream``, else None."""
+def _regular_fd(stream: BinaryIO) -> int | None:
+    """The descriptor of the regular, uncompressed file behind ``stream``, else None."""
     if files.is_gzip(stream):
         return None
     try:
         fd = stream.fileno()
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
-            return None
-        mm = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
     except (OSError, ValueError, AttributeError):
-        return None  # not a file descriptor we can map: read it as a stream
-    if hasattr(mm, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
-        try:
-            mm.madvise(mmap.MADV_SEQUENTIAL)
-        except OSError:
-            pass
-    return fd, mm
+        return None  # not backed by a descriptor: read it as a stream
+    return fd if stat.S_ISREG(st.st_mode) and st.st_size > 0 else None
 
 
-def _mapped_blocks(fd: int, mm: mmap.mmap, notes: ReadNotes, context_bytes: int, chunk_bytes: int,
-                   max_carry_bytes: int) -> Iterator[Block]:
-    size = len(mm)
-    pos = 0
+def _file_blocks(fd: int, notes: ReadNotes, context_bytes: int, chunk_bytes: int,
+                 max_carry_bytes: int) -> Iterator[Block]:
+    """``iter_blocks`` for a regular file, without its copies: the file is read into one buffer that holds
+    the context, the carried partial line and the next chunk; what is kept moves to its front.
+
+    Not a memory map: copying windows out of a map cost twice as much as reading them here (page faults;
+    benchmarks/diagnose_throughput.py), and a map faults (SIGBUS) when the file is truncated under it
+    (logrotate's copytruncate). The file is read up to the size it had when opened: a log still being
+    written is read as a snapshot, not chased.
+    """
+    size = os.fstat(fd).st_size
+    reader = io.FileIO(fd, "rb", closefd=False)
+    reader.seek(0)
+    buf = bytearray(context_bytes + max_carry_bytes + chunk_bytes)
+    view = memoryview(buf)
+    head = 0  # buf[:head] is kept from before: context buf[:begin], then a partial line buf[begin:head]
+    begin = 0
+    offset = 0  # of buf[0] in the file
     line_no = 1
-    while pos < size:
-        # A file truncated under us (logrotate's copytruncate) would fault on the pages past its new end.
-        if os.fstat(fd).st_size < size:
-            size = max(pos, os.fstat(fd).st_size)
-            notes.messages.append(f"the file shrank while it was read; read up to byte {size}")
-            if pos >= size:
+    total = 0
+    last_byte = b""
+    in_long_line = False
+    while True:
+        want = min(chunk_bytes, size - total)
+        got = 0
+        try:
+            while got < want:
+                n = reader.readinto(view[head + got:head + want])
+                if not n:
+                    break
+                got += n
+        except OSError as exc:
+            raise InputError(f"read stopped after {total} bytes: {files.oserror_text(exc)}") from None
+        total += got
+        notes.bytes_read = total
+        valid = head + got
+        last = got < chunk_bytes or total >= size
+        if valid > begin:
+            last_byte = bytes(buf[valid - 1:valid])
+        cut = valid - 1 if last else buf.rfind(b"\n", begin, valid)
+        if cut < 0 or cut < begin:
+            if valid - begin > max_carry_bytes:
+                # One line longer than we are willing to hold: scan it in pieces. The lines before it are
+                # still in the buffer's front: an empty block over them lets a scanner finish its context
+                # there (the block it had is stale once the buffer was refilled).
+                if begin:
+                    yield Block(buf, line_no, end=begin, begin=begin, offset=offset)
+                notes.note_long_line(line_no, valid - begin + (max_carry_bytes if in_long_line else 0))
+                yield Block(bytes(buf[begin:valid]), line_no, long_line_piece=True, offset=offset + begin)
+                offset += valid
+                head = begin = 0
+                in_long_line = True
+            else:
+                buf[:valid - begin] = buf[begin:valid]
+                offset += begin
+                head, begin = valid - begin, 0
+            if last:
                 break
-        end = min(pos + chunk_bytes, size)
-        if end < size:
-            cut = mm.rfind(b"\n", pos, end)
-            if cut < 0:
-                # One line longer than a window: scanned in pieces, as iter_blocks does.
-                nl = mm.find(b"\n", end)
-                line_end = size if nl < 0 else nl
-                notes.note_long_line(line_no, line_end - pos)
-                for piece in range(pos, line_end, chunk_bytes):
-                    yield Block(mm[piece:min(piece + chunk_bytes, line_end)], line_no, long_line_piece=True,
-                                offset=piece)
-                notes.bytes_read = line_end + (nl >= 0)
-                pos = line_end + 1
-                line_no += nl >= 0
-                continue
-            if end - cut - 1 > max_carry_bytes:
-                notes.note_long_line(line_no + mm[pos:cut].count(b"\n") + 1, end - cut - 1)
-            end = cut + 1
-        pre = max(0, pos - context_bytes)
+            continue
+        end = cut + 1
+        if in_long_line:
+            notes.note_long_line(line_no, buf.find(b"\n", begin, end) - begin + max_carry_bytes)
+            in_long_line = False
+        if end > begin:
+            block = Block(buf, line_no, end=end, begin=begin, offset=offset)
+            yield block
+            line_no = block.first_line + block.counted_lines + buf.count(b"\n", block.counted_to, end)
+        if last:
+            break
+        carry = valid - end
+        if carry > max_carry_bytes:
+            notes.note_long_line(line_no, carry)
+            yield Block(bytes(buf[end:valid]), line_no, long_line_piece=True, offset=offset + end)
+            in_long_line = True
+            # What follows is the rest of that line: no context carries over it (as in iter_blocks).
+            offset += valid
+            head = begin = 0
+            continue
+        # Keep the last whole lines (context for the next block) and the partial line after them.
+        pre = max(0, end - context_bytes)
         if pre:
-            nl = mm.find(b"\n", pre, pos)
-            pre = nl + 1 if nl >= 0 else pos
-        block = Block(mm[pre:end], line_no, begin=pos - pre, offset=pre)
-        yield block
-        line_no = block.first_line + block.counted_lines + block.data.count(b"\n", block.counted_to, block.end)
-        notes.bytes_read = end
-        pos = end
+            nl = buf.find(b"\n", pre, end)
+            pre = nl + 1 if nl >= 0 else end
+        buf[:valid - pre] = buf[pre:valid]
+        offset += pre
+        begin, head = end - pre, valid - pre
     # line_no is the number the next line would have; a final line without a newline counts too.
-    notes.bytes_read = max(notes.bytes_read, pos if pos <= size else size)
-    notes.lines = line_no if size and mm[size - 1:size] != b"\n" else line_no - 1
-    if notes.bytes_read == 0:
+    partial = bool(total) and last_byte != b"\n"
+    notes.lines = line_no if partial else line_no - 1
+    if total == 0:
         notes.empty = True
 
 
