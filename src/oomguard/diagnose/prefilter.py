@@ -93,7 +93,8 @@ KEYWORDS: tuple[bytes, ...] = (
 CASELESS: tuple[bytes, ...] = (
     b"out of memory", b"out of vram", b"ran out", b"run out", b"runs out", b"running out", b"low on memory",
     b"exhausted", b"insufficient", b"not enough", b"killed", b"oom-kill", b"oom kill", b"oom_kill",
-    b"kv cache", b"kv-cache", b"fit on", b"fit in", b"too small", b"too little",
+    b"fit on", b"fit in", b"too small", b"too little", b"not big enough", b"cache is full", b"cache full",
+    # not "kv cache": every throughput line says "GPU KV cache usage"
 )
 
 # Frequent serving lines, handled with rfind between hits (see module docstring).
@@ -120,12 +121,18 @@ def run_start_markers() -> tuple[bytes, ...]:
     return tuple(m.encode() for m in _STARTING)
 
 
+# Start-ups are counted (a crash loop's size) by the two lines every start-up prints once: the engine's
+# "Initializing a V1 LLM engine (v0.10.1) ..." / V0's "Initializing an LLM engine (v0.6.3) ...", and the API
+# server's version line; a count is the larger of the two. Few on purpose: each occurrence costs a callback.
+COUNT_MARKERS: tuple[bytes, ...] = (b"LLM engine (v", b"vLLM API server version")
+
+
 @dataclass
 class Survey:
     """What a stretch of bytes holds, without looking at its lines one by one."""
 
-    ids: set[int] = field(default_factory=set)  # indices into ALL present anywhere in it
-    run_starts: list[int] = field(default_factory=list)  # occurrences of each run-start marker
+    ids: set[int] = field(default_factory=set)  # indices into ALL present anywhere in it (and not known)
+    run_starts: list[int] = field(default_factory=list)  # occurrences of each of COUNT_MARKERS
     # Only from engines that find the lines anyway (the fallbacks): reused instead of a second pass.
     lines: list[tuple[int, int, int, frozenset[int]]] | None = None
 
@@ -133,8 +140,9 @@ class Survey:
 class Engine(Protocol):
     name: str
 
-    def survey(self, data: bytes, start: int, end: int) -> Survey:
-        """Which keywords occur in ``data[start:end]``, and how many start-ups begin there."""
+    def survey(self, data: bytes, start: int, end: int, known: frozenset[int] = frozenset()) -> Survey:
+        """Which keywords occur in ``data[start:end]``, and how many start-ups begin there. Keywords in
+        ``known`` may be left out of ``ids`` (an engine may skip looking for them)."""
 
     def lines(self, data: bytes, start: int, end: int) -> list[tuple[int, int, int, frozenset[int]]]:
         """Every line of ``data[start:end]`` holding a keyword, in order: (line start, line end without the
@@ -152,31 +160,45 @@ class _Hyperscan:
     per block, however dense the text), one reporting every occurrence (for the lines that get parsed)."""
 
     name = "hyperscan"
+    _MAX_PARTIAL_DBS = 16  # surveys that leave known keywords out: one compile (~5 ms) per set of them
 
     def __init__(self) -> None:
         import hyperscan  # type: ignore[import-not-found]
 
         self._hs = hyperscan
-        self._markers = run_start_markers()
         n = len(ALL)
         self._n = n
-        words = [_hs_literal(k) for k in ALL]
-        case = [hyperscan.HS_FLAG_CASELESS if i >= _CASELESS_FROM else 0 for i in range(n)]
-        self._survey_db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self._survey_db.compile(
-            expressions=words + [_hs_literal(m) for m in self._markers],
-            ids=list(range(n + len(self._markers))),
-            # Run-start markers report every occurrence: they count start-ups (a crash loop's size).
-            flags=[f | hyperscan.HS_FLAG_SINGLEMATCH for f in case] + [0] * len(self._markers),
-        )
+        self._words = [_hs_literal(k) for k in ALL]
+        self._case = [hyperscan.HS_FLAG_CASELESS if i >= _CASELESS_FROM else 0 for i in range(n)]
+        self._survey_db = self._survey(frozenset())
+        self._partial: dict[frozenset[int], Any] = {}
         self._lines_db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self._lines_db.compile(expressions=words, ids=list(range(n)), flags=case)
+        self._lines_db.compile(expressions=self._words, ids=list(range(n)), flags=self._case)
 
-    def survey(self, data: bytes, start: int, end: int) -> Survey:
-        out = Survey(run_starts=[0] * len(self._markers))
+    def _survey(self, leave_out: frozenset[int]) -> Any:
+        hs = self._hs
+        keep = [i for i in range(self._n) if i not in leave_out]
+        db = hs.Database(mode=hs.HS_MODE_BLOCK)
+        db.compile(
+            expressions=[self._words[i] for i in keep] + [_hs_literal(m) for m in COUNT_MARKERS],
+            ids=keep + list(range(self._n, self._n + len(COUNT_MARKERS))),
+            # Start-up markers report every occurrence: they count start-ups.
+            flags=[self._case[i] | hs.HS_FLAG_SINGLEMATCH for i in keep] + [0] * len(COUNT_MARKERS),
+        )
+        return db
+
+    def survey(self, data: bytes, start: int, end: int, known: frozenset[int] = frozenset()) -> Survey:
+        out = Survey(run_starts=[0] * len(COUNT_MARKERS))
         ids = out.ids
         starts = out.run_starts
         n = self._n
+        db = self._survey_db
+        if known:
+            # Dense routine text is mostly known keywords: a database without them scans it about twice as fast.
+            db = self._partial.get(known)
+            if db is None:
+                db = self._survey(known) if len(self._partial) < self._MAX_PARTIAL_DBS else self._survey_db
+                self._partial[known] = db
 
         def on_match(i: int, _from: int, _to: int, _flags: int, _ctx: Any) -> None:
             if i < n:
@@ -184,7 +206,7 @@ class _Hyperscan:
             else:
                 starts[i - n] += 1
 
-        self._survey_db.scan(memoryview(data)[start:end], match_event_handler=on_match)
+        db.scan(memoryview(data)[start:end], match_event_handler=on_match)
         return out
 
     def lines(self, data: bytes, start: int, end: int) -> list[tuple[int, int, int, frozenset[int]]]:
@@ -227,14 +249,13 @@ class _Regex:
     def __init__(self, name: str, pattern: Any) -> None:
         self.name = name
         self._rx = pattern
-        self._markers = run_start_markers()
 
-    def survey(self, data: bytes, start: int, end: int) -> Survey:
+    def survey(self, data: bytes, start: int, end: int, known: frozenset[int] = frozenset()) -> Survey:
         found = self.lines(data, start, end)
         ids: set[int] = set()
         for *_, line_ids in found:
             ids |= line_ids
-        return Survey(ids, [data.count(m, start, end) for m in self._markers], found)
+        return Survey(ids, [data.count(m, start, end) for m in COUNT_MARKERS], found)
 
     def lines(self, data: bytes, start: int, end: int) -> list[tuple[int, int, int, frozenset[int]]]:
         out = []
@@ -304,8 +325,3 @@ def engine(preferred: str | None = None) -> Engine:
             continue
     raise AssertionError("the re engine always loads")
 
-
-def compiled() -> tuple[Any, str]:
-    """(engine, its name): kept for callers that only print which engine runs."""
-    e = engine()
-    return e, e.name

@@ -219,7 +219,8 @@ class _Stretch:
     first_line: int
     pos: int  # where it starts in the current block's data (0: before it)
     ids: set[int] = field(default_factory=set)
-    run_starts: list[int] = field(default_factory=list)  # start-up markers inside it, per marker
+    run_starts: list[int] = field(default_factory=list)  # prefilter.COUNT_MARKERS inside it, per marker
+    known: frozenset[int] = frozenset()  # keywords its surveys may leave out (all routine while it is open)
 
 
 class _Scanner:
@@ -306,7 +307,9 @@ class _Scanner:
         survey = None
         st = self.stretch
         if st is not None:
-            survey = self.engine.survey(data, a, b)
+            survey = self.engine.survey(data, a, b, st.known)
+            # After its first survey (which names its keywords, for the notes) a stretch looks only for the new.
+            st.known = frozenset(self.saturated)
             if survey.ids <= self.saturated:
                 st.ids |= survey.ids
                 for i, n in enumerate(survey.run_starts):
@@ -350,7 +353,7 @@ class _Scanner:
     def _count_starts(self, st: _Stretch, line_start: int, line_end: int, sign: int) -> None:
         assert self.block is not None
         raw = self.block.data[line_start:line_end]
-        for i, m in enumerate(self.markers):
+        for i, m in enumerate(prefilter.COUNT_MARKERS):
             if m in raw:
                 st.run_starts[i] += sign * raw.count(m)
 
@@ -403,7 +406,7 @@ class _Scanner:
         block = self.block
         assert block is not None and self.cursor is not None
         self.stretch = _Stretch(start=block.offset + pos, first_line=self.cursor.line_at(pos), pos=pos,
-                                run_starts=[0] * len(self.markers))
+                                run_starts=[0] * len(prefilter.COUNT_MARKERS))
 
     def _close_stretch(self, upto: int) -> None:
         """End the stretch at ``upto`` (current block): parse its last lines as context, count the rest."""

@@ -130,6 +130,8 @@ def test_engines_find_the_same_lines():
         eng = prefilter._build(name)
         survey = eng.survey(text, 0, len(text))
         results[name] = (eng.lines(text, 100, len(text) - 50), survey.ids, survey.run_starts)
+        known = frozenset(list(survey.ids)[:3])
+        assert eng.survey(text, 0, len(text), known).ids | known == survey.ids | known
     assert results["hyperscan"] == results["re2"] == results["re"]
     assert results["hyperscan"][0]  # something was found
 
