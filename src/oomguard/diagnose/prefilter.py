@@ -81,7 +81,7 @@ KEYWORDS: tuple[bytes, ...] = (
     b"OOMKilled", b"memory.max", b"memory: usage",
     # words of the paraphrase tier (parsers/paraphrase.py), English and Chinese
     b"VRAM", b"ran out", b"run out", b"fit on", b"fit in", "显存".encode(), "内存".encode(), "缓存".encode(),
-    "杀".encode(), b"ther process", b"ther program", b"ther job", b"ther model", b"ther container", b"ther instance",
+    "杀".encode(), "不足".encode(), "不够".encode(), "太小".encode(), "装不下".encode(), b"ther process", b"ther program", b"ther job", b"ther model", b"ther container", b"ther instance",
     b"second process", "进程".encode(), "程序".encode(),
     # environment failures (parsers/environment.py)
     b"No module named", b"Please install", b"please install", b"Nccl", b"limit", b"Assertion `", b"process group", b"store based barrier", b"shared object", b"cannot import", b"emplate", b"placement group",
@@ -94,6 +94,7 @@ CASELESS: tuple[bytes, ...] = (
     b"out of memory", b"out of vram", b"ran out", b"run out", b"runs out", b"running out", b"low on memory",
     b"exhausted", b"insufficient", b"not enough", b"killed", b"oom-kill", b"oom kill", b"oom_kill",
     b"fit on", b"fit in", b"too small", b"too little", b"not big enough", b"cache is full", b"cache full",
+    b"exit code", b"exit status", b"exitcode",
     # not "kv cache": every throughput line says "GPU KV cache usage"
 )
 

@@ -540,13 +540,25 @@ def _frequent(data: bytes, start: int, end: int, name: str, cursor: _Cursor, col
                 first = data.find(needle, start, pos)
                 if first >= 0:
                     found.append(max(start, data.rfind(b"\n", 0, first) + 1))
+    fed = -1
     for line_start in sorted(set(found)):
+        if line_start <= fed:
+            continue
         line_end = data.find(b"\n", line_start, end)
         if line_end < 0:
             line_end = end
         line_no = cursor.line_at(line_start)
         text = logs.decode_line(data[line_start:line_end], line_no, notes)
         parsers.feed(parse_line(name, line_no, text), col)
+        fed = line_end
+        # And the line after it: a terminal or a log shipper may have wrapped it there ("...Avg generation
+        # throug" / "hput: 834.0 tokens/s, Running: 39 reqs"). Lines of a gap hold no keyword: never fed twice.
+        if line_end + 1 < end:
+            nxt = data.find(b"\n", line_end + 1, end)
+            nxt = end if nxt < 0 else nxt
+            text = logs.decode_line(data[line_end + 1:nxt], line_no + 1, notes)
+            parsers.feed(parse_line(name, line_no + 1, text), col)
+            fed = nxt
 
 
 def _read_nvidia_smi(stream: BinaryIO, kind: InputKind, name: str, col: Collector, notes: logs.ReadNotes) -> None:
