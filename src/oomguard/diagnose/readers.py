@@ -249,9 +249,14 @@ class _Scanner:
 
     # --- blocks ----------------------------------------------------------------------------------
     def feed(self, block: logs.Block) -> None:
+        prev = self.block
         self.block = block
         self.cursor = _Cursor(block)
-        self.gap_start = block.begin
+        if prev is not None and not prev.flush and prev.data is block.data:
+            # Same buffer: the gap after the last hit goes on (serving lines are looked at once per gap).
+            self.gap_start = max(0, self.gap_start + prev.offset - block.offset)
+        else:
+            self.gap_start = block.begin
         if self.stretch is not None:
             self.stretch.pos = max(0, self.stretch.start - block.offset)
         data = block.data
@@ -265,13 +270,16 @@ class _Scanner:
                 sub_end = end if nl < 0 else nl + 1
             self._sub_block(pos, sub_end)
             pos = sub_end
-        if self.stretch is None:
+        if self.stretch is None and block.flush:
             self._frequent(self.gap_start, end)
+            self.gap_start = end
 
     def long_piece(self, block: logs.Block) -> None:
         """A piece of a line longer than the reader holds: the part around its first keyword is parsed."""
         if self.stretch is not None and self.block is not None:
             self._close_stretch(self.block.end)
+        elif self.block is not None and not self.block.flush:
+            self._frequent(self.gap_start, self.block.end)
         self.block = None
         found = self.engine.lines(block.data, 0, len(block.data))
         if not found:
@@ -286,6 +294,8 @@ class _Scanner:
     def finish(self) -> None:
         if self.stretch is not None and self.block is not None:
             self._close_stretch(self.block.end)
+        elif self.block is not None and not self.block.flush:
+            self._frequent(self.gap_start, self.block.end)
         if self.stretches:
             names = ", ".join(sorted({prefilter.ALL[i].decode("utf-8", "replace").strip()
                                       for i in self.stretch_ids})[:12])
@@ -308,8 +318,10 @@ class _Scanner:
         st = self.stretch
         if st is not None:
             survey = self.engine.survey(data, a, b, st.known)
-            # After its first survey (which names its keywords, for the notes) a stretch looks only for the new.
-            st.known = frozenset(self.saturated)
+            if not st.known:
+                # After its first survey (which names its keywords, for the notes) a stretch looks only for the
+                # new; nothing is parsed while it is open, so what is routine does not change.
+                st.known = frozenset(self.saturated)
             if survey.ids <= self.saturated:
                 st.ids |= survey.ids
                 for i, n in enumerate(survey.run_starts):

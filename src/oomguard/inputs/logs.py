@@ -126,6 +126,9 @@ class Block:
     counted_lines: int = 0
     begin: int = 0
     offset: int = 0  # the file offset of ``data[0]`` (decompressed bytes for gzip)
+    # False when the next block shares this one's buffer and all of ``data`` stays valid in it (a scanner
+    # may keep positions of this block pending); True when it is the last before the buffer changes.
+    flush: bool = True
 
     def __post_init__(self) -> None:
         if self.end < 0:
@@ -260,7 +263,7 @@ def iter_scan_blocks(stream: BinaryIO, notes: ReadNotes, *, context_bytes: int =
     With ``direct`` (the caller has consumed nothing from ``stream``, only peeked), a regular file that
     is not compressed is read from its descriptor into one reused buffer (``_file_blocks``); anything
     else (gzip, stdin, a pipe) through ``iter_blocks``. Blocks of a regular file share that buffer: a
-    block's ``data`` is valid until the next block is asked for.
+    block's ``data`` stays valid until the block after one with ``flush`` set.
     """
     fd = _regular_fd(stream) if direct else None
     if fd is not None:
@@ -295,30 +298,50 @@ def _regular_fd(stream: BinaryIO) -> int | None:
     return fd if stat.S_ISREG(st.st_mode) and st.st_size > 0 else None
 
 
-def _file_blocks(fd: int, notes: ReadNotes, context_bytes: int, chunk_bytes: int,
-                 max_carry_bytes: int) -> Iterator[Block]:
-    """``iter_blocks`` for a regular file, without its copies: the file is read into one buffer that holds
-    the context, the carried partial line and the next chunk; what is kept moves to its front.
+READ_BYTES = 256 * KiB
 
-    Not a memory map: copying windows out of a map cost twice as much as reading them here (page faults;
-    benchmarks/diagnose_throughput.py), and a map faults (SIGBUS) when the file is truncated under it
-    (logrotate's copytruncate). The file is read up to the size it had when opened: a log still being
-    written is read as a snapshot, not chased.
+
+def _file_blocks(fd: int, notes: ReadNotes, context_bytes: int, chunk_bytes: int, max_carry_bytes: int,
+                 read_bytes: int = READ_BYTES) -> Iterator[Block]:
+    """``iter_blocks`` for a regular file, without its copies.
+
+    The file is read ``read_bytes`` at a time into one buffer of ``chunk_bytes`` (plus room for context
+    and a carried partial line), and each piece is handed over while it is still in the CPU's cache:
+    the scanner counts its lines and searches it right after the read, so each byte comes from memory
+    once, not three times (on a shared machine memory bandwidth, not the CPU, is the limit). Earlier
+    pieces stay in the buffer as context (``Block.begin``) until it is full; then its last
+    ``context_bytes`` move to its front, and the block before that has ``flush`` set.
+
+    Not a memory map: copying windows out of a map cost twice as much as reading them here (page
+    faults), and a map faults (SIGBUS) when the file is truncated under it (logrotate's copytruncate).
+    The file is read up to the size it had when opened: a log still being written is read as a
+    snapshot, not chased.
     """
     size = os.fstat(fd).st_size
     reader = io.FileIO(fd, "rb", closefd=False)
     reader.seek(0)
-    buf = bytearray(context_bytes + max_carry_bytes + chunk_bytes)
+    cap = context_bytes + max_carry_bytes + chunk_bytes
+    buf = bytearray(cap)
     view = memoryview(buf)
-    head = 0  # buf[:head] is kept from before: context buf[:begin], then a partial line buf[begin:head]
-    begin = 0
+    head = 0  # valid bytes in buf
+    begin = 0  # buf[begin:head] is not yet handed over (a partial line); buf[:begin] is context
     offset = 0  # of buf[0] in the file
     line_no = 1
     total = 0
     last_byte = b""
     in_long_line = False
     while True:
-        want = min(chunk_bytes, size - total)
+        if cap - head < read_bytes:
+            # Full: keep the last whole lines (context for the next block) and the partial line after them.
+            pre = max(0, begin - context_bytes)
+            if pre:
+                nl = buf.find(b"\n", pre, begin)
+                pre = nl + 1 if nl >= 0 else begin
+            buf[:head - pre] = buf[pre:head]
+            offset += pre
+            begin -= pre
+            head -= pre
+        want = min(read_bytes, size - total, cap - head)
         got = 0
         try:
             while got < want:
@@ -331,15 +354,14 @@ def _file_blocks(fd: int, notes: ReadNotes, context_bytes: int, chunk_bytes: int
         total += got
         notes.bytes_read = total
         valid = head + got
-        last = got < chunk_bytes or total >= size
-        if valid > begin:
+        last = got < want or total >= size
+        if got:
             last_byte = bytes(buf[valid - 1:valid])
         cut = valid - 1 if last else buf.rfind(b"\n", begin, valid)
-        if cut < 0 or cut < begin:
+        if cut < begin:
             if valid - begin > max_carry_bytes:
                 # One line longer than we are willing to hold: scan it in pieces. The lines before it are
-                # still in the buffer's front: an empty block over them lets a scanner finish its context
-                # there (the block it had is stale once the buffer was refilled).
+                # still in the buffer: an empty block over them lets a scanner finish its context there.
                 if begin:
                     yield Block(buf, line_no, end=begin, begin=begin, offset=offset)
                 notes.note_long_line(line_no, valid - begin + (max_carry_bytes if in_long_line else 0))
@@ -348,9 +370,7 @@ def _file_blocks(fd: int, notes: ReadNotes, context_bytes: int, chunk_bytes: int
                 head = begin = 0
                 in_long_line = True
             else:
-                buf[:valid - begin] = buf[begin:valid]
-                offset += begin
-                head, begin = valid - begin, 0
+                head = valid
             if last:
                 break
             continue
@@ -358,29 +378,20 @@ def _file_blocks(fd: int, notes: ReadNotes, context_bytes: int, chunk_bytes: int
         if in_long_line:
             notes.note_long_line(line_no, buf.find(b"\n", begin, end) - begin + max_carry_bytes)
             in_long_line = False
-        if end > begin:
-            block = Block(buf, line_no, end=end, begin=begin, offset=offset)
-            yield block
-            line_no = block.first_line + block.counted_lines + buf.count(b"\n", block.counted_to, end)
+        block = Block(buf, line_no, end=end, begin=begin, offset=offset,
+                      flush=last or cap - valid < read_bytes or valid - end > max_carry_bytes)
+        yield block
+        line_no = block.first_line + block.counted_lines + buf.count(b"\n", block.counted_to, end)
         if last:
             break
-        carry = valid - end
-        if carry > max_carry_bytes:
-            notes.note_long_line(line_no, carry)
+        begin, head = end, valid
+        if valid - end > max_carry_bytes:
+            notes.note_long_line(line_no, valid - end)
             yield Block(bytes(buf[end:valid]), line_no, long_line_piece=True, offset=offset + end)
             in_long_line = True
             # What follows is the rest of that line: no context carries over it (as in iter_blocks).
             offset += valid
             head = begin = 0
-            continue
-        # Keep the last whole lines (context for the next block) and the partial line after them.
-        pre = max(0, end - context_bytes)
-        if pre:
-            nl = buf.find(b"\n", pre, end)
-            pre = nl + 1 if nl >= 0 else end
-        buf[:valid - pre] = buf[pre:valid]
-        offset += pre
-        begin, head = end - pre, valid - pre
     # line_no is the number the next line would have; a final line without a newline counts too.
     partial = bool(total) and last_byte != b"\n"
     notes.lines = line_no if partial else line_no - 1
