@@ -25,7 +25,24 @@ def _where(f) -> str:
     return "command"
 
 
-def render_report(report, *, show_diff: bool = True, verbose: bool = False) -> str:
+def render_run(run, *, show_diff: bool = True, verbose: bool = False) -> str:
+    """Several launches of one file (Helm modelSpecs, vLLM containers): each one's report, then the
+    one corrected file that holds every launch's fix."""
+    parts = []
+    for rep in run.reports:
+        parts.append(f"== {rep.ctx.launch.name} ==\n" + render_report(rep, show_diff=show_diff, verbose=verbose, show_fix=False))
+    errors = sum(len(r.errors) for r in run.reports)
+    warnings = sum(len(r.warnings) for r in run.reports)
+    tail = [f"{len(run.reports)} launches: {errors} error(s), {warnings} warning(s)"]
+    fixed = run.fixed_text
+    if fixed is not None:
+        target = run.fixed_path()
+        tail.append("corrected file" + (f" (--fix writes {target})" if target else "") + ":")
+        tail.append((run.diff() if show_diff else fixed).rstrip("\n"))
+    return "\n".join(parts) + "\n" + "\n".join(tail) + "\n"
+
+
+def render_report(report, *, show_diff: bool = True, verbose: bool = False, show_fix: bool = True) -> str:
     ctx = report.ctx
     out: list[str] = []
     head = [f"vLLM {ctx.release.version}"]
@@ -72,7 +89,7 @@ def render_report(report, *, show_diff: bool = True, verbose: bool = False) -> s
             out.append(_wrap(f"#{i} {option_text(ctx, o)}", "  "))
             out.append(_wrap(summary(o), "      "))
     fx = report.fix
-    if fx is not None and fx.changed:
+    if fx is not None and fx.changed and show_fix:
         out.append("")
         target = report.fixed_path()
         out.append("corrected launch" + (f" (--fix writes {target})" if target else "") + ":")

@@ -150,7 +150,7 @@ def _check_version(version: str) -> None:
 
 def _read_target(args: argparse.Namespace):
     from oomguard.errors import InputError
-    from oomguard.inputs.launch import parse_command, read_launch
+    from oomguard.inputs.reader import read_command, read_launch
 
     tail = getattr(args, "launch_tail", None) or []
     # with --fix, check reads the launch and respells what this release no longer accepts
@@ -158,7 +158,7 @@ def _read_target(args: argparse.Namespace):
     if args.launch_file:
         return read_launch(args.launch_file, version=args.vllm_version, lenient=lenient)
     if tail:
-        return parse_command(tail, version=args.vllm_version, lenient=lenient)
+        return read_command(tail, version=args.vllm_version, lenient=lenient)
     raise InputError("export launch: give a launch file (start_api.sh, --config YAML) or a command after --")
 
 
@@ -170,7 +170,7 @@ def _apply_fix(args: argparse.Namespace, launch):
     import json
 
     from oomguard.errors import InputError
-    from oomguard.inputs.launch import parse_command
+    from oomguard.inputs.reader import read_command
 
     try:
         importlib.import_module("oomguard.cli.check")
@@ -215,7 +215,14 @@ def _apply_fix(args: argparse.Namespace, launch):
         if errors:
             print(f"note: check found {len(errors)} error(s) but no automatic fix; exporting as given", file=sys.stderr)
         return launch
-    fixed_launch = parse_command([fixed], version=args.vllm_version)
+    if launch.kind in ("command", "flags") or not launch.path:
+        fixed_launch = read_command([fixed], version=args.vllm_version or launch.version)
+    else:
+        # the corrected launch is in the input's own format (a script, a --config YAML, a manifest)
+        from oomguard.inputs.reader import launches_from_text
+
+        again = launches_from_text(fixed, path=launch.path, version=args.vllm_version)
+        fixed_launch = next((x for x in again if x.name == launch.name), again[0])
     for k, v in launch.env.items():
         fixed_launch.env.setdefault(k, v)
     changed = sorted(
@@ -278,7 +285,7 @@ def _launch(args: argparse.Namespace) -> int:
         source=args.launch_file,
     )
     rendered = render_launch(launch, target, opts)
-    for note in launch.notes:
+    for note in launch.report_notes():
         print(f"note: {note}", file=sys.stderr)
     problems = _verify(rendered.text, target, launch, version)
     if problems:

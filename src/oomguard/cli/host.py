@@ -39,24 +39,17 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
 
 def _read_launch(args: argparse.Namespace):
-    """The parsed launch, or None; InputError when the parser is missing or rejects it."""
-    from oomguard.errors import InputError
-
+    """The parsed launch, or None; InputError when the reader rejects it."""
     tail = getattr(args, "launch_tail", None) or []
     if not args.launch and not tail:
         return None
-    try:
-        from oomguard.inputs import launch as launch_mod
-    except ImportError as exc:  # the launch reader ships with the plan command
-        raise InputError(f"--launch needs oomguard.inputs.launch, which failed to import ({exc})") from None
-    try:
-        # Lenient: a flag unknown to the assumed version is `check`'s business, not a reason to
-        # skip the host checks.
-        if args.launch:
-            return launch_mod.read_launch(args.launch, version=args.vllm_version, lenient=True)
-        return launch_mod.parse_command(tail, version=args.vllm_version, lenient=True)
-    except ImportError as exc:
-        raise InputError(f"the launch reader is incomplete in this build ({exc})", file=args.launch) from None
+    from oomguard.inputs.reader import read_command, read_launch
+
+    # Lenient: a flag unknown to the assumed version is `check`'s business, not a reason to
+    # skip the host checks.
+    if args.launch:
+        return read_launch(args.launch, version=args.vllm_version, lenient=True)
+    return read_command(tail, version=args.vllm_version, lenient=True)
 
 
 def _host_flags(launch) -> tuple[dict, list[str]]:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
 
+from oomguard.diagnose.parsers.cues import KEYWORDS as CUE_KEYWORDS
 from oomguard.diagnose.parsers.frames import KEYWORDS as FRAME_KEYWORDS
 
 # Every line the parsers understand contains at least one of these. Keep them
@@ -86,7 +87,7 @@ KEYWORDS: tuple[bytes, ...] = (
     # environment failures (parsers/environment.py)
     b"No module named", b"Please install", b"please install", b"Nccl", b"limit", b"Assertion `", b"process group", b"store based barrier", b"shared object", b"cannot import", b"emplate", b"placement group",
     b"GPU available", b"fulfill resource", b" GPU\n", b"out of resource",
-) + FRAME_KEYWORDS
+) + FRAME_KEYWORDS + CUE_KEYWORDS  # report cues: one table, parsers/cues.py
 
 # Matched ignoring ASCII case: cues the parsers look for with re.IGNORECASE (people write "CUDA OUT OF MEMORY",
 # "System RAM is exhausted"). Same rules as KEYWORDS; an entry here need not be repeated there.

@@ -28,7 +28,9 @@ def read_back(
     """
     import yaml
 
-    from oomguard.inputs.launch import parse_command, parse_script, read_launch
+    from oomguard.inputs.command import parse_script
+    from oomguard.inputs.reader import read_command as parse_command
+    from oomguard.inputs.reader import read_launch
 
     target = Target(target)
     if target is Target.SYSTEMD:

@@ -1,6 +1,6 @@
 """Turn a parsed launch back into ``vllm serve`` words, and words into shell text.
 
-``flags_to_argv`` is the inverse of ``oomguard.inputs.launch.parse_flag_words``:
+``flags_to_argv`` is the inverse of ``oomguard.inputs.command.parse_flag_words``:
 typed values go back to the spelling vLLM's argparse reads (JSON-valued flags
 as compact JSON, booleans as ``--x`` / ``--no-x``, lists as separate words),
 so that reading the result gives back the same flags. When the per-version

@@ -22,7 +22,9 @@ import yaml
 from oomguard.export.launch import ExportOptions, Target, render_launch
 from oomguard.export.readback import differences, expected_flags, read_back
 from oomguard.export.systemd import environment, join_lines, quote_word, split_command
-from oomguard.inputs.launch import Launch, parse_script, read_launch
+from oomguard.inputs.command import parse_script
+from oomguard.inputs.launch import Launch
+from oomguard.inputs.reader import read_launch
 
 ROOT = Path(__file__).resolve().parents[3]
 SCEN = ROOT / "tests" / "scenarios"

@@ -10,7 +10,7 @@ long prefill materialise activations for the whole prompt (S1, S2).
 from __future__ import annotations
 
 from oomguard.check.finding import Severity
-from oomguard.check.registry import rule
+from oomguard.check.rule import rule
 from oomguard.check.rules.common import (
     gib,
     memory_failure,

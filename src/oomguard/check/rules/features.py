@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from oomguard.check.context import json_value
 from oomguard.check.finding import Severity
-from oomguard.check.registry import Needs, rule
+from oomguard.check.needs import Needs
+from oomguard.check.rule import rule
 from oomguard.check.rules.common import gib, memory_failure
 from oomguard.model.failures import FailureClass as F
 from oomguard.units import GiB

@@ -14,7 +14,7 @@ the one model ``oomguard host`` and ``oomguard fit`` use too, per release:
 from __future__ import annotations
 
 from oomguard.check.finding import Severity
-from oomguard.check.registry import rule
+from oomguard.check.rule import rule
 from oomguard.check.rules.common import gib, set_json_key
 from oomguard.model.failures import FailureClass as F
 from oomguard.units import GiB

@@ -8,7 +8,7 @@ outside the budget (CUDA graphs before 0.20), and other processes.
 from __future__ import annotations
 
 from oomguard.check.finding import Severity
-from oomguard.check.registry import rule
+from oomguard.check.rule import rule
 from oomguard.check.rules.common import (
     gib,
     peak_activation,

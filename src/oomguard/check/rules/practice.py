@@ -9,7 +9,7 @@ first long request.
 from __future__ import annotations
 
 from oomguard.check.finding import Severity
-from oomguard.check.registry import rule
+from oomguard.check.rule import rule
 from oomguard.check.rules.common import gib
 from oomguard.units import GiB
 
