@@ -162,7 +162,7 @@ class _Hyperscan:
     per block, however dense the text), one reporting every occurrence (for the lines that get parsed)."""
 
     name = "hyperscan"
-    _MAX_PARTIAL_DBS = 16  # surveys that leave known keywords out: one compile (~5 ms) per set of them
+    _MAX_PARTIAL_DBS = 8  # surveys that leave known keywords out: one compile (~5 ms) per set of them
 
     def __init__(self) -> None:
         import hyperscan  # type: ignore[import-not-found]

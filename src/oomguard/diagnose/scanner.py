@@ -13,6 +13,7 @@ does not grow with the file: one buffer and the bounded ``Collector``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,8 +32,8 @@ _FOLLOW_BYTES = 2048
 # Grouping (crash loops, floods of error lines). Once a file has had HEAD_LINES lines parsed, a keyword seen in
 # SATURATION parsed lines is routine, and a stretch of lines whose keywords are all routine is counted instead of
 # parsed line by line:
-# - a stretch opens at the next start-up (so the run being read is read to its end), or after GRACE_LINES more
-#   routine lines when no start-up comes (a flood of error lines);
+# - a stretch opens at once when the server was serving, else (a start-up in progress) at the next start-up,
+#   so that the run being read is read to its end, or after GRACE_LINES more routine lines when none comes;
 # - it closes before the next line with something new, and at the end of the input; then its last lines are
 #   parsed, in order, as context: from its last start-up when that is within RUN_CONTEXT_LINES matched lines
 #   (the last run of a crash loop is read whole), else its last CONTEXT_LINES (a traceback before an error);
@@ -48,6 +49,8 @@ RUN_CONTEXT_LINES = 512
 CONTEXT_BYTES = 512 * 1024
 EXTRA_LINES = 20_000
 SUB_BYTES = 256 * 1024  # one survey per this many bytes: a few callbacks each, however dense the text
+# A stretch this many surveys long looks only for keywords not routine (a smaller search, built once: ~5 ms).
+_FULL_SURVEYS = 8
 _MAX_STRETCH_NOTES = 5
 
 
@@ -116,6 +119,7 @@ class _Stretch:
     ids: set[int] = field(default_factory=set)
     run_starts: list[int] = field(default_factory=list)  # prefilter.COUNT_MARKERS inside it, per marker
     known: frozenset[int] = frozenset()  # keywords its surveys may leave out (all routine while it is open)
+    surveys: int = 0
 
 
 class _Scanner:
@@ -131,6 +135,7 @@ class _Scanner:
         self.extra = 0  # lines parsed as grace or context
         self.grace = GRACE_LINES
         self.frequent_seen: set[bytes] = set()
+        self.serving_procs: set[bytes] = set()
         self.block: logs.Block | None = None
         self.cursor: _Cursor | None = None
         self.gap_start = 0
@@ -213,7 +218,8 @@ class _Scanner:
         st = self.stretch
         if st is not None:
             survey = self.engine.survey(data, a, b, st.known)
-            if not st.known:
+            st.surveys += 1
+            if not st.known and st.surveys == _FULL_SURVEYS:
                 # After its first survey (which names its keywords, for the notes) a stretch looks only for the
                 # new; nothing is parsed while it is open, so what is routine does not change.
                 st.known = frozenset(self.saturated)
@@ -232,7 +238,7 @@ class _Scanner:
                     st.ids |= ids
                     self._count_starts(st, line_start, line_end, 1)
                     continue
-                if self.grace > 0 and not self._starts_run(line_start, line_end):
+                if self.grace > 0 and self.col.state.phase < Phase.READY and not self._starts_run(line_start, line_end):
                     self.grace -= 1  # the run being read is read to its end
                     extra = True
                 else:
@@ -379,7 +385,8 @@ class _Scanner:
 
     def _frequent(self, start: int, end: int) -> None:
         if end > start and self.block is not None and self.cursor is not None:
-            _frequent(self.block.data, start, end, self.name, self.cursor, self.col, self.notes, self.frequent_seen)
+            _frequent(self.block.data, start, end, self.name, self.cursor, self.col, self.notes, self.frequent_seen,
+                      self.serving_procs)
 
 
 class _Cursor:
@@ -421,10 +428,15 @@ def _following(data: bytes, line_end: int, size: int) -> str:
 _TAIL_WINDOW = 64 * 1024
 
 
+# The process prefix of a serving line ("(APIServer pid=1) "), as lines.parse_line reads it.
+_PROC_KEY = re.compile(rb"\(([A-Za-z_][\w.:/=-]*(?:\s[\w.:/=-]+)*?(?:\s+pid=\d+)?)(?:,\s*ip=[\w.:]+)?\)\s")
+
+
 def _frequent(data: bytes, start: int, end: int, name: str, cursor: _Cursor, col: Collector, notes: logs.ReadNotes,
-              seen: set[bytes]) -> None:
-    """Between two hits: feed only the first and the last serving line of each frequent kind, in file order
-    (once the server is serving, only the last metrics line: nothing else in them changes what is known).
+              seen: set[bytes], serving_procs: set[bytes]) -> None:
+    """Between two hits: feed only the first and the last serving line of each frequent kind, in file order.
+    Once the server is serving, a request line only says so, which is known: then the last metrics line
+    (requests in flight) and the first line of each kind from a process not yet seen serving (its own phase).
 
     The last such line is almost always near the end of the gap, so only the tail is searched first; the
     whole gap is searched for a kind already seen in this file, or while nothing has been seen yet (a kind a
@@ -434,8 +446,17 @@ def _frequent(data: bytes, start: int, end: int, name: str, cursor: _Cursor, col
     tail = max(start, end - _TAIL_WINDOW)
     serving = col.state.phase == Phase.SERVING
     for needle in FREQUENT:
-        if serving and needle != FREQUENT[0]:
-            continue  # request lines only say "serving", which is known; the metrics line still counts requests
+        if serving:
+            first = data.find(needle, start, min(end, start + _TAIL_WINDOW))
+            if first >= 0:
+                line_start = max(start, data.rfind(b"\n", 0, first) + 1)
+                m = _PROC_KEY.search(data, line_start, min(first, line_start + 300))
+                key = m.group(1) if m else b""
+                if key not in serving_procs:
+                    serving_procs.add(key)
+                    found.append(line_start)
+            if needle != FREQUENT[0]:
+                continue  # the metrics line still counts the requests in flight
         pos = data.rfind(needle, tail, end)
         if pos < 0 and tail > start and (needle in seen or not seen):
             pos = data.rfind(needle, start, tail + len(needle))
