@@ -144,6 +144,7 @@ class _Scanner:
         self.stretches = 0
         self.stretch_lines = 0
         self.stretch_bytes = 0
+        self.stretch_starts = 0
         self.stretch_ids: set[int] = set()
         self.stretch_notes: list[str] = []
 
@@ -202,9 +203,10 @@ class _Scanner:
             self.notes.messages.extend(self.stretch_notes)
             if self.stretches > _MAX_STRETCH_NOTES:
                 self.notes.messages.append(f"{self.stretches - _MAX_STRETCH_NOTES:,} more such stretches")
+            starts = f", {self.stretch_starts:,} start-up(s)" if self.stretch_starts else ""
             self.notes.messages.append(
-                f"{self.stretch_lines:,} line(s) in {self.stretches:,} stretch(es) ({self.stretch_bytes / 1e6:,.1f} MB) "
-                f"only repeat lines shown (keywords: {names}): counted, not parsed one by one")
+                f"{self.stretch_lines:,} line(s) in {self.stretches:,} stretch(es) ({self.stretch_bytes / 1e6:,.1f} MB"
+                f"{starts}) only repeat lines shown (keywords: {names}): counted, not parsed one by one")
         if self.engine.name != "hyperscan":
             self.notes.messages.append(f"keyword scan with {self.engine.name} (the hyperscan package is not "
                                        "installed or does not run here): slower, same result")
@@ -377,6 +379,7 @@ class _Scanner:
         self.stretches += 1
         self.stretch_lines += lines
         self.stretch_bytes += size
+        self.stretch_starts += starts
         self.stretch_ids |= st.ids
         if len(self.stretch_notes) < _MAX_STRETCH_NOTES:
             what = f"{starts:,} start-up(s) (a crash loop) and lines" if starts else "lines"

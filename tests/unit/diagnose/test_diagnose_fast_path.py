@@ -167,8 +167,9 @@ def test_crash_loop_is_grouped_and_concludes_the_same(tmp_path):
     assert report.matched_lines < 1500  # parsed: the first start-ups and the last; 66,000 counted
     notes = " ".join(report.notes)
     # every start-up but the parsed ones is counted: 3000 in all
-    counted = int(notes.split(" start-up(s) (a crash loop)")[0].rsplit(": ", 1)[1].replace(",", ""))
-    assert 2900 < counted < 3000 and "counted, not parsed one by one" in notes
+    summary = report.notes[-1]
+    counted = int(summary.split(" start-up(s))")[0].rsplit(", ", 1)[1].replace(",", ""))
+    assert 2900 < counted < 3000 and "start-up(s) (a crash loop)" in notes and "counted, not parsed" in summary
 
 
 def test_a_different_failure_inside_a_crash_loop_is_not_lost(tmp_path):
@@ -191,7 +192,8 @@ def test_distinct_error_lines_are_counted_and_the_final_failure_found(tmp_path):
     log.write_bytes(data)
     d = diagnose([str(log)])
     assert d.verdicts[0].cls == FailureClass.RUNTIME_OOM
-    assert d.inputs[0].matched_lines < 1000
+    # parsed: the head, each keyword's first occurrences and their context; not the 60,000 lines
+    assert d.inputs[0].matched_lines < 5000
     assert len(d.collector.errors) <= 50 and len(d.collector.timeline) <= 400
     assert any("counted, not parsed one by one" in n for n in d.inputs[0].notes)
 
