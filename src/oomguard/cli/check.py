@@ -63,6 +63,9 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--no-diff", action="store_true", help="text format: print the corrected launch instead of a diff")
     p.add_argument("--explain", nargs="?", const="", metavar="RULE", help="print a rule's documentation (all rules without an id)")
     p.add_argument("--verbose", action="store_true", help="list every skipped rule")
+    p.add_argument("--hook", action="store_true",
+                   help="pre-commit mode: check each FILE that holds a vLLM launch (sniffed by content) with the "
+                   "settings of its path in .oomguard.yaml (see .pre-commit-hooks.yaml)")
     _PARSER = p
 
 

@@ -87,6 +87,15 @@ def _parse(argv: list[str]):
         i = argv.index("--")
         argv, tail = argv[:i], argv[i + 1 :]
     command = next((a for a in argv if not a.startswith("-")), None)
+    if command == "check" and "--hook" in argv:
+        # the pre-commit hook: several files, per-path settings (cli/hook.py)
+        from oomguard.cli import hook
+
+        rest = argv[argv.index("check") + 1 :]
+        rest.remove("--hook")
+        args = hook.parse(rest)
+        args.launch_tail, args.unknown = tail, []
+        return hook, args
     module = importlib.import_module(SUBCOMMANDS[command][0]) if command in SUBCOMMANDS else None
     if module is not None and getattr(module, "ACCEPTS_VLLM_FLAGS", False):
         # Our options and vLLM's share the command line: split them ourselves.
