@@ -27,10 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     from oomguard.cli import check
     from oomguard.cli.common import OneLineParser
 
-    if check._PARSER is None:  # noqa: SLF001
-        from oomguard.cli.main import build_parser as main_parser
-
-        main_parser()
+    if check._PARSER is None:  # noqa: SLF001  (called before the dispatcher built check's parser)
+        check.register(OneLineParser(prog="oomguard").add_subparsers(), "check", "lint a vLLM launch")
     p = OneLineParser(prog="oomguard check --hook", description="check every staged vLLM launch (pre-commit)", allow_abbrev=False)
     for action in check._PARSER._actions:  # noqa: SLF001
         if action.dest in _PASSED and action.option_strings:
