@@ -70,7 +70,7 @@ _STARTUP_EXCEPTIONS = {"ValueError", "AssertionError", "NotImplementedError", "T
 # Larger single allocations are activations.
 LARGEST_WEIGHT_TENSOR_GIB = 2.5
 # Cues of parsers/cues.py that state a failure on their own (the others only say more about one).
-_ANCHOR_CUES = frozenset({"host:memory-monitor", "host:oomkilled"})
+_ANCHOR_CUES = frozenset({"host:memory-monitor", "host:oomkilled", "fail:title", "fail:words", "fail:exception"})
 
 
 def frame_group(frames: tuple[str, ...] | list[str]) -> tuple[str, str] | None:
@@ -281,4 +281,5 @@ _SIGNAL_WHY = {
     Signal.NCCL_ERROR: "NCCL failed", Signal.RAY_PLACEMENT: "Ray could not place the GPUs",
 }
 _CUE_WHY = {"host": "host-memory cue", "req": "request-time cue", "words": "the reporter's words",
+            "fail": "the report says something failed",
             "comp": "the component that printed the log", "gpu": "the GPU", "cfg": "a configuration cue"}
