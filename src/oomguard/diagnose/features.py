@@ -105,9 +105,21 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
         cues.append(Cue("exit:137", f"exit status {ctx.exit_code} = SIGKILL, the kernel OOM killer's signal",
                         "--exit-code", 0, f"exit status {ctx.exit_code}", anchor=True))
     cues += _context_cues(col, ctx)
+    from oomguard.diagnose.parsers.cues import FAILURE_WORDS
+
     for hit in col.cues.values():
         cues.append(Cue(hit.feature, _CUE_WHY.get(hit.feature.split(":")[0], "report cue") + f" ({hit.feature})",
-                        hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES))
+                        hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES or (hit.error and hit.feature in FAILURE_WORDS)))
+    if not any(c.anchor for c in cues) or not any(c.event is not None for c in cues):
+        # A traceback whose error line is missing (cut, or not pasted): the frames still say where it failed.
+        for (file, _run), frames in col.paste_frames.items():
+            group = frame_group(tuple(frames))
+            cues.append(Cue("fail:traceback", "a traceback (its error line is missing)", file, 0, " > ".join(frames[-4:]),
+                            anchor=True))
+            if group is not None:
+                cues.append(Cue(f"paste-frame:{group[0]}", f"the traceback passes through {group[1]}()", file, 0,
+                                group[1]))
+            break
     if not any(c.anchor and c.feature in _GPU_OOM_ANCHORS for c in cues):
         # When (and under what load) a GPU OOM happened says nothing about an argparse error or a crash:
         # these cues only bear on the phase of a GPU OOM, so they only count when there is one.

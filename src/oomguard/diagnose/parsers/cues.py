@@ -173,10 +173,10 @@ TABLE: tuple[CueRule, ...] = (
     _rule("fail:words",
           r"\b(?:errors?|fails?|failed|failing|failure|crash(?:es|ed|ing)?|exceptions?|killed|dies|died|freez(?:es|ing)|"
           r"hangs|stuck|unable to|won'?t (?:start|run|load|work)|does(?:n'?t| not) work)\b|报错|错误|失败|崩溃|挂掉|卡死|"
-          r"被杀|异常|エラー|失敗",
+          r"被杀|异常|エラー|失敗|[\u3400-\u9fff]\s*kill|kill\s*[\u3400-\u9fff]",
           ("error", "Error", "fail", "Fail", "crash", "Crash", "xception", "killed", "Killed", "dies", "died", "freez",
            "hangs", "stuck", "unable to", "Unable to", "t start", "t run", "t load", "t work", "not work", "报错", "错误",
-           "失败", "崩溃", "挂掉", "卡死", "被杀", "异常", "エラー", "失敗"),
+           "失败", "崩溃", "挂掉", "卡死", "被杀", "异常", "エラー", "失敗", "kill"),
           "it fails with an error when I start it", prose=True),
     _rule("fail:exception", r"\b[A-Z]\w*(?:Error|Exception)\b(?!\s*=)", ("Error", "Exception"),
           "> ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0", prose=True, flags=0),
@@ -246,6 +246,8 @@ TABLE: tuple[CueRule, ...] = (
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _ERROR_RECORD = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
+# Words of a failure (counted only in prose or error records): on an error record they state a failure.
+FAILURE_WORDS: frozenset[str] = frozenset(r.feature for r in TABLE if r.failure and r.feature.startswith("words:"))
 # Every keyword of every rule (and of vLLM's message fragments), for the prefilter's table (diagnose/prefilter.py).
 # Spellings the error parsers accept (they compare case-insensitively) that the prefilter's own list lacks.
 _CASE_VARIANTS: tuple[bytes, ...] = (b"OUT OF MEMORY", b"Out Of Memory", b"Out of Memory", b"out of Memory")
@@ -270,7 +272,8 @@ def parse_cues(line: LogLine, col: Collector) -> None:
     if not found:
         return
     words = line.prose or _CJK.search(msg) is not None
-    failure = words or line.level in ("ERROR", "CRITICAL") or _ERROR_RECORD.match(msg) is not None
+    error = line.level in ("ERROR", "CRITICAL") or _ERROR_RECORD.match(msg) is not None
+    failure = words or error
     tried: set[str] = set()
     for keyword in found:
         for rule in _RULES_BY_KEYWORD.get(keyword, ()):
@@ -278,4 +281,4 @@ def parse_cues(line: LogLine, col: Collector) -> None:
                 continue
             tried.add(rule.feature)
             if rule.pattern.search(msg):
-                col.note_cue(rule.feature, line)
+                col.note_cue(rule.feature, line, error=error)
