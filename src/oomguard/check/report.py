@@ -69,6 +69,28 @@ class CheckReport:
         return [f for f in self.findings if f.severity is Severity.WARNING]
 
     @property
+    def refused_by(self) -> list[Finding]:
+        """Error findings that foretell vLLM refusing the command line itself (its argument parser or
+        config validation) before any memory is planned: the launch does not start, whatever the plan says."""
+        from oomguard.check.registry import get_rule
+        from oomguard.model.failures import FailureClass
+
+        out = []
+        for f in self.errors:
+            rule = get_rule(f.rule)
+            if rule is not None and FailureClass.BAD_ARGUMENT.value in rule.predicts:
+                out.append(f)
+        return out
+
+    @property
+    def predicted_start(self) -> bool | None:
+        """The verdict: the memory plan's, unless vLLM refuses the command line first."""
+        plan = self.ctx.plan
+        if plan is None:
+            return None
+        return plan.starts and not self.refused_by
+
+    @property
     def incomplete(self) -> bool:
         """Memory rules could not run (OG001): the result is not a clean bill of health."""
         return any(f.rule == COVERAGE_RULE for f in self.findings)
@@ -97,6 +119,8 @@ class CheckReport:
             "findings": [f.to_dict() for f in self.findings],
             "fixed_command": fixed,
             "plan": plan.to_dict() if plan is not None else None,
+            "starts": self.predicted_start,
+            "refused_by": [f.rule for f in self.refused_by],
             "vllm_version": self.ctx.release.version,
             "launch": {"kind": self.ctx.launch.kind, "path": self.ctx.launch.path, "model": self.ctx.launch.model,
                        "name": self.ctx.launch.name, "read": self.ctx.launch.to_dict()},
