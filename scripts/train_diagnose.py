@@ -44,7 +44,7 @@ CALIBRATION = ROOT / "tests" / "data" / "calibration"
 BATCHES = ROOT / "tests" / "data" / "diagnose"
 # L2 strength toward the priors, per sample-weighted record (chosen by CV: see --lambdas).
 LAMBDA = 5.0
-LAMBDA_BIAS = 0.5
+LAMBDA_BIAS = 20.0
 STEPS = 400
 LEARNING_RATE = 0.1
 # Cross-validation folds, grouped by thread (every thread in exactly one test fold, never in its training part).
