@@ -202,3 +202,29 @@ def test_bf16_on_a_pre_ampere_card_is_fixed_with_dtype_half(tmp_path):
             "V100-SXM2-32GB GPU has compute capability 7.0.\n")
     v = diagnose([_write(tmp_path, text)]).verdicts[0]
     assert v.cls.value == "config-error" and (v.fix[0].flag, v.fix[0].value) == ("--dtype", "half")
+
+
+def test_cue_keywords_select_no_ordinary_serving_line():
+    """Throughput must not drop: a serving log's frequent lines hold no cue keyword (each hit is parsed)."""
+    import random
+
+    from oomguard.diagnose.parsers.cues import KEYWORDS
+
+    rng = random.Random(7)
+    lines = []
+    for i in range(2000):
+        rid = "".join(rng.choice("0123456789abcdef") for _ in range(24))
+        lines += [
+            f"(APIServer pid=1) INFO 05-01 13:45:{i % 60:02d} [loggers.py:236] Engine 000: Avg prompt throughput: "
+            f"{i}.5 tokens/s, Avg generation throughput: 1941.5 tokens/s, Running: 20 reqs, Waiting: 16 reqs, "
+            "GPU KV cache usage: 22.8%, Prefix cache hit rate: 42.4%",
+            f'(APIServer pid=1) INFO:     10.202.101.2:{50000 + i} - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+            f"(APIServer pid=1) INFO 05-03 03:46:54 [logger.py:71] Received request chatcmpl-{rid}: params: "
+            "SamplingParams(n=1, temperature=0.7, top_p=1.0, max_tokens=4028, logprobs=None, prompt_logprobs=None), "
+            "prompt_token_ids: None, lora_request: None.",
+            f"(APIServer pid=1) INFO 05-03 08:35:11 [async_llm.py:328] Finished request chatcmpl-{rid}.",
+            f"(APIServer pid=1) WARNING 05-02 09:03:24 [serving_chat.py:210] Request chatcmpl-{rid} has max_tokens "
+            "larger than the remaining context; clamped to 3913",
+        ]
+    hits = [line for line in lines if any(k in line.encode() for k in KEYWORDS)]
+    assert hits == [], hits[:3]

@@ -53,7 +53,8 @@ TABLE: tuple[CueRule, ...] = (
           ("memory.max", "memory.limit", "limits:", "limits.memory", "memory limit", "Memory limit", "MemoryMax",
            "--memory", "mem_limit", "memory: ", "内存限制"), "resources: limits: memory: 64Gi"),
     _rule("host:oomkilled", r"\bOOMKilled\b|exit(?:ed)?(?: with)? (?:code|status)[: ]*137\b|exitCode: 137|code 137",
-          ("OOMKilled", "137"), "Last State: Terminated  Reason: OOMKilled  Exit Code: 137", flags=0),
+          ("OOMKilled", "code 137", "code: 137", "status 137", "status: 137", "exitCode: 137"),
+          "Last State: Terminated  Reason: OOMKilled  Exit Code: 137", flags=0),
     _rule("host:memory-monitor",
           r"memory monitor|running low on memory|due to memory pressure|memory usage threshold|"
           r"ray\.exceptions\.OutOfMemoryError|killed due to (?:the )?(?:node|high memory)",
@@ -88,7 +89,9 @@ TABLE: tuple[CueRule, ...] = (
     _rule("req:spec-decode", r"speculative|spec[_ -]decod|draft model|\beagle\b|\bMTP\b|num_speculative_tokens|投机",
           ("peculative", "spec_decod", "spec decod", "spec-decod", "draft model", "eagle", "EAGLE", "Eagle", "MTP",
            "投机"), "--speculative-config '{\"method\": \"eagle\"}'", failure=True),
-    _rule("req:lora", r"\bLoRA\b|lora_modules|enable[-_]lora|max_loras", ("LoRA", "lora"), "--enable-lora --max-loras 4", failure=True),
+    _rule("req:lora", r"\bLoRA\b|lora_modules|enable[-_]lora|max_loras|--lora", ("LoRA", "lora_modules", "enable-lora",
+                                                                            "enable_lora", "max_loras", "--lora"),
+          "--enable-lora --max-loras 4", failure=True),
     # --- the phase, in the reporter's words (prose and CJK only) --------------------------------
     _rule("words:startup",
           r"\b(?:at|on|during) start(?:-?up)?\b|when (?:starting|launching)|while starting|(?:fails?|failed) to start|"
@@ -110,7 +113,7 @@ TABLE: tuple[CueRule, ...] = (
           r"\binference\b|\bserving\b|when (?:I |we )?send|send(?:ing)? (?:a |the |many |some )?requests?|"
           r"after (?:some|a) (?:time|while)|after (?:\d+|a few|several) (?:requests|minutes|hours)|during generation|"
           r"while generating|推理|请求|运行一段时间|运行时|运行中|生成时|服务中|服务期间",
-          ("inference", "serving", "when I send", "when we send", "when send", "send request", "sending request",
+          ("inference", " serving", "Serving", "when I send", "when we send", "when send", "send request", "sending request",
            "send a request", "sending a request", "send the request", "send many", "sending many", "send some",
            "after some time", "after a while", "requests", "minutes", "hours", "during generation", "while generating",
            "推理", "请求", "运行一段时间", "运行时", "运行中", "生成时", "服务中", "服务期间"),
@@ -125,8 +128,10 @@ TABLE: tuple[CueRule, ...] = (
     _rule("words:capture", r"captur|cuda ?graphs?|cudagraph|图捕获", ("captur", "CUDA graph", "cuda graph", "cudagraph",
                                                                     "CUDAGraph", "cuda_graph", "图捕获"),
           "OOM while capturing CUDA graphs", prose=True),
-    _rule("words:kv", r"kv[ _-]?cache|kv[ _-]?缓存|KV 缓存", ("kv cache", "KV cache", "kv_cache", "KV Cache", "kv-cache",
-                                                          "kvcache", "KVCache", "kv缓存", "KV缓存", "KV 缓存", "kv 缓存"),
+    # Not "KV cache" alone: every throughput line says "GPU KV cache usage" (the prefilter would select them all).
+    _rule("words:kv", r"kv[ _-]?cache|kv[ _-]?缓存|KV 缓存",
+          ("kv cache", "kv-cache", "kvcache", "KVCache", "KV cache is", "KV cache was", "KV cache too", "the KV cache",
+           "enough KV cache", "KV cache not", "KV cache size is", "KV cache for", "kv缓存", "KV缓存", "KV 缓存", "kv 缓存"),
           "the kv cache is too small for max_model_len", prose=True),
     _rule("words:gpu-mem", r"显存|\bVRAM\b|GPU memory|video memory|GPU RAM", ("显存", "VRAM", "GPU memory", "video memory",
                                                                             "GPU RAM"),
@@ -154,7 +159,8 @@ TABLE: tuple[CueRule, ...] = (
           r"compute capability (?:of )?[1-7]\.\d|capability [1-7]\.\d|sm_?7[05]\b",
           ("V100", "T4", "P100", "P40", "Tesla", "RTX 20", "RTX20", "GTX", "Titan", "TITAN", "Turing", "Volta",
            "capability", "sm_7", "sm7"), "Tesla V100-SXM2-32GB", flags=0),
-    _rule("cfg:bf16", r"bfloat16|\bbf16\b", ("bfloat16", "bf16", "BFloat16", "Bfloat16", "BF16"),
+    # Not "bf16" alone: request ids are hex ("chatcmpl-...0bf16a...").
+    _rule("cfg:bf16", r"bfloat16|\bbf16\b", ("bfloat16", " bf16", "=bf16", "`bf16", "BFloat16", "Bfloat16", "BF16"),
           "Bfloat16 is only supported on GPUs with compute capability of at least 8.0", failure=True),
     _rule("cfg:custom-allreduce", r"custom[_ ]?all[_ -]?reduce|custom_ar\b|CustomAllreduce",
           ("ustom_all", "ustom all", "ustomAll", "custom_ar", "ustom_allreduce"), "custom_all_reduce.cuh:368 'invalid argument'", failure=True),
@@ -227,10 +233,10 @@ TABLE: tuple[CueRule, ...] = (
     _rule("words:import", r"No module named|ModuleNotFoundError|ImportError|pip install|not installed|cannot import",
           ("No module", "ModuleNotFound", "ImportError", "pip install", "not installed", "cannot import"),
           "ModuleNotFoundError: No module named 'flash_attn'", failure=True),
-    _rule("words:argument", r"unrecognized arguments?|invalid choice|error: argument|unexpected keyword|^usage: |"
+    _rule("words:argument", r"unrecognized arguments?|invalid choice|error:? argument|unexpected keyword|"
                             r"invalid loads value|ambiguous option",
           ("unrecognized argument", "invalid choice", "error: argument", "error argument", "unexpected keyword",
-           "usage: ", "invalid loads value", "ambiguous option"), "api_server.py error argument --foo invalid loads value",
+           "invalid loads value", "ambiguous option"), "api_server.py error argument --foo invalid loads value",
           failure=True),
     _rule("words:context-length", r"max[_-]model[_-]len|max_position_embeddings|context (?:length|window)|"
                                   r"maximum (?:model|sequence) length|max seq len|上下文长度",
