@@ -16,6 +16,28 @@ from typing import Any
 
 from oomguard.numbers import MAX_GPUS  # one bound for TP x PP x DP and --num-gpus
 
+# Exit codes: one table for every command (README "Commands"; each command's --help prints it).
+EXIT_OK = 0  # ok: starts, fits, clean, passed, no alert
+EXIT_FINDINGS = 1  # findings / will not start / does not fit / failed / alerts fired
+EXIT_BAD_INPUT = 2  # bad input: one line naming the file, line and problem
+EXIT_INCOMPLETE = 3  # could not complete: an unmodelled architecture, rules that could not run,
+#                      a server unreachable or gone, a log that stops early, an export not verified
+EXIT_PIPE = 141  # the reader closed the output pipe (`oomguard plan ... | head`): 128 + SIGPIPE, as `yes | head`
+EXIT_MEANINGS = {
+    EXIT_OK: "ok",
+    EXIT_FINDINGS: "findings / will not start / does not fit / failed",
+    EXIT_BAD_INPUT: "bad input",
+    EXIT_INCOMPLETE: "could not complete",
+    EXIT_PIPE: "the output pipe closed (e.g. | head)",
+}
+
+
+def exit_epilog(own: dict[int, str] | None = None) -> str:
+    """The exit-code paragraph of a command's --help: the shared table, each code said the command's way."""
+    parts = [f"{code} {(own or {}).get(code, meaning)}" for code, meaning in EXIT_MEANINGS.items()]
+    return "exit codes (the same for every oomguard command): " + "; ".join(parts) + "."
+
+
 # The largest GPU memory we accept anywhere (the biggest card today holds 288 GB, B300): past this a
 # number is a typo or an attack on our arithmetic, not a GPU.
 MAX_GPU_GIB = 4096.0

@@ -22,9 +22,9 @@ import sys
 
 from oomguard.cli import common
 
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
-EXIT_NOT_VERIFIED = 3
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_INCOMPLETE as EXIT_NOT_VERIFIED, EXIT_OK  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_OK: "written", EXIT_NOT_VERIFIED: "written but not verified (promtool missing or refused it)"}
 
 
 def _duration(text: str) -> str:

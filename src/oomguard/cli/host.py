@@ -11,9 +11,9 @@ import sys
 
 from oomguard.cli import common
 
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_BAD_INPUT = 2
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_OK: "no error finding", EXIT_FINDINGS: "error findings"}
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:

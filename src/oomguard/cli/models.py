@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-EXIT_OK = 0
-EXIT_NO_MATCH = 1
-EXIT_BAD_INPUT = 2
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS as EXIT_NO_MATCH, EXIT_OK  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_OK: "listed", EXIT_NO_MATCH: "no bundled model matches"}
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:

@@ -1,6 +1,6 @@
 """``oomguard probe``: verify a live OpenAI-compatible server, then load it while watching memory.
 
-Exit codes: 0 pass, 1 fail (the class and evidence are printed), 2 bad input.
+Exit codes (cli/common.py): 0 pass, 1 fail (the class and evidence are printed), 2 bad input, 3 the server is unreachable.
 The API key is read from the environment variable named by ``--api-key-env``
 and never printed: every output (text, JSON, HTML) passes through one redactor.
 """
@@ -12,7 +12,9 @@ import os
 import sys
 from typing import Any
 
-EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS as EXIT_FAIL, EXIT_INCOMPLETE, EXIT_OK as EXIT_PASS  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_PASS: "passed", EXIT_FAIL: "failed (a memory or client failure)", EXIT_INCOMPLETE: "the server is unreachable (nothing could be probed)"}
 # The longest any one bound may be: a day. A probe is a test run, and an unbounded one
 # (``inf``) would never end; ``nan`` compares false with everything and would disable a bound.
 MAX_SECONDS = 86400.0
@@ -326,4 +328,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render_text(result, color=sys.stdout.isatty()))
         if args.report:
             sys.stdout.write(f"report: {safe_terminal_text(redact(args.report))}\n")
+    if verdict.cls is not None and verdict.cls.value == "unreachable":
+        return EXIT_INCOMPLETE  # nothing could be probed: "could not complete", as watch says of it
     return EXIT_PASS if verdict.passed else EXIT_FAIL

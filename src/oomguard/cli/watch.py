@@ -16,7 +16,9 @@ import sys
 
 ACCEPTS_VLLM_FLAGS = True  # plan flags for the drift comparison may follow our options
 # The shared codes: an unreachable server and one that went away are both "could not complete".
-EXIT_OK, EXIT_ALERTS, EXIT_BAD_INPUT, EXIT_SERVER_GONE = 0, 1, 2, 3
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS as EXIT_ALERTS, EXIT_INCOMPLETE as EXIT_SERVER_GONE, EXIT_OK  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_OK: "no alert", EXIT_ALERTS: "alerts fired", EXIT_SERVER_GONE: "the server is unreachable or went away"}
 EXIT_UNREACHABLE = EXIT_SERVER_GONE
 
 _PARSER: argparse.ArgumentParser | None = None

@@ -297,6 +297,10 @@ def resolve(
     mode = str(comp.get("cudagraph_mode") or ("NONE" if eager else ("PIECEWISE" if v < (0, 11, 0) else "FULL_AND_PIECEWISE"))).upper()
     if eager:
         mode = "NONE"
+    elif engine == "V0":
+        # V0 has no cudagraph modes: its model runner captures whole decode-step graphs
+        # (worker/model_runner.py::capture_model, batch sizes up to max_num_seqs)
+        mode = V0_GRAPHS
     q = 1 + num_spec
     max_cap = comp.get("max_cudagraph_capture_size") or flags.get("max_cudagraph_capture_size")
     # An explicit size list (--cudagraph-capture-sizes, 0.10-0.11 --cuda-graph-sizes, or the
@@ -378,6 +382,13 @@ NO_FLOAT16_TYPES = ("gemma2", "gemma3", "gemma3_text", "glm4")
 # platform's first supported dtype (_resolve_auto_dtype).
 AUTO_DTYPE_BY_PLATFORM = (0, 9, 1)
 
+
+V0_GRAPHS = "V0_DECODE"  # the V0 engine's whole decode-step graphs (no piecewise/FULL modes)
+
+
+def graphs_label(mode: str) -> str:
+    """How a plan names its CUDA graphs: V1's cudagraph_mode, or V0's decode-step graphs."""
+    return "V0 decode-step graphs" if mode == V0_GRAPHS else mode
 
 # platforms/interface.py::Platform.supported_dtypes: the default every platform starts from
 # (CUDA narrows it by compute capability; the GPU catalog lists each target's own).

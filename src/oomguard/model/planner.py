@@ -127,7 +127,8 @@ class Plan:
             "num_gpu_blocks": self.num_gpu_blocks,
             "blocks_per_request": self.blocks_per_request,
             "max_concurrency": round(self.max_concurrency, 2),
-            "max_fitting_model_len": self.max_fitting_len,
+            "max_fitting_model_len": self.max_fitting_len,  # the KV limit: the longest one request the pool holds
+            "derived_max_model_len": derive_len(self.model, self.settings.version),  # the position limit
             "one_request_kv_gib": round(self.one_request_bytes / GiB, 2),
             "kv_groups": [{"kind": g.kind, "layers": len(g.specs), "group_size": g.group_size, "page_size_bytes": g.page_size_bytes, "block_size": g.block_size} for g in self.layout.groups],
             "starts": self.starts,
