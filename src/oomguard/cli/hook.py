@@ -29,7 +29,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     if check._PARSER is None:  # noqa: SLF001  (called before the dispatcher built check's parser)
         check.register(OneLineParser(prog="oomguard").add_subparsers(), "check", "lint a vLLM launch")
-    p = OneLineParser(prog="oomguard check --hook", description="check every staged vLLM launch (pre-commit)", allow_abbrev=False)
+    from oomguard.cli.common import exit_epilog
+
+    p = OneLineParser(prog="oomguard check --hook", allow_abbrev=False,
+                      description="check every staged vLLM launch (pre-commit): each FILE that holds one, with the settings "
+                      "of its path in .oomguard.yaml; the others pass (--verbose says why)",
+                      epilog=exit_epilog({0: "every launch is clean", 1: "a launch has errors (or warnings with --strict)",
+                                          3: "a launch's rules could not run (OG001)"}))
     for action in check._PARSER._actions:  # noqa: SLF001
         if action.dest in _PASSED and action.option_strings:
             kwargs = {"dest": action.dest, "help": action.help, "default": argparse.SUPPRESS}
