@@ -139,6 +139,10 @@ CASES: list[tuple[str, int, str]] = [
     ("google__gemma-4-E2B-it", 1, "auto"),
     ("deepseek-ai__DeepSeek-V3.2", 1, "auto"),
     ("meta-llama__Llama-3.2-11B-Vision-Instruct", 1, "auto"),
+    # DeepSeek-V4: SWA + compressed MLA + compressor-state + indexer caches in packed groups
+    ("deepseek-ai__DeepSeek-V4-Flash", 1, "auto"),
+    ("deepseek-ai__DeepSeek-V4-Flash", 4, "fp8"),
+    ("deepseek-ai__DeepSeek-V4-Pro", 8, "auto"),
 ]
 
 LAYER_INDEX_RE = re.compile(r"(?:^|\.)layers\.(\d+)\.")
@@ -240,8 +244,21 @@ def _compress_layers(layers: list[dict]) -> list[dict]:
                 "count": 1,
             }
         )
-    out = []
+    # Models whose layers alternate (DeepSeek-V4: C4 / C128 layers, several caches each) give no
+    # consecutive runs; runs of one spec and name pattern are merged into "layer_ranges".
+    merged: dict[str, dict] = {}
     for run in runs:
+        k = json.dumps([run["name_pattern"], run["_body"]], sort_keys=True)
+        if k in merged and run["layer_indices"][0] is not None:
+            m = merged[k]
+            if "layer_ranges" not in m:
+                m["layer_ranges"] = [m.pop("layer_indices")]
+            m["layer_ranges"].append(run["layer_indices"])
+            m["count"] += run["count"]
+        else:
+            merged[k] = run
+    out = []
+    for run in merged.values():
         body = run.pop("_body")
         out.append({**run, **body})
     return out
@@ -356,6 +373,26 @@ def _cuda_sim_backend(layer, kv_cache_dtype: str):
     return AttentionBackendEnum.FLASH_ATTN.get_class()
 
 
+def _install_cpu_shims() -> None:
+    """Construction-only stand-ins for CUDA objects a model's ``__init__`` creates.
+
+    vLLM 0.32's DeepSeek-V4 attention builds ``torch.cuda.Event()`` objects in ``__init__``
+    (models/deepseek_v4/attention.py); its CPU port defines a ``_NoOpEvent`` for exactly this
+    (cpu/cpu_sparse.py) but never installs it, so on a CPU-only torch construction raises
+    "Tried to instantiate dummy base class Event". Events are never recorded here (no forward
+    runs), so an inert class changes no KV spec."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+
+    class _InertEvent:
+        def __init__(self, *args, **kwargs):
+            pass
+
+    torch.cuda.Event = _InertEvent  # type: ignore[misc, assignment]
+
+
 def run_case(
     slug: str,
     tp: int,
@@ -367,6 +404,7 @@ def run_case(
     import torch
 
     record: dict = {"platform": platform_variant}
+    _install_cpu_shims()
     _install_platform_hook()
     _HOOK_STATE["variant"] = platform_variant
     _HOOK_STATE["before"] = None
@@ -423,7 +461,8 @@ def run_case(
 
         _init_fake_tp(vllm_config, tp)
         with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
-            initialize_model(vllm_config)
+            model = initialize_model(vllm_config)
+        record["weights_rank0"] = _weight_record(model)
 
         attn_layers = get_layers_from_vllm_config(vllm_config, AttentionLayerBase)
         if platform_variant == "cuda_sim":
@@ -483,6 +522,9 @@ def run_case(
                 record["kv_cache_layout"] = layout.name
                 groups = get_kv_cache_groups(vllm_config, dict(specs))
                 record["groups"] = _group_records(groups, layer_index_of)
+                from vllm.v1.core.kv_cache_utils import _get_kv_cache_bytes_per_block
+
+                record["bytes_per_block"] = _get_kv_cache_bytes_per_block(groups, layout)
             except Exception as exc:  # grouping refusals are data too
                 record["groups_error"] = f"{type(exc).__name__}: {_first_line(exc)}"
         record["bytes_per_token_all_layers"] = _bytes_per_token(specs)
@@ -492,6 +534,48 @@ def run_case(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return record
+
+
+# Parameter-name fragments -> category, first match wins (the categories oomguard's weight
+# model prices separately). Counted on TP rank 0 as constructed: numel is exact for the layout
+# vLLM builds; bytes are the constructed dtypes (quantized where the CPU build can construct the
+# quantized layer, else the stripped bf16 layout, see quantization_stripped).
+_WEIGHT_CATEGORIES = (
+    ("shared_expert", "shared_experts"),
+    ("experts", "experts"),
+    ("embed", "embed"),
+    ("lm_head", "lm_head"),
+    ("vision", "vision"),
+    ("visual", "vision"),
+    ("audio", "vision"),
+    ("multi_modal_projector", "vision"),
+    ("mixer", "linear_attn"),
+    ("linear_attn", "linear_attn"),
+    ("mamba", "linear_attn"),
+    ("attn", "attn"),
+    ("attention", "attn"),
+    ("mlp", "mlp"),
+    ("feed_forward", "mlp"),
+    ("ffn", "mlp"),
+)
+
+
+def _weight_record(model) -> dict:
+    """Parameter numel and bytes on this rank, in total and by category."""
+    numel: dict[str, int] = {}
+    nbytes: dict[str, int] = {}
+    seen = set()
+    for name, p in model.named_parameters():
+        if id(p) in seen:
+            continue  # tied weights count once
+        seen.add(id(p))
+        cat = next((c for frag, c in _WEIGHT_CATEGORIES if frag in name), "other")
+        numel[cat] = numel.get(cat, 0) + p.numel()
+        nbytes[cat] = nbytes.get(cat, 0) + p.numel() * p.element_size()
+    buffers = [b for b in model.buffers() if id(b) not in seen]
+    return {"numel": sum(numel.values()), "bytes": sum(nbytes.values()),
+            "numel_by_category": dict(sorted(numel.items())), "bytes_by_category": dict(sorted(nbytes.items())),
+            "buffer_bytes": sum(b.numel() * b.element_size() for b in buffers)}
 
 
 def _bytes_per_token(specs: dict) -> int | None:

@@ -41,6 +41,7 @@ SPEC_KIND = {
     "FullAttentionSpec": "full",
     "SinkFullAttentionSpec": "full",
     "SlidingWindowSpec": "sliding_window",
+    "SlidingWindowMLASpec": "sliding_window",
     "ChunkedLocalAttentionSpec": "chunked_local",
     "MLAAttentionSpec": "mla",
     "MambaSpec": "mamba",
@@ -84,11 +85,52 @@ def _expand(layers: list[dict]) -> dict[int, dict]:
     """Undo the oracle's run-length compression: layer index -> spec record."""
     out: dict[int, dict] = {}
     for run in layers:
-        first, last = run["layer_indices"]
-        assert first is not None, f"layer without index in oracle: {run['name_pattern']}"
-        for i in range(first, last + 1):
-            out[i] = run
+        for first, last in _run_ranges(run):
+            assert first is not None, f"layer without index in oracle: {run['name_pattern']}"
+            for i in range(first, last + 1):
+                out[i] = run
     return out
+
+
+def _run_ranges(run: dict) -> list:
+    """A run's layer index ranges: one [first, last] pair, or several ("layer_ranges")."""
+    return run.get("layer_ranges") or [run["layer_indices"]]
+
+
+def _expand_all(layers: list[dict]) -> dict[int, list[dict]]:
+    """Layer index -> every cache spec registered under it (DeepSeek-V4 layers own several)."""
+    out: dict[int, list[dict]] = {}
+    for run in layers:
+        for first, last in _run_ranges(run):
+            for i in range(first, last + 1):
+                out.setdefault(i, []).append(run)
+    return out
+
+
+def _several_per_layer(rec: dict) -> bool:
+    seen: set[int] = set()
+    for run in rec["layers"]:
+        span = {i for first, last in _run_ranges(run) for i in range(first, last + 1)}
+        if seen & span:
+            return True
+        seen |= span
+    return False
+
+
+def _compare_multi(case: dict, variant: str, rec: dict, ours: list) -> None:
+    """Per layer index, the multiset of (kind, block, head size, window, page) on both sides."""
+    def key(kind, block, head, window, page):
+        return (kind, block, head, window if kind == "sliding_window" else None, page)
+
+    want = {i: sorted(key(SPEC_KIND[r["spec"]], r["block_size"], r.get("head_size"), r.get("sliding_window"), r["page_size_bytes"])
+                      for r in runs)
+            for i, runs in _expand_all(rec["layers"]).items()}
+    have: dict[int, list] = {}
+    for sp in ours:
+        have.setdefault(sp.layer_index, []).append(key(sp.kind, sp.block_size, sp.head_size, sp.sliding_window, sp.page_size_bytes))
+    have = {i: sorted(v) for i, v in have.items()}
+    problems = [f"layer {i}: oomguard {have.get(i)} vs vLLM {want.get(i)}" for i in sorted(set(want) | set(have)) if want.get(i) != have.get(i)]
+    assert not problems, f"{case['case']} ({variant}):\n" + "\n".join(problems[:10])
 
 
 def _oomguard_api():
@@ -115,6 +157,9 @@ def _compare(case: dict, variant: str, block_size: int | None) -> None:
     ours = layer_kv_specs(
         model, tp=case["tp"], kv_cache_dtype=case["kv_cache_dtype"], block_size=block_size
     )
+    if _several_per_layer(rec):
+        _compare_multi(case, variant, rec, ours)
+        return
     expected = _expand(rec["layers"])
     got = {spec.layer_index: spec for spec in ours}
     assert sorted(got) == sorted(expected), (
@@ -173,7 +218,8 @@ def test_kv_groups_match_vllm_cuda_sim(case):
     model = load_model(str(MODELS_DIR / case["slug"]))
     layout = kv_layout(layer_kv_specs(model, tp=case["tp"], kv_cache_dtype=case["kv_cache_dtype"]))
     ours = sorted(
-        (g.kind, g.block_size, g.page_size_bytes, len(g.specs)) for g in layout.groups
+        # a packed group's spec is UniformTypeKVCacheSpecs, whose page is its members' pages summed
+        (g.kind, g.block_size, g.total_page_bytes or g.page_size_bytes, len(g.specs)) for g in layout.groups
     )
     theirs = sorted(
         (_group_kind(g), g["block_size"], g["page_size_bytes"], g["num_layers"]) for g in rec["groups"]
@@ -182,6 +228,8 @@ def test_kv_groups_match_vllm_cuda_sim(case):
         f"{case['case']}: KV groups (kind, block_size, page_size_bytes, layers)\n"
         f"  oomguard {ours}\n  vLLM     {theirs}"
     )
+    if "bytes_per_block" in rec:
+        assert layout.bytes_per_block == rec["bytes_per_block"], case["case"]
 
 
 @pytest.mark.parametrize("case", _cases("cpu", skip_hybrid=True))

@@ -78,10 +78,47 @@ class EngineSettings:
 
     @property
     def max_concurrent_batches(self) -> int:
-        # MRV2 with async scheduling keeps PP+1 batches in flight (sliding-window reservation).
-        if self.async_scheduling and self.model_runner_v2:
-            return self.pipeline_parallel_size + 1
-        return self.pipeline_parallel_size
+        """Batches whose tokens a sliding-window / chunked-local cache keeps reserved per request
+        (``max_in_flight_tokens = max_concurrent_batches × T``, config/vllm.py @0.32: async
+        scheduling keeps 2 in flight on the V1 runner at PP 1 and PP + 1 on MRV2; else PP).
+        Before PR #47728 (free on the processed-token basis) the reservation was one batch
+        (``sliding_window − 1 + max_num_batched_tokens``)."""
+        if self.version < IN_FLIGHT_RESERVATION_SINCE:
+            return 1
+        pp = self.pipeline_parallel_size
+        if self.async_scheduling:
+            if self.model_runner_v2:
+                return pp + 1
+            if pp <= 1:
+                return 2
+        return pp
+
+
+# PR #47728 (merged 2026-07-06) made sliding-window caches reserve every in-flight batch. First
+# release ASSUMED from the records: 0.25.1 reserves one batch (S018, pinned tokens exact), 0.27.1
+# two (S072: DeepSeek-V4-Flash at TP 2, 7.66x logged = 54,113 blocks / 7,066 per request);
+# 0.26 is not pinned by a record.
+IN_FLIGHT_RESERVATION_SINCE = (0, 27, 0)
+# async_scheduling defaults to None ("on unless incompatible") from 0.14 (flag tables).
+ASYNC_SCHEDULING_AUTO_SINCE = (0, 14, 0)
+# Speculative methods with which config/vllm.py keeps async scheduling on (EagleModelTypes,
+# NgramGPUTypes, draft_model, dspark, dflash); any other method turns it off.
+ASYNC_SPEC_METHODS = ("eagle", "eagle3", "mtp", "deepseek_mtp", "qwen3_next_mtp", "ernie_mtp", "glm4_moe_mtp",
+                      "longcat_flash_mtp", "ngram_gpu", "draft_model", "draft", "dspark", "dflash")
+
+
+def async_scheduling_on(v: tuple[int, int, int], flags: dict, spec_method: str | None, pp: int, mrv2: bool,
+                        pooling: bool = False) -> bool:
+    """config/vllm.py::VllmConfig.__post_init__ (0.32): async scheduling on unless asked off,
+    a pooling runner, a speculative method it does not support, or PP on the V1 runner."""
+    flag = flags.get("async_scheduling")
+    if flag is not None:
+        return bool(flag)
+    if v < ASYNC_SCHEDULING_AUTO_SINCE or pooling:
+        return False
+    if spec_method and spec_method not in ASYNC_SPEC_METHODS:
+        return False
+    return not (pp > 1 and not mrv2)
 
 
 def default_utilization(version: tuple[int, ...]) -> float:
@@ -289,7 +326,7 @@ def resolve(
         swap_space_gib=float(swap),
         estimate_cudagraphs=bool(estimate),
         model_runner_v2=bool(mrv2),
-        async_scheduling=v >= (0, 29, 0) and flags.get("async_scheduling") is not False,
+        async_scheduling=async_scheduling_on(v, flags, spec_method, pp, bool(mrv2)),
         disable_hybrid_kv_cache_manager=bool(flags.get("disable_hybrid_kv_cache_manager") or False),
         num_gpu_blocks_override=flags.get("num_gpu_blocks_override"),
         max_cudagraph_capture_size=max_cap,

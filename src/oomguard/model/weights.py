@@ -121,8 +121,33 @@ def served_costs(costs: WeightCosts, checkpoint_bytes: int, served_bytes: int) -
     return WeightCosts({c: (float(served_bytes) if v == checkpoint_bytes else v) for c, v in costs.per_category.items()})
 
 
+def explicit_layer_bytes(params: dict, costs: WeightCosts, tp: int, ep: int, b: int) -> float:
+    """Bytes of one layer whose parameters the adapter counted (ModelDescription.layer_params):
+    category -> [count at TP 1, split across TP ranks]. Experts split over the EP group when
+    expert parallelism is on, else over TP (FusedMoE)."""
+    per_cat = {"attn": "attn", "attn_replicated": "attn", "experts": "experts", "shared_experts": "shared_experts",
+               "mlp": "mlp", "linear_attn": "linear_attn"}
+    total = 0.0
+    for cat, (count, split) in params.items():
+        if not count:
+            continue
+        if cat == "experts":
+            n = count / (ep if ep > 1 else tp)
+        else:
+            n = count / tp if split else count
+        if cat in ("fp32", "int32", "attn_sink"):
+            total += n * 4
+        elif cat in per_cat:
+            total += n * costs.bytes_per_param(per_cat[cat])
+        else:  # router, norms, unquantized linears: the served dtype
+            total += n * b
+    return total
+
+
 def layer_bytes(m: ModelDescription, index: int, costs: WeightCosts, tp: int, ep: int = 1, dtype_bytes: int | None = None,
                 mxfp4_backend: str | None = None) -> float:
+    if m.layer_params is not None:
+        return explicit_layer_bytes(m.layer_params[index], costs, tp, ep, dtype_bytes or m.dtype_bytes)
     layer = m.layers[index]
     kind = layer.kind if layer.kind in (LayerKind.MLA, LayerKind.MAMBA) else LayerKind.FULL
     attn = _attention_params(m, kind, tp, layer if kind is LayerKind.FULL else None)
@@ -169,6 +194,8 @@ def weight_split(
     layers = sum(layer_bytes(m, text_layers[i], costs, tp, ep, b, mxfp4_backend) for i in mine)
     if last:
         layers += m.hidden_size * b  # final norm
+        if m.extra_params:
+            layers += explicit_layer_bytes(m.extra_params, costs, tp, ep, b)
     vision = m.vision_params * b / tp if first else 0.0
     mtp = 0.0
     if with_mtp and last and m.num_mtp_layers:
@@ -196,6 +223,8 @@ def weight_split_unscaled_total(m: ModelDescription, costs: WeightCosts) -> floa
         total += v * costs.bytes_per_param("lm_head")
     text_layers = [i for i, l in enumerate(m.layers) if l.name != "indexer"][: m.num_layers]
     total += sum(layer_bytes(m, i, costs, 1) for i in text_layers) + m.hidden_size * b
+    if m.extra_params:
+        total += explicit_layer_bytes(m.extra_params, costs, 1, 1, b)
     total += m.vision_params * b
     return total
 

@@ -9,8 +9,6 @@ from oomguard.errors import UnsupportedModelError
 from oomguard.model.architectures import register
 
 _REASONS = {
-    "deepseek_v4": "DeepSeek-V4 compressed/indexed MLA caches (packed KV groups) are not modelled yet",
-    "deepseek_ref": "DeepSeek-V4 compressed/indexed MLA caches (packed KV groups) are not modelled yet",
     "mllama": "Llama-3.2-Vision cross-attention layers (encoder-length caches) are not modelled yet",
     "mllama_text_model": "Llama-3.2-Vision cross-attention layers (encoder-length caches) are not modelled yet",
 }
