@@ -89,6 +89,14 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODELS_DIR = REPO_ROOT / "src" / "oomguard" / "data" / "models"
 DEFAULT_OUT = REPO_ROOT / "tests" / "data" / "oracle" / "kv_specs_vllm-0.32.0.json"
+# Slugs "test:<dir>" name oracle-only configs (tests/data/oracle/configs/README.md), not catalog entries.
+TEST_CONFIGS_DIR = REPO_ROOT / "tests" / "data" / "oracle" / "configs"
+
+
+def config_path(models_dir: Path, slug: str) -> Path:
+    if slug.startswith("test:"):
+        return TEST_CONFIGS_DIR / slug[len("test:"):] / "config.json"
+    return models_dir / slug / "config.json"
 VLLM_VERSION = "0.32.0"
 PLATFORMS = ("cpu", "cuda_sim")
 
@@ -139,6 +147,35 @@ CASES: list[tuple[str, int, str]] = [
     ("google__gemma-4-E2B-it", 1, "auto"),
     ("deepseek-ai__DeepSeek-V3.2", 1, "auto"),
     ("meta-llama__Llama-3.2-11B-Vision-Instruct", 1, "auto"),
+    # Mamba and attention hybrids (test: = tests/data/oracle/configs, transformers defaults)
+    ("test:transformers-mamba-defaults", 1, "auto"),
+    ("test:transformers-mamba2-defaults", 2, "auto"),
+    ("test:transformers-jamba-defaults", 1, "auto"),
+    ("test:transformers-jamba-defaults", 2, "fp8"),
+    ("test:transformers-granitemoehybrid-defaults", 4, "auto"),
+    # (Nemotron-3 MoE hybrids: the CPU build cannot construct their relu2 experts)
+    ("test:nvidia-Nemotron-H-56B-Base-8K-no-time_step_limit", 1, "auto"),
+    ("test:nvidia-Nemotron-H-56B-Base-8K-no-time_step_limit", 4, "fp8"),
+    # Llama-4: chunked local attention (3 of 4 layers), interleaved MoE
+    ("meta-llama__Llama-4-Scout-17B-16E-Instruct", 1, "auto"),
+    ("meta-llama__Llama-4-Scout-17B-16E-Instruct", 4, "fp8"),
+    ("meta-llama__Llama-4-Maverick-17B-128E-Instruct", 8, "auto"),
+    # dense / MoE families on the decoder adapter (transformers defaults)
+    ("test:transformers-ernie4_5-defaults", 1, "auto"),
+    ("test:transformers-ernie4_5_moe-defaults", 2, "auto"),
+    ("test:transformers-hunyuan_v1_dense-defaults", 1, "auto"),
+    ("test:transformers-hunyuan_v1_moe-defaults", 2, "auto"),
+    ("test:transformers-seed_oss-defaults", 1, "auto"),
+    ("test:transformers-smollm3-defaults", 1, "auto"),
+    ("test:transformers-cohere2-defaults", 2, "auto"),
+    ("test:transformers-olmo3-defaults", 1, "auto"),
+    # multimodal wrappers around a decoder text model
+    ("test:transformers-llava-defaults", 1, "auto"),
+    ("test:transformers-mistral3-defaults", 2, "auto"),
+    ("test:transformers-internvl-defaults", 1, "auto"),
+    # encoder-only pooling models
+    ("test:transformers-bert-defaults", 1, "auto"),
+    ("test:transformers-xlm-roberta-defaults", 1, "auto"),
     # DeepSeek-V4: SWA + compressed MLA + compressor-state + indexer caches in packed groups
     ("deepseek-ai__DeepSeek-V4-Flash", 1, "auto"),
     ("deepseek-ai__DeepSeek-V4-Flash", 4, "fp8"),
@@ -153,7 +190,7 @@ def case_id(slug: str, tp: int, kv_dtype: str) -> str:
 
 
 def parse_case(text: str) -> tuple[str, int, str]:
-    parts = text.split(":")
+    parts = text.rsplit(":", 2)
     if len(parts) != 3 or not parts[1].isdigit():
         raise SystemExit(f"bad --case {text!r}; expected SLUG:TP:KV_DTYPE")
     return parts[0], int(parts[1]), parts[2]
@@ -426,7 +463,7 @@ def run_case(
     from vllm.v1.kv_cache_interface import AttentionSpec
     from vllm.v1.worker.utils import customize_attention_spec
 
-    src = models_dir / slug / "config.json"
+    src = config_path(models_dir, slug)
     tmp = Path(tempfile.mkdtemp(prefix="oracle-model-"))
     try:
         config = json.loads(src.read_text())
@@ -844,8 +881,8 @@ def main(argv: list[str] | None = None) -> int:
 
     cases = [parse_case(c) for c in args.case] if args.case else CASES
     for slug, _, _ in cases:
-        if not (models_dir / slug / "config.json").is_file():
-            raise SystemExit(f"{models_dir / slug / 'config.json'}: not found")
+        if not config_path(models_dir, slug).is_file():
+            raise SystemExit(f"{config_path(models_dir, slug)}: not found")
     try:
         results = run_cases(cases, models_dir, args.jobs)
     finally:

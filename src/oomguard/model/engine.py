@@ -432,9 +432,11 @@ def mamba_blocks_per_request(model: ModelDescription, s: EngineSettings) -> int:
     one per speculative token, plus one in "align" mode, which vLLM selects whenever prefix
     caching is on for a hybrid model (model_executor/models/config.py sets
     ``mamba_cache_mode = "align"``), whether the user asked for it or the release defaults it on."""
+    from oomguard.model.kv_spec import is_attention_free
+
     k = 1 + (s.num_speculative_tokens if model.is_hybrid else 0)
-    if model.is_hybrid and s.enable_prefix_caching:
-        k += 1
+    if model.is_hybrid and s.enable_prefix_caching and not is_attention_free(model):
+        k += 1  # attention-free (Mamba-only) models run without prefix caching
     return k
 
 

@@ -78,6 +78,18 @@ def mamba_page_bytes(layer: AttentionLayer, tp: int, num_spec: int = 0) -> int:
         conv = (st.conv_kernel - 1 + num_spec) * (st.conv_dim // tp) * st.conv_dtype_bytes
         ssm = (st.num_heads // tp) * st.head_k_dim * st.head_v_dim * st.ssm_dtype_bytes
         return conv + ssm
+    if st.variant == "mamba2":
+        # mamba_utils.py::mamba2_state_shape: the groups a head shard needs are replicated
+        # (extra_groups_for_head_shards), conv over x, B and C; SSM (heads, head_dim, d_state).
+        groups = st.n_groups + (0 if st.n_groups % tp == 0 else tp - st.n_groups)
+        conv_dim = st.conv_dim + 2 * groups * st.state_size
+        conv = (st.conv_kernel - 1 + num_spec) * (conv_dim // tp) * st.conv_dtype_bytes
+        ssm = (st.num_heads // tp) * st.head_v_dim * st.state_size * st.ssm_dtype_bytes
+        return conv + ssm
+    if st.variant == "mamba1":
+        # mamba_utils.py::mamba1_state_shape: conv (I/TP, k−1), SSM (I/TP, d_state); no spec slots.
+        inner = st.conv_dim // tp
+        return (st.conv_kernel - 1) * inner * st.conv_dtype_bytes + inner * st.state_size * st.ssm_dtype_bytes
     raise InputError(f"Mamba variant {st.variant!r} is not modelled")
 
 
@@ -91,6 +103,11 @@ def _attn_page_per_token(layer: AttentionLayer, tp: int, s: int, kv_cache_dtype:
         return layer.head_size * s, 1
     heads = kv_heads_per_rank(layer.num_kv_heads, tp)
     return heads * (layer.head_size + (layer.head_size_v or layer.head_size)) * s, heads
+
+
+def is_attention_free(model: ModelDescription) -> bool:
+    """No layer keeps token KV: Mamba / linear-attention only (ModelConfig.is_attention_free)."""
+    return not any(l.kind not in (LayerKind.MAMBA, LayerKind.NONE) for l in (*model.layers, *model.aux_caches))
 
 
 def hybrid_block_size(model: ModelDescription, tp: int, s: int, kv_cache_dtype: str | None, block_size: int, num_spec: int = 0) -> int:
@@ -169,6 +186,7 @@ def layer_kv_specs(
     disable_hybrid: bool = False,
     gpu_cc: tuple[int, int] = (9, 0),
     dtype_bytes: int | None = None,
+    max_model_len: int | None = None,
 ) -> list[LayerKVSpec]:
     """Per-layer KV specs on one TP rank, with vLLM's block-size rules applied.
 
@@ -178,7 +196,11 @@ def layer_kv_specs(
     if dtype_bytes and dtype_bytes != model.dtype_bytes and model.is_hybrid:
         model = _mamba_in_served_dtype(model, dtype_bytes)
     bs = block_size or backend_block_size(model, kv_cache_dtype, gpu_cc)
-    if model.is_hybrid:
+    if model.is_hybrid and is_attention_free(model):
+        # A Mamba-only model keeps one state per request; its "block" spans the whole request
+        # (MambaModelConfig: mamba_block_size = max_model_len; prefix caching is off).
+        bs = block_size or max_model_len or model.derived_max_model_len
+    elif model.is_hybrid:
         bs = max(bs, hybrid_block_size(model, tp, s, kv_cache_dtype, bs, num_spec))
     specs: list[LayerKVSpec] = []
     attn_index = 0

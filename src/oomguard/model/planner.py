@@ -220,7 +220,7 @@ def plan_launch(
     with_mtp = s.speculative_method in ("mtp", "deepseek_mtp", "qwen3_next_mtp") and model.num_mtp_layers > 0
     total = gpu.total_bytes
     requested = ceil_requested(total, s.gpu_memory_utilization, s.version)
-    specs_all = layer_kv_specs(model, tp, s.kv_cache_dtype, s.block_size, num_spec=s.num_speculative_tokens if model.is_hybrid else 0, disable_hybrid=s.disable_hybrid_kv_cache_manager or s.engine == "V0", gpu_cc=gpu.cc_major_minor, dtype_bytes=s.act_dtype_bytes)
+    specs_all = layer_kv_specs(model, tp, s.kv_cache_dtype, s.block_size, num_spec=s.num_speculative_tokens if model.is_hybrid else 0, disable_hybrid=s.disable_hybrid_kv_cache_manager or s.engine == "V0", gpu_cc=gpu.cc_major_minor, dtype_bytes=s.act_dtype_bytes, max_model_len=s.max_model_len)
     layout_all = kv_layout(specs_all)
     block_size = layout_all.block_size
     mamba_blocks = mamba_blocks_per_request(model, s)
