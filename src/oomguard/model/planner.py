@@ -380,8 +380,10 @@ def plan_launch(
                 "per group: vLLM caps concurrency by the state blocks (mamba-state-limit); lower --max-num-seqs"
             )
     # Graphs captured after the KV pool is allocated and outside the budget (< 0.20, or estimate off).
+    # The graph term is an estimate: the failure is claimed only when even its low end does not
+    # fit (a V0 launch on a small card that started for real was refused on the central value).
     if failure is None and tight.cuda_graph.bytes and not s.estimate_cudagraphs and s.kv_cache_memory_bytes is None:
-        after = requested + outside + tight.cuda_graph.bytes
+        after = requested + outside + (tight.cuda_graph.low if tight.cuda_graph.low is not None else tight.cuda_graph.bytes)
         if after > total:
             fail(
                 FailureClass.CUDAGRAPH_OOM,
