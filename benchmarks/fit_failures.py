@@ -26,7 +26,8 @@ from oomguard.errors import OomguardError  # noqa: E402
 from oomguard.fit.runner import FitRequest, fit  # noqa: E402
 from oomguard.fit.space import Goal  # noqa: E402
 from oomguard.inputs.hardware import lookup_gpu  # noqa: E402
-from oomguard.inputs.launch import Launch, parse_command, parse_flags  # noqa: E402
+from oomguard.inputs.command import parse_command, parse_flags  # noqa: E402
+from oomguard.inputs.launch import Launch  # noqa: E402
 from oomguard.inputs.model_config import catalog_ids, load_model  # noqa: E402
 from oomguard.units import GiB  # noqa: E402
 

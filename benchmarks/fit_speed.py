@@ -32,7 +32,7 @@ from oomguard.fit.runner import FitRequest, _Search, fit  # noqa: E402
 from oomguard.fit.search import evaluate, make_base, make_step  # noqa: E402
 from oomguard.fit.space import Goal, Objective  # noqa: E402
 from oomguard.inputs.hardware import lookup_gpu  # noqa: E402
-from oomguard.inputs.launch import read_launch  # noqa: E402
+from oomguard.inputs.reader import read_launch  # noqa: E402
 from oomguard.inputs.model_config import load_model  # noqa: E402
 from oomguard.model.planner import plan_launch  # noqa: E402
 from oomguard.units import GiB  # noqa: E402

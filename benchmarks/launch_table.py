@@ -44,7 +44,7 @@ def _validate_fix(rep, opts) -> str:
     """Read the corrected text back strictly for the release, re-check it, plan it."""
     from oomguard.check.report import check_read, reread
     from oomguard.errors import OomguardError
-    from oomguard.inputs.launch import read_launch
+    from oomguard.inputs.reader import read_launch
 
     text = rep.fixed_text
     if text is None:
@@ -58,7 +58,7 @@ def _validate_fix(rep, opts) -> str:
             read_launch(tmp, version=rep.ctx.release.version, lenient=False)
         except OomguardError as exc:
             return f"rejected: {str(exc).split(': ', 1)[-1][:60]}"
-        again = check_read(reread(rep.ctx.read, text, opts.version), opts, fix=False)
+        again = check_read(reread(rep.ctx.launch, text, opts.version), opts, fix=False)
         errs = [f.rule for f in again.errors]
         if errs:
             return "still " + ",".join(errs)

@@ -14,7 +14,6 @@ import resource
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 S1 = ROOT / "tests" / "scenarios" / "s1"
 CATALOG_CONFIG = ROOT / "src" / "oomguard" / "data" / "models" / "Qwen__Qwen3-8B" / "config.json"
 MEMORY_LIMIT = 1536 << 20  # address space, not RSS: the interpreter and its libraries map ~400 MiB
-TIME_LIMIT = 30
+TIME_LIMIT = 30  # CPU seconds of the child: the bound a former hang would break, whatever the machine's load
+# Wall-clock only stops a real hang: on a shared 2-core machine at load 12 a 7 CPU-second run takes minutes.
+WALL_LIMIT = 8 * TIME_LIMIT
 
 LAUGHS = """\
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
@@ -42,16 +43,26 @@ def _limit() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
+def _limit_cpu() -> None:
+    _limit()
+    resource.setrlimit(resource.RLIMIT_CPU, (TIME_LIMIT * 2, TIME_LIMIT * 2))
+
+
 def cli(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> tuple[int, str, str, float]:
-    """The real CLI in a child process, bounded in time and memory."""
+    """The real CLI in a child process, bounded in memory and CPU time.
+
+    The last value is the CPU seconds (user + system) the child used: load-independent, unlike wall time,
+    so the "no hang" assertions hold on a loaded machine and still catch a run that spins."""
     env = {k: v for k, v in os.environ.items() if k != "OOMGUARD_DEBUG"}
     env["HF_HUB_OFFLINE"] = "1"
-    t0 = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(
         [sys.executable, "-m", "oomguard.cli.main", *map(str, args)],
-        input=stdin, capture_output=True, timeout=TIME_LIMIT, preexec_fn=_limit, env=env, cwd=cwd,
+        input=stdin, capture_output=True, timeout=WALL_LIMIT, preexec_fn=_limit_cpu, env=env, cwd=cwd,
     )
-    return proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"), time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"), cpu
 
 
 def assert_one_line_error(code: int, err: str, expected_code: int = 2, needle: str = "") -> None:
@@ -124,7 +135,7 @@ def test_process_substitution_pipe_is_read(tmp_path):
     os.close(w)
     try:
         proc = subprocess.run([sys.executable, "-m", "oomguard.cli.main", "diagnose", f"/dev/fd/{r}"],
-                              pass_fds=(r,), capture_output=True, timeout=TIME_LIMIT, preexec_fn=_limit)
+                              pass_fds=(r,), capture_output=True, timeout=WALL_LIMIT, preexec_fn=_limit)
     finally:
         os.close(r)
     assert proc.returncode == 1, proc.stderr

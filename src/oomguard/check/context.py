@@ -1,6 +1,7 @@
 """Everything a check rule may look at, built once per launch.
 
-``build_check_context`` reads the launch leniently (``check.lenient``), finds the
+``build_check_context`` takes the launch as the one reader gives it in lenient mode
+(``oomguard.inputs.reader``: every flag problem recorded, not raised), finds the
 model and the GPU the way ``plan`` does, reads the optional evidence
 (``nvidia-smi`` output, ``nvidia-smi topo -m``, host RAM) and exposes the memory
 plan. Rules never do I/O: they ask the context, and re-plan with edited flags
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from oomguard.check.finding import Edit, Finding
-from oomguard.check.lenient import LaunchRead
+from oomguard.inputs.launch import FlagProblem, Launch, ProblemKind
 from oomguard.check.needs import Needs
 from oomguard.errors import InputError, OomguardError
 from oomguard.units import GiB
@@ -44,7 +45,7 @@ class CheckOptions:
 
 @dataclass
 class CheckContext:
-    read: LaunchRead
+    launch: Launch
     options: CheckOptions
     model: Any = None
     gpu: Any = None
@@ -64,28 +65,25 @@ class CheckContext:
     unmodelled_config: dict = field(default_factory=dict)  # that config, for the rules that need only its fields
     gpu_note: str = ""
     plan_error: str | None = None
+    rules: list = field(default_factory=list)  # every registered rule (set by registry.run_rules)
     _plan: Any = None
     _plans: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------------ basics
     @property
-    def launch(self):
-        return self.read.launch
-
-    @property
     def flags(self) -> dict:
-        return self.read.launch.flags
+        return self.launch.flags
 
     @property
     def env(self) -> dict:
-        return self.read.launch.env
+        return self.launch.env
 
     @property
     def version_label(self) -> str:
         return ".".join(map(str, self.version_tuple))
 
     def is_set(self, dest: str) -> bool:
-        return dest in self.read.launch.flags
+        return dest in self.launch.flags
 
     def missing(self, needs: Iterable[Needs]) -> str:
         """Why a rule with these needs cannot run ("" when it can)."""
@@ -130,24 +128,24 @@ class CheckContext:
     def location_of(self, dests: Iterable[str]) -> tuple[str | None, int | None]:
         """Where the first of these flags is written (a flag this release no longer knows,
         such as --rope-scaling, is found among the parse problems); else the command."""
-        launch = self.read.launch
+        launch = self.launch
         dests = list(dests)
         for d in dests:
             site = launch.sites.get(d)
             if site is not None:
                 return site.file, site.line
         for d in dests:
-            for p in self.read.problems:
+            for p in launch.problems:
                 if p.option.lstrip("-").replace("-", "_") == d or p.dest == d:
                     return p.file, p.line
         return launch.path, launch.command_line
 
     def inline_ignored(self, f: Finding) -> bool:
-        r = self.read
+        r = self.launch
         keys = {f.rule.upper(), f.name.upper()}
         if keys & r.ignore_file:
             return True
-        if f.line is not None and f.file in (None, self.read.launch.path):
+        if f.line is not None and f.file in (None, r.path):
             return bool(keys & r.ignore_lines.get(f.line, set()))
         return False
 
@@ -162,20 +160,16 @@ class CheckContext:
         return self._plan
 
     def model_for(self, flags: dict):
-        """The model as vLLM will see it after --hf-overrides / --rope-scaling."""
-        rope = rope_override(flags, self.read)
-        mpe = None
-        hf = json_value(flags.get("hf_overrides"))
-        if isinstance(hf, dict):
-            mpe = hf.get("max_position_embeddings") or (hf.get("text_config") or {}).get("max_position_embeddings")
-        if rope is None and mpe is None:
-            return self.model
-        changes: dict[str, Any] = {}
-        if rope is not None:
-            changes["rope_scaling"] = rope
-        if mpe:
-            changes["max_position_embeddings"] = int(mpe)
-        return replace(self.model, **changes)
+        """The model as vLLM will see it after --hf-overrides / --rope-scaling (the planner's one
+        function, ``model.overrides.apply_overrides``); a --rope-scaling this release no longer
+        knows still tells the plan what the launch meant."""
+        from oomguard.model.engine import parse_version
+        from oomguard.model.overrides import apply_overrides
+
+        rope = rope_override(flags, self.launch)
+        if rope is not None and flags.get("hf_overrides") is None and flags.get("rope_scaling") is None:
+            flags = {**flags, "rope_scaling": rope}
+        return apply_overrides(self.model, flags, parse_version(self.version_label))
 
     def plan_with(self, flags: dict, env: dict | None = None):
         """The plan of the launch with these flags (cached by value; plans are pure)."""
@@ -244,7 +238,7 @@ def json_value(value: Any) -> Any:
     return value
 
 
-def rope_override(flags: dict, read: LaunchRead | None = None) -> dict | None:
+def rope_override(flags: dict, launch: Launch | None = None) -> dict | None:
     """RoPE scaling the launch applies on top of the config (--hf-overrides, --rope-scaling,
     or a --rope-scaling this release no longer knows, read from its JSON value)."""
     hf = json_value(flags.get("hf_overrides"))
@@ -258,8 +252,8 @@ def rope_override(flags: dict, read: LaunchRead | None = None) -> dict | None:
     rs = json_value(flags.get("rope_scaling"))
     if isinstance(rs, dict):
         return rs
-    if read is not None:
-        for p in read.problems:
+    if launch is not None:
+        for p in launch.problems:
             if p.option.lstrip("-").replace("_", "-") == "rope-scaling" and p.value_word is not None:
                 import json
 
@@ -269,12 +263,6 @@ def rope_override(flags: dict, read: LaunchRead | None = None) -> dict | None:
                     return None
                 return val if isinstance(val, dict) else None
     return None
-
-
-def image_version(program: str | None) -> str | None:
-    """The release a container launch names in its image tag (``vllm/vllm-openai:v0.11.0``)."""
-    m = re.search(r"vllm-(?:openai|cpu)[\w-]*:v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)\b", program or "")
-    return m.group(1) if m else None
 
 
 def model_by_name(launch, spec: str):
@@ -325,16 +313,15 @@ def _read_evidence_text(path: str, what: str) -> str:
         raise InputError(f"not UTF-8 text, expected {what}", file=path) from None
 
 
-def build_check_context(read: LaunchRead, options: CheckOptions) -> CheckContext:
-    """Resolve the release, model, GPU and evidence for a launch already read."""
+def build_check_context(launch: Launch, options: CheckOptions) -> CheckContext:
+    """Resolve the release, model, GPU and evidence for a launch already read (the release the
+    launch was read with: --vllm-version, else its image tag, else the newest table)."""
     from oomguard.model.engine import parse_version
 
-    ctx = CheckContext(read, options)
+    ctx = CheckContext(launch, options)
     from oomguard.versions import get_release
 
-    version = options.version
-    if version is not None and version == image_version(read.launch.program):
-        ctx.notes.append(f"vLLM {version} taken from the image tag ({read.launch.program.split(' ', 1)[-1]})")
+    version = options.version or launch.version
     ctx.release = get_release(version)
     ctx.version_tuple = parse_version(ctx.release.version if version is None else version)
     if getattr(ctx.release, "note", ""):
@@ -353,7 +340,7 @@ def build_check_context(read: LaunchRead, options: CheckOptions) -> CheckContext
 
         ctx.topology = parse_topology(_read_evidence_text(options.topo, "`nvidia-smi topo -m` output"), source=options.topo)
 
-    env = read.launch.env
+    env = launch.env
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None and re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", cvd or ""):
         ctx.visible_gpus = [int(x) for x in cvd.split(",")]
@@ -366,7 +353,7 @@ def build_check_context(read: LaunchRead, options: CheckOptions) -> CheckContext
         ctx.num_gpus = len(ctx.topology.gpus)
 
     # --- model
-    spec = options.model or read.launch.model
+    spec = options.model or launch.model
     if not spec:
         ctx.model_note = "no model: name it in the launch or pass --model"
     else:
@@ -384,7 +371,7 @@ def build_check_context(read: LaunchRead, options: CheckOptions) -> CheckContext
         except OomguardError as exc:
             if options.model:
                 raise  # the user named it explicitly: bad input
-            ctx.model, how = model_by_name(read.launch, spec)
+            ctx.model, how = model_by_name(launch, spec)
             if ctx.model is None:
                 ctx.model_note = f"model config not found ({exc})"
             else:
@@ -452,12 +439,17 @@ def _range_checks(v: tuple[int, int, int]):
     )
 
 
+def invalid_values(flags: dict, version_tuple: tuple[int, int, int]) -> list[tuple[str, object, str]]:
+    """``(dest, value, why)`` for each flag value vLLM's config classes reject (the table check uses;
+    ``oomguard export`` refuses such a launch with it)."""
+    return [(dest, flags[dest], why) for dest, ok, why in _range_checks(version_tuple)
+            if why is not None and dest in flags and not ok(flags[dest])]
+
+
 def _validate_ranges(ctx: CheckContext) -> None:
     """Move values vLLM would reject out of the flags (into problems), so that the
     plan and the memory rules see vLLM's default instead of nonsense."""
-    from oomguard.check.lenient import FlagProblem, ProblemKind
-
-    launch = ctx.read.launch
+    launch = ctx.launch
     for dest, ok, why in _range_checks(ctx.version_tuple):
         if dest not in launch.flags:
             continue
@@ -470,7 +462,7 @@ def _validate_ranges(ctx: CheckContext) -> None:
             ctx.notes.append(f"--max-model-len {value}: vLLM {ctx.version_label} derives the length from the model")
             continue
         opt = site.option if site else ctx.option_for(dest)
-        ctx.read.problems.append(
+        launch.problems.append(
             FlagProblem(
                 ProblemKind.INVALID_VALUE,
                 site.yaml_key if site and site.yaml_key else opt,

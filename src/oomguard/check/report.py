@@ -32,14 +32,8 @@ from oomguard.check.context import CheckContext, CheckOptions, build_check_conte
 from oomguard.check.finding import Finding, Severity
 from oomguard.check.goal import findings_for_fix, goal_fixes, options_to_dict
 from oomguard.check.fixer import FixResult, fix_launch
-from oomguard.check.lenient import (
-    LaunchRead,
-    read_command,
-    read_file,
-    read_script,
-    read_yaml_text,
-)
 from oomguard.check.registry import RunResult, run_rules
+from oomguard.inputs.launch import Launch
 
 SCHEMA_VERSION = 1
 COVERAGE_RULE = "OG001"  # rules-not-run: makes the exit non-zero even without --strict
@@ -75,6 +69,28 @@ class CheckReport:
         return [f for f in self.findings if f.severity is Severity.WARNING]
 
     @property
+    def refused_by(self) -> list[Finding]:
+        """Error findings that foretell vLLM refusing the command line itself (its argument parser or
+        config validation) before any memory is planned: the launch does not start, whatever the plan says."""
+        from oomguard.check.registry import get_rule
+        from oomguard.model.failures import FailureClass
+
+        out = []
+        for f in self.errors:
+            rule = get_rule(f.rule)
+            if rule is not None and FailureClass.BAD_ARGUMENT.value in rule.predicts:
+                out.append(f)
+        return out
+
+    @property
+    def predicted_start(self) -> bool | None:
+        """The verdict: the memory plan's, unless vLLM refuses the command line first."""
+        plan = self.ctx.plan
+        if plan is None:
+            return None
+        return plan.starts and not self.refused_by
+
+    @property
     def incomplete(self) -> bool:
         """Memory rules could not run (OG001): the result is not a clean bill of health."""
         return any(f.rule == COVERAGE_RULE for f in self.findings)
@@ -93,13 +109,7 @@ class CheckReport:
         return self.fix.text
 
     def fixed_path(self) -> str | None:
-        path = self.ctx.launch.path
-        if not path:
-            return None
-        p = Path(path)
-        if self.ctx.launch.kind == "manifest":  # the corrected vllm command, to carry into the manifest
-            return str(p.with_name(f"{p.stem}.fixed.sh"))
-        return str(p.with_name(f"{p.stem}.fixed{p.suffix}"))
+        return fixed_path_for(self.ctx.launch)
 
     def to_dict(self) -> dict:
         plan = self.ctx.plan
@@ -109,8 +119,11 @@ class CheckReport:
             "findings": [f.to_dict() for f in self.findings],
             "fixed_command": fixed,
             "plan": plan.to_dict() if plan is not None else None,
+            "starts": self.predicted_start,
+            "refused_by": [f.rule for f in self.refused_by],
             "vllm_version": self.ctx.release.version,
-            "launch": {"kind": self.ctx.launch.kind, "path": self.ctx.launch.path, "model": self.ctx.launch.model},
+            "launch": {"kind": self.ctx.launch.kind, "path": self.ctx.launch.path, "model": self.ctx.launch.model,
+                       "name": self.ctx.launch.name, "read": self.ctx.launch.to_dict()},
             "summary": {"errors": len(self.errors), "warnings": len(self.warnings), "info": len(self.findings) - len(self.errors) - len(self.warnings)},
             "fixed_form": self.ctx.launch.kind if fixed is not None else None,
             "diff": self.fix.diff(self.fixed_path()) if fixed is not None else None,
@@ -144,43 +157,82 @@ def _host_ram(ctx) -> dict | None:
         return None
 
 
-def read_target(*, path: str | None = None, command: list[str] | None = None, flags: list[str] | None = None, model: str | None = None, version: str | None = None) -> LaunchRead:
-    """The launch, leniently: a file, a command after ``--``, or bare vLLM flags."""
+def fixed_path_for(launch: Launch) -> str | None:
+    """Where ``--fix`` writes the corrected launch: ``NAME.fixed.EXT`` beside it, in its own format
+    (None for a launch from the command line or a pipe)."""
+    from oomguard.inputs import files
+
+    path = launch.path
+    if not path or files.is_named_stream(path) or path == "<stdin>":
+        return None
+    p = Path(path)
+    return str(p.with_name(f"{p.stem}.fixed{p.suffix}"))
+
+
+def read_targets(*, path: str | None = None, command: list[str] | None = None, flags: list[str] | None = None,
+                 model: str | None = None, version: str | None = None) -> list[Launch]:
+    """The launches, leniently: a file (``-``, ``/dev/fd/N``; every launch it holds), a command after
+    ``--``, or bare vLLM flags."""
     from oomguard.errors import InputError
+    from oomguard.inputs.reader import read_command, read_launches
 
     if path:
-        read = read_file(path, version=version)
+        launches = read_launches(path, version=version, lenient=True)
         if flags:
-            # vLLM flags given next to a file override it, as on the command line
-            extra = read_command(["vllm serve " + shlex.quote(read.launch.model or model or "MODEL") + " " + shlex.join(flags)], version=version)
-            read.launch.flags.update(extra.launch.flags)
-            read.problems.extend(extra.problems)
-        return read
+            for launch in launches:
+                # vLLM flags given next to a file override it, as on the command line
+                extra = read_command(["vllm serve " + shlex.quote(launch.model or model or "MODEL") + " " + shlex.join(flags)],
+                                     version=version or launch.version, lenient=True)
+                launch.flags.update(extra.flags)
+                launch.sites.update(extra.sites)
+                launch.problems.extend(extra.problems)
+        return launches
     if command:
         text = command[0] if len(command) == 1 else shlex.join(command)
-        return read_command([text], version=version)
+        return [read_command([text], version=version, lenient=True)]
     if flags or model:
         words = list(flags or [])
         if model is None:
             raise InputError("nothing to check: give a launch file, a command after --, or --model with vLLM flags")
-        return read_command(["vllm serve " + shlex.quote(model) + (" " + shlex.join(words) if words else "")], version=version)
+        return [read_command(["vllm serve " + shlex.quote(model) + (" " + shlex.join(words) if words else "")],
+                             version=version, lenient=True)]
     raise InputError("nothing to check: give a launch file, a command after --, or --model with vLLM flags")
 
 
-def reread(read: LaunchRead, text: str, version: str | None) -> LaunchRead:
-    """Read a corrected text in the original's form."""
-    if read.launch.kind == "yaml":
-        return read_yaml_text(text, path=read.launch.path, version=version)
-    out = read_script(text, path=read.launch.path, version=version)
-    out.launch.kind = read.launch.kind
-    return out
+def read_target(*, path: str | None = None, command: list[str] | None = None, flags: list[str] | None = None,
+                model: str | None = None, version: str | None = None) -> Launch:
+    """The one launch of the target (``PATH#NAME`` picks one of several)."""
+    from oomguard.errors import InputError
+    from oomguard.inputs import files
+
+    launches = read_targets(path=path, command=command, flags=flags, model=model, version=version)
+    if len(launches) > 1:
+        names = ", ".join(x.name or "?" for x in launches)
+        raise InputError(f"{len(launches)} vLLM launches here ({names}): name one as {path}#NAME", file=files.display(path or ""))
+    return launches[0]
 
 
-def check_read(read: LaunchRead, options: CheckOptions, *, ignore: Iterable[str] = (), fix: bool = True) -> CheckReport:
+def reread(launch: Launch, text: str, version: str | None) -> Launch:
+    """Read a corrected text in the original's form (the same launch of a file holding several)."""
+    from oomguard.errors import InputError
+    from oomguard.inputs.command import parse_config_yaml, parse_script
+    from oomguard.inputs.manifests import read_manifests
+
+    if launch.kind == "yaml":
+        return parse_config_yaml(text, path=launch.path, version=version, lenient=True)
+    if launch.kind == "manifest":
+        again = [x for x in read_manifests(text, path=launch.path or "", version=version, lenient=True) if x.name == launch.name]
+        if len(again) != 1:
+            raise InputError(f"the corrected manifest no longer holds {launch.name}", file=launch.path)
+        return again[0]
+    return parse_script(text, path=launch.path, version=version, lenient=True, kind=launch.kind)
+
+
+def check_read(launch: Launch, options: CheckOptions, *, ignore: Iterable[str] = (), fix: bool = True) -> CheckReport:
     ignore = list(ignore)
-    ctx = build_check_context(read, options)
+    ctx = build_check_context(launch, options)
     result = run_rules(ctx, ignore)
-    notes = list(ctx.notes) + list(read.launch.notes)
+    notes = list(ctx.notes) + list(launch.notes)
     if ctx.model is None and ctx.model_note and not result.skipped:
         notes.append(ctx.model_note)
     if ctx.plan_error:
@@ -189,7 +241,7 @@ def check_read(read: LaunchRead, options: CheckOptions, *, ignore: Iterable[str]
     if fix:
 
         def rebuild(text: str):
-            r2 = reread(read, text, options.version)
+            r2 = reread(launch, text, options.version)
             c2 = build_check_context(r2, options)
             return c2, run_rules(c2, ignore)
 
@@ -200,14 +252,89 @@ def check_read(read: LaunchRead, options: CheckOptions, *, ignore: Iterable[str]
 
 
 def check_target(options: CheckOptions, *, path: str | None = None, command: list[str] | None = None, flags: list[str] | None = None, ignore: Iterable[str] = (), fix: bool = True) -> CheckReport:
-    read = read_target(path=path, command=command, flags=flags, model=options.model, version=options.version)
-    if options.version is None:
-        from dataclasses import replace
+    """Check the one launch of a target (``PATH#NAME`` picks one of a file holding several)."""
+    launch = read_target(path=path, command=command, flags=flags, model=options.model, version=options.version)
+    return check_read(launch, options, ignore=ignore, fix=fix)
 
-        from oomguard.check.context import image_version
 
-        tagged = image_version(read.launch.program)
-        if tagged is not None:  # the container's own release decides the flags
-            options = replace(options, version=tagged)
-            read = read_target(path=path, command=command, flags=flags, model=options.model, version=tagged)
-    return check_read(read, options, ignore=ignore, fix=fix)
+@dataclass
+class CheckRun:
+    """``check`` over every launch of a target: one report per launch, and one corrected file.
+
+    A file with several launches (Helm values with two modelSpecs, a manifest with two vLLM
+    containers) is fixed launch by launch on the same text, so ``fixed_text`` holds every fix."""
+
+    reports: list[CheckReport]
+    original: str | None = None
+    fixed: str | None = None
+
+    @property
+    def single(self) -> CheckReport | None:
+        return self.reports[0] if len(self.reports) == 1 else None
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for r in self.reports for f in r.findings]
+
+    @property
+    def fixed_text(self) -> str | None:
+        if len(self.reports) == 1:
+            return self.reports[0].fixed_text
+        return self.fixed if self.fixed is not None and self.fixed != self.original else None
+
+    def fixed_path(self) -> str | None:
+        return self.reports[0].fixed_path()
+
+    def exit_code(self, strict: bool = False) -> ExitCode:
+        codes = [r.exit_code(strict) for r in self.reports]
+        if ExitCode.FINDINGS in codes:
+            return ExitCode.FINDINGS
+        if ExitCode.INCOMPLETE in codes:
+            return ExitCode.INCOMPLETE
+        return ExitCode.CLEAN
+
+    def diff(self) -> str | None:
+        if self.fixed_text is None:
+            return None
+        if len(self.reports) == 1:
+            return self.reports[0].fix.diff(self.fixed_path())
+        return FixResult("file", self.original or "", self.fixed or "", self.reports[0].ctx.launch.path).diff(self.fixed_path())
+
+    def to_dict(self) -> dict:
+        if len(self.reports) == 1:
+            return self.reports[0].to_dict()
+        per = [r.to_dict() for r in self.reports]
+        findings = []
+        for r, d in zip(self.reports, per):
+            for f in d["findings"]:
+                findings.append({**f, "launch": r.ctx.launch.name})
+        errors = sum(d["summary"]["errors"] for d in per)
+        warnings = sum(d["summary"]["warnings"] for d in per)
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "findings": findings,
+            "fixed_command": self.fixed_text,
+            "fixed_form": self.reports[0].ctx.launch.kind if self.fixed_text is not None else None,
+            "diff": self.diff(),
+            "summary": {"errors": errors, "warnings": warnings, "info": len(findings) - errors - warnings},
+            "complete": all(d["complete"] for d in per),
+            "launches": per,
+        }
+
+
+def check_run(options: CheckOptions, *, path: str | None = None, command: list[str] | None = None, flags: list[str] | None = None,
+              ignore: Iterable[str] = (), fix: bool = True) -> CheckRun:
+    """Check every launch of a target; with several, the fixes are applied one after the other to one text."""
+    launches = read_targets(path=path, command=command, flags=flags, model=options.model, version=options.version)
+    if len(launches) == 1:
+        return CheckRun([check_read(launches[0], options, ignore=ignore, fix=fix)])
+    original = launches[0].text
+    text = original
+    reports = []
+    for launch in launches:
+        current = reread(launch, text, options.version) if fix and text != original else launch
+        rep = check_read(current, options, ignore=ignore, fix=fix)
+        if rep.fixed_text is not None:
+            text = rep.fixed_text
+        reports.append(rep)
+    return CheckRun(reports, original, text)

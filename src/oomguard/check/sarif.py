@@ -67,7 +67,7 @@ def to_sarif(report) -> dict:
             {
                 "tool": {"driver": {"name": "oomguard", "version": __version__, "informationUri": "https://github.com/oomguard/oomguard", "rules": [_rule_entry(r) for r in rules]}},
                 "results": results,
-                "properties": {"vllm_version": report.ctx.release.version},
+                "properties": {"vllm_version": (report.ctx if hasattr(report, "ctx") else report.reports[0].ctx).release.version},
             }
         ],
     }

@@ -25,7 +25,24 @@ def _where(f) -> str:
     return "command"
 
 
-def render_report(report, *, show_diff: bool = True, verbose: bool = False) -> str:
+def render_run(run, *, show_diff: bool = True, verbose: bool = False) -> str:
+    """Several launches of one file (Helm modelSpecs, vLLM containers): each one's report, then the
+    one corrected file that holds every launch's fix."""
+    parts = []
+    for rep in run.reports:
+        parts.append(f"== {rep.ctx.launch.name} ==\n" + render_report(rep, show_diff=show_diff, verbose=verbose, show_fix=False))
+    errors = sum(len(r.errors) for r in run.reports)
+    warnings = sum(len(r.warnings) for r in run.reports)
+    tail = [f"{len(run.reports)} launches: {errors} error(s), {warnings} warning(s)"]
+    fixed = run.fixed_text
+    if fixed is not None:
+        target = run.fixed_path()
+        tail.append("corrected file" + (f" (--fix writes {target})" if target else "") + ":")
+        tail.append((run.diff() if show_diff else fixed).rstrip("\n"))
+    return "\n".join(parts) + "\n" + "\n".join(tail) + "\n"
+
+
+def render_report(report, *, show_diff: bool = True, verbose: bool = False, show_fix: bool = True) -> str:
     ctx = report.ctx
     out: list[str] = []
     head = [f"vLLM {ctx.release.version}"]
@@ -37,11 +54,16 @@ def render_report(report, *, show_diff: bool = True, verbose: bool = False) -> s
     out.append("oomguard check: " + ", ".join(head))
     plan = ctx.plan
     if plan is not None:
-        verdict = (
-            f"predicted to start: {plan.kv_cache_tokens:,} tokens of KV cache, {plan.max_concurrency:.2f}x at {plan.settings.max_model_len:,} tokens"
-            if plan.starts
-            else f"predicted NOT to start ({plan.failure.value}): {plan.error}"
-        )
+        refused = report.refused_by
+        if plan.starts and refused:
+            what = ", ".join(sorted({f"{f.rule} {f.name}" for f in refused}))
+            verdict = (f"predicted NOT to start: vLLM {ctx.release.version} rejects the command line ({what}, below); "
+                       f"with that fixed the memory plan starts: {plan.kv_cache_tokens:,} tokens of KV cache, "
+                       f"{plan.max_concurrency:.2f}x at {plan.settings.max_model_len:,} tokens")
+        elif plan.starts:
+            verdict = f"predicted to start: {plan.kv_cache_tokens:,} tokens of KV cache, {plan.max_concurrency:.2f}x at {plan.settings.max_model_len:,} tokens"
+        else:
+            verdict = f"predicted NOT to start ({plan.failure.value}): {plan.error}"
         out.append(_wrap(verdict, ""))
     out.append("")
     for f in report.findings:
@@ -72,7 +94,7 @@ def render_report(report, *, show_diff: bool = True, verbose: bool = False) -> s
             out.append(_wrap(f"#{i} {option_text(ctx, o)}", "  "))
             out.append(_wrap(summary(o), "      "))
     fx = report.fix
-    if fx is not None and fx.changed:
+    if fx is not None and fx.changed and show_fix:
         out.append("")
         target = report.fixed_path()
         out.append("corrected launch" + (f" (--fix writes {target})" if target else "") + ":")

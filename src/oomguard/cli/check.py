@@ -101,20 +101,26 @@ def _explain(rule_id: str) -> int:
     return EXIT_CLEAN
 
 
-def _write_fix(report, in_place: bool) -> str | None:
+def _write_fix(run, in_place: bool) -> str | None:
+    """Write the corrected launch in the input's own format: NAME.fixed.EXT beside it, or the input
+    itself with --in-place (a script stays a script, a manifest stays that manifest)."""
     from pathlib import Path
 
+    from oomguard.check.report import fixed_path_for
     from oomguard.inputs.writes import write_text
 
-    text = report.fixed_text
-    path = report.ctx.launch.path
+    text = run.fixed_text
+    launch = run.reports[0].ctx.launch
+    path = launch.path
     if text is None:
         print("oomguard check: nothing to fix", file=sys.stderr)
         return None
-    if not path:
-        print("oomguard check: the launch came from the command line; the corrected command is printed above", file=sys.stderr)
+    fixed = fixed_path_for(launch)
+    if not path or fixed is None:
+        where = "a pipe" if path else "the command line"
+        print(f"oomguard check: the launch came from {where}; the corrected launch is printed above", file=sys.stderr)
         return None
-    target = Path(path) if in_place else Path(report.fixed_path())
+    target = Path(path) if in_place else Path(fixed)
     # Temp file + rename: a symlink planted at NAME.fixed.EXT is replaced, not written through or chmodded.
     write_text(target, text, mode_from=path, what="the corrected launch")
     print(f"oomguard check: wrote {target}", file=sys.stderr)
@@ -122,7 +128,7 @@ def _write_fix(report, in_place: bool) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from oomguard.check.report import check_target
+    from oomguard.check.report import check_run
     from oomguard.errors import InputError
 
     if args.explain is not None:
@@ -135,38 +141,44 @@ def run(args: argparse.Namespace) -> int:
     if args.launch_file is None and flags and not flags[0].startswith("-"):
         # the dispatcher leaves a TARGET that does not exist among vLLM's words
         raise InputError("no such file", file=flags[0])
-    report = check_target(
+    run_ = check_run(
         _options(args),
         path=args.launch_file,
         command=tail or None,
         flags=flags or None,
         ignore=ignore,
     )
+    report = run_.single
     fmt = args.format
     # Secrets in the launch (--api-key, HF_TOKEN=..., keys nested in JSON-valued flags) stay in
     # the file --fix writes but never reach stdout: redacted here, at the render edge, as a
     # structure for json/sarif and as text for the line-oriented formats.
     from oomguard.redact import Redactor, secret_values, secrets_in_text
 
-    launch = getattr(report.ctx, "launch", None)
-    redact = Redactor(secret_values(getattr(launch, "flags", {}), getattr(launch, "env", {}))
-                      + secrets_in_text(getattr(launch, "text", "") or ""))
+    secrets: list = []
+    for rep in run_.reports:
+        launch = rep.ctx.launch
+        secrets += secret_values(launch.flags, launch.env) + secrets_in_text(launch.text or "")
+    redact = Redactor(secrets)
     if fmt == "json":
-        json.dump(redact.data(json.loads(json.dumps(report.to_dict(), default=str))), sys.stdout, indent=2)
+        json.dump(redact.data(json.loads(json.dumps(run_.to_dict(), default=str))), sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif fmt == "sarif":
         from oomguard.check.sarif import to_sarif
 
-        json.dump(redact.data(json.loads(json.dumps(to_sarif(report), default=str))), sys.stdout, indent=2)
+        json.dump(redact.data(json.loads(json.dumps(to_sarif(run_), default=str))), sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif fmt == "github":
         from oomguard.check.github import to_github
 
-        sys.stdout.write(redact.text(to_github(report)))
+        sys.stdout.write(redact.text(to_github(run_)))
     else:
-        from oomguard.check.text import render_report
+        from oomguard.check.text import render_report, render_run
 
-        sys.stdout.write(redact.text(render_report(report, show_diff=not args.no_diff, verbose=args.verbose)))
+        if report is not None:
+            sys.stdout.write(redact.text(render_report(report, show_diff=not args.no_diff, verbose=args.verbose)))
+        else:
+            sys.stdout.write(redact.text(render_run(run_, show_diff=not args.no_diff, verbose=args.verbose)))
     if args.fix:
-        _write_fix(report, args.in_place)
-    return int(report.exit_code(args.strict))
+        _write_fix(run_, args.in_place)
+    return int(run_.exit_code(args.strict))

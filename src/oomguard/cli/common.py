@@ -131,17 +131,39 @@ def split_argv(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[s
         elif tok.startswith("-") and len(tok) > 1:
             theirs.append(tok)
             nxt = argv[i + 1] if i + 1 < len(argv) else None
-            if "=" not in tok and nxt is not None and not nxt.startswith("--") and not (not positional_taken and os.path.isfile(nxt)):
+            if "=" not in tok and nxt is not None and not nxt.startswith("--") and not (not positional_taken and (os.path.isfile(nxt) or _is_stream(nxt))):
                 # value of a vLLM flag (booleans are resolved later with the flag table)
                 theirs.append(argv[i + 1])
                 i += 1
-        elif not positional_taken and os.path.exists(tok):
+        elif not positional_taken and (os.path.exists(tok) or _names_a_launch(tok)):
             ours.append(tok)
             positional_taken = True
         else:
             theirs.append(tok)
         i += 1
     return ours, theirs
+
+
+_LAUNCH_SUFFIXES = (".sh", ".bash", ".yaml", ".yml", ".json", ".txt", ".env", ".cfg", ".conf")
+
+
+def _is_stream(tok: str) -> bool:
+    from oomguard.inputs.files import is_named_stream
+
+    return is_named_stream(tok)
+
+
+def _names_a_launch(tok: str) -> bool:
+    """A word in our positional's place that is a launch even though no such file exists here: ``-``
+    (stdin), ``/dev/fd/N`` (a pipe), ``PATH#NAME`` or a file name (then "no such file", not "unexpected argument")."""
+    from oomguard.inputs.files import is_named_stream
+
+    if tok == "-" or is_named_stream(tok):
+        return True
+    base = tok.split("#", 1)[0]
+    if "#" in tok and os.path.exists(base):
+        return True
+    return base.lower().endswith(_LAUNCH_SUFFIXES) and not tok.startswith("-")
 
 
 def add_target_options(p: argparse.ArgumentParser, *, positional: bool = True) -> None:
@@ -183,38 +205,66 @@ class Context:
         )
 
 
-def read_target(args: argparse.Namespace, vllm_args: list[str]):
-    """The launch from a file, a command after ``--``, or flags given directly."""
+def read_targets(args: argparse.Namespace, vllm_args: list[str]) -> list:
+    """Every launch of the target: a file (``-`` and ``/dev/fd/N`` too; Helm values give one per
+    modelSpec), a command after ``--``, or flags given directly. One reader for every command
+    (oomguard.inputs.reader)."""
     from oomguard.errors import InputError
-    from oomguard.inputs.launch import parse_command, parse_flags, read_launch
+    from oomguard.inputs.reader import read_command, read_flags, read_launches
 
     version = getattr(args, "vllm_version", None)
     lenient = bool(getattr(args, "lenient", False))
     launch_file = getattr(args, "launch_file", None)
     tail = getattr(args, "launch_tail", []) or []
     if launch_file:
-        launch = read_launch(launch_file, version=version, lenient=lenient)
-        if vllm_args:
-            extra = parse_flags(vllm_args, version=version, lenient=lenient)
-            launch.flags.update(extra.flags)
-            launch.sites.update(extra.sites)
+        launches = read_launches(launch_file, version=version, lenient=lenient)
+        for launch in launches:
+            if vllm_args:
+                extra = read_flags(vllm_args, version=version or launch.version, lenient=lenient)
+                launch.flags.update(extra.flags)
+                launch.sites.update(extra.sites)
+                launch.problems.extend(extra.problems)
+                launch.unresolved.extend(extra.unresolved)
     elif tail:
-        launch = parse_command(tail, version=version, lenient=lenient)
+        launches = [read_command(tail, version=version, lenient=lenient)]
     else:
-        launch = parse_flags(vllm_args, version=version, lenient=lenient)
-    _carry_removed_flags(launch)
-    if launch.kind == "flags" and not vllm_args and not getattr(args, "og_model", None):
+        launches = [read_flags(vllm_args, version=version, lenient=lenient)]
+    for launch in launches:
+        _carry_removed_flags(launch)
+    if launches[0].kind == "flags" and not vllm_args and not getattr(args, "og_model", None):
         raise InputError("nothing to plan: give a launch file, a command after --, or --model with vLLM flags")
-    return launch
+    return launches
+
+
+def read_target(args: argparse.Namespace, vllm_args: list[str]):
+    """The one launch of the target (``FILE#NAME`` picks one of a file holding several)."""
+    from oomguard.errors import InputError
+    from oomguard.inputs.files import display
+
+    launches = read_targets(args, vllm_args)
+    if len(launches) > 1:
+        path = getattr(args, "launch_file", "") or ""
+        names = ", ".join(x.name or "?" for x in launches)
+        first = (launches[0].name or "").split(" ", 1)[-1].split("/")[-1] or "NAME"
+        raise InputError(f"{len(launches)} vLLM launches here ({names}): name one as {path}#{first}", file=display(path))
+    return launches[0]
+
+
+def build_contexts(args: argparse.Namespace, vllm_args: list[str], *, need_gpu: bool = True) -> list[Context]:
+    """A plan context per launch of the target (several for Helm values with several modelSpecs)."""
+    return [context_for(args, launch, need_gpu=need_gpu) for launch in read_targets(args, vllm_args)]
 
 
 def build_context(args: argparse.Namespace, vllm_args: list[str], *, need_gpu: bool = True) -> Context:
+    return context_for(args, read_target(args, vllm_args), need_gpu=need_gpu)
+
+
+def context_for(args: argparse.Namespace, launch, *, need_gpu: bool = True) -> Context:
     from oomguard.errors import InputError
     from oomguard.inputs.hardware import lookup_gpu
     from oomguard.inputs.model_config import load_model
     from oomguard.units import GiB
 
-    launch = read_target(args, vllm_args)
     model_spec = getattr(args, "og_model", None) or launch.model
     if not model_spec:
         raise InputError("no model: name it in the launch (vllm serve MODEL) or pass --model")
@@ -224,7 +274,7 @@ def build_context(args: argparse.Namespace, vllm_args: list[str], *, need_gpu: b
         gpu = lookup_gpu(args.gpu, args.gpu_memory_gib)
     if args.other_gpu_use_gib < 0:
         raise InputError("--other-gpu-use-gib must not be negative")
-    version = args.vllm_version
+    version = args.vllm_version or launch.version  # the user's, else the image tag's
     if getattr(args, "engine_python", None):
         from oomguard.inputs.engine_python import merge_engine_defaults, query_engine
 

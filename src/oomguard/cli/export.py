@@ -8,6 +8,10 @@ The output goes to stdout (or ``-o FILE``); notes (moved secrets, container
 caveats) go to stderr. Every exported launch is read back with oomguard's own
 launch readers before it is printed; a mismatch is reported, never printed.
 
+Secrets never appear in what is printed or exported: they move to the env file /
+Kubernetes Secret the export references, and their values are written only with
+``--secrets-file FILE`` (or ``--to env -o FILE``), mode 0600.
+
 Exit codes: 0 written, 2 bad input, 3 the export did not read back to the same flags.
 """
 
@@ -54,7 +58,8 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
     a = sub.add_parser("alerts", help="Prometheus alerting rules or a Grafana dashboard")
     a.add_argument(
-        "--vllm-version", metavar="V", help="vLLM release the server runs (metric names changed in 0.9.2/0.11)"
+        "--vllm-version", type=common.vllm_version, metavar="V",
+        help="vLLM release the server runs (metric names changed in 0.9.2/0.11)",
     )
     a.add_argument("--format", choices=("prometheus", "grafana"), default="prometheus")
     a.add_argument(
@@ -86,7 +91,12 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     lp.add_argument("--name", default="vllm", help="service / container / Deployment name")
     lp.add_argument("--image", help="container image (default vllm/vllm-openai:v<version>)")
     lp.add_argument("--vllm-bin", default="/usr/local/bin/vllm", help="vllm executable for systemd's ExecStart")
-    lp.add_argument("--shm-size", type=common.k8s_quantity, default="16Gi", help="Kubernetes /dev/shm size (default 16Gi)")
+    lp.add_argument("--shm-size", type=common.k8s_quantity, default=None,
+                    help="Kubernetes /dev/shm size (default: the CPU KV tier's file + 1 GiB from the plan, at least 16Gi)")
+    lp.add_argument("--user", default="vllm", help="systemd User= the server runs as (default vllm)")
+    lp.add_argument("--secrets-file", metavar="FILE",
+                    help="write the launch's secrets (API key, tokens, passwords, URLs with credentials) here, mode 0600; "
+                    "the export references them and never holds the values")
     lp.add_argument(
         "--model",
         dest="og_model",
@@ -118,8 +128,6 @@ def _alerts(args: argparse.Namespace) -> int:
     from oomguard.export.alerts import AlertSettings, render_prometheus
     from oomguard.export.names import GpuExporter
 
-    if args.vllm_version:
-        _check_version(args.vllm_version)
     settings = AlertSettings(
         vllm_version=args.vllm_version,
         job=args.job,
@@ -140,17 +148,9 @@ def _alerts(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _check_version(version: str) -> None:
-    from oomguard.errors import InputError
-    from oomguard.model.engine import parse_version
-
-    if parse_version(version) == (0, 0, 0):
-        raise InputError(f"--vllm-version {version!r} is not a version (e.g. 0.10.2)")
-
-
 def _read_target(args: argparse.Namespace):
     from oomguard.errors import InputError
-    from oomguard.inputs.launch import parse_command, read_launch
+    from oomguard.inputs.reader import read_command, read_launch
 
     tail = getattr(args, "launch_tail", None) or []
     # with --fix, check reads the launch and respells what this release no longer accepts
@@ -158,19 +158,23 @@ def _read_target(args: argparse.Namespace):
     if args.launch_file:
         return read_launch(args.launch_file, version=args.vllm_version, lenient=lenient)
     if tail:
-        return parse_command(tail, version=args.vllm_version, lenient=lenient)
+        return read_command(tail, version=args.vllm_version, lenient=lenient)
     raise InputError("export launch: give a launch file (start_api.sh, --config YAML) or a command after --")
 
 
 def _apply_fix(args: argparse.Namespace, launch):
-    """Run `oomguard check --format json` in-process and take its corrected launch."""
+    """Run `oomguard check --format json` in-process and take its corrected launch.
+
+    Returns ``(launch, errors_left)``: the corrected launch and how many error findings check
+    could not fix (the header says so).
+    """
     import contextlib
     import importlib
     import io
     import json
 
     from oomguard.errors import InputError
-    from oomguard.inputs.launch import parse_command
+    from oomguard.inputs.reader import read_command
 
     try:
         importlib.import_module("oomguard.cli.check")
@@ -214,61 +218,92 @@ def _apply_fix(args: argparse.Namespace, launch):
     if not fixed:
         if errors:
             print(f"note: check found {len(errors)} error(s) but no automatic fix; exporting as given", file=sys.stderr)
-        return launch
-    fixed_launch = parse_command([fixed], version=args.vllm_version)
+        return launch, len(errors)
+    # The JSON report is redacted: a secret in the launch reads "***" in fixed_command. Take the
+    # corrected flags from it and the secret values from the launch as read.
+    if launch.kind in ("command", "flags") or not launch.path:
+        fixed_launch = read_command([fixed], version=args.vllm_version or launch.version)
+    else:
+        # the corrected launch is in the input's own format (a script, a --config YAML, a manifest)
+        from oomguard.inputs.reader import launches_from_text
+
+        again = launches_from_text(fixed, path=launch.path, version=args.vllm_version)
+        fixed_launch = next((x for x in again if x.name == launch.name), again[0])
     for k, v in launch.env.items():
         fixed_launch.env.setdefault(k, v)
+    from oomguard.redact import MASK
+
+    for mapping, original in ((fixed_launch.flags, launch.flags), (fixed_launch.env, launch.env)):
+        for k, v in list(mapping.items()):
+            if k in original:
+                mapping[k] = _unmask(v, original[k], MASK)
     changed = sorted(
         k for k in set(launch.flags) | set(fixed_launch.flags) if launch.flags.get(k) != fixed_launch.flags.get(k)
     )
     print(f"note: --fix applied check's corrected launch (changed: {', '.join(changed) or 'nothing'})", file=sys.stderr)
-    return fixed_launch
+    errors_left = len([f for f in errors if not f.get("fix")])
+    return fixed_launch, errors_left
 
 
-def _verify(text: str, target, launch, version: str | None) -> list[str]:
-    """Read the export back with oomguard's own readers; what differs from the launch."""
-    from oomguard.errors import OomguardError
-    from oomguard.export.launch import Target
-    from oomguard.export.launch import moved_secret_flags, placeholder_text
-    from oomguard.export.readback import differences, expected_flags, read_back
+def _unmask(fixed, original, mask: str):
+    """``fixed`` (from check's redacted report) with each masked part taken from ``original``."""
+    if isinstance(fixed, str) and mask in fixed:
+        return original
+    if isinstance(fixed, dict) and isinstance(original, dict):
+        return {k: _unmask(v, original[k], mask) if k in original else v for k, v in fixed.items()}
+    if isinstance(fixed, list) and isinstance(original, list) and len(fixed) == len(original):
+        return [_unmask(a, b, mask) for a, b in zip(fixed, original)]
+    return fixed
 
-    # Flags whose JSON held a credential are references to the environment now: read back
-    # with a placeholder in their place, and compared without them.
-    moved = moved_secret_flags(launch.flags)
-    try:
-        model, flags, _env = read_back(placeholder_text(text, target, moved), target, version=version)
-    except (OomguardError, ValueError) as exc:
-        return [f"reading it back failed: {exc}"]
-    except Exception as exc:  # noqa: BLE001 - a reader's own error (e.g. YAML) is a failed read-back, not a crash
-        return [f"reading it back failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"]
-    if target is Target.ENV:
-        return []
-    for dest, name in moved.items():
-        flags.pop(dest, None)
-        if name not in text:
-            return [f"--{dest.replace('_', '-')}: the reference to {name} is missing from the export"]
-    expected = {k: v for k, v in launch.flags.items() if k not in moved}
-    problems = differences(expected_flags(expected, version=version), flags)
-    if model != launch.model:
-        problems.append(f"model: exported {launch.model!r}, read back {model!r}")
-    return problems
+
+def _verify(rendered, target, launch, version: str | None) -> list[str]:
+    """Read the export back with the target's grammar and oomguard's readers; what differs."""
+    from oomguard.export.readback import verify
+
+    return verify(rendered, target, launch, version)
+
+
+def _refuse_invalid_values(launch, version: str | None) -> None:
+    """The values vLLM rejects (the table `check` uses): an export of them would never start."""
+    from oomguard.check.context import invalid_values
+    from oomguard.errors import InputError
+    from oomguard.model.engine import parse_version
+    from oomguard.versions import get_release
+
+    bad = invalid_values(dict(launch.flags), parse_version(get_release(version).version))
+    if bad:
+        dest, value, why = bad[0]
+        site = launch.sites.get(dest)
+        opt = site.option if site else "--" + dest.replace("_", "-")
+        raise InputError(f"{opt} {value}: {why} (vLLM rejects it)", file=site.file if site else launch.path,
+                         line=site.line if site else None)
+
+
+def _write_secrets(path: str, rendered) -> None:
+    from oomguard.export.launch import env_file_lines
+    from oomguard.inputs.writes import write_text
+
+    lines, _ = env_file_lines({}, rendered.secrets, with_values=True)
+    body = ["# secrets of the exported vLLM launch: keep this file mode 0600, out of version control", *lines]
+    write_text(path, "\n".join(body) + "\n", mode=0o600, what="the secrets file")
 
 
 def _launch(args: argparse.Namespace) -> int:
-    from oomguard.export.launch import ExportOptions, Target, render_launch
+    from oomguard.errors import InputError
+    from oomguard.export.launch import ExportOptions, Target, check_name, render_env, render_launch
 
     launch = _read_target(args)
+    errors_left = 0
     if args.fix:
-        launch = _apply_fix(args, launch)
+        launch, errors_left = _apply_fix(args, launch)
     if not launch.model:
-        from oomguard.errors import InputError
-
         raise InputError("the launch names no model (vllm serve MODEL)", file=launch.path)
     version = args.vllm_version or launch.version
+    _refuse_invalid_values(launch, version)
     target = Target(args.to)
-    from oomguard.export.launch import check_name
-
     check_name(args.name, target)
+    if args.secrets_file and args.output and args.secrets_file == args.output:
+        raise InputError("--secrets-file and -o name the same file")
     opts = ExportOptions(
         vllm_version=version,
         name=args.name,
@@ -276,19 +311,45 @@ def _launch(args: argparse.Namespace) -> int:
         vllm_bin=args.vllm_bin,
         shm_size=args.shm_size,
         source=args.launch_file,
+        checked=bool(args.fix),
+        secrets_file=args.secrets_file or (args.output if target is Target.ENV else None),
+        user=args.user,
     )
-    rendered = render_launch(launch, target, opts)
-    for note in launch.notes:
+    with_values = target is Target.ENV and bool(args.output)
+    if target is Target.ENV:
+        rendered = render_env(launch, opts, with_values=with_values)
+    else:
+        rendered = render_launch(launch, target, opts)
+    if args.fix and errors_left:
+        rendered.notes.append(f"check found {errors_left} error(s) it could not fix: see `oomguard check`")
+    for note in launch.report_notes():
         print(f"note: {note}", file=sys.stderr)
-    problems = _verify(rendered.text, target, launch, version)
+    problems = _verify(rendered, target, launch, version)
     if problems:
         print(
-            "oomguard export: error: the exported launch does not read back to the same flags "
+            "oomguard export: error: the exported launch does not read back to what was meant "
             "(please report this):\n  " + "\n  ".join(problems),
             file=sys.stderr,
         )
         return EXIT_NOT_VERIFIED
+    # Notes are oomguard's own sentences (names, never values); a launch's secret that reappears in
+    # one anyway (a file name, an echoed value) is masked literally, without the prose patterns.
+    known = sorted((v for v in rendered.secrets.values() if v and len(v) >= 4), key=len, reverse=True)
     for note in rendered.notes:
+        for value in known:
+            note = note.replace(value, "***")
         print(f"note: {note}", file=sys.stderr)
+    if with_values:
+        from oomguard.inputs.writes import write_text
+
+        mode = 0o600 if rendered.secrets else None
+        write_text(args.output, rendered.text, mode=mode)
+        print(f"wrote {args.output}" + (" (mode 0600: it holds the secrets)" if mode else ""), file=sys.stderr)
+        return EXIT_OK
+    if args.secrets_file and rendered.secrets:
+        _write_secrets(args.secrets_file, rendered)
+        print(f"wrote {args.secrets_file} (mode 0600)", file=sys.stderr)
+    elif args.secrets_file:
+        print(f"note: the launch has no secrets: {args.secrets_file} not written", file=sys.stderr)
     _write(rendered.text, args.output)
     return EXIT_OK

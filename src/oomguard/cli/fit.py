@@ -210,7 +210,7 @@ def check_first_edit(args: argparse.Namespace, launch, model_spec: str | None):
         return None
     from oomguard.check.context import json_value
 
-    fixed = reread(rep.ctx.read, rep.fixed_text, opts.version).launch
+    fixed = reread(rep.ctx.launch, rep.fixed_text, opts.version)
     # JSON-valued flags (--hf-overrides) are read as text from a script; the planner wants the data
     new = {d: json_value(fixed.flags.get(d)) for d in _MEMORY_DESTS}
     old = {d: json_value(launch.flags.get(d)) for d in _MEMORY_DESTS}

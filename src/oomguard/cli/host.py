@@ -35,28 +35,24 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         "followed by `--query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv`",
     )
     p.add_argument("--vllm-version", type=common.vllm_version, metavar="V", help="vLLM version of the launch (defaults follow it)")
+    p.add_argument("--host-ram-gib", type=common.host_gib_or_auto, metavar="X|auto",
+                   help="host RAM of the machine the launch is for, in GiB, as check and fit take it "
+                   "(default, or auto: this machine's MemAvailable, capped by its cgroup limit)")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
 def _read_launch(args: argparse.Namespace):
-    """The parsed launch, or None; InputError when the parser is missing or rejects it."""
-    from oomguard.errors import InputError
-
+    """The parsed launch, or None; InputError when the reader rejects it."""
     tail = getattr(args, "launch_tail", None) or []
     if not args.launch and not tail:
         return None
-    try:
-        from oomguard.inputs import launch as launch_mod
-    except ImportError as exc:  # the launch reader ships with the plan command
-        raise InputError(f"--launch needs oomguard.inputs.launch, which failed to import ({exc})") from None
-    try:
-        # Lenient: a flag unknown to the assumed version is `check`'s business, not a reason to
-        # skip the host checks.
-        if args.launch:
-            return launch_mod.read_launch(args.launch, version=args.vllm_version, lenient=True)
-        return launch_mod.parse_command(tail, version=args.vllm_version, lenient=True)
-    except ImportError as exc:
-        raise InputError(f"the launch reader is incomplete in this build ({exc})", file=args.launch) from None
+    from oomguard.inputs.reader import read_command, read_launch
+
+    # Lenient: a flag unknown to the assumed version is `check`'s business, not a reason to
+    # skip the host checks.
+    if args.launch:
+        return read_launch(args.launch, version=args.vllm_version, lenient=True)
+    return read_command(tail, version=args.vllm_version, lenient=True)
 
 
 def _host_flags(launch) -> tuple[dict, list[str]]:
@@ -134,6 +130,12 @@ def run(args: argparse.Namespace) -> int:
 
     root = Root(args.root)
     facts = read_host_facts(root, topo_file=args.topo, nvidia_smi_file=args.nvidia_smi)
+    if args.host_ram_gib not in (None, "auto"):
+        from dataclasses import replace as _replace
+
+        from oomguard.units import GiB
+
+        facts = _replace(facts, host_ram_override_bytes=int(args.host_ram_gib * GiB))
     launch = _read_launch(args)
     view = None
     if launch is not None:

@@ -36,17 +36,25 @@ def register(sub, name: str, help_text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from oomguard.cli.common import build_context
+    from oomguard.cli.common import build_contexts
 
-    ctx = build_context(args, list(args.unknown or []))
-    plan = ctx.plan()
+    contexts = build_contexts(args, list(args.unknown or []))
+    plans = [ctx.plan() for ctx in contexts]
     if args.format == "json":
-        d = plan.to_dict()
-        d["launch_notes"] = list(ctx.launch.notes)
-        json.dump(d, sys.stdout, indent=2)
+        docs = []
+        for ctx, plan in zip(contexts, plans):
+            d = plan.to_dict()
+            d["launch_notes"] = ctx.launch.report_notes()
+            d["launch"] = ctx.launch.to_dict()
+            docs.append(d)
+        # one launch: the plan object itself; several (Helm modelSpecs, vLLM containers): one per launch
+        json.dump(docs[0] if len(docs) == 1 else {"launches": docs}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         from oomguard.plan.render import render_plan
 
-        render_plan(plan, explain=args.verbose, notes=ctx.launch.notes)
-    return EXIT_STARTS if plan.starts else EXIT_FAILS
+        for ctx, plan in zip(contexts, plans):
+            if len(contexts) > 1:
+                print(f"== {ctx.launch.name} ==")
+            render_plan(plan, explain=args.verbose, notes=ctx.launch.report_notes())
+    return EXIT_STARTS if all(p.starts for p in plans) else EXIT_FAILS

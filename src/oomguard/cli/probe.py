@@ -140,7 +140,7 @@ def _launch_claims(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """Read --launch; return (launch, claims) where claims hold max_model_len, concurrency, model."""
     if not args.launch:
         return None, {}
-    from oomguard.inputs.launch import read_launch
+    from oomguard.inputs.reader import read_launch
 
     launch = read_launch(args.launch)
     claims: dict[str, Any] = {}

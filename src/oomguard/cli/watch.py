@@ -144,7 +144,7 @@ def _plan_reference(args: argparse.Namespace, gpu_names: list[str]):
     except OomguardError as exc:
         return None, f"plan comparison unavailable: {exc}"
     ref = PlanReference.from_plan(plan)
-    ref.notes += list(ctx.launch.notes)
+    ref.notes += ctx.launch.report_notes()
     if not plan.starts:
         ref.notes.append(f"the plan predicts this launch does not start ({plan.error or plan.failure})")
     return ref, None

@@ -1,5 +1,12 @@
 """Read the launch that produced a log: a shell script, a command line, a JSON/YAML config or ``LLM(...)``.
 
+``--launch FILE`` is read by oomguard's one launch reader (``read_launch_text``:
+``oomguard.inputs.reader`` in lenient mode, the same flags, env and version every
+other command sees; scripts, ``--config`` YAML, manifests); only text it does not
+take (an ``LLM(...)`` call, a JSON dict, a command line quoted inside a log) falls
+back to the tolerant scan below (``parse_launch``), which also finds launches
+inside the logs themselves.
+
 Only what diagnose needs: the engine arguments (normalised to vLLM's
 underscore names), the flags exactly as the user spelled them (to spot
 renamed or mistyped ones), the model, and environment assignments. Text that
@@ -163,3 +170,23 @@ def _yaml_config(text: str) -> Launch:
     if not isinstance(data, dict) or not any(str(k).replace("-", "_") in _KNOWN_KEYS for k in data):
         return Launch()
     return Launch(args={str(k).replace("-", "_"): v for k, v in data.items()}, entrypoint="config")
+
+
+def read_launch_text(text: str, path: str | None = None) -> Launch:
+    """A ``--launch`` text as the one launch reader reads it (the first launch of a manifest holding
+    several), converted to what diagnose needs; the tolerant scan for text that reader refuses."""
+    from oomguard.errors import OomguardError
+    from oomguard.inputs.reader import launches_from_text
+
+    try:
+        launches = launches_from_text(text, path=path or "--launch", lenient=True)
+    except OomguardError:
+        return parse_launch(text)
+    read = launches[0]
+    args: dict[str, Any] = dict(read.flags)
+    if read.model:
+        args["model"] = read.model
+    written = [o.written for o in read.occurrences if o.written.startswith("-")]
+    written += [p.option for p in read.problems if p.option.startswith("-")]
+    entry = read.program if read.kind != "yaml" else "config"
+    return Launch(args=args, flags=written, env=dict(read.env), entrypoint=entry)

@@ -1,67 +1,187 @@
-"""Read a vLLM launch: a shell script, a ``--config`` YAML, or a command line.
+"""The one model of a vLLM launch, whatever it was written as.
 
-Everything becomes one ``Launch``: the model, the flags keyed by vLLM's own
-``dest`` names with typed values, the environment variables the launch sets,
-and where each flag was written (file, line, source span) so that ``check``
-can point at it and rewrite it. Nothing is executed.
+A script, a command, a ``--config`` YAML, bare flags, a Kubernetes object, a
+compose service or a production-stack modelSpec all become one ``Launch``
+(``oomguard.inputs.reader`` reads them; ``oomguard.inputs.command`` parses the
+vLLM words; ``oomguard.inputs.manifests`` finds them in manifests). It holds:
+
+- ``model``, ``flags`` (keyed by vLLM's own ``dest`` names, typed as vLLM's
+  argparse types them) and ``env`` (the variables that change vLLM's memory or
+  GPU behaviour);
+- the **source of every value**: ``sites[dest]`` / ``env_sites[name]`` /
+  ``model_site`` say the file, line, column and, in YAML, the key path
+  (``spec.template.spec.containers[1].args[3]``); ``source_of(dest)`` also
+  answers for a flag that is not set (vLLM's default in the chosen release);
+- the vLLM release: ``version`` with ``version_source`` (the user's
+  ``--vllm-version``, the container image tag, or the newest table);
+- what the deployment gives the server (``deployment``: GPUs, memory limit,
+  ``/dev/shm``), for manifests;
+- what ``check`` needs beyond that (filled by the same reader in either mode):
+  every flag as written (``occurrences``), every flag vLLM would reject
+  (``problems``: raised at once unless ``lenient``), values built from unset
+  variables (``unresolved``), the vLLM command's words (``command``) and the
+  ``# oomguard: ignore`` directives.
+
+Nothing is executed; nothing here reads files.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import re
+import enum
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from oomguard.errors import InputError
-from oomguard.inputs import files
-from oomguard.inputs.shell import Word, lex
-from oomguard.numbers import NumberError, json_loads, parse_float, parse_int
-from oomguard.units import parse_size
+from oomguard.inputs.shell import Command, Word
 
-_PLAIN_INT = re.compile(r"[+-]?[0-9][0-9_]*")
+__all__ = [
+    "FlagProblem",
+    "FlagSite",
+    "Launch",
+    "Occurrence",
+    "ProblemKind",
+    "Source",
+    "Unresolved",
+]
 
-_MAX_SCRIPT_BYTES = 1024 * 1024  # a start_api.sh is a few KiB; the cap is also the time bound (~1 MiB/s lexed)
-# Environment variables that change memory behaviour or GPU visibility.
-RELEVANT_ENV = re.compile(r"^(VLLM_[A-Z0-9_]+|LMCACHE_[A-Z0-9_]+|CUDA_VISIBLE_DEVICES|PYTORCH_CUDA_ALLOC_CONF|HF_HUB_OFFLINE|OMP_NUM_THREADS|NCCL_[A-Z_]+)$")
-_WRAPPERS = {"exec", "nohup", "time", "sudo", "env", "stdbuf", "setsid", "command"}
-_SKIP_WITH_ARG = {"numactl", "taskset", "timeout", "nice", "ionice", "chrt"}
+
+@dataclass(frozen=True)
+class Source:
+    """Where one value of a launch came from.
+
+    ``origin`` is one of ``script``, ``command`` (after ``--``), ``flags`` (given to
+    oomguard directly), ``config`` (a ``--config`` YAML), ``kubernetes``, ``compose``,
+    ``helm``, ``image-tag``, ``option`` (an oomguard option such as
+    ``--vllm-version``) or ``default``; ``detail`` says more where the position
+    alone does not (the image, the release whose default applies).
+    """
+
+    origin: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    key: str | None = None  # YAML path of the value
+    detail: str = ""
+
+    def text(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file + (f":{self.line}" if self.line else "") + (f":{self.column}" if self.line and self.column else "")
+        parts = [p for p in (where, self.key and f"({self.key})", self.detail) if p]
+        return " ".join(parts) if parts else self.origin
+
+    def to_dict(self) -> dict:
+        d: dict[str, Any] = {"origin": self.origin}
+        for k in ("file", "line", "column", "key", "detail"):
+            v = getattr(self, k)
+            if v not in (None, ""):
+                d[k] = v
+        return d
 
 
 @dataclass
 class FlagSite:
-    """Where one flag was written."""
+    """Where one flag (or the model, or an env variable) was written."""
 
-    option: str  # as the user wrote it, e.g. "--kv-cache-memory"
+    option: str  # as the user wrote it, e.g. "--kv-cache-memory", or the YAML key
     file: str | None
     line: int | None
     option_word: Word | None = None
     value_word: Word | None = None
+    yaml_key: str | None = None  # the key in a --config YAML / Helm vllmConfig
+    column: int | None = None
+    key: str | None = None  # YAML path of the value in a manifest
+    origin: str = ""
+
+    def source(self) -> Source:
+        return Source(self.origin or "command", self.file, self.line, self.column, self.key)
+
+
+class ProblemKind(str, enum.Enum):
+    UNKNOWN = "unknown-flag"  # not a flag of this release (may be removed / renamed / not yet added)
+    AMBIGUOUS = "ambiguous-flag"  # an abbreviation matching several flags
+    INVALID_VALUE = "invalid-value"  # wrong type, not a choice, negative
+    MISSING_VALUE = "missing-value"  # a flag that takes a value, at the end of the command
+    YAML_KEY = "yaml-key"  # a --config YAML key that is not a flag
+    UNEXPECTED = "unexpected-argument"  # a stray positional word
+
+
+@dataclass
+class FlagProblem:
+    """A flag vLLM would reject: raised by a strict read, recorded by a lenient one."""
+
+    kind: ProblemKind
+    option: str  # as written ("--swap-space", YAML key "swap_space")
+    message: str
+    file: str | None
+    line: int | None
+    suggestion: str | None = None  # the right spelling in this release, when there is one
+    option_word: Word | None = None
+    value_word: Word | None = None
     yaml_key: str | None = None
+    dest: str | None = None  # for invalid values of known flags
+    other_versions: tuple[str, ...] = ()
+    detail: str = ""
+    value_text: str | None = None  # the value that went with an unknown flag, when one did
+
+
+@dataclass
+class Occurrence:
+    """One flag as written in the launch (a flag given twice has two)."""
+
+    dest: str
+    written: str  # the option word as written, before "=" ("--kv-cache-memory", "max_model_len")
+    canonical: str  # the release's own spelling ("--kv-cache-memory-bytes")
+    site: FlagSite
+    negated: bool = False
+    deprecated: bool = False
+    value_text: str | None = None
+    via_prefix: bool = False  # resolved as an argparse abbreviation
+    json_quote: str = ""  # quoting of a JSON value word in a script ("'", '"', "")
+
+
+@dataclass
+class Unresolved:
+    """A flag (or its value) built from variables the launch does not set."""
+
+    option: str
+    variables: tuple[str, ...]
+    file: str | None
+    line: int | None
+    dest: str | None
 
 
 @dataclass
 class Launch:
-    kind: str  # "script" | "yaml" | "command" | "flags"
+    kind: str  # "script" | "yaml" | "command" | "flags" | "manifest"
     path: str | None
     model: str | None
     flags: dict[str, Any] = field(default_factory=dict)  # dest -> typed value
     sites: dict[str, FlagSite] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    env_sites: dict[str, FlagSite] = field(default_factory=dict)
     program: str = "vllm serve"
-    version: str | None = None
+    version: str | None = None  # the release the flags were read with (None: the newest table)
+    version_source: Source | None = None
+    image: str | None = None  # the container image, when the launch names one
     text: str | None = None  # original script / YAML text (for rewriting)
-    ignored_rules: dict[int | None, set] = field(default_factory=dict)  # line (None=file) -> rule ids
     notes: list[str] = field(default_factory=list)
     model_site: FlagSite | None = None
     command_line: int | None = None
-    lenient: bool = False  # unknown flags become notes instead of errors
-    unknown: list = field(default_factory=list)  # (option, value text, file, line) skipped in lenient mode
+    lenient: bool = False  # problems are recorded instead of raised
     deployment: dict | None = None  # a manifest's GPUs, memory limit and /dev/shm (oomguard.inputs.manifests)
+    name: str | None = None  # which launch of a file holding several ("Deployment qwen/vllm", "modelSpec llama3")
+    # what check reads beyond the flags (the same reader fills them in either mode)
+    problems: list[FlagProblem] = field(default_factory=list)
+    occurrences: list[Occurrence] = field(default_factory=list)
+    unresolved: list[Unresolved] = field(default_factory=list)
+    command: Command | None = None  # the vLLM command's words
+    flag_start: int = 0  # index in command.words of the first flag word
+    ignore_file: set = field(default_factory=set)  # rule ids silenced for the whole file
+    ignore_lines: dict = field(default_factory=dict)  # line -> rule ids
+    yaml_lines: dict = field(default_factory=dict)  # --config YAML key -> line
+    carrier: Any = None  # how check --fix writes this launch back (oomguard.inputs.manifests / check.fixer)
 
+    # ------------------------------------------------------------------ values
     def get(self, dest: str, default: Any = None) -> Any:
         return self.flags.get(dest, default)
 
@@ -78,456 +198,64 @@ class Launch:
 
         return flags_to_argv(self.model, self.flags, version=self.version)
 
+    # ------------------------------------------------------------------ sources
+    def source_of(self, dest: str) -> Source:
+        """Where the value of ``dest`` comes from: its site, or the release's default."""
+        site = self.sites.get(dest)
+        if site is not None:
+            return site.source()
+        release = self.version or "the newest table"
+        return Source("default", detail=f"not set: vLLM {release}'s default")
 
-def _release(version: str | None):
-    from oomguard.versions import get_release
+    @property
+    def unknown(self) -> list[tuple[str, str | None, str | None, int | None]]:
+        """(option, value text, file, line) of every flag this release does not know."""
+        kinds = (ProblemKind.UNKNOWN, ProblemKind.AMBIGUOUS, ProblemKind.YAML_KEY)
+        out = []
+        for p in self.problems:
+            if p.kind in kinds:
+                option = p.option if p.kind is not ProblemKind.YAML_KEY else "--" + p.option.replace("_", "-")
+                value = p.value_text if p.value_text is not None else (p.value_word.text if p.value_word else None)
+                out.append((option, value, p.file, p.line))
+        return out
 
-    return get_release(version)
+    def report_notes(self) -> list[str]:
+        """Notes for commands that do not lint (plan, fit, host, export): the reader's notes, and
+        in lenient mode each flag it set aside and each value left to its default."""
+        out = list(self.notes)
+        for p in self.problems:
+            where = f"{p.file or 'command'}:{p.line}: " if p.line else (f"{p.file}: " if p.file else "")
+            out.append(f"{where}{p.message}; not applied")
+        for u in self.unresolved:
+            names = ", ".join(v if v.startswith("$") else "$" + v for v in u.variables)
+            where = f"{u.file or 'command'}:{u.line}: " if u.line else ""
+            out.append(f"{where}{u.option} uses {names}, which the launch does not set: vLLM's default is assumed")
+        return out
 
+    def to_dict(self) -> dict:
+        """The launch as data, with the source of every value (secret values masked)."""
+        from oomguard.redact import MASK, is_secret_name
 
-class _Item:
-    """A list flag's element type, seen as a flag of its own for conversion."""
+        def value(name: str, v: Any) -> Any:
+            if is_secret_name(name):
+                return MASK
+            if isinstance(v, (dict, list)):
+                from oomguard.redact import redact_data
 
-    def __init__(self, flag):
-        self.dest = flag.dest
-        self.type = getattr(flag, "item", None) or "str"
-        self.choices = None
-        self.accepts_auto = False
+                return redact_data(v)
+            return v
 
-
-def convert_value(flag, text: str, *, file: str | None, line: int | None, option: str) -> Any:
-    """Type a flag value the way vLLM's argparse would, with a located error."""
-    t = getattr(flag, "type", "str")
-    if getattr(flag, "accepts_auto", False) and text.strip().lower() == "auto":
-        return "auto"
-    try:
-        if t == "int":
-            # vLLM's human_readable_int: a plain integer ('+5', '1_000' as int() reads them) or a size.
-            v = parse_int(text) if _PLAIN_INT.fullmatch(text.strip()) else parse_size(text)
-        elif t == "size":
-            v = parse_size(text)
-        elif t == "float":
-            v = parse_float(text)
-        elif t == "json":
-            v = json_loads(text)
-        elif flag.dest in _DICT_OR_STR and _JSON_OBJECT.match(text):
-            # vLLM's union_dict_and_str (engine/arg_utils.py): text that looks like {...} is JSON.
-            v = json_loads(text)
-        elif t == "bool":
-            low = text.lower()
-            if low not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(text)
-            v = low in ("true", "1", "yes")
-        elif t == "list":
-            v = [x for x in re.split(r"[,\s]+", text) if x]
-        else:
-            v = text
-    except (ValueError, TypeError) as exc:
-        kind = {"int": "an integer", "size": "an integer (k/m/g suffixes allowed, e.g. 32k, 10G)", "float": "a number", "json": "valid JSON", "bool": "true/false"}.get(t, t)
-        if isinstance(exc, NumberError):
-            # The helper says why: too many digits, not finite, ASCII digits only, too large...
-            if t == "json" or flag.dest in _DICT_OR_STR:
-                raise InputError(f"{option}: the JSON number {exc}", file=file, line=line) from None
-            if t in ("int", "size") and exc.why.startswith("is not a size"):
-                try:  # say why it is not an integer either ('1e999': not whole, '١٢٣': ASCII digits only)
-                    parse_int(text)
-                except NumberError as why:
-                    if why.why != "is not an integer":
-                        raise InputError(f"{option}: {why}", file=file, line=line) from None
-                raise InputError(f"{option}: {exc.text!r} is not {kind}", file=file, line=line) from None
-            raise InputError(f"{option}: {exc}", file=file, line=line) from None
-        detail = f" ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise InputError(f"{option}: {text!r} is not {kind}{detail}", file=file, line=line) from None
-    if t in ("int", "float", "size"):
-        check_number(flag.dest, v, file=file, line=line, option=option, text=text)
-    if flag.dest in _CONFIG_OVERRIDES and isinstance(v, dict):
-        check_config_override(flag.dest, v, file=file, line=line, option=option)
-    choices = getattr(flag, "choices", None)
-    if choices and t in ("str",) and v not in choices and str(v) not in [str(c) for c in choices]:
-        raise InputError(f"{option}: {text!r} is not one of {', '.join(map(str, choices))}", file=file, line=line)
-    if t in ("int", "float", "size") and isinstance(v, (int, float)) and v < 0 and flag.dest not in _NEGATIVE_OK:
-        raise InputError(f"{option}: {text!r} must not be negative", file=file, line=line)
-    if flag.dest in _POSITIVE and isinstance(v, (int, float)) and v == 0:
-        raise InputError(f"{option}: 0 is not a valid value", file=file, line=line)
-    return v
-
-
-# No vLLM quantity needs more: token counts, bytes, GiB, seconds (2**53 is also where floats stop being exact).
-_MAX_MAGNITUDE = 2**53
-
-
-def check_number(dest: str, value: Any, *, file: str | None, line: int | None, option: str, text: str | None = None) -> None:
-    """A typed numeric flag value: finite and of a magnitude vLLM could hold (range rules by dest stay in check/plan)."""
-    shown = text if text is not None else repr(value)
-    shown = shown if len(shown) <= 40 else shown[:40] + "…"
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InputError(f"{option}: {shown!r} is not a finite number", file=file, line=line)
-    if abs(value) > _MAX_MAGNITUDE:
-        raise InputError(f"{option}: {shown!r} is out of range (at most {_MAX_MAGNITUDE:.3g})", file=file, line=line)
-
-
-# Flags whose vLLM type is union_dict_and_str (a dict when the text is a JSON object); the flag
-# tables record them as "str".
-_DICT_OR_STR = {"hf_overrides"}
-_JSON_OBJECT = re.compile(r"(?s)^\s*{.*}\s*$")
-# Flags whose JSON is merged into the model's config by vLLM: checked as a config.json would be.
-_CONFIG_OVERRIDES = {"hf_overrides", "rope_scaling"}
-
-
-def check_config_override(dest: str, value: dict, *, file: str | None, line: int | None, option: str) -> None:
-    """--hf-overrides / --rope-scaling: the fields the memory model reads, validated like config.json's
-    (NaN, sizes that are not integers, a rope factor of 1e308...), the error naming the flag."""
-    from oomguard.inputs.model_config import validate_config
-
-    try:
-        validate_config(value if dest == "hf_overrides" else {"rope_scaling": value})
-    except InputError as exc:
-        raise InputError(f"{option}: {exc.message}", file=file, line=line) from None
-
-
-_NEGATIVE_OK = {"max_model_len", "seed", "num_gpu_blocks_override", "port"}
-_POSITIVE = {"max_model_len", "max_num_seqs", "max_num_batched_tokens", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "block_size"}
-_REDIRECT = re.compile(r"^(\d*>>?(&\d+)?|&>>?|<<?)\S*$")
-
-
-def parse_flag_words(
-    words: list[Word] | list[str],
-    launch: Launch,
-    *,
-    version: str | None,
-    file: str | None,
-    allow_positional_model: bool,
-) -> None:
-    """Parse ``--flag value`` words into ``launch.flags`` using the version's flag table."""
-    from oomguard.versions import UnknownFlagError  # noqa: F401  (documented error type)
-
-    rel = _release(version)
-    ws = [w if isinstance(w, Word) else Word(w, w, 0, 0, 0) for w in words]
-    i = 0
-    while i < len(ws):
-        w = ws[i]
-        line = w.line or None
-        tok = w.text
-        if _REDIRECT.match(tok):
-            # shell redirections (2>&1, > log, >> log) are not arguments
-            bare_operator = re.fullmatch(r"\d*>>?|&>>?|<<?", tok) is not None
-            i += 2 if bare_operator else 1  # "> log" also skips its target
-            continue
-        if tok.startswith("-") and len(tok) > 1 and not re.fullmatch(r"-\d+(\.\d+)?", tok):
-            opt, eq, inline = tok.partition("=")
-            if w.unresolved and not eq:
-                launch.notes.append(f"{file or 'command'}:{line}: {w.raw} uses variables not set in the script")
-            try:
-                res = rel.resolve_option(opt)
-            except InputError as exc:
-                exc.file, exc.line = file, line
-                exc.args = (str(exc),)
-                if not launch.lenient:
-                    raise
-                # Lenient mode: record the problem, skip the flag and its likely value.
-                launch.notes.append(str(exc))
-                value_text = inline if eq else None
-                i += 1
-                if not eq and i < len(ws) and not ws[i].text.startswith("-"):
-                    value_text = ws[i].text
-                    i += 1
-                launch.unknown.append((opt, value_text, file, line))
-                continue
-            flag = res.flag
-            if not eq and getattr(res, "value", None) is not None:
-                eq, inline = "=", res.value  # attached short-option value, e.g. -O3
-            site = FlagSite(opt, file, line, option_word=w)
-            subkey = getattr(res, "subkey", None)
-            if subkey:
-                # --compilation-config.cudagraph_mode=PIECEWISE sets one key of a JSON flag
-                if eq:
-                    raw = inline
-                    i += 1
-                else:
-                    raw = ws[i + 1].text if i + 1 < len(ws) else ""
-                    i += 2
-                current = launch.flags.get(flag.dest)
-                merged = dict(current) if isinstance(current, dict) else {}
-                try:
-                    merged[subkey] = json_loads(raw)
-                except ValueError:
-                    merged[subkey] = raw
-                launch.flags[flag.dest] = merged
-                launch.sites[flag.dest] = site
-                continue
-            if flag.type == "bool" and not flag.takes_value:
-                value: Any = not res.negated
-                if eq:
-                    value = convert_value(flag, inline, file=file, line=line, option=opt)
-                    if res.negated:
-                        value = not value
-                i += 1
-            else:
-                if eq:
-                    text, vw = inline, w
-                    i += 1
-                else:
-                    if i + 1 >= len(ws):
-                        raise InputError(f"{opt} expects a value", file=file, line=line)
-                    vw = ws[i + 1]
-                    text = vw.text
-                    site.value_word = vw
-                    i += 2
-                if vw.unresolved:
-                    problem = (
-                        f"value of {opt} uses variable(s) the script does not set: "
-                        + ", ".join("$" + v if not v.startswith("$") else v for v in vw.unresolved)
-                    )
-                    if flag.type in ("str",) or launch.lenient:
-                        launch.notes.append(f"{file or 'command'}:{vw.line or line}: {problem}; value not checked")
-                        if flag.type in ("str",):
-                            launch.flags[flag.dest] = text
-                            launch.sites[flag.dest] = site
-                        continue
-                    raise InputError(problem + " (set it in the script, or give the flag on the command line)", file=file, line=vw.line or line)
-                nargs = getattr(flag, "nargs", None)
-                if nargs in ("+", "*") and not eq:
-                    vals = [text]
-                    while i < len(ws) and not ws[i].text.startswith("--"):
-                        vals.append(ws[i].text)
-                        i += 1
-                    item_flag = _Item(flag) if getattr(flag, "item", None) else flag
-                    value = [convert_value(item_flag, v, file=file, line=line, option=opt) if (flag.type != "list" or getattr(flag, "item", None)) else v for v in vals]
-                else:
-                    value = convert_value(flag, text, file=file, line=line, option=opt)
-            if flag.dest == "model":
-                launch.model = str(value)
-                launch.model_site = site
-            elif flag.dest == "config":
-                _merge_yaml(Path(str(value)), launch, version=version, base=file)
-            else:
-                launch.flags[flag.dest] = value
-                launch.sites[flag.dest] = site
-            continue
-        if allow_positional_model and launch.model is None:
-            launch.model = tok
-            launch.model_site = FlagSite("MODEL", file, line, value_word=w)
-            i += 1
-            continue
-        raise InputError(f"unexpected argument {tok!r}", file=file, line=line)
-
-
-def _merge_yaml(path: Path, launch: Launch, *, version: str | None, base: str | None) -> None:
-    if not path.is_absolute() and base:
-        cand = Path(base).parent / path
-        if files.exists(cand):
-            path = cand
-    if not files.exists(path):
-        launch.notes.append(f"--config {path}: file not found here; its flags were not read")
-        return
-    data, lines = read_yaml_mapping(path)
-    apply_yaml(data, lines, launch, version=version, file=str(path))
-
-
-_MAX_YAML_KEYS = 2000
-
-
-def read_yaml_mapping(path: Path) -> tuple[dict, dict]:
-    return yaml_mapping(_read_text(path), str(path))
-
-
-def yaml_mapping(text: str, file: str | None) -> tuple[dict, dict]:
-    """(data, key -> line) of a ``--config`` YAML text, parsed once with the bounds of ``inputs.structured``."""
-    from oomguard.inputs.structured import load_yaml_with_node
-
-    data, node = load_yaml_with_node(text, file=file)
-    if not isinstance(data, dict):
-        raise InputError("a vLLM --config YAML must be a mapping of flag: value", file=file, line=1)
-    if len(data) > _MAX_YAML_KEYS:
-        raise InputError(f"a vLLM --config YAML has one key per flag (vLLM has a few hundred); this one has "
-                         f"{len(data):,} keys", file=file)
-    lines = {}
-    if node is not None and hasattr(node, "value"):
-        for k, _v in node.value:
-            lines[str(k.value)] = k.start_mark.line + 1
-    return data, lines
-
-
-def apply_yaml(data: dict, lines: dict, launch: Launch, *, version: str | None, file: str) -> None:
-    rel = _release(version)
-    for key, value in data.items():
-        line = lines.get(str(key))
-        opt = "--" + str(key).replace("_", "-")
-        if str(key) in ("model", "model_tag"):
-            launch.model = str(value)
-            launch.model_site = FlagSite(str(key), file, line, yaml_key=str(key))
-            continue
-        try:
-            res = rel.resolve_option(opt)
-        except InputError as exc:
-            err = InputError(f"YAML key {key!r} is not a vLLM flag: {exc}", file=file, line=line)
-            if not launch.lenient:
-                raise err from None
-            launch.notes.append(str(err))
-            launch.unknown.append((opt, None if isinstance(value, (dict, list)) else str(value), file, line))
-            continue
-        flag = res.flag
-        value = yaml_value(flag, value, file=file, line=line, key=str(key), option=opt)
-        if flag.type == "bool" and res.negated and isinstance(value, bool):
-            value = not value  # no-enable-prefix-caching: true
-        if isinstance(value, list) and getattr(flag, "item", None) in ("int", "float"):
-            value = [convert_value(_Item(flag), str(v), file=file, line=line, option=opt) for v in value]
-        launch.flags[flag.dest] = value
-        launch.sites[flag.dest] = FlagSite(opt, file, line, yaml_key=str(key))
-
-
-def yaml_value(flag, value: Any, *, file: str | None, line: int | None, key: str, option: str) -> Any:
-    """Type one ``--config`` YAML value for ``flag`` (shared by ``apply_yaml`` and check's lenient reader)."""
-    nargs = getattr(flag, "nargs", None) in ("+", "*")
-    if flag.dest in _CONFIG_OVERRIDES and isinstance(value, dict):
-        check_config_override(flag.dest, value, file=file, line=line, option=f"YAML key {key!r}")
-        return value
-    if flag.type == "json" and isinstance(value, str):
-        return convert_value(flag, value, file=file, line=line, option=option)
-    if flag.type in ("int", "float", "size") and isinstance(value, str):
-        return convert_value(flag, value, file=file, line=line, option=option)
-    if flag.type in ("int", "float", "size") and not nargs:
-        return yaml_number(flag, value, file=file, line=line, key=key)
-    if flag.type == "bool" and not isinstance(value, bool):
-        if not isinstance(value, (str, int)) or isinstance(value, float):
-            raise InputError(f"YAML key {key!r}: expected true/false, found {_yaml_kind(value)}", file=file, line=line)
-        return convert_value(flag, str(value), file=file, line=line, option=option)
-    if flag.type == "str" and not nargs and value is not None:
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise InputError(f"YAML key {key!r}: expected a string, found {_yaml_kind(value)}", file=file, line=line)
-        if getattr(flag, "choices", None):
-            return convert_value(flag, str(value), file=file, line=line, option=option)
-        return str(value)
-    return value
-
-
-def _yaml_kind(value: Any) -> str:
-    if type(value).__name__ in ("date", "datetime"):
-        return "a date"
-    return {list: "a list", dict: "a mapping", bool: "true/false", bytes: "binary data", float: "a number",
-            int: "a number"}.get(type(value), type(value).__name__)
-
-
-def yaml_number(flag, value: Any, *, file: str | None, line: int | None, key: str) -> Any:
-    """A YAML scalar for a numeric flag: a real number of the right kind (not a bool, list, dict or date)."""
-    if value is None:
-        return value  # `key:` with no value: vLLM passes nothing; the flag keeps its default
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"YAML key {key!r}: expected a number, found {_yaml_kind(value)}", file=file, line=line)
-    if flag.type in ("int", "size") and isinstance(value, float):
-        if not math.isfinite(value) or not value.is_integer():
-            raise InputError(f"YAML key {key!r}: {value!r} is not an integer", file=file, line=line)
-        value = int(value)
-    check_number(flag.dest, value, file=file, line=line, option=f"YAML key {key!r}")
-    if value < 0 and flag.dest not in _NEGATIVE_OK:
-        raise InputError(f"YAML key {key!r}: {value!r} must not be negative", file=file, line=line)
-    if flag.dest in _POSITIVE and value == 0:
-        raise InputError(f"YAML key {key!r}: 0 is not a valid value", file=file, line=line)
-    return value
-
-
-def _read_text(path: Path) -> str:
-    raw = files.read_bytes(path, limit=_MAX_SCRIPT_BYTES, what="launch file",
-                           too_large="too large for a launch file ({size})")
-    if b"\x00" in raw[:8192]:
-        raise InputError("binary file, expected a launch script or YAML", file=str(path))
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise InputError("not UTF-8 text", file=str(path), line=line) from None
-
-
-def _find_vllm(words: list[Word]) -> tuple[int, str] | None:
-    """Index of the first flag word after the vLLM entry point, and the program name."""
-    texts = [w.text for w in words]
-    for i, t in enumerate(texts):
-        base = os.path.basename(t)
-        if base == "vllm" and i + 1 < len(texts) and texts[i + 1] == "serve":
-            return i + 2, "vllm serve"
-        if t == "-m" and i + 1 < len(texts) and texts[i + 1].startswith("vllm.entrypoints"):
-            return i + 2, "python -m " + texts[i + 1]
-        if re.search(r"(^|/)vllm[-/]openai(:|$)", t) or t.startswith(("vllm/vllm-openai", "vllm/vllm-cpu")):
-            return i + 1, "docker " + t
-    return None
-
-
-def read_launch(path: str | Path, *, version: str | None = None, lenient: bool = False) -> Launch:
-    """Read a launch script or a ``--config`` YAML (``lenient``: unknown flags become notes)."""
-    p = Path(path)
-    text = _read_text(p)
-    if p.suffix in (".yaml", ".yml") or (not text.lstrip().startswith(("#!", "vllm", "python", "export")) and _looks_like_yaml(text)):
-        from oomguard.inputs import manifests
-
-        if manifests.is_manifest(text):
-            return manifests.read_manifest(p, text, version=version, lenient=lenient)
-        launch = Launch("yaml", str(p), None, text=text, version=version, lenient=lenient)
-        data, lines = yaml_mapping(text, str(p))
-        apply_yaml(data, lines, launch, version=version, file=str(p))
-        return launch
-    return parse_script(text, path=str(p), version=version, lenient=lenient)
-
-
-def _looks_like_yaml(text: str) -> bool:
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    return bool(lines) and all(re.match(r"^[A-Za-z0-9_\-]+\s*:", ln) or ln.startswith((" ", "-")) for ln in lines)
-
-
-def parse_script(text: str, *, path: str | None, version: str | None, lenient: bool = False) -> Launch:
-    script = lex(text, path=path)
-    launch = Launch("script", path, None, text=text, version=version, lenient=lenient)
-    for line, comment in script.comments:
-        m = re.search(r"oomguard:\s*ignore\s+([A-Z0-9, ]+)", comment)
-        if m:
-            ids = {x.strip() for x in re.split(r"[,\s]+", m.group(1)) if x.strip()}
-            launch.ignored_rules.setdefault(line, set()).update(ids)
-    for k, v in script.variables.items():
-        if RELEVANT_ENV.match(k):
-            launch.env[k] = v
-    for cmd in script.commands:
-        found = _find_vllm(cmd.words)
-        if not found:
-            continue
-        start, program = found
-        launch.program = program
-        launch.command_line = cmd.line
-        for k, v in cmd.assignments.items():
-            if RELEVANT_ENV.match(k):
-                launch.env[k] = v
-        # docker -e VAR=x before the image
-        for j, w in enumerate(cmd.words[:start]):
-            if w.text in ("-e", "--env") and j + 1 < len(cmd.words) and "=" in cmd.words[j + 1].text:
-                k, v = cmd.words[j + 1].text.split("=", 1)
-                if RELEVANT_ENV.match(k):
-                    launch.env[k] = v
-        parse_flag_words(cmd.words[start:], launch, version=version, file=path, allow_positional_model=program == "vllm serve")
-        return launch
-    raise InputError("no vLLM command found (expected `vllm serve MODEL ...` or `python -m vllm.entrypoints.openai.api_server ...`)", file=path)
-
-
-def parse_command(argv: list[str], *, version: str | None = None, lenient: bool = False) -> Launch:
-    """Parse a command given after ``--`` (already split into words)."""
-    if len(argv) == 1 and " " in argv[0]:
-        return parse_script(argv[0], path=None, version=version, lenient=lenient)
-    words = [Word(a, a, 0, 0, 0) for a in argv]
-    launch = Launch("command", None, None, version=version, lenient=lenient)
-    env_words = []
-    while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0].text):
-        env_words.append(words.pop(0))
-    for w in env_words:
-        k, v = w.text.split("=", 1)
-        if RELEVANT_ENV.match(k):
-            launch.env[k] = v
-    found = _find_vllm(words)
-    if found:
-        start, launch.program = found
-        words = words[start:]
-    parse_flag_words(words, launch, version=version, file=None, allow_positional_model=found is None or launch.program == "vllm serve")
-    return launch
-
-
-def parse_flags(argv: list[str], *, version: str | None = None, lenient: bool = False) -> Launch:
-    """vLLM flags given directly to an oomguard command (no program name)."""
-    launch = Launch("flags", None, None, version=version, lenient=lenient)
-    parse_flag_words([Word(a, a, 0, 0, 0) for a in argv], launch, version=version, file=None, allow_positional_model=False)
-    return launch
+        return {
+            "kind": self.kind,
+            "path": self.path,
+            "name": self.name,
+            "program": self.program,
+            "image": self.image,
+            "model": {"value": self.model, "source": (self.model_site.source() if self.model_site else Source("default")).to_dict()},
+            "vllm_version": {"value": self.version, "source": (self.version_source or Source("default", detail="the newest table")).to_dict()},
+            "flags": {d: {"value": value(d, v), "source": self.source_of(d).to_dict()} for d, v in self.flags.items()},
+            "env": {k: {"value": value(k, v), "source": (self.env_sites[k].source() if k in self.env_sites else Source(self.kind)).to_dict()}
+                    for k, v in self.env.items()},
+            "deployment": {k: v for k, v in (self.deployment or {}).items() if k != "line"} or None,
+            "notes": list(self.notes),
+        }

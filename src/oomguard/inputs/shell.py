@@ -37,6 +37,7 @@ class Word:
     end: int
     unresolved: tuple[str, ...] = ()  # variables we could not expand
     quoted: str = ""  # "'" or '"' when any part was quoted
+    column: int = 0  # 1-based column where the word starts (0: not known)
 
 
 @dataclass
@@ -316,7 +317,8 @@ def lex(text: str, *, path: str | None = None, env: dict[str, str] | None = None
             i = j
         if not words:
             cmd_line = start_line
-        words.append(Word("".join(parts), text[start:i], start_line, start, i, tuple(unresolved), quoted))
+        words.append(Word("".join(parts), text[start:i], start_line, start, i, tuple(unresolved), quoted,
+                          start - text.rfind("\n", 0, start)))
     flush()
     del cmd_line
     return Script(commands, variables, comments)

@@ -225,10 +225,76 @@ def construct_yaml(node: Any, *, file: str | None = None) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise InputError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", file=file, line=_line(mark)) from None
+    except (ValueError, TypeError, OverflowError, ArithmeticError):
+        # an explicit tag the value does not fit: !!int abc, !!timestamp 2020-13-45, !!float of 5000 digits
+        bad = _bad_tagged_scalar(node)
+        shown = f"{bad.tag.rsplit(':', 1)[-1]} {bad.value[:40]!r}" if bad is not None else "a value"
+        raise InputError(f"invalid YAML value: {shown} cannot be read as its tag says",
+                         file=file, line=_line(bad.start_mark) if bad is not None else None) from None
     except RecursionError:
         raise InputError(f"YAML nested too deeply (more than {MAX_DEPTH} levels)", file=file) from None
     finally:
         constructor.dispose()
+
+
+def _bad_tagged_scalar(node: Any) -> Any:
+    """The first scalar whose explicit tag its value does not fit (for the error's line)."""
+    import yaml
+
+    constructor = _constructor_class()("")
+    try:
+        stack, seen = [node], set()
+        while stack:
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if isinstance(n, yaml.ScalarNode):
+                try:
+                    constructor.construct_object(n, deep=True)
+                except Exception:  # noqa: BLE001 - any failure marks the culprit
+                    return n
+            elif isinstance(n, yaml.MappingNode):
+                stack.extend(c for pair in reversed(n.value) for c in reversed(pair))
+            elif isinstance(n, yaml.SequenceNode):
+                stack.extend(reversed(n.value))
+    finally:
+        constructor.dispose()
+    return None
+
+
+def compose_yaml_all(text: str, *, file: str | None = None) -> list[Any]:
+    """The node trees (with marks) of every document of ``text`` (``---``-separated), bounded like
+    ``compose_yaml``: one size cap, one event pass, and the alias expansion of all documents together."""
+    import yaml
+
+    limit = yaml_size_limit()
+    if len(text) > limit:
+        raise InputError(f"YAML larger than {limit >> 10} KiB, the most oomguard parses "
+                         "(a manifest is a few KiB)", file=file)
+    try:
+        _check_events(text, file)
+        loader = _loader_base()(text)
+        nodes = []
+        try:
+            while loader.check_node():
+                node = loader.get_node()
+                if node is not None:
+                    nodes.append(node)
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", file=file, line=_line(mark)) from None
+    except RecursionError:
+        raise InputError(f"YAML nested too deeply (more than {MAX_DEPTH} levels)", file=file) from None
+    total = 0
+    for node in nodes:
+        total += _expanded_nodes(node, file)
+        if total > MAX_YAML_NODES:
+            raise InputError(f"YAML expands to more than {MAX_YAML_NODES:,} values through its aliases",
+                             file=file, line=_line(node.start_mark))
+    return nodes
 
 
 def load_yaml(text: str, *, file: str | None = None) -> Any:

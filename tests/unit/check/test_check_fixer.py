@@ -12,7 +12,7 @@ def _recheck(report, **options):
     from oomguard.check.context import CheckOptions
     from oomguard.check.report import check_read, reread
 
-    read = reread(report.ctx.read, report.fix.text, options.get("version"))
+    read = reread(report.ctx.launch, report.fix.text, options.get("version"))
     return check_read(read, CheckOptions(**options))
 
 

@@ -20,7 +20,7 @@ def _recheck_text(report, **options):
     from oomguard.check.context import CheckOptions
     from oomguard.check.report import check_read, reread
 
-    return check_read(reread(report.ctx.read, report.fix.text, None), CheckOptions(**options))
+    return check_read(reread(report.ctx.launch, report.fix.text, None), CheckOptions(**options))
 
 
 def test_s1_findings_and_corrected_script():

@@ -230,4 +230,7 @@ def test_cli_alerts(tmp_path):
     p = run("--kv-for", "five minutes")
     assert p.returncode == 2
     p = run("--vllm-version", "banana")
-    assert p.returncode == 2 and "not a version" in p.stderr
+    assert p.returncode == 2 and "not a vLLM version" in p.stderr
+    # the shared validation of every command (issue 17): a release oomguard has no table for is refused
+    p = run("--vllm-version", "9.9")
+    assert p.returncode == 2 and "--vllm-version" in p.stderr and len(p.stderr.strip().splitlines()) == 1

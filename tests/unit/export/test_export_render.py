@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 
-from oomguard.inputs.launch import parse_command
+from oomguard.inputs.reader import read_command as parse_command
 from oomguard.inputs.render import flag_form, flags_to_argv, format_value, shell_command
 
 

@@ -96,7 +96,7 @@ def _launch_reader_ready(tmp_path) -> bool:
     script = tmp_path / "probe.sh"
     script.write_text(S3_SCRIPT)
     try:
-        from oomguard.inputs.launch import read_launch
+        from oomguard.inputs.reader import read_launch
 
         read_launch(script)
     except ImportError:

@@ -3,7 +3,8 @@
 import pytest
 
 from oomguard.errors import InputError
-from oomguard.inputs.launch import parse_command, parse_flags, parse_script, read_launch
+from oomguard.inputs.command import parse_command, parse_flags, parse_script
+from oomguard.inputs.reader import read_launch
 
 
 def test_script_with_continuations_exports_and_json(tmp_path):
@@ -31,7 +32,7 @@ def test_script_with_continuations_exports_and_json(tmp_path):
     assert launch.env["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert launch.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
     assert launch.sites["max_model_len"].line == 7
-    assert any("OG101" in ids for ids in launch.ignored_rules.values())
+    assert any("OG101" in ids for ids in launch.ignore_lines.values())
 
 
 def test_python_module_entrypoint():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from oomguard.errors import InputError
-from oomguard.inputs.launch import read_launch
+from oomguard.inputs.reader import read_launch
 from oomguard.inputs.manifests import parse_docker_size, parse_quantity
 from oomguard.units import GiB, MiB
 
@@ -61,7 +61,7 @@ def test_check_reads_the_manifest_shm_and_memory_limit():
     rep = check_target(CheckOptions(gpu="RTX-4090", num_gpus=4), path=str(FIX / "k8s" / "s3_deployment.yaml"))
     shm = next(f for f in rep.findings if f.rule == "OG405")
     assert shm.severity.value == "error" and "16.00 GiB" in shm.message and "vLLM will not start" in shm.message
-    assert rep.ctx.launch.kind == "manifest" and rep.fixed_path() is None or str(rep.fixed_path()).endswith(".fixed.sh")
+    assert rep.ctx.launch.kind == "manifest" and str(rep.fixed_path()).endswith("s3_deployment.fixed.yaml")  # its own format
     host = next(f for f in rep.findings if f.rule == "OG401")
     assert "Deployment's memory limit" in host.message  # 216 GiB of a 240 GiB limit: tight
 
@@ -142,6 +142,6 @@ def test_check_fix_of_a_manifest_edits_the_command_in_place():
 
     rep = check_target(CheckOptions(gpu="RTX-4090"), path=str(FIX / "compose" / "docker-compose.yaml"))
     text = rep.fix.text
-    assert text.count("--max-model-len") == 1 and rep.fixed_path().endswith("docker-compose.fixed.sh")
+    assert text.count("--max-model-len") == 1 and rep.fixed_path().endswith("docker-compose.fixed.yaml")
     shm = next(f for f in rep.findings if f.rule == "OG405")
     assert shm.severity.value == "error" and "Docker's 64 MiB" in shm.message

@@ -1,21 +1,6 @@
-"""The rule families; importing this package registers every rule.
+"""The rule families, one module each; ``oomguard.check.registry.FAMILY_MODULES`` lists them.
 
-One module per family, ids by family: OG0xx ``coverage``, OG1xx ``batching``, OG2xx ``kvcache``,
-OG3xx ``memory``, OG4xx ``host``, OG5xx ``length``, OG6xx ``flags``,
-OG7xx ``parallel``, OG8xx ``features``, OG9xx ``practice``.
+Ids by family: OG0xx ``coverage``, OG1xx ``batching``, OG2xx ``kvcache``, OG3xx ``memory``,
+OG4xx ``host``, OG5xx ``length``, OG6xx ``flags``, OG7xx ``parallel``, OG8xx ``features``,
+OG9xx ``practice``. Importing this package loads none of them.
 """
-
-from __future__ import annotations
-
-from oomguard.check.rules import (  # noqa: F401
-    batching,
-    coverage,
-    features,
-    flags,
-    host,
-    kvcache,
-    length,
-    memory,
-    parallel,
-    practice,
-)

@@ -11,7 +11,8 @@ rules that only sharpen with it say so themselves.
 from __future__ import annotations
 
 from oomguard.check.finding import Severity
-from oomguard.check.registry import Needs, all_rules, rule
+from oomguard.check.needs import Needs
+from oomguard.check.rule import rule
 
 # Inputs without which the memory rules cannot run at all (topology is optional evidence).
 _ESSENTIAL = (Needs.MODEL, Needs.GPU, Needs.PLAN)
@@ -20,7 +21,7 @@ _ESSENTIAL = (Needs.MODEL, Needs.GPU, Needs.PLAN)
 def not_run(ctx) -> dict[str, str]:
     """Rule id -> why it cannot run on this launch, for the essential inputs only."""
     out = {}
-    for r in all_rules():
+    for r in ctx.rules:
         essential = [n for n in r.needs if n in _ESSENTIAL]
         if not essential:
             continue

@@ -14,8 +14,8 @@ import difflib
 import json
 
 from oomguard.check.finding import Edit, Severity
-from oomguard.check.lenient import ProblemKind
-from oomguard.check.registry import rule
+from oomguard.inputs.launch import ProblemKind
+from oomguard.check.rule import rule
 from oomguard.model.failures import FailureClass as F
 
 _BAD = (F.BAD_ARGUMENT,)
@@ -115,7 +115,7 @@ class _Untyped(Exception):
 
 def _typed(flag, text, *, strict: bool = False):
     """The value as the flag's type; with ``strict``, raise when it does not convert."""
-    from oomguard.inputs.launch import convert_value
+    from oomguard.inputs.command import convert_value
 
     try:
         return convert_value(flag, text, file=None, line=None, option=flag.name)
@@ -126,7 +126,7 @@ def _typed(flag, text, *, strict: bool = False):
 
 
 def _problems(ctx, *kinds):
-    return [p for p in ctx.read.problems if p.kind in kinds]
+    return [p for p in ctx.launch.problems if p.kind in kinds]
 
 
 @rule(
@@ -241,7 +241,7 @@ def too_new(ctx):
 )
 def abbreviated(ctx):
     r = abbreviated.rule
-    for o in ctx.read.occurrences:
+    for o in ctx.launch.occurrences:
         if not o.via_prefix:
             continue
         value = ctx.flags.get(o.dest)
@@ -304,7 +304,7 @@ def ambiguous(ctx):
 )
 def deprecated(ctx):
     r = deprecated.rule
-    for o in ctx.read.occurrences:
+    for o in ctx.launch.occurrences:
         if not o.deprecated:
             continue
         ch = _change(ctx.release._normalise(o.written if o.written.startswith("-") else "--" + o.written.replace("_", "-")))  # noqa: SLF001
@@ -418,7 +418,7 @@ def json_quoting(ctx):
             fix=[Edit(ctx.option_for(p.dest), value, dest=p.dest, replaces=p.option)],
             location=(p.file, p.line),
         )
-    for o in ctx.read.occurrences:
+    for o in ctx.launch.occurrences:
         if o.json_quote != '"' or o.site.value_word is None:
             continue
         try:
@@ -508,7 +508,7 @@ def _yaml_value(ctx, p):
 def duplicate(ctx):
     r = duplicate.rule
     seen: dict[str, list] = {}
-    for o in ctx.read.occurrences:
+    for o in ctx.launch.occurrences:
         if o.site.file == ctx.launch.path:
             seen.setdefault(o.dest, []).append(o)
     for dest, occ in seen.items():
@@ -541,7 +541,7 @@ def duplicate(ctx):
 )
 def unresolved(ctx):
     r = unresolved.rule
-    for u in ctx.read.unresolved:
+    for u in ctx.launch.unresolved:
         names = ", ".join(v if v.startswith("$(") else "$" + v for v in u.variables)
         yield r.finding(
             ctx,
@@ -631,7 +631,7 @@ def demo_server(ctx):
     if not prog.endswith("vllm.entrypoints.api_server"):
         return
     frontend = sorted(
-        {o.written for o in ctx.read.occurrences if getattr(ctx.release.flags.get(o.dest), "group", None) is not None
+        {o.written for o in ctx.launch.occurrences if getattr(ctx.release.flags.get(o.dest), "group", None) is not None
          and str(getattr(ctx.release.flags[o.dest].group, "value", "")) == "frontend" and o.dest not in ("host", "port", "ssl_keyfile", "ssl_certfile", "root_path", "log_level")}
     )
     yield r.finding(
@@ -651,7 +651,7 @@ def demo_server(ctx):
     severity=Severity.WARNING,
     needs=(),
     why="""`--enforce-eager` sets `cudagraph_mode` to NONE whatever `--compilation-config` says: a
-    `cudagraph_mode` chosen to avoid a crash (S3's PIECEWISE against an illegal memory access)
+    `cudagraph_mode` chosen to avoid a crash (PIECEWISE against an illegal memory access)
     silently stops applying when eager mode is turned off later, or the graphs the config asks
     for never run.""",
     fix="""None automatic: keep one of the two.""",

@@ -9,7 +9,7 @@ sequences of the traffic's real length fit at once.
 from __future__ import annotations
 
 from oomguard.check.finding import Severity
-from oomguard.check.registry import rule
+from oomguard.check.rule import rule
 from oomguard.check.rules.common import gib, round_down, round_len
 from oomguard.model.non_torch import CUDA_CONTEXT_BYTES
 from oomguard.model.failures import FailureClass

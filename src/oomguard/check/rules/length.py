@@ -13,7 +13,8 @@ import math
 
 from oomguard.check.context import rope_override
 from oomguard.check.finding import Severity
-from oomguard.check.registry import Needs, rule
+from oomguard.check.needs import Needs
+from oomguard.check.rule import rule
 from oomguard.model.failures import FailureClass as F
 
 _YARN = ("yarn", "deepseek_yarn")
@@ -21,7 +22,7 @@ _YARN = ("yarn", "deepseek_yarn")
 
 def _effective_rope(ctx) -> tuple[dict | None, str]:
     """(rope dict, where it comes from) — the launch's override wins over the config's."""
-    over = rope_override(ctx.flags, ctx.read)
+    over = rope_override(ctx.flags, ctx.launch)
     if over is not None:
         return over, "launch"
     return ctx.model.rope_scaling, "config"
@@ -75,11 +76,10 @@ def len_exceeds(ctx):
 
     L = plan.settings.max_model_len
     derived = derive_len(ctx.model_for(ctx.flags), plan.settings.version)
+    from oomguard.model.overrides import rope_reach
+
     rope, src = _effective_rope(ctx)
-    reach = None
-    if rope and _rtype(rope) not in ("", "default", "mrope"):
-        orig = rope.get("original_max_position_embeddings") or ctx.model.max_position_embeddings or 0
-        reach = int(float(orig) * float(rope.get("factor") or 1.0))
+    reach = rope_reach(ctx.model_for(ctx.flags)) if rope else None
     if reach is not None and reach >= L:
         fix = [ctx.edit("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")]
         how = f" The {_rtype(rope)} scaling ({src}) reaches {reach:,} ≥ {L:,}: set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
@@ -169,7 +169,7 @@ def yarn_short(ctx):
 )
 def yarn_short_traffic(ctx):
     r = yarn_short_traffic.rule
-    rope = rope_override(ctx.flags, ctx.read)
+    rope = rope_override(ctx.flags, ctx.launch)
     if _rtype(rope) not in _YARN or float(rope.get("factor") or 1.0) <= 1.0:
         return
     orig = int(rope.get("original_max_position_embeddings") or ctx.model.max_position_embeddings or 0)
@@ -204,7 +204,7 @@ def yarn_short_traffic(ctx):
 )
 def yarn_mrope(ctx):
     r = yarn_mrope.rule
-    rope = rope_override(ctx.flags, ctx.read)
+    rope = rope_override(ctx.flags, ctx.launch)
     if not ctx.model.mrope or _rtype(rope) not in _YARN:
         return
     yield r.finding(
@@ -229,7 +229,7 @@ def yarn_mrope(ctx):
 )
 def rope_replaces(ctx):
     r = rope_replaces.rule
-    over = rope_override(ctx.flags, ctx.read)
+    over = rope_override(ctx.flags, ctx.launch)
     own = ctx.model.rope_scaling
     if not over or not own or _rtype(own) in ("", "default", "mrope") or over == own:
         return

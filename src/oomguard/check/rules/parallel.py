@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from oomguard.check.finding import Severity
-from oomguard.check.registry import Needs, rule
+from oomguard.check.needs import Needs
+from oomguard.check.rule import rule
 from oomguard.check.rules.common import valid_tp
 from oomguard.model.failures import FailureClass as F
 
