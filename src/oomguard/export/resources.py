@@ -69,7 +69,7 @@ def _ceil_gib(n: float) -> int:
 
 def resources_for(launch: Any, version: str | None, *, weights_bytes: int | None = None) -> Resources:
     """The limits for ``launch`` on vLLM ``version`` (None: the newest release oomguard knows)."""
-    from oomguard.check.rules.host import FIX_SHARE
+    from oomguard.host.ram_model import FIX_SHARE
     from oomguard.host.ram_model import host_ram_model, version_tuple
 
     try:
