@@ -356,7 +356,7 @@ def render_systemd(launch: Any, opts: ExportOptions) -> Rendered:
     if res.memory_max_bytes:
         comment(f"host RAM from the plan: {res.memory_why}")
         setting("MemoryMax", str(res.memory_max_bytes), str(res.memory_max_bytes))
-    comment("the kernel's OOM killer should pick another process before the server (S1's host OOM)")
+    comment("the kernel's OOM killer should pick another process before the server (host OOM)")
     setting("OOMScoreAdjust", str(res.oom_score_adj), str(res.oom_score_adj))
     setting("LimitNOFILE", "65536", "65536")
     section("Install")
