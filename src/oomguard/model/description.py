@@ -152,6 +152,7 @@ class ModelDescription:
     # (category -> count at TP 1, and whether vLLM splits it across TP ranks), for
     # architectures the generic formulas do not describe (architectures/deepseek_v4.py).
     gated_mlp: bool = True  # SwiGLU-style gate_up (3 matrices); False: up/down only (relu2, gelu)
+    pooling: bool = False  # vLLM runs it with the pooling runner (embedders, rerankers): no sampler
     layer_params: tuple[dict, ...] | None = None
     extra_params: dict | None = None  # category -> (count, split_by_tp) outside the layers
 

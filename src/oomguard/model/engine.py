@@ -70,6 +70,7 @@ class EngineSettings:
     act_dtype_bytes: int = 2  # element size of weights, activations and the auto KV cache
     dtype_error: str | None = None  # vLLM refuses this dtype on this GPU / model type
     mm_profile: bool = True  # multimodal encoder profiled (off with --limit-mm-per-prompt all 0 / --language-model-only)
+    runner: str = ""  # "pooling" (or a pooling --task / --convert) when asked; architectures decide otherwise
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -119,6 +120,15 @@ def async_scheduling_on(v: tuple[int, int, int], flags: dict, spec_method: str |
     if spec_method and spec_method not in ASYNC_SPEC_METHODS:
         return False
     return not (pp > 1 and not mrv2)
+
+
+def _runner(flags: dict) -> str:
+    """--runner pooling, or the older --task embed|score|classify|reward / --convert embed|classify spellings."""
+    for key in ("runner", "task", "convert"):
+        v = str(flags.get(key) or "").lower()
+        if v in ("pooling", "embed", "embedding", "score", "classify", "reward"):
+            return "pooling"
+    return ""
 
 
 def default_utilization(version: tuple[int, ...]) -> float:
@@ -346,7 +356,8 @@ def resolve(
         swap_space_gib=float(swap),
         estimate_cudagraphs=bool(estimate),
         model_runner_v2=bool(mrv2),
-        async_scheduling=async_scheduling_on(v, flags, spec_method, pp, bool(mrv2)),
+        async_scheduling=async_scheduling_on(v, flags, spec_method, pp, bool(mrv2), pooling=model.pooling or _runner(flags) == "pooling"),
+        runner=_runner(flags),
         disable_hybrid_kv_cache_manager=bool(flags.get("disable_hybrid_kv_cache_manager") or False),
         num_gpu_blocks_override=flags.get("num_gpu_blocks_override"),
         max_cudagraph_capture_size=max_cap,

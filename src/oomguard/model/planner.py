@@ -416,7 +416,13 @@ def plan_launch(
         logs.append(f"Available KV cache memory: {_fmt_gib(tight.kv_bytes)} GiB")
     else:
         logs.append(f"reserved {_fmt_gib(s.kv_cache_memory_bytes)} GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling")
-    if not reaches_kv or failure is FailureClass.NO_KV_MEMORY:
+    if not layout_all.groups:
+        # Attention-free KV (encoder-only pooling models): get_kv_cache_groups finds no spec, the
+        # engine keeps one null block and no per-token cache; nothing bounds concurrency but memory
+        # for activations (kv_cache_utils.py::get_kv_cache_config_from_groups).
+        messages.append("no KV cache: every layer's attention runs over the request alone (encoder-only); "
+                        "the memory after weights and activations is not a token pool")
+    elif not reaches_kv or failure is FailureClass.NO_KV_MEMORY:
         pass
     elif s.engine == "V0":
         logs.append(f"# GPU blocks: {num_blocks}")
