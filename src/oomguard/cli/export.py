@@ -71,14 +71,23 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     )
     a.add_argument("--job", default="vllm", help="Prometheus job name of the vLLM scrape (for the server-down rule)")
     a.add_argument(
-        "--kv-threshold", type=_fraction, default=0.9, metavar="F", help="KV cache usage alert level (default 0.9)"
+        "--kv-threshold", type=_fraction, default=None, metavar="F",
+        help="KV cache usage alert level (default 0.9; with --launch: from the plan)",
     )
     a.add_argument("--kv-for", type=_duration, default="5m", metavar="DUR", help="how long it must hold (default 5m)")
     a.add_argument(
-        "--gpu-mem-threshold", type=_fraction, default=0.95, metavar="F", help="GPU memory alert level (default 0.95)"
+        "--gpu-mem-threshold", type=_fraction, default=None, metavar="F",
+        help="GPU memory alert level (default 0.95; with --launch: what the launch is expected to hold, plus half the rest)",
     )
     a.add_argument("--gpu-mem-for", type=_duration, default="5m", metavar="DUR")
     a.add_argument("--no-host-oom", action="store_true", help="leave out the node_exporter OOM-kill rule")
+    a.add_argument("--no-kube-oom", action="store_true", help="leave out the kube-state-metrics OOMKilled rule")
+    a.add_argument("--container", default="vllm", help="container name for the OOMKilled rule (export launch --name)")
+    a.add_argument("--launch", metavar="FILE", dest="launch_file",
+                   help="size the thresholds from this launch's plan (start_api.sh, --config YAML, manifest, unit)")
+    a.add_argument("--model", dest="og_model", metavar="PATH|HF_ID", help="model config for the plan")
+    a.add_argument("--gpu", metavar="NAME", help="GPU for the plan, e.g. A100-80GB")
+    a.add_argument("--num-gpus", type=common.GPU_COUNT, metavar="N", help="GPUs for the plan")
     a.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     lp = sub.add_parser("launch", help="the launch as a service definition")
@@ -128,16 +137,28 @@ def _alerts(args: argparse.Namespace) -> int:
     from oomguard.export.alerts import AlertSettings, render_prometheus
     from oomguard.export.names import GpuExporter
 
+    given = {k: v for k, v in (("kv_threshold", args.kv_threshold), ("gpu_mem_threshold", args.gpu_mem_threshold))
+             if v is not None}
+    version = args.vllm_version
+    plan = None
+    tail = getattr(args, "launch_tail", None) or []
+    if args.launch_file or tail:
+        plan, version, source = _alert_plan(args, tail)
     settings = AlertSettings(
-        vllm_version=args.vllm_version,
+        vllm_version=version,
         job=args.job,
         gpu_exporter=GpuExporter(args.gpu_exporter),
-        kv_threshold=args.kv_threshold,
         kv_for=args.kv_for,
-        gpu_mem_threshold=args.gpu_mem_threshold,
         gpu_mem_for=args.gpu_mem_for,
         host_oom=not args.no_host_oom,
+        kube_oom=not args.no_kube_oom,
+        container=args.container,
+        **given,
     )
+    if plan is not None:
+        from oomguard.export.alert_plan import settings_from_plan
+
+        settings = settings_from_plan(plan, settings, source=source, explicit=frozenset(given))
     if args.format == "grafana":
         from oomguard.export.grafana import render_grafana
 
@@ -146,6 +167,47 @@ def _alerts(args: argparse.Namespace) -> int:
         text = render_prometheus(settings)
     _write(text, args.output)
     return EXIT_OK
+
+
+def _weights_bytes(args: argparse.Namespace, launch) -> int | None:
+    """The checkpoint's bytes from the plan (for the start timeout), when --gpu makes a plan possible."""
+    from oomguard.errors import OomguardError
+    from oomguard.units import GiB
+
+    ns = argparse.Namespace(og_model=args.og_model, gpu=args.gpu, gpu_memory_gib=None, other_gpu_use_gib=0.0,
+                            vllm_version=args.vllm_version, num_gpus=args.num_gpus, usage="serve", engine_python=None)
+    try:
+        plan = common.context_for(ns, launch).plan().to_dict()
+    except OomguardError as exc:
+        print(f"note: no plan for the start timeout ({exc})", file=sys.stderr)
+        return None
+    stages = plan.get("per_stage") or []
+    tp = int(plan.get("tensor_parallel_size") or 1)
+    total = sum(float(st.get("weights_gib") or 0) for st in stages) * tp
+    return int(total * GiB) or None
+
+
+def _alert_plan(args: argparse.Namespace, tail: list[str]):
+    """(plan dict, vLLM version, what it is the plan of) for ``export alerts --launch``."""
+    from oomguard.errors import InputError
+    from oomguard.inputs.files import display
+    from oomguard.inputs.reader import read_command, read_launch
+
+    if not args.gpu:
+        raise InputError("--launch: the plan needs --gpu (the card the launch runs on)")
+    launch = (read_launch(args.launch_file, version=args.vllm_version) if args.launch_file
+              else read_command(tail, version=args.vllm_version))
+    ns = argparse.Namespace(og_model=args.og_model, gpu=args.gpu, gpu_memory_gib=None, other_gpu_use_gib=0.0,
+                            vllm_version=args.vllm_version, num_gpus=args.num_gpus, usage="serve", engine_python=None)
+    ctx = common.context_for(ns, launch)
+    plan = ctx.plan().to_dict()
+    if plan.get("starts") is False:
+        print(f"note: the plan says this launch does not start ({plan.get('failure')}): the thresholds assume it does",
+              file=sys.stderr)
+    where = display(args.launch_file) if args.launch_file else "the command after --"
+    gpu = plan.get("gpu") or {}
+    gpus = f"{gpu.get('count') or ''}x {gpu.get('name') or args.gpu}".lstrip("x ")
+    return plan, ctx.version or plan.get("vllm_version"), f"the plan of {where} on {gpus}"
 
 
 def _read_target(args: argparse.Namespace):
@@ -315,6 +377,13 @@ def _launch(args: argparse.Namespace) -> int:
         secrets_file=args.secrets_file or (args.output if target is Target.ENV else None),
         user=args.user,
     )
+    weights = _weights_bytes(args, launch) if args.gpu else None
+    if weights:
+        from dataclasses import replace
+
+        from oomguard.export.resources import resources_for
+
+        opts = replace(opts, resources=resources_for(launch, version, weights_bytes=weights))
     with_values = target is Target.ENV and bool(args.output)
     if target is Target.ENV:
         rendered = render_env(launch, opts, with_values=with_values)

@@ -68,8 +68,9 @@ def make_plan_callback(
     def plan(verdict: Verdict, fix: Fix) -> str | None:
         if not fix.flag.startswith("--") or fix.value is None or isinstance(fix.value, str) and fix.value.startswith("<"):
             return None
-        return predict(model=model, gpu=gpu, num_gpus=num_gpus, args=args, flag=fix.flag, value=fix.value,
+        text = predict(model=model, gpu=gpu, num_gpus=num_gpus, args=args, flag=fix.flag, value=fix.value,
                        vllm_version=vllm_version)
+        return text + _generic_suffix(model) if text else text
 
     return plan
 
@@ -174,8 +175,18 @@ def make_checker(*, model: str | None, gpu: str | None, gpu_total_gib: float | N
 
 def _state(p: Any) -> str:
     if p.starts:
-        return f"starts: {p.kv_cache_tokens:,} KV tokens, {p.max_concurrency:.2f}x at {p.settings.max_model_len:,}"
-    return f"fails: {p.failure.value if p.failure else 'does not start'}"
+        text = f"starts: {p.kv_cache_tokens:,} KV tokens, {p.max_concurrency:.2f}x at {p.settings.max_model_len:,}"
+    else:
+        text = f"fails: {p.failure.value if p.failure else 'does not start'}"
+    return text + _generic_suffix(p.model)
+
+
+def _generic_suffix(model: Any) -> str:
+    """A planner verdict on the generic path says so (architectures/generic.py)."""
+    from oomguard.model.coverage import mark
+
+    m = mark(model)
+    return f" [{m}]" if m else ""
 
 
 def _checkable(fix: Fix) -> bool:

@@ -356,7 +356,7 @@ def render_systemd(launch: Any, opts: ExportOptions) -> Rendered:
     if res.memory_max_bytes:
         comment(f"host RAM from the plan: {res.memory_why}")
         setting("MemoryMax", str(res.memory_max_bytes), str(res.memory_max_bytes))
-    comment("the kernel's OOM killer should pick another process before the server (host OOM)")
+    comment("the kernel's OOM killer should pick another process before the server (a host OOM)")
     setting("OOMScoreAdjust", str(res.oom_score_adj), str(res.oom_score_adj))
     setting("LimitNOFILE", "65536", "65536")
     section("Install")
@@ -490,10 +490,11 @@ def render_kubernetes(launch: Any, opts: ExportOptions) -> Rendered:
     gpus = str(len(p.devices) if p.devices else p.num_gpus)
     resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}}
     if res.memory_max_bytes:
-        mem = f"{-(-res.memory_max_bytes // (1 << 30))}Gi"
-        resources["requests"]["memory"] = mem
-        resources["limits"]["memory"] = mem
-        notes.append(f"memory request and limit {mem}: {res.memory_why}")
+        limit = f"{-(-res.memory_max_bytes // (1 << 30))}Gi"
+        request = f"{-(-(res.memory_request_bytes or res.memory_max_bytes) // (1 << 30))}Gi"
+        resources["requests"]["memory"] = request
+        resources["limits"]["memory"] = limit
+        notes.append(f"memory request {request} (the expected need) and limit {limit}: {res.memory_why}")
     shm = opts.shm_size or res.shm_size
     mounts: list[dict[str, Any]] = [
         {"name": "dshm", "mountPath": "/dev/shm"},

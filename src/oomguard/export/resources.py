@@ -5,13 +5,14 @@ fit and host), called as check calls it (``check.rules.host.host_need``: the
 flags, the release, the environment; the checkpoint's page cache is reclaimable
 and not counted). From it:
 
-- **memory limit** (systemd ``MemoryMax=``, Kubernetes memory request and limit,
-  compose ``deploy.resources.limits.memory``, ``docker run --memory``): the
-  larger of the high estimate and the expected need over check's ``FIX_SHARE``
-  (0.85), rounded up to a GiB. check's OG401 reads a manifest's memory limit as
-  the host RAM and is clean when the expected need is at most 90 % of it and
-  the high estimate fits: this limit satisfies both, with the margin a fix of
-  check's leaves (FIX_SHARE);
+- **memory request** (Kubernetes): the expected need, rounded up to a GiB (it covers the
+  CPU KV tier and offload; the scheduler reserves it);
+- **memory limit** (systemd ``MemoryMax=``, Kubernetes memory limit,
+  compose ``deploy.resources.limits.memory``, ``docker run --memory``):
+  ``ram_model.ram_within_policy`` — the larger of the high estimate and the
+  expected need over ``FIX_SHARE`` (0.85) — rounded up to a GiB: the RAM on
+  which check (OG401), fit and host all say "fits" (the one host-RAM answer;
+  check reads a manifest's or unit's memory limit as its host RAM);
 - **/dev/shm** (the Kubernetes ``emptyDir`` ``sizeLimit``): the CPU KV tier's one
   file (vLLM >= 0.27) plus 1 GiB for NCCL, as check's OG405 asks, and never
   below the 16 GiB the export always gave tensor-parallel NCCL traffic;
@@ -41,6 +42,7 @@ DEFAULT_SHM_GIB = 16  # what the export gave /dev/shm before the plan sized it (
 LOAD_BYTES_PER_S = 50 * 1024**2  # assumption: a slow network disk; local NVMe is 20x faster
 PROFILE_AND_GRAPHS_S = 600  # assumption: profile run + torch.compile + CUDA graph capture on a first start
 UNKNOWN_START_S = 1800  # checkpoint size unknown (no --model config)
+MIN_START_S = 1200  # the export's start timeout before the plan sized it: never shorter
 RESTART_SEC = 10
 START_LIMIT_BURST = 3
 OOM_SCORE_ADJ = -900
@@ -50,6 +52,7 @@ OOM_SCORE_ADJ = -900
 class Resources:
     memory_max_bytes: int | None
     memory_why: str
+    memory_request_bytes: int | None  # what the launch is expected to hold (the Kubernetes request)
     shm_size: str  # a Kubernetes quantity
     shm_why: str
     timeout_start_s: int
@@ -69,8 +72,7 @@ def _ceil_gib(n: float) -> int:
 
 def resources_for(launch: Any, version: str | None, *, weights_bytes: int | None = None) -> Resources:
     """The limits for ``launch`` on vLLM ``version`` (None: the newest release oomguard knows)."""
-    from oomguard.host.ram_model import FIX_SHARE
-    from oomguard.host.ram_model import host_ram_model, version_tuple
+    from oomguard.host.ram_model import FIX_SHARE, host_ram_model, ram_within_policy, version_tuple
 
     try:
         from oomguard.versions import get_release
@@ -80,7 +82,7 @@ def resources_for(launch: Any, version: str | None, *, weights_bytes: int | None
         release = None
     need = host_ram_model(dict(launch.flags), weights_bytes=None, version=version_tuple(release),
                           env=dict(getattr(launch, "env", None) or {}))
-    limit_gib = _ceil_gib(max(need.high_bytes, need.expected_bytes / FIX_SHARE))
+    limit_gib = _ceil_gib(ram_within_policy(need))
     memory_why = (f"the plan's host RAM {need.expected_bytes / GiB:.1f} GiB expected, {need.high_bytes / GiB:.1f} GiB high "
                   f"(oomguard.host.ram_model); limit = max(high, expected / {FIX_SHARE}) = {limit_gib} GiB")
     shm_gib = DEFAULT_SHM_GIB
@@ -96,5 +98,8 @@ def resources_for(launch: Any, version: str | None, *, weights_bytes: int | None
     else:
         timeout = UNKNOWN_START_S
         timeout_why = f"checkpoint size unknown: {UNKNOWN_START_S} s (pass --model CONFIG to size it)"
-    timeout = max(timeout, 1200)
-    return Resources(limit_gib * GiB, memory_why, f"{shm_gib}Gi", shm_why, timeout, timeout_why)
+    if timeout < MIN_START_S:
+        timeout_why += f" = {timeout} s, raised to the floor of {MIN_START_S} s"
+        timeout = MIN_START_S
+    request = _ceil_gib(need.expected_bytes) * GiB
+    return Resources(limit_gib * GiB, memory_why, request, f"{shm_gib}Gi", shm_why, timeout, timeout_why)

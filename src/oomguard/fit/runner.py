@@ -92,6 +92,11 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         self.launch_env = dict(launch.env) if launch is not None else {}
         self.env = dict(self.launch_env)  # what plans run with (fit may add VLLM_ALLOW_LONG_MAX_MODEL_LEN)
         self.notes: list[str] = []
+        from oomguard.model.coverage import mark
+
+        if mark(self.model):  # every candidate is ranked on the generic path's estimates: say so first
+            self.notes.append(f"{mark(self.model)}: candidates are ranked on the generic path's estimates "
+                              f"({'; '.join(self.model.assumptions)}); each plan's coverage.ranges gives the range")
         self.added_flags: dict = {}  # flags fit adds beyond its searched axes (the model's RoPE recipe)
         self._implied_cache: dict = {}
         self.rejected: Counter = Counter()

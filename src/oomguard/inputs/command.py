@@ -793,7 +793,9 @@ def parse_command(argv: list[str], *, version: str | None = None, lenient: bool 
         return launch
     if not argv:
         raise InputError("empty command after --")
-    words = [Word(a, a, 0, 0, 0) for a in argv]
+    # words of an argv list reach vLLM as they are (no shell): "<" or "> log" are arguments, not
+    # redirections (a Kubernetes args list, an export read back); marked like quoted shell words
+    words = [Word(a, a, 0, 0, 0, quoted="'" if _REDIRECT.match(a) or _REDIRECT_ATTACHED.match(a) else "") for a in argv]
     launch = Launch("command", None, None, lenient=lenient)
     lead = 0
     while lead < len(words) and _ASSIGNMENT.match(words[lead].text):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from oomguard.model import activation as act
+from oomguard.model.coverage import coverage_dict, widen_terms
 from oomguard.model.cudagraph import cudagraph_estimate
 from oomguard.model.engine import EngineSettings, ceil_requested, derive_len, mamba_blocks_per_request, resolve, tokens_logged_by_groups
 from oomguard.model.estimate import Term
@@ -107,6 +108,7 @@ class Plan:
             "engine": s.engine,
             "model": getattr(self.model, "name", None),
             "model_source": getattr(self.model, "source", None),
+            "coverage": coverage_dict(self),
             "gpu": {"name": self.gpu.name, "total_gib": round(self.gpu.total_bytes / GiB, 2), "count": self.num_gpus, "total_source": self.gpu.total_source},
             "tensor_parallel_size": s.tensor_parallel_size,
             "pipeline_parallel_size": s.pipeline_parallel_size,
@@ -439,7 +441,7 @@ def plan_launch(
             f"(free memory must be ≥ {_fmt_gib(requested)} GiB); the profile-run headroom is now yours to keep"
         )
     kv_per_token = per_token_bytes(specs_all)
-    return Plan(
+    return widen_terms(Plan(
         model=model,
         gpu=gpu,
         settings=s,
@@ -461,7 +463,7 @@ def plan_launch(
         num_gpus=gpus,
         baseline_bytes=ntr.baseline_bytes,
         outside_bytes=outside,
-    )
+    ))
 
 
 

@@ -57,6 +57,8 @@ def test_rule_file_structure():
                 "VllmPreemptionsRising",
                 "VllmWaitingQueueGrowing",
                 "VllmServerDown",
+                "VllmMetricsAbsent",
+                "VllmContainerOOMKilled",
                 "HostOomKill",
             ]
             for r in group["rules"]:
@@ -88,7 +90,7 @@ def test_promtool_check_rules(tmp_path, version):
         f.write_text(render_prometheus(AlertSettings(vllm_version=version, gpu_exporter=exporter)))
         p = subprocess.run([PROMTOOL, "check", "rules", str(f)], capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, p.stdout + p.stderr
-        assert "SUCCESS: 6 rules found" in p.stdout
+        assert "SUCCESS: 8 rules found" in p.stdout
 
 
 def _annotations(rule, labels, value):
