@@ -145,6 +145,7 @@ CASES: list[tuple[str, int, str]] = [
     # special paths: weight-quantized (stripped), KV sharing, sparse MLA, cross-attention
     ("Qwen__Qwen3-30B-A3B-FP8", 1, "auto"),
     ("google__gemma-4-E2B-it", 1, "auto"),
+    ("google__gemma-4-E4B-it", 1, "auto"),
     ("deepseek-ai__DeepSeek-V3.2", 1, "auto"),
     ("meta-llama__Llama-3.2-11B-Vision-Instruct", 1, "auto"),
     # Mamba and attention hybrids (test: = tests/data/oracle/configs, transformers defaults)
@@ -163,8 +164,6 @@ CASES: list[tuple[str, int, str]] = [
     # dense / MoE families on the decoder adapter (transformers defaults)
     ("test:transformers-ernie4_5-defaults", 1, "auto"),
     ("test:transformers-ernie4_5_moe-defaults", 2, "auto"),
-    ("test:transformers-hunyuan_v1_dense-defaults", 1, "auto"),
-    ("test:transformers-hunyuan_v1_moe-defaults", 2, "auto"),
     ("test:transformers-seed_oss-defaults", 1, "auto"),
     ("test:transformers-smollm3-defaults", 1, "auto"),
     ("test:transformers-cohere2-defaults", 2, "auto"),
@@ -173,9 +172,11 @@ CASES: list[tuple[str, int, str]] = [
     ("test:transformers-llava-defaults", 1, "auto"),
     ("test:transformers-mistral3-defaults", 2, "auto"),
     ("test:transformers-internvl-defaults", 1, "auto"),
+    ("test:transformers-glm4v-defaults", 1, "auto"),
+    ("test:transformers-glm4v_moe-defaults", 2, "auto"),
+    ("test:transformers-qwen2_5_omni-defaults", 1, "auto"),
     # encoder-only pooling models
     ("test:transformers-bert-defaults", 1, "auto"),
-    ("test:transformers-xlm-roberta-defaults", 1, "auto"),
     # DeepSeek-V4: SWA + compressed MLA + compressor-state + indexer caches in packed groups
     ("deepseek-ai__DeepSeek-V4-Flash", 1, "auto"),
     ("deepseek-ai__DeepSeek-V4-Flash", 4, "fp8"),
@@ -444,7 +445,24 @@ def run_case(
     strip_quantization: bool = False,
 ) -> dict:
     config = json.loads(config_path(models_dir, slug).read_text())
-    return inspect_config(config, tp, kv_dtype, platform_variant, strip_quantization=strip_quantization)
+    return inspect_config(config, tp, kv_dtype, platform_variant, strip_quantization=strip_quantization,
+                          after=_oracle_extras)
+
+
+def _oracle_extras(vllm_config, model, specs, record) -> None:
+    """What this oracle records beyond the registry sweep's shared steps: the parameter numel per
+    category on this rank (_weight_record) and vLLM's bytes per block for the groups it formed
+    (kv_cache_utils.py::_get_kv_cache_bytes_per_block, packed layouts included)."""
+    record["weights_rank0"] = _weight_record(model)
+    if "groups" not in record or not specs:
+        return
+    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
+    from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
+    from vllm.v1.core.kv_cache_utils import _get_kv_cache_bytes_per_block, get_kv_cache_groups
+
+    layouts = [layout.name for layout in get_supported_kv_cache_layouts(get_current_attn_backends(vllm_config))]
+    layout = resolve_kv_cache_layout(vllm_config, [layouts], list(specs.values()))
+    record["bytes_per_block"] = _get_kv_cache_bytes_per_block(get_kv_cache_groups(vllm_config, dict(specs)), layout)
 
 
 def _ensure_ep_group(vllm_config) -> None:
@@ -535,7 +553,6 @@ def inspect_config(
         _ensure_ep_group(vllm_config)
         with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
             model = initialize_model(vllm_config)
-        record["weights_rank0"] = _weight_record(model)
 
         attn_layers = get_layers_from_vllm_config(vllm_config, AttentionLayerBase)
         if platform_variant == "cuda_sim":
@@ -595,9 +612,6 @@ def inspect_config(
                 record["kv_cache_layout"] = layout.name
                 groups = get_kv_cache_groups(vllm_config, dict(specs))
                 record["groups"] = _group_records(groups, layer_index_of)
-                from vllm.v1.core.kv_cache_utils import _get_kv_cache_bytes_per_block
-
-                record["bytes_per_block"] = _get_kv_cache_bytes_per_block(groups, layout)
             except Exception as exc:  # grouping refusals are data too
                 record["groups_error"] = f"{type(exc).__name__}: {_first_line(exc)}"
         record["bytes_per_token_all_layers"] = _bytes_per_token(specs)

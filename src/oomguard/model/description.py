@@ -163,6 +163,7 @@ class ModelDescription:
     # architectures the generic formulas do not describe (architectures/deepseek_v4.py).
     gated_mlp: bool = True  # SwiGLU-style gate_up (3 matrices); False: up/down only (relu2, gelu)
     pooling: bool = False  # vLLM runs it with the pooling runner (embedders, rerankers): no sampler
+    attention_free: bool = False  # the architecture is attention-free for vLLM (IsAttentionFree: Mamba, Mamba2)
     layer_params: tuple[dict, ...] | None = None
     extra_params: dict | None = None  # category -> (count, split_by_tp) outside the layers
 

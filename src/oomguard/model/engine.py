@@ -100,6 +100,7 @@ class EngineSettings:
 # two (S072: DeepSeek-V4-Flash at TP 2, 7.66x logged = 54,113 blocks / 7,066 per request);
 # 0.26 is not pinned by a record.
 IN_FLIGHT_RESERVATION_SINCE = (0, 27, 0)
+MAMBA2_CHECKPOINT_BLOCK_SINCE = (0, 32, 0)
 # async_scheduling defaults to None ("on unless incompatible") from 0.14 (flag tables).
 ASYNC_SCHEDULING_AUTO_SINCE = (0, 14, 0)
 # Speculative methods with which config/vllm.py keeps async scheduling on (EagleModelTypes,
@@ -467,6 +468,12 @@ def mamba_blocks_per_request(model: ModelDescription, s: EngineSettings) -> int:
     k = 1 + (s.num_speculative_tokens if model.is_hybrid else 0)
     if model.is_hybrid and s.enable_prefix_caching and not is_attention_free(model):
         k += 1  # attention-free (Mamba-only) models run without prefix caching
+        # Mamba2 mixers export the block-boundary state inside one forward in align mode: one
+        # prefill-checkpoint block more (mamba_mixer2.py::get_kv_cache_spec,
+        # num_prefill_checkpoint_blocks=1; read in 0.32, earlier releases ASSUMED without it).
+        if s.version >= MAMBA2_CHECKPOINT_BLOCK_SINCE and any(
+                l.mamba is not None and l.mamba.variant == "mamba2" for l in model.layers):
+            k += 1
     return k
 
 

@@ -106,8 +106,10 @@ def _attn_page_per_token(layer: AttentionLayer, tp: int, s: int, kv_cache_dtype:
 
 
 def is_attention_free(model: ModelDescription) -> bool:
-    """No layer keeps token KV: Mamba / linear-attention only (ModelConfig.is_attention_free)."""
-    return not any(l.kind not in (LayerKind.MAMBA, LayerKind.NONE) for l in (*model.layers, *model.aux_caches))
+    """ModelConfig.is_attention_free: a property of the architecture class (IsAttentionFree: Mamba,
+    Mamba2, FalconMamba), not of the layer mix: a hybrid cut to Mamba layers only (the registry
+    sweep's variant) stays hybrid for vLLM, with prefix caching and attention-sized blocks."""
+    return model.attention_free
 
 
 def hybrid_block_size(model: ModelDescription, tp: int, s: int, kv_cache_dtype: str | None, block_size: int, num_spec: int = 0) -> int:

@@ -54,11 +54,14 @@ DENSE = (
     "smollm3",
     "cohere2",
     "olmo3",
+    "glm4v_text",  # GLM-4.1V / GLM-4.5V-style wrappers' text models
+    "qwen2_5_omni_text",  # the Qwen2.5-Omni thinker's text model
 )
 MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "qwen3_vl_moe_text", "qwen3_vl_moe", "gpt_oss", "glm4_moe", "minimax_m2", "olmoe",
-       "ernie4_5_moe")
+       "ernie4_5_moe", "glm4v_moe_text")
 HYBRID_GDN = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe")
-MULTIMODAL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "gemma3", "phi3_v", "qwen3_5", "qwen3_5_moe", "mllama")
+MULTIMODAL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "gemma3", "phi3_v", "qwen3_5", "qwen3_5_moe", "mllama",
+              "glm4v", "glm4v_moe", "qwen2_5_omni_thinker", "qwen2_5_omni")
 
 
 def _layer_types(cfg: dict, model_type: str, n: int) -> list[str]:

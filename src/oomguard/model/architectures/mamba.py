@@ -192,4 +192,5 @@ def describe_mamba(config: dict, cfg: dict, *, source: str, name: str, hf_quant:
         quantization=parse_quantization(config, hf_quant, cfg),
         qkv_bias=bool(cfg.get("attention_bias")),
         gated_mlp=not ungated,
+        attention_free=mt in ("mamba", "mamba2", "falcon_mamba"),
     )
