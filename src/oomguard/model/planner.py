@@ -190,6 +190,9 @@ def plan_launch(
     model = apply_hf_overrides(model, flags, parse_version(version))
     s = resolve(model, flags, env, version=version, gpu=gpu, usage=usage)
     messages: list[str] = list(s.notes) + unmodelled_notes(flags) + platform_notes(gpu) + override_notes(flags)
+    # The adapter's caveats for speculative decoding (DeepSeek-V4's MTP / dspark draft caches).
+    if s.num_speculative_tokens:
+        messages += [n for n in model.notes if "speculative" in n]
     failure: FailureClass | None = None
     error: str | None = None
     tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size

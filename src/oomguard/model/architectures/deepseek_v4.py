@@ -173,7 +173,8 @@ def describe_deepseek_v4(config: dict, cfg: dict, *, source: str, name: str, hf_
     )
     rope = rope_scaling(cfg)
     base = max_len_from_keys(cfg)
-    notes = ("DeepSeek-V4: MTP draft-layer caches (speculative decoding) are not modelled",)
+    notes = ("not modelled: DeepSeek-V4 with speculative decoding: the MTP / dspark draft layers' caches "
+             "and weights are not in the plan",)
     return ModelDescription(
         name=name,
         source=source,
