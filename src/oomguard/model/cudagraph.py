@@ -109,13 +109,20 @@ def cudagraph_estimate(m: ModelDescription, e: EngineSettings) -> Term:
                      f"{len(sizes) - 1} × {per / MiB:.1f} MiB")
     val = max(firsts.values()) + rest
     charged = "subtracted from the KV budget (profiler estimate)" if e.estimate_cudagraphs else "captured after the KV pool, outside the budget"
+    if e.engine == "V0":
+        what = "V0 decode-step graphs"
+        src = ("docs/memory-model.md#cuda-graphs; worker/model_runner.py::GPUModelRunnerBase.capture_model (V0) "
+               "(per-graph constants fitted on logged 'Graph capturing finished ... took X GiB', model/cudagraph.py)")
+    else:
+        what = e.cudagraph_mode
+        src = ("docs/memory-model.md#cuda-graphs; v1/worker/gpu_model_runner.py::profile_cudagraph_memory, capture_model "
+               "(per-graph constants fitted on logged 'Graph capturing finished ... took X GiB', model/cudagraph.py)")
     return Term(
         "CUDA graphs",
         int(val),
         "max over modes (first capture) + Σ (n − 1) × per graph: " + "; ".join(parts)
-        + f" (first = forward at the largest size + {GRAPH_POOL_BASE // MiB} MiB; per graph FITTED per piece/layer); {charged}",
-        "docs/memory-model.md#cuda-graphs; v1/worker/gpu_model_runner.py::profile_cudagraph_memory, capture_model "
-        "(per-graph constants fitted on logged 'Graph capturing finished ... took X GiB', model/cudagraph.py)",
+        + f" (first = forward at the largest size + {GRAPH_POOL_BASE // MiB} MiB; per graph FITTED per piece/layer; {what}); {charged}",
+        src,
         exact=False,
         low=int(val * SPREAD_LOW),
         high=int(val * SPREAD_HIGH),
