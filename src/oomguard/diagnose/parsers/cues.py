@@ -34,11 +34,13 @@ class CueRule:
     prose: bool  # only lines people wrote (not log records) or CJK text count
     example: str
     failure: bool = False  # prose, CJK, or an error record (ERROR / CRITICAL, an exception line): words of a failure
+    exact_keywords: bool = False  # keywords matched as written even when the pattern ignores case (see _caseless)
 
 
 def _rule(feature: str, pattern: str, keywords: tuple[str, ...], example: str, *, prose: bool = False,
-          failure: bool = False, flags: int = re.IGNORECASE) -> CueRule:
-    return CueRule(feature, re.compile(pattern, flags), tuple(k.encode() for k in keywords), prose, example, failure)
+          failure: bool = False, flags: int = re.IGNORECASE, exact_keywords: bool = False) -> CueRule:
+    return CueRule(feature, re.compile(pattern, flags), tuple(k.encode() for k in keywords), prose, example, failure,
+                   exact_keywords)
 
 
 TABLE: tuple[CueRule, ...] = (
@@ -117,7 +119,7 @@ TABLE: tuple[CueRule, ...] = (
            "send a request", "sending a request", "send the request", "send many", "sending many", "send some",
            "after some time", "after a while", "requests", "minutes", "hours", "during generation", "while generating",
            "推理", "请求", "运行一段时间", "运行时", "运行中", "生成时", "服务中", "服务期间"),
-          "it crashes after a while when we send requests", prose=True),
+          "it crashes after a while when we send requests", prose=True, exact_keywords=True),
     _rule("words:started-fine",
           r"start(?:s|ed)? (?:up )?(?:fine|ok|normally|successfully)|server (?:is |was )?up\b|启动成功|启动正常|正常启动",
           ("starts fine", "started fine", "start fine", "starts ok", "started ok", "start ok", "normally",
@@ -132,7 +134,7 @@ TABLE: tuple[CueRule, ...] = (
     _rule("words:kv", r"kv[ _-]?cache|kv[ _-]?缓存|KV 缓存",
           ("kv cache", "kv-cache", "kvcache", "KVCache", "KV cache is", "KV cache was", "KV cache too", "the KV cache",
            "enough KV cache", "KV cache not", "KV cache size is", "KV cache for", "kv缓存", "KV缓存", "KV 缓存", "kv 缓存"),
-          "the kv cache is too small for max_model_len", prose=True),
+          "the kv cache is too small for max_model_len", prose=True, exact_keywords=True),
     _rule("words:gpu-mem", r"显存|\bVRAM\b|GPU memory|video memory|GPU RAM", ("显存", "VRAM", "GPU memory", "video memory",
                                                                             "GPU RAM"),
           "显存不足", prose=True),
@@ -254,18 +256,37 @@ _CJK = re.compile(r"[\u3400-\u9fff]")
 _ERROR_RECORD = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
 # Words of a failure (counted only in prose or error records): on an error record they state a failure.
 FAILURE_WORDS: frozenset[str] = frozenset(r.feature for r in TABLE if r.failure and r.feature.startswith("words:"))
+# A rule matched ignoring case has its keywords matched ignoring case too (people write "CPU Memory", "System
+# Memory", "OOM While Loading"): the prefilter's caseless list gets them lower-cased. Only keywords of at least
+# CASELESS_MIN characters: short ones ("RAM" -> "ram") would match inside ordinary words ("params", "program")
+# and select every request line; they stay as written.
+CASELESS_MIN = 6
+
+
+def _caseless(rule: CueRule, keyword: bytes) -> bool:
+    return (bool(rule.pattern.flags & re.IGNORECASE) and not rule.exact_keywords and len(keyword) >= CASELESS_MIN
+            and keyword.isascii())
+
+
 # Every keyword of every rule (and of vLLM's message fragments), for the prefilter's table (diagnose/prefilter.py).
 # Spellings the error parsers accept (they compare case-insensitively) that the prefilter's own list lacks.
 _CASE_VARIANTS: tuple[bytes, ...] = (b"OUT OF MEMORY", b"Out Of Memory", b"Out of Memory", b"out of Memory")
-KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys([k for r in TABLE for k in r.keywords] + list(FRAGMENT_KEYWORDS)
-                                                  + list(_CASE_VARIANTS)))
+KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys([k for r in TABLE for k in r.keywords if not _caseless(r, k)]
+                                                  + list(FRAGMENT_KEYWORDS) + list(_CASE_VARIANTS)))
+CASELESS_KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys(k.lower() for r in TABLE for k in r.keywords
+                                                           if _caseless(r, k)))
 # A rule is tried only on a line holding one of its keywords: one combined search per line finds them,
 # and the prefilter (which has the same keywords) can never drop a line a rule would match.
 _RULES_BY_KEYWORD: dict[str, tuple[CueRule, ...]] = {}
 for _r in TABLE:
     for _k in _r.keywords:
-        _RULES_BY_KEYWORD[_k.decode()] = _RULES_BY_KEYWORD.get(_k.decode(), ()) + (_r,)
-_KEYWORD_RX = re.compile("|".join(re.escape(k) for k in sorted(_RULES_BY_KEYWORD, key=len, reverse=True)))
+        _key = _k.decode().lower() if _caseless(_r, _k) else _k.decode()
+        _RULES_BY_KEYWORD[_key] = _RULES_BY_KEYWORD.get(_key, ()) + (_r,)
+_EXACT = sorted((k for k in _RULES_BY_KEYWORD if k.encode() not in CASELESS_KEYWORDS or k != k.lower()),
+                key=len, reverse=True)
+_KEYWORD_RX = re.compile("|".join(re.escape(k) for k in _EXACT))
+_CASELESS_RX = re.compile("|".join(re.escape(k.decode()) for k in sorted(CASELESS_KEYWORDS, key=len, reverse=True)),
+                          re.IGNORECASE)
 
 
 def parse_cues(line: LogLine, col: Collector) -> None:
@@ -274,7 +295,8 @@ def parse_cues(line: LogLine, col: Collector) -> None:
         col.note_cue("comp:kernel", line)
         return
     msg = line.message
-    found = _KEYWORD_RX.findall(msg + "\n")  # "\n": keywords that end a line (the prefilter sees it too)
+    # "\n": keywords that end a line (the prefilter sees it too)
+    found = _KEYWORD_RX.findall(msg + "\n") + [k.lower() for k in _CASELESS_RX.findall(msg + "\n")]
     if not found:
         return
     words = line.prose or _CJK.search(msg) is not None
