@@ -105,11 +105,12 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
         cues.append(Cue("exit:137", f"exit status {ctx.exit_code} = SIGKILL, the kernel OOM killer's signal",
                         "--exit-code", 0, f"exit status {ctx.exit_code}", anchor=True))
     cues += _context_cues(col, ctx)
-    from oomguard.diagnose.parsers.cues import FAILURE_WORDS
+    from oomguard.diagnose.parsers.cues import FAILURE_STATEMENTS, FAILURE_WORDS
 
     for hit in col.cues.values():
         cues.append(Cue(hit.feature, _CUE_WHY.get(hit.feature.split(":")[0], "report cue") + f" ({hit.feature})",
-                        hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES or (hit.error and hit.feature in FAILURE_WORDS)))
+                        hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES or hit.feature in FAILURE_STATEMENTS
+                        or (hit.error and hit.feature in FAILURE_WORDS)))
     if not any(c.anchor for c in cues) or not any(c.event is not None for c in cues):
         # A traceback whose error line is missing (cut, or not pasted): the frames still say where it failed.
         for (file, _run), frames in col.paste_frames.items():
@@ -144,8 +145,11 @@ def _signal_cues(ev: SignalEvent, col: Collector, ctx: Context, first_error: dic
 
     n = ev.numbers
     words = n.get("tier") == "paraphrase"
-    out = [cue(("para:" if words else "sig:") + ev.signal.value, _SIGNAL_WHY.get(ev.signal, ev.signal.value)
-               + (" (in words, not a vLLM message)" if words else ""), anchor=True)]
+    # A weaker shape of a signal (a usage dump without its error line, Ray's "Waiting for creating a placement
+    # group" line) carries its own feature name, so it gets its own weight.
+    name = n.get("cue") or (("para:" if words else "sig:") + ev.signal.value)
+    out = [cue(name, _SIGNAL_WHY.get(ev.signal, ev.signal.value) + (" (in words, not a vLLM message)" if words else ""),
+               anchor=True)]
     s = ev.signal
     if s == Signal.KERNEL_OOM_KILL:
         if n.get("vllm_process"):

@@ -31,7 +31,9 @@ def _bad_arg(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
     whys = []
     for m in members:
         ev = m.event
-        if ev.signal == Signal.UNRECOGNIZED_ARGS:
+        if ev.signal == Signal.UNRECOGNIZED_ARGS and ev.numbers.get("cue"):
+            whys.append("argparse printed its usage (the error line after it names the rejected flag)")
+        elif ev.signal == Signal.UNRECOGNIZED_ARGS:
             pairs = split_unrecognized(str(ev.numbers.get("args", ""))) or [(str(ev.numbers.get("args", "")), None)]
             if ev.numbers.get("keyword"):
                 pairs = [("--" + str(ev.numbers["args"]).replace("_", "-"), None)]

@@ -25,6 +25,10 @@ __all__ = ["feed"]
 
 
 _QUOTE = re.compile(r"^(?:>\s?)+")
+# Markdown around the start of a pasted record ("`ValueError`: ...", "**RuntimeError:** ...", "```ERROR ...```"):
+# the record is read as if it were unwrapped, when what is left starts like one.
+_MARKDOWN = re.compile(r"^\s*(`{1,3}|\*{1,2})(?=\S)([^`*]{1,200}?)\1")
+_RECORD_START = re.compile(r"^(?:[\w.]+(?:Error|Exception)\b|Traceback \(|(?:INFO|WARNING|ERROR|CRITICAL) )")
 
 
 def feed(line: LogLine, col: Collector) -> None:
@@ -39,6 +43,13 @@ def feed(line: LogLine, col: Collector) -> None:
             line = parse_line(line.file, line.line, quoted, following=line.following, truncated=line.truncated)
             if not line.message:
                 return
+    if line.level is None and line.message[:1] in "`*":
+        m = _MARKDOWN.match(line.message)
+        unwrapped = (m.group(2) + line.message[m.end():]) if m else line.message.strip("`*")
+        if unwrapped != line.message and _RECORD_START.match(unwrapped):
+            from oomguard.diagnose.lines import parse_line
+
+            line = parse_line(line.file, line.line, unwrapped, following=line.following, truncated=line.truncated)
     if REQUEST_ECHO.search(line.message):
         # A prompt can say anything ("my pod was OOMKilled"): only the serving phase is read from it.
         parse_identity(line, col)

@@ -35,12 +35,14 @@ class CueRule:
     example: str
     failure: bool = False  # prose, CJK, or an error record (ERROR / CRITICAL, an exception line): words of a failure
     exact_keywords: bool = False  # keywords matched as written even when the pattern ignores case (see _caseless)
+    states: bool = False  # the words state a failure of their own ("memory leak", "is not supported"): an anchor
 
 
 def _rule(feature: str, pattern: str, keywords: tuple[str, ...], example: str, *, prose: bool = False,
-          failure: bool = False, flags: int = re.IGNORECASE, exact_keywords: bool = False) -> CueRule:
+          failure: bool = False, flags: int = re.IGNORECASE, exact_keywords: bool = False,
+          states: bool = False) -> CueRule:
     return CueRule(feature, re.compile(pattern, flags), tuple(k.encode() for k in keywords), prose, example, failure,
-                   exact_keywords)
+                   exact_keywords, states)
 
 
 TABLE: tuple[CueRule, ...] = (
@@ -193,7 +195,7 @@ TABLE: tuple[CueRule, ...] = (
           r"not (?:yet )?supported|unsupported|only supported|not compatible|incompatible|no kernel image|does(?:n'?t| not) "
           r"support|is not available (?:for|on)|不支持",
           ("supported", "Supported", "compatible", "no kernel image", "support", "not available", "不支持"),
-          "The quantization method awq is not supported for the current GPU", failure=True),
+          "The quantization method awq is not supported for the current GPU", failure=True, states=True),
     _rule("words:capability", r"compute capability|\bsm_\d{2,3}\b|Minimum capability|Current capability|"
                               r"architectures? (?:\w+ )?(?:is |are )?not|unsupported architecture",
           ("capability", "sm_", "rchitecture"), "Minimum capability: 75. Current capability: 70.", failure=True),
@@ -201,45 +203,46 @@ TABLE: tuple[CueRule, ...] = (
           ("quantiz", "Quantiz", "awq", "AWQ", "gptq", "GPTQ", "gguf", "GGUF", "nvfp4", "NVFP4", "mxfp4", "MXFP4",
            "bitsandbytes"), "Found unknown quantization", failure=True),
     _rule("words:divisible", r"divis(?:i)?ble by|not divis", ("divisible", "divisble", "not divis"),
-          "the number of attention heads is not divisible by 3", failure=True),
+          "the number of attention heads is not divisible by 3", failure=True, states=True),
     _rule("words:memory-growth",
           r"memory leak|\bleak(?:s|ing|age)?\b|内存泄[漏露]|泄[漏露]|(?:memory|RAM|RSS)(?: usage)?(?: keeps?)? "
           r"(?:grow|increas|climb|rise)|(?:内存|RAM).{0,6}(?:增长|上涨|一直涨|持续|不自动清理|不释放)",
           ("leak", "Leak", "泄漏", "泄露", "memory grow", "memory increas", "memory keeps", "memory usage", "RAM grow",
            "RAM increas", "RAM keeps", "RSS grow", "RSS increas", "memory climb", "memory rise", "RAM usage",
            "增长", "上涨", "一直涨", "持续", "不自动清理", "不释放"),
-          "the RAM usage keeps growing until the process is killed", failure=True),
+          "the RAM usage keeps growing until the process is killed", failure=True, states=True),
     _rule("words:host-freeze",
           r"freez|reboot|unresponsive|power[- ]cycle|host (?:wedges|hangs)|system hangs|死机|重启|\bswap\b",
           ("freez", "reboot", "unresponsive", "power-cycle", "power cycle", "wedges", "system hangs", "死机", "重启",
-           "swap"), "the whole host freezes and needs a reboot", failure=True),
+           "swap"), "the whole host freezes and needs a reboot", failure=True, states=True),
     _rule("words:unified-memory", r"unified[- ]memory|\bGB10\b|DGX Spark|Jetson|\bOrin\b|Grace Hopper|\bGH200\b",
           ("nified memory", "nified-memory", "GB10", "DGX Spark", "Jetson", "Orin", "Grace Hopper", "GH200"),
           "128 GB unified memory on a DGX Spark (GB10)"),
     _rule("words:shm", r"/dev/shm|shm[-_]size|--ipc[= ]host", ("/dev/shm", "shm-size", "shm_size", "--ipc"),
           "System memory request exceeds memory available in /dev/shm", failure=True),
     _rule("words:timeout", r"timed out|\btimeout\b|TimeoutError|超时", ("timed out", "timeout", "Timeout", "超时"),
-          "RPC call to sample_tokens timed out", failure=True),
+          "RPC call to sample_tokens timed out", failure=True, states=True),
     _rule("words:placement", r"placement[ _]group|ray status|resource (?:request|demand)|\bray start\b|pending nodes",
           ("placement", "ray status", "resource request", "resource demand", "ray start", "pending nodes"),
-          "waiting for the placement group", failure=True),
+          "waiting for the placement group", failure=True, states=True),
     _rule("words:collective", r"\bNCCL\b|\bRCCL\b|\bHCCL\b|all[_-]?reduce|all[_-]?gather|collective|process ?group",
           ("NCCL", "RCCL", "HCCL", "llreduce", "ll_reduce", "ll-reduce", "llgather", "ll_gather", "ollective",
            "process group", "ProcessGroup", "processgroup"), "NCCL all_reduce hangs across two nodes", failure=True),
     _rule("words:illegal-access", r"illegal (?:memory|instruction|address|CUDA access)|device-side assert|misaligned",
-          ("illegal", "Illegal", "device-side", "misaligned"), "Illegal memory access in flash_attn", failure=True),
+          ("illegal", "Illegal", "device-side", "misaligned"), "Illegal memory access in flash_attn", failure=True, states=True),
     _rule("words:template", r"chat[_ ]template|jinja|--chat-template|default template", ("chat template", "chat_template",
                                                                                        "Chat template", "jinja", "Jinja",
                                                                                        "default template"),
           "Unable to use default template", failure=True),
-    _rule("words:import", r"No module named|ModuleNotFoundError|ImportError|pip install|not installed|cannot import",
-          ("No module", "ModuleNotFound", "ImportError", "pip install", "not installed", "cannot import"),
-          "ModuleNotFoundError: No module named 'flash_attn'", failure=True),
+    _rule("words:import", r"No module named|ModuleNotFoundError|ImportError|pip install|not installed|cannot import|"
+                          r"\bvllm\[[a-z_,-]{2,40}\]",
+          ("No module", "ModuleNotFound", "ImportError", "pip install", "not installed", "cannot import", "vllm["),
+          "ModuleNotFoundError: No module named 'flash_attn'", failure=True, states=True),
     _rule("words:argument", r"unrecognized arguments?|invalid choice|error:? argument|unexpected keyword|"
                             r"invalid loads value|ambiguous option",
           ("unrecognized argument", "invalid choice", "error: argument", "error argument", "unexpected keyword",
            "invalid loads value", "ambiguous option"), "api_server.py error argument --foo invalid loads value",
-          failure=True),
+          failure=True, states=True),
     _rule("words:context-length", r"max[_-]model[_-]len|max_position_embeddings|context (?:length|window)|"
                                   r"maximum (?:model|sequence) length|max seq len|上下文长度",
           ("max_model_len", "max-model-len", "max_position", "context length", "context window", "maximum model length",
@@ -256,6 +259,8 @@ _CJK = re.compile(r"[\u3400-\u9fff]")
 _ERROR_RECORD = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
 # Words of a failure (counted only in prose or error records): on an error record they state a failure.
 FAILURE_WORDS: frozenset[str] = frozenset(r.feature for r in TABLE if r.failure and r.feature.startswith("words:"))
+# Words that state a failure on their own, in prose as on an error record: anchors (features.extract).
+FAILURE_STATEMENTS: frozenset[str] = frozenset(r.feature for r in TABLE if r.states)
 # A rule matched ignoring case has its keywords matched ignoring case too (people write "CPU Memory", "System
 # Memory", "OOM While Loading"): the prefilter's caseless list gets them lower-cased. Only keywords of at least
 # CASELESS_MIN characters: short ones ("RAM" -> "ram") would match inside ordinary words ("params", "program")

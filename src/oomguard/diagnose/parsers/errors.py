@@ -87,6 +87,7 @@ _MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache block
 _MAX_LEN = re.compile(
     r"(?:User-specified\s+)?max_model_len\s+\((\d+)\)\s+is\s+greater\s+than\s+the\s+derived\s+max_model_len"
     r"(?:\s+\((?:(\w+)=)?([\d.]+|None))?", re.IGNORECASE)
+_USAGE = re.compile(r"usage: \S{1,100}(?: serve)? \[-h\]")
 _UNRECOGNIZED = re.compile(r"(?:([\w./-]{1,100}): error: )?unrecognized arguments?:\s*(.{1,2000})$")
 _ARG_INVALID = re.compile(r"([\w./-]{1,100}): error: argument ([^:]{1,200}): (.{1,2000})$")
 _ARG_OTHER = re.compile(r"([\w./-]{1,100}): error: (.{1,2000})$")
@@ -147,6 +148,11 @@ def parse_errors(line: LogLine, col: Collector) -> None:
             col.add_frame(line, name.rsplit(".", 1)[-1])
     if msg.startswith("usage: "):
         st.prog = msg[7:].split()[0] if len(msg) > 7 else None
+        if _USAGE.match(msg) and not st.usage_seen:
+            # argparse prints its usage before "error: ..." (or for --help, with the whole option list after it):
+            # a usage dump whose error line was cut still says the command line was rejected.
+            st.usage_seen = True
+            col.signal(Signal.UNRECOGNIZED_ARGS, line, numbers={"prog": st.prog, "cue": "sig:argparse-usage"})
         return
     joined = f"{msg} {line.following}".strip() if line.following else msg
     advice = line.level in ("INFO", "WARNING", "DEBUG") and _ADVICE.search(msg) is not None
