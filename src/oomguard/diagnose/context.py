@@ -111,6 +111,8 @@ class Context:
     num_gpus: int | None = None
     exit_code: int | None = None
     config_multimodal: bool | None = None  # from the model's config.json when it could be read
+    config_heads: int | None = None  # attention heads, from the model's config.json when it could be read
+    config_max_len: int | None = None  # vLLM's derived max_model_len for the config (no user value)
     log_multimodal: bool = False  # the log shows a multimodal encoder being set up or profiled
     # per (file, run): traceback functions and the furthest phase anywhere in the paste (Collector's)
     paste_frames: dict[tuple[str, int], list[str]] = field(default_factory=dict)

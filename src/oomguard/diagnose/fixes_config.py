@@ -94,6 +94,8 @@ def _arg_in(text: str) -> str | None:
 def _max_len(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     asked, derived = num_of(members, "max_model_len"), num_of(members, "derived_max_len")
     source = num_of(members, "derived_from") or "the model config"
+    if not derived and ctx.config_max_len:
+        asked, derived = asked or ctx.arg("max_model_len"), ctx.config_max_len  # the check made from the config
     v.summary = (f"--max-model-len {asked} is above the model's maximum {derived if derived else ''} "
                  f"(from {source}).").replace("  ", " ")
     if asked and derived:
@@ -133,6 +135,9 @@ _MACHINE_FIXES = {
 def _config(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     world, gpus = num_of(members, "world_size"), num_of(members, "available_gpus")
     heads, tp = num_of(members, "heads"), num_of(members, "tensor_parallel_size")
+    if not (heads and tp) and ctx.config_heads and ctx.tensor_parallel_size > 1 \
+            and ctx.config_heads % ctx.tensor_parallel_size:
+        heads, tp = ctx.config_heads, ctx.tensor_parallel_size  # the check made from the model's config
     detail = str(num_of(members, "detail") or (members[0].event.text if members else ""))
     if world and gpus:
         v.summary = f"The launch asks for {world} GPUs but only {gpus} are visible."
