@@ -154,13 +154,19 @@ def conclude(prepared: Prepared, *, plan: PlanCallback | None = None, weights: A
     """Score the cues of ``prepared`` into verdicts with fixes (``prepared`` is not changed)."""
     col, ctx, reports, launch = prepared.collector, prepared.context, prepared.inputs, prepared.launch
     verdicts = classify(col, ctx, weights)
-    attach_fixes(verdicts, col, ctx)
+    attach_fixes(verdicts, col, ctx, votes=(weights or _shipped()).fix_votes)
     apply_plan(verdicts, plan)
     incomplete = find_incomplete(col, ctx, reports, bool(verdicts))
     from oomguard.diagnose.story import checks
 
     agreement = checks(col, ctx, launch, prepared.gpu_option)
     return Diagnosis(verdicts, col, ctx, reports, launch, incomplete, agreement)
+
+
+def _shipped() -> Any:
+    from oomguard.diagnose import scoring
+
+    return scoring.load()
 
 
 def _model_config_facts(ctx: Context) -> None:

@@ -135,6 +135,9 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
                 cues.append(Cue(f"paste-frame:{group[0]}", f"a traceback in the paste passes through {group[1]}()", file,
                                 0, group[1]))
                 break
+    # The same words counted once: the OOM line's own phase words (hint:) and the report cue read from that line.
+    hinted = {(c.file, c.line, _HINT_WORDS[c.feature]) for c in cues if c.feature in _HINT_WORDS}
+    cues = [c for c in cues if (c.file, c.line, c.feature) not in hinted]
     if not any(c.anchor and c.feature in _GPU_OOM_ANCHORS for c in cues):
         # When (and under what load) a GPU OOM happened says nothing about an argparse error or a crash:
         # these cues only bear on the phase of a GPU OOM, so they only count when there is one.
@@ -142,6 +145,8 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
     return cues
 
 
+_HINT_WORDS = {"hint:loading": "words:loading", "hint:capture": "words:capture", "hint:profile": "words:profile",
+               "hint:warmup": "words:profile", "hint:serving": "words:serving"}
 _UNSPECIFIC = frozenset({Signal.ENGINE_DIED, Signal.GENERIC_EXCEPTION})
 _GPU_OOM_ANCHORS = frozenset({"sig:cuda-oom", "sig:oom-prose", "para:oom-prose", "sig:allocator-failure"})
 _PHASE_ONLY = frozenset({"ctx:served", "ctx:ready", "ctx:weights-exceed-gpu", "ctx:weights-tight", "ctx:weights-fit",

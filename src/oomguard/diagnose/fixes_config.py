@@ -235,6 +235,17 @@ _FAMILIES: tuple[tuple[str, frozenset[str], str, frozenset[str], str, Any, str],
      r"mamba|hybrid|linear[_ ]attention|state (?:cache )?blocks", frozenset({"cfg:hybrid"}), "--max-num-seqs",
      lambda ctx: lower_seqs_for(ctx),
      "a hybrid (Mamba / linear-attention) model needs one state block per running sequence"),
+    ("swap-space", frozenset({"config-error", "host-oom"}),
+     r"Too large swap space|swap space .{0,40}total CPU memory", frozenset(), "--swap-space",
+     lambda ctx: 1, "vLLM (V0) refuses a CPU swap space near the host's RAM (it pins that much per GPU)"),
+    ("data-parallel", frozenset({"config-error"}),
+     r"data parallel(?: mode)? is not supported|Offline data parallel", frozenset(), "--tensor-parallel-size",
+     lambda ctx: max(2, int(ctx.arg("data_parallel_size") or 2)),
+     "this data-parallel mode is refused for the model: split it with tensor parallelism over the same GPUs"),
+    ("long-max-len", frozenset({"illegal-memory-access", "unknown"}),
+     r"VLLM_ALLOW_LONG_MAX_MODEL_LEN", frozenset(), "--max-model-len", lambda ctx: ctx.config_max_len or "<model maximum>",
+     "VLLM_ALLOW_LONG_MAX_MODEL_LEN lets max_model_len pass the model's positions; requests beyond them index out "
+     "of range on the GPU"),
     ("graphs", frozenset({"config-error", "unknown", "illegal-memory-access"}),
      r"cuda ?graph|cudagraph|torch\.compile|inductor|dynamo|torch\._dynamo|piecewise", frozenset(),
      "--enforce-eager", True, "skips torch.compile and CUDA graph capture, where this failure happens"),
@@ -250,7 +261,10 @@ def lower_seqs_for(ctx: Context) -> int:
 def family_fixes(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> list[Fix]:
     """The standard fix of every configuration family the verdict's lines (or the report's cues) name."""
     text = " ".join([e.text for e in v.evidence] + [m.event.text for m in members] +
-                    [str(m.event.numbers.get("detail", "")) for m in members])
+                    [str(m.event.numbers.get("detail", "")) for m in members] +
+                    # the functions of the paste's tracebacks (transformers' resolve_trust_remote_code ...)
+                    [f for frames in col.paste_frames.values() for f in frames] +
+                    [hit.text for hit in col.cues.values() if hit.feature.startswith(("fail:", "words:"))])
     cues = set(col.cues)
     combos = {f"{a}+{b}" for a in cues for b in cues if a != b}
     out = []
