@@ -44,6 +44,9 @@ def run_diagnosis(args: argparse.Namespace):  # -> Diagnosis
     from oomguard.diagnose.planning import apply_plan, check_diagnosis, make_plan_callback
     from oomguard.errors import InputError
 
+    from oomguard.cli.common import check_model_option
+
+    check_model_option(args.model)
     files = list(args.files or [])
     launch_text = None
     if args.launch:

@@ -37,7 +37,9 @@ def _duration(text: str) -> str:
 
 def _fraction(text: str) -> float:
     try:
-        v = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+        from oomguard.numbers import parse_float
+
+        v = parse_float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0 < v <= 1:
@@ -120,6 +122,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 def run(args: argparse.Namespace) -> int:
     if args.what == "alerts":
         return _alerts(args)
+    common.check_model_option(getattr(args, "og_model", None))
     return _launch(args)
 
 

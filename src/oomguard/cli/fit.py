@@ -63,7 +63,7 @@ def _length(text: str | None, option: str) -> int | None:
     if text is None:
         return None
     try:
-        n = int(text) if str(text).strip().isdigit() else parse_size(text)
+        n = parse_size(text)  # a plain count too; length-capped (oomguard.numbers)
     except ValueError:
         raise InputError(f"{option}: {text!r} is not a token count (e.g. 131072, 128K, 1M, 750k)") from None
     if n <= 0:

@@ -30,7 +30,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser; ``only``: register just that subcommand (start-up: importing and
+    registering all ten costs more than planning a launch)."""
     from oomguard import __version__
 
     from oomguard.cli.common import OneLineParser
@@ -42,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"oomguard {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        if only is not None and name != only:
+            continue
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:  # a subcommand not built yet
@@ -80,7 +84,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parse(argv: list[str]):
     """(module, args) for the command line, or an exit status when there is nothing to run."""
-    parser = build_parser()
     # Everything after a bare "--" is a launch command, not ours to parse.
     tail: list[str] = []
     if "--" in argv:
@@ -96,6 +99,7 @@ def _parse(argv: list[str]):
         args = hook.parse(rest)
         args.launch_tail, args.unknown = tail, []
         return hook, args
+    parser = build_parser(only=command if command in SUBCOMMANDS else None)
     module = importlib.import_module(SUBCOMMANDS[command][0]) if command in SUBCOMMANDS else None
     if module is not None and getattr(module, "ACCEPTS_VLLM_FLAGS", False):
         # Our options and vLLM's share the command line: split them ourselves.

@@ -71,9 +71,9 @@ def run(args: argparse.Namespace) -> int:
     needle = (args.filter or "").lower()
     ids = [i for i in catalog_ids() if needle in i.lower()]
     if not ids:
-        import difflib
+        from oomguard.inputs.suggest import close_matches
 
-        close = difflib.get_close_matches(args.filter, catalog_ids(), n=5, cutoff=0.4)
+        close = close_matches(args.filter, catalog_ids(), n=5, cutoff=0.4)
         hint = f"; close: {', '.join(close)}" if close else ""
         print(f"oomguard models: no catalog id contains {args.filter!r}{hint}", file=sys.stderr)
         return EXIT_NO_MATCH

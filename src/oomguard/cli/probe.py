@@ -164,6 +164,8 @@ def _plan_numbers(args: argparse.Namespace, launch: Any, notes: list[str]) -> An
     if args.kv_cache_tokens:
         return PlanNumbers(args.kv_cache_tokens, None, args.block_size, "--kv-cache-tokens")
     if launch is None:
+        if args.plan_model:
+            notes.append("no plan comparison: --model is planned with the flags of --launch and --gpu")
         return None
     if not (args.gpu or args.gpu_memory_gib):
         notes.append("no plan comparison: give --gpu NAME (or --gpu-memory-gib) with --launch")
@@ -174,7 +176,7 @@ def _plan_numbers(args: argparse.Namespace, launch: Any, notes: list[str]) -> An
 
     spec = args.plan_model or launch.model
     if not spec:
-        notes.append("no plan comparison: the launch names no model (use --plan-model)")
+        notes.append("no plan comparison: the launch names no model (use --model)")
         return None
     plan = plan_launch(load_model(spec), lookup_gpu(args.gpu, args.gpu_memory_gib), launch.flags, launch.env, version=launch.version)
     if not plan.starts:
@@ -253,6 +255,11 @@ def run(args: argparse.Namespace) -> int:
 
             raise InputError("--http-transport aiohttp needs httpx-aiohttp: pip install httpx-aiohttp (an oomguard dependency)")
     url = normalize_base_url(args.base_url)
+    from oomguard.cli.common import check_model_option
+
+    check_model_option(args.plan_model, hint=(
+        f"; if {args.plan_model!r} is the id the server answers to, that is --served-model-name "
+        f"{args.plan_model} (--model is a model config, as in plan/check/fit)") if args.plan_model else "")
     api_key = _api_key(args.api_key_env)
     if args.server_log:
         _readable(args.server_log)

@@ -84,7 +84,9 @@ def _level(text: str, option: str) -> float | None:
     if str(text).lower() in ("off", "none", "no"):
         return None
     try:
-        v = float(str(text).rstrip("%")) / (100 if str(text).endswith("%") else 1)
+        from oomguard.numbers import parse_float
+
+        v = parse_float(str(text).rstrip("%")) / (100 if str(text).endswith("%") else 1)
     except ValueError:
         raise InputError(f"{option} {text!r} is not a number (0..1, e.g. 0.9) or 'off'") from None
     if not 0 < v <= 1:
@@ -197,8 +199,11 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
+    from oomguard.cli.common import check_model_option
     from oomguard.watch.monitor import EndReason
     from oomguard.watch.summary import summary_json, summary_text
+
+    check_model_option(getattr(args, "og_model", None))
 
     config = _config(args)
     result = asyncio.run(_run(config, args))
