@@ -58,14 +58,23 @@ FRAME_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "_process_weights_after_loading", "load_weights_and_postprocess")),
     # only real requests ask for prompt logprobs (the dummy runs never do)
     ("logprobs", ("_get_prompt_logprobs_dict", "compute_logprobs", "_compute_prompt_logprobs", "get_logprobs")),
+    # argparse and vLLM's own checks of the parsed command line
+    ("cli-args", ("parse_args", "validate_parsed_serve_args", "_parse_known_args")),
     ("step", ("step", "step_with_batch_queue", "run_busy_loop", "_process_engine_step", "engine_step", "sample_tokens",
               "run_engine_loop", "process_input_queue", "_run_engine")),
 )
+# Among weak frames the one that says most: a dummy run, then the engine's model execution, then a forward pass.
+_WEAK_ORDER = ("dummy-run", "warmup", "execute-model", "forward")
 _FRAME_GROUP = {name: group for group, names in FRAME_GROUPS for name in names}
 # Frames that only narrow it down: V1's compile_or_warm_up_model runs the compile sizes, the graph capture and the
 # sampler warm-up; execute_model runs for the profile and for requests.
 _WEAK_FRAMES = {"execute_model": "execute-model", "_dummy_run": "dummy-run", "compile_or_warm_up_model": "warmup",
-                "_warmup_and_capture": "warmup", "warm_up_model": "warmup"}
+                "_warmup_and_capture": "warmup", "warm_up_model": "warmup",
+                # a model's forward pass (torch's module call, a layer's or a quantized linear's forward): the
+                # weights were loaded, the model was running (a profile run or requests)
+                "forward": "forward", "_forward": "forward", "forward_cuda": "forward", "forward_native": "forward",
+                "forward_oot": "forward", "apply_weights": "forward", "_call_impl": "forward",
+                "_wrapped_call_impl": "forward"}
 
 GPU_OOM_SIGNALS = frozenset({Signal.CUDA_OOM, Signal.OOM_PROSE, Signal.ALLOCATOR_FAILURE})
 _STARTUP_EXCEPTIONS = {"ValueError", "AssertionError", "NotImplementedError", "TypeError", "KeyError"}
@@ -87,7 +96,7 @@ def frame_group(frames: tuple[str, ...] | list[str]) -> tuple[str, str] | None:
         low = frame.lower()
         if "cudagraph" in low or "cuda_graph" in low:
             return "capture", frame
-        if weak is None and frame in _WEAK_FRAMES:
+        if frame in _WEAK_FRAMES and (weak is None or _WEAK_ORDER.index(_WEAK_FRAMES[frame]) < _WEAK_ORDER.index(weak[0])):
             weak = (_WEAK_FRAMES[frame], frame)
     return weak
 
@@ -206,13 +215,13 @@ def _gpu_oom_cues(ev: SignalEvent, col: Collector, ctx: Context, cue) -> list[Cu
     if own is not None:
         group, frame = own
         out.append(cue(f"frame:{group}", f"traceback passes through {frame}()"))
-        placed = group not in ("execute-model", "dummy-run", "warmup")
+        placed = group not in ("execute-model", "dummy-run", "warmup", "forward")
     else:
         paste = frame_group(tuple(col.paste_frames.get((ev.file, ev.run), ())))
         if paste is not None:
             group, frame = paste
             out.append(cue(f"paste-frame:{group}", f"a traceback in the same paste passes through {frame}()"))
-            placed = group not in ("execute-model", "dummy-run", "warmup")
+            placed = group not in ("execute-model", "dummy-run", "warmup", "forward")
     if ev.phase != Phase.UNKNOWN:
         label = ev.phase.label
         if ev.phase == Phase.KV_CACHE and ctx.enforce_eager:

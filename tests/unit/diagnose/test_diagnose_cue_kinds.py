@@ -81,3 +81,58 @@ def test_a_complaint_in_words_about_a_server_that_serves_is_no_failure(tmp_path)
             'INFO:     10.0.0.1:5000 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
             "The response_format option is not supported the way I expected, the output is plain text.\n")
     assert _diagnose(tmp_path, text).verdicts == []
+
+
+def test_a_traceback_in_logfmt_records_is_read(tmp_path):
+    lines = ['  File \\"/opt/vllm-env/lib/python3.12/site-packages/vllm/entrypoints/cli/main.py\\", line 48, in main',
+             '    args = parser.parse_args()',
+             '  File \\"/opt/vllm-env/lib/python3.12/site-packages/vllm/utils.py\\", line 1391, in parse_args',
+             'ValueError: With `vllm serve`, you should provide the model as a positional argument']
+    text = "".join(f'time="2026-01-29T14:55:54Z" level=info msg="{m}" component=vllm\n' for m in lines)
+    d = _diagnose(tmp_path, text)
+    assert d.verdicts and d.collector.paste_frames, "the frames inside msg=\"...\" are read"
+
+
+def test_colour_codes_that_lost_their_escape_are_stripped(tmp_path):
+    text = ("`[36m(main_task pid=3523385) ValueError: max_num_batched_tokens (8192) is smaller than max_model_len "
+            "(9216). Please increase max_num_batched_tokens or decrease max_model_len.`\n")
+    v = _top(tmp_path, text)
+    assert v.cls.value == "config-error" and v.fix[0].flag == "--max-num-batched-tokens"
+
+
+def test_a_relation_between_two_settings_in_a_pydantic_error_is_a_configuration_error(tmp_path):
+    text = ("pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig\n"
+            "  Value error, max_num_batched_tokens (2048) is smaller than max_model_len (40960). This effectively "
+            "limits the maximum sequence length. [type=value_error]\n")
+    assert _top(tmp_path, text).cls.value == "config-error"
+
+
+def test_an_npu_workers_zero_kv_budget_is_no_kv_memory(tmp_path):
+    text = ("[mineru] ^[[0;36m(EngineCore_DP0 pid=4146)^[[0;0m INFO 01-15 06:47:41 [worker_v1.py:270] Available memory: "
+            "0, total memory: 65452113920\n"
+            "[mineru] ^[[0;36m(EngineCore_DP0 pid=4146)^[[0;0m ERROR 01-15 06:47:41 [core.py:843] EngineCore failed to "
+            "start.\n")
+    assert _top(tmp_path, text).cls.value == "no-kv-memory"
+
+
+def test_a_driver_older_than_the_wheels_cuda_is_a_missing_dependency(tmp_path):
+    v = _top(tmp_path, "RuntimeError: The NVIDIA driver on your system is too old (found version 12080)\n")
+    assert v.cls.value == "missing-dependency" and v.fix and v.fix[0].flag == "pip"
+
+
+def test_an_undefined_symbol_is_a_broken_install(tmp_path):
+    v = _top(tmp_path, "after install vllm==0.8.5 torch becomes 2.6.0, then I get `flash_attn_2_cuda.cpython-311-"
+                       "x86_64-linux-gnu.so: undefined symbol:` error again.\n")
+    assert v.cls.value == "missing-dependency"
+
+
+def test_c10d_store_timeouts_are_a_communication_failure(tmp_path):
+    text = ("[E306 00:03:07.842961975 socket.cpp:1011] [c10d] The client socket has timed out after 60000ms while "
+            "trying to connect to (10.0.0.12, 29400).\n")
+    assert _top(tmp_path, text).cls.value == "nccl-error"
+
+
+def test_a_gpu_still_held_by_an_old_instance_is_start_up_free_memory(tmp_path):
+    v = _top(tmp_path, "After the first launch failed I killed every process, but the GPU memory is still occupied by "
+                       "the old vLLM workers and the new server cannot start.\n")
+    assert v.cls.value == "startup-free-memory" and v.confidence <= 0.5

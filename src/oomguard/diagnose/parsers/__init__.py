@@ -39,6 +39,25 @@ MAX_ESCAPED_PIECES = 400
 _RECORD_START = re.compile(r"^(?:[\w.]+(?:Error|Exception)\b|Traceback \(|(?:INFO|WARNING|ERROR|CRITICAL) )")
 
 
+# A logfmt record (Go loggers, Docker Model Runner...): time="..." level=info msg="  File \"/x.py\", line 3" component=vllm
+_LOGFMT = re.compile(r'^(?:time="[^"]{0,60}"\s+)?level=\w{1,10}\s+msg="((?:[^"\\]|\\.){0,100000})"')
+# Colour codes whose ESC was lost in a paste: "[36m(main_task pid=1)", caret notation "^[[0;36m".
+_ANSI_REMNANT = re.compile(r"\^\[\[[0-9;]{0,12}m|(?<![\w\]\[])\[[0-9]{1,3}(?:;[0-9]{1,3}){0,3}m")
+
+
+def _unwrap(message: str) -> str | None:
+    """The record inside a logfmt line or behind lost colour codes, or None when there is nothing to unwrap."""
+    if message.startswith(("time=", "level=")):
+        m = _LOGFMT.match(message)
+        if m:
+            return m.group(1).replace('\\"', '"').replace("\\\\", "\\")
+    if "[" in message and "m" in message:
+        cleaned = _ANSI_REMNANT.sub("", message)
+        if cleaned != message:
+            return cleaned.lstrip("`")
+    return None
+
+
 def _feed_escaped(line: LogLine, col: Collector) -> None:
     from oomguard.diagnose.lines import parse_line
 
@@ -57,6 +76,14 @@ def feed(line: LogLine, col: Collector) -> None:
         quoted = _QUOTE.sub("", line.raw.lstrip())
         if quoted.strip():
             line = parse_line(line.file, line.line, quoted, following=line.following, truncated=line.truncated)
+            if not line.message:
+                return
+    if line.level is None and not line.kernel:
+        unwrapped = _unwrap(line.message)
+        if unwrapped is not None:
+            from oomguard.diagnose.lines import parse_line
+
+            line = parse_line(line.file, line.line, unwrapped, following=line.following, truncated=line.truncated)
             if not line.message:
                 return
     if line.level is None and not line.kernel:

@@ -215,6 +215,16 @@ TABLE: tuple[CueRule, ...] = (
           r"freez|reboot|unresponsive|power[- ]cycle|host (?:wedges|hangs)|system hangs|死机|重启|\bswap\b",
           ("freez", "reboot", "unresponsive", "power-cycle", "power cycle", "wedges", "system hangs", "死机", "重启",
            "swap"), "the whole host freezes and needs a reboot", failure=True, states=True),
+    # Someone else (an old instance, a zombie worker) still holds the GPU: start-up finds its memory taken.
+    _rule("words:gpu-held",
+          r"(?:GPUs?|VRAM|GPU memory) (?:is |are |was |were )?still (?:occupied|in use|held|allocated|taken|busy)|"
+          r"still (?:holds?|holding|occupies|occupying|using) (?:the )?(?:GPUs?|VRAM|GPU memory)|"
+          r"(?:zombie|orphan(?:ed)?|leftover|stale) (?:vllm |python )?(?:process(?:es)?|workers?|instances?)|"
+          r"(?:GPU|VRAM|GPU memory) (?:is|was|isn'?t|wasn'?t) (?:not )?(?:released|freed)|"
+          r"(?:GPU|gpu|显存|显卡)\S{0,6}?(?:仍然|仍|还|一直|依然)\S{0,3}?占用|(?:GPU|gpu|显存|显卡)\S{0,12}?(?:没有|并没有|未)(?:得到|被)?释放",
+          ("still occupied", "still in use", "still held", "still allocated", "still taken", "still busy", "still hold",
+           "still occup", "still using", "zombie", "orphan", "leftover", "stale", "released", "freed", "占用", "释放"),
+          "the GPU memory is still occupied by the old vLLM process after it crashed", failure=True, states=True),
     _rule("words:unified-memory", r"unified[- ]memory|\bGB10\b|DGX Spark|Jetson|\bOrin\b|Grace Hopper|\bGH200\b",
           ("nified memory", "nified-memory", "GB10", "DGX Spark", "Jetson", "Orin", "Grace Hopper", "GH200"),
           "128 GB unified memory on a DGX Spark (GB10)"),
@@ -235,8 +245,9 @@ TABLE: tuple[CueRule, ...] = (
                                                                                        "default template"),
           "Unable to use default template", failure=True),
     _rule("words:import", r"No module named|ModuleNotFoundError|ImportError|pip install|not installed|cannot import|"
-                          r"\bvllm\[[a-z_,-]{2,40}\]",
-          ("No module", "ModuleNotFound", "ImportError", "pip install", "not installed", "cannot import", "vllm["),
+                          r"\bvllm\[[a-z_,-]{2,40}\]|can'?t import|unable to import|failed to import|undefined symbol",
+          ("No module", "ModuleNotFound", "ImportError", "pip install", "not installed", "cannot import", "vllm[",
+           "t import", "to import", "undefined symbol"),
           "ModuleNotFoundError: No module named 'flash_attn'", failure=True, states=True),
     _rule("words:argument", r"unrecognized arguments?|invalid choice|error:? argument|unexpected keyword|"
                             r"invalid loads value|ambiguous option",
@@ -276,8 +287,14 @@ def _caseless(rule: CueRule, keyword: bytes) -> bool:
 # Every keyword of every rule (and of vLLM's message fragments), for the prefilter's table (diagnose/prefilter.py).
 # Spellings the error parsers accept (they compare case-insensitively) that the prefilter's own list lacks.
 _CASE_VARIANTS: tuple[bytes, ...] = (b"OUT OF MEMORY", b"Out Of Memory", b"Out of Memory", b"out of Memory")
+# Lines other parsers read that no keyword of the prefilter's own list covers (kept here, next to the cue table):
+# vllm-ascend's KV budget line (memory.py), c10d's store timeouts (environment.py), logfmt records (parsers.feed),
+# an ImportError's "undefined symbol" said in words.
+PARSER_KEYWORDS: tuple[bytes, ...] = (b"total memory: ", b"[c10d]", b"TCPStore", b"level=error", b"level=info",
+                                      b"undefined symbol", b"driver on your system is too old")
 KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys([k for r in TABLE for k in r.keywords if not _caseless(r, k)]
-                                                  + list(FRAGMENT_KEYWORDS) + list(_CASE_VARIANTS)))
+                                                  + list(FRAGMENT_KEYWORDS) + list(_CASE_VARIANTS)
+                                                  + list(PARSER_KEYWORDS)))
 CASELESS_KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys(k.lower() for r in TABLE for k in r.keywords
                                                            if _caseless(r, k)))
 # A rule is tried only on a line holding one of its keywords: one combined search per line finds them,

@@ -25,6 +25,7 @@ from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import integer, num
 
+_CJK = re.compile(r"[\u3400-\u9fff]")
 _IMPORT = re.compile(r"^(?:[\w.]+\.)?(ImportError|ModuleNotFoundError|OSError)(?::\s*(.*))?$")
 _IMPORT_ANYWHERE = re.compile(r"\b(ImportError|ModuleNotFoundError)(?::\s*(.*))$")
 _PLEASE_INSTALL = re.compile(r"(?<![\w])()([Pp]lease install [`'\"]?vllm\[[\w,-]{1,40}\].*)$")
@@ -56,7 +57,9 @@ _NCCL_P2P = re.compile(r"peer access|P2P|NVLink|peer mapping", re.IGNORECASE)
 _NCCL_NET = re.compile(r"ibv_\w+|ibverbs|NET/IB|NET/Socket|Bootstrap|no socket interface|socket|NCCL_SOCKET_IFNAME|IB\b|InfiniBand|"
                        r"Connection (?:refused|reset|closed)", re.IGNORECASE)
 _SHM_SIZE = re.compile(r"\(size (\d{1,20})\)")
-_PG_INIT_TIMEOUT = re.compile(r"Timed out initializing process group|store based barrier")
+_PG_INIT_TIMEOUT = re.compile(r"Timed out initializing process group|store based barrier|"
+                              r"\[c10d\] The client socket has timed out|TCP client failed to connect|"
+                              r"\[c10d\] .{0,60}(?:Connection refused|failed to connect)")
 _NCCL_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective operation timeout", re.IGNORECASE)
 
 _PLACEMENT = re.compile(r"Cannot provide a placement group of placement_group_specs=(\[.{0,4000}?\])"
@@ -96,12 +99,21 @@ def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> b
         return True
     if line.level in ("INFO", "DEBUG", "WARNING") and "NCCL WARN" not in msg and "placement group" not in msg:
         return False
-    if "NCCL" in msg or "nccl" in msg or "WorkNCCL" in msg or "DistBackendError" in msg or "process group" in msg:
+    if ("NCCL" in msg or "nccl" in msg or "WorkNCCL" in msg or "DistBackendError" in msg or "process group" in msg
+            or "c10d" in msg or "TCPStore" in msg):
         if _nccl(line, col, msg, joined):
             return True
     if "placement" in msg or "GPU available" in msg or "fulfill resource request" in msg:
         if _ray(line, col, msg, joined):
             return True
+    if "undefined symbol" in msg and (line.prose or _is_error_record(line, msg) or _CJK.search(msg)) \
+            and not _IMPORT.match(msg):
+        # a compiled extension (vLLM's, flash-attn's) built against another torch: an ImportError's own words
+        lib = re.search(r"([\w.+-]{1,80}\.so)\b", msg)
+        col.signal(Signal.MISSING_DEPENDENCY, line, numbers={"mismatch": True, "detail": msg[:300],
+                                                             **({"library": lib.group(1)} if lib else {}),
+                                                             **({"tier": "paraphrase"} if line.prose else {})})
+        return True
     if line.prose and "vllm[" in msg:
         e = _EXTRA_WORDS.search(msg)
         if e and not _IMPORT_ANYWHERE.search(msg):

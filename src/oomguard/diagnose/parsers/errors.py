@@ -93,6 +93,8 @@ _ARG_INVALID = re.compile(r"([\w./-]{1,100}): error: argument ([^:]{1,200}): (.{
 _ARG_OTHER = re.compile(r"([\w./-]{1,100}): error: (.{1,2000})$")
 _UNEXPECTED_KWARG = re.compile(r"(\w{1,60})\.__init__\(\) got an unexpected keyword argument '(\w+)'")
 _VALIDATION = re.compile(r"validation errors? for (\w+)")
+_RELATION = re.compile(r"\b[a-z][a-z0-9_]{2,60} \(\d[^)]{0,30}\) (?:is|must be|cannot be|should be) (?:smaller|larger|"
+                       r"greater|less|lower|higher|bigger)(?: than| or equal to)+ (?:the )?[a-z][a-z0-9_]{2,60}\b")
 _VALUE_ERROR = re.compile(r"^(?:Value error|Assertion failed|Input should be|Field required)[,:]?\s*(.*)")
 _WORLD = re.compile(r"World size \((\d+)\) is larger than the number of available GPUs \((\d+)\)")
 _DIVISIBLE = re.compile(r"(?:Total number of attention heads|number of \w+ heads|[\w ]{1,60}) \((\d+)\) must be divisible by tensor parallel size \((\d+)\)")
@@ -390,6 +392,10 @@ def _arguments(line: LogLine, col: Collector, msg: str, joined: str = "") -> boo
             detail = v.group(1) if not msg.startswith("Input should") else msg
             if _MODEL_NOT_FOUND_RX.search(detail):
                 col.signal(Signal.MODEL_NOT_FOUND, line, numbers={"config": config})
+            elif _RELATION.search(detail):
+                # two settings that do not fit together ("max_num_batched_tokens (2048) is smaller than
+                # max_model_len (40960)"): each value is valid, the configuration is not
+                col.signal(Signal.CONFIG_REJECTED, line, numbers={"config": config, "detail": detail[:300]})
             elif _CONFIG_RX.search(detail) and not re.search(r"must be|should be|got \w+:|invalid", detail):
                 col.signal(Signal.CONFIG_REJECTED, line, numbers={"config": config, "detail": detail[:300]})
             else:
@@ -406,10 +412,18 @@ def _arguments(line: LogLine, col: Collector, msg: str, joined: str = "") -> boo
 # forked process, a Triton kernel larger than the GPU's shared memory): configuration, not memory.
 _MACHINE = re.compile(r"Failed to infer device type|No CUDA GPUs are available|Found no NVIDIA driver|"
                       r"no kernel image is available for execution|Cannot re-initialize CUDA in forked subprocess|"
-                      r"OutOfResources: out of resource: shared memory|CUDA driver version is insufficient")
+                      r"OutOfResources: out of resource: shared memory")
+# The installed torch / vLLM wheels were built for a newer CUDA than the driver supports: the wrong build is
+# installed (missing-dependency: install the build for this driver, or upgrade the driver).
+_DRIVER_TOO_OLD = re.compile(r"CUDA driver version is insufficient|NVIDIA driver on your system is too old|"
+                             r"driver (?:version )?is too old|cudaErrorInsufficientDriver")
 
 
 def _config(line: LogLine, col: Collector, msg: str) -> bool:
+    d = _DRIVER_TOO_OLD.search(msg)
+    if d and (_EXCEPTION.match(msg) or line.level in ("ERROR", "CRITICAL") or line.prose or re.match(r"^[\w.]+: ", msg)):
+        col.signal(Signal.MISSING_DEPENDENCY, line, numbers={"driver": True, "detail": msg[:300]})
+        return True
     m = _MACHINE.search(msg)
     if m and (_EXCEPTION.match(msg) or line.level in ("ERROR", "CRITICAL") or re.match(r"^[\w.]+: ", msg)):
         col.signal(Signal.CONFIG_REJECTED, line, numbers={"detail": msg[:300], "machine": m.group(0)})
