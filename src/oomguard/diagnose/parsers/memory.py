@@ -38,6 +38,7 @@ _V1_PROFILE = {
     "consumed": re.compile(r"total consumed \(from mem_get_info\):\s*(-?[\d.]+)\s*GiB"),
     "weights": re.compile(r"weights memory:\s*(-?[\d.]+)\s*GiB"),
 }
+_NPU_AVAILABLE = re.compile(r"^Available memory: (-?\d{1,16}), total memory: (\d{1,16})$")
 _AVAILABLE_KV = re.compile(r"Available KV cache memory:\s*(-?[\d.]+)\s*(GiB|GB|MiB)")
 _KV_OVERRIDE = re.compile(
     r"Initial free memory\s+([\d.]+)\s*GiB, reserved\s+([\d.]+)\s*GiB memory for KV Cache as specified by kv_cache_memory_bytes"
@@ -61,7 +62,7 @@ _CAPTURING_RX = re.compile("|".join(map(re.escape, _CAPTURING)))
 
 
 # Every memory line contains one of these; anything else skips the ~20 patterns below.
-_MEMORY_HINT = re.compile(r"GiB|GB|blocks|oncurrency|KV cache|raph|apturing|Memory profiling|gpu_memory_utilization|"
+_MEMORY_HINT = re.compile(r"GiB|GB|blocks|oncurrency|KV cache|raph|apturing|Memory profiling|gpu_memory_utilization|total memory|"
                           r"total_gpu_memory|non_torch|activation peak|weights take")
 
 
@@ -119,6 +120,16 @@ def parse_memory(line: LogLine, col: Collector) -> None:
             m = rx.search(msg)
             if m:
                 col.add_memory(name, num(m.group(1)), "GiB", line)
+        return
+    m = _NPU_AVAILABLE.search(msg)
+    if m:
+        # vllm-ascend's worker logs the KV budget it computed, in bytes: 0 means nothing is left for the KV cache
+        value = int(num(m.group(1), lo=-1e16, hi=1e16)) / (1 << 30)
+        col.add_memory("kv_available", value, "GiB", line)
+        col.add_memory("total_gpu", int(num(m.group(2), lo=0, hi=1e16)) / (1 << 30), "GiB", line)
+        col.advance_phase(Phase.KV_CACHE, line)
+        if value <= 0:
+            col.signal(Signal.NEGATIVE_KV, line, numbers={"kv_available_gib": value})
         return
     m = _AVAILABLE_KV.search(msg)
     if m:
