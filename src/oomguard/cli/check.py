@@ -55,6 +55,7 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--concurrency", type=common.COUNT, metavar="C", help="concurrent requests the deployment must hold")
     p.add_argument("--nvidia-smi", metavar="FILE", help="`nvidia-smi` output taken before the server starts (GPU, memory used by others)")
     p.add_argument("--topo", metavar="FILE", help="`nvidia-smi topo -m` output")
+    common.add_calibration_option(p)
     p.add_argument("--format", choices=["text", "json", "sarif", "github"], default="text", help="output format (default text)")
     p.add_argument("--strict", action="store_true", help="exit 1 when there are warnings (and no errors)")
     p.add_argument("--ignore", action="append", default=[], metavar="ID[,ID]", help="silence rules by id or name (repeatable)")
@@ -83,6 +84,7 @@ def _options(args):
         concurrency=args.concurrency,
         nvidia_smi=args.nvidia_smi,
         topo=args.topo,
+        calibration=common.calibration_of(args),
     )
 
 

@@ -172,6 +172,7 @@ def build_request(args: argparse.Namespace):
         usage=args.usage,
         top=args.top,
         first_edit=first,
+        calibration=common.calibration_of(args),
     )
 
 
@@ -200,6 +201,7 @@ def check_first_edit(args: argparse.Namespace, launch, model_spec: str | None):
         usage=args.usage,
         concurrency=args.concurrency,
         avg_input_len=_length(args.avg_input_len, "--avg-input-len"),
+        calibration=common.calibration_of(args),
     )
     tail = getattr(args, "launch_tail", None) or []
     try:

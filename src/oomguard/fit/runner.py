@@ -47,6 +47,7 @@ class FitRequest:
     # check --fix's memory edits of the --from launch ({dest: value}, {env: value}): shown first, so both
     # commands give the same first choice (None: fit's own goal-keeping ranking decides)
     first_edit: tuple | None = None
+    calibration: object | None = None  # model.calibration.Calibration: every plan and step of the search uses it
 
 
 @dataclass(slots=True)
@@ -97,6 +98,10 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         if mark(self.model):  # every candidate is ranked on the generic path's estimates: say so first
             self.notes.append(f"{mark(self.model)}: candidates are ranked on the generic path's estimates "
                               f"({'; '.join(self.model.assumptions)}); each plan's coverage.ranges gives the range")
+        if req.calibration is not None:  # never applied silently: what the profile adjusts, or why not
+            from oomguard.model.calibration import group_key
+
+            self.notes += req.calibration.lookup(group_key(self.gpu, self.v, self.model))[1]
         self.added_flags: dict = {}  # flags fit adds beyond its searched axes (the model's RoPE recipe)
         self._implied_cache: dict = {}
         self.rejected: Counter = Counter()
@@ -111,7 +116,7 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
     # ------------------------------------------------------------------ planning helpers
     def _plan(self, flags: dict, env: dict):
         r = self.req
-        return plan_launch(self.model, self.gpu, flags, env, version=r.version, num_gpus=r.num_gpus, other_gpu_use_bytes=r.other_gpu_use_bytes, usage=r.usage)
+        return plan_launch(self.model, self.gpu, flags, env, version=r.version, num_gpus=r.num_gpus, other_gpu_use_bytes=r.other_gpu_use_bytes, usage=r.usage, calibration=r.calibration)
 
     def _length_goal(self) -> tuple[int | None, int, str]:
         """(fixed max-model-len or None for a search, the search's upper bound, where it came from)."""
@@ -131,7 +136,7 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         r = self.req
         for st in structures:
             flags = {**common, **st.flags(), "max_num_batched_tokens": 2048, "max_num_seqs": 16, "gpu_memory_utilization": 0.9, "max_model_len": length}
-            base = make_base(self.model, self.gpu, flags, self.env, version=r.version, num_gpus=r.num_gpus, other_gpu_use_bytes=r.other_gpu_use_bytes, usage=r.usage)
+            base = make_base(self.model, self.gpu, flags, self.env, version=r.version, num_gpus=r.num_gpus, other_gpu_use_bytes=r.other_gpu_use_bytes, usage=r.usage, calibration=r.calibration)
             if base.config_failure is not None:
                 self.rejected["config-error (" + (base.config_error or "")[:60] + ")"] += 1
                 continue
@@ -146,7 +151,7 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         step = cache.get(key)
         if step is None:
             flags = {**common, "tensor_parallel_size": st.tensor_parallel_size, "pipeline_parallel_size": st.pipeline_parallel_size}
-            step = make_step(self.model, self.gpu, flags, self.env, version=self.req.version, token_budget=T, num_seqs=S, usage=self.req.usage)
+            step = make_step(self.model, self.gpu, flags, self.env, version=self.req.version, token_budget=T, num_seqs=S, usage=self.req.usage, calibration=self.req.calibration)
             cache[key] = step
         return step
 

@@ -180,6 +180,7 @@ def plan_launch(
     other_gpu_use_bytes: int = 0,
     usage: str = "serve",
     nvlink: bool | None = None,
+    calibration=None,
 ) -> Plan:
     flags = dict(flags or {})
     env = dict(env or {})
@@ -190,6 +191,13 @@ def plan_launch(
     model = apply_hf_overrides(model, flags, parse_version(version))
     s = resolve(model, flags, env, version=version, gpu=gpu, usage=usage)
     messages: list[str] = list(s.notes) + unmodelled_notes(flags) + platform_notes(gpu) + override_notes(flags)
+    cal_use: dict = {}
+    if calibration is not None:  # a profile from `oomguard calibrate` (model/calibration.py): never applied silently
+        from oomguard.model.calibration import apply_terms, group_key
+
+        cal_key = group_key(gpu, s.version, model)
+        cal_use, cal_notes = calibration.lookup(cal_key)
+        messages += cal_notes
     failure: FailureClass | None = None
     error: str | None = None
     tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
@@ -282,6 +290,9 @@ def plan_launch(
         a = act.activation_peak(model, s, last_stage=last, env=env)
         nt = ntr.term
         g = cudagraph_estimate(model, s)
+        if cal_use:
+            weights, a, nt, g = apply_terms(cal_use, cal_key, weights=weights, activation=a, non_torch=nt, cuda_graph=g)
+            w_bytes = weights.bytes
         layout = project_layout(layout_all, set(ranges[stage])) if pp > 1 else layout_all
         graphs_in_budget = s.estimate_cudagraphs and g.bytes > 0
         if s.kv_cache_memory_bytes is not None:
@@ -322,7 +333,7 @@ def plan_launch(
         # --max-model-len auto / -1 (>= 0.14): vLLM binary-searches the largest length that fits.
         refit = dict(flags)
         refit["max_model_len"] = fit_len
-        plan = plan_launch(model, gpu, refit, env, version=version, num_gpus=num_gpus, other_gpu_use_bytes=other_gpu_use_bytes, usage=usage, nvlink=nvlink)
+        plan = plan_launch(model, gpu, refit, env, version=version, num_gpus=num_gpus, other_gpu_use_bytes=other_gpu_use_bytes, usage=usage, nvlink=nvlink, calibration=calibration)
         plan.messages.insert(0, f"Auto-fit max_model_len: reduced from {L} to {fit_len} to fit in available KV cache memory ({_fmt_gib(tight.kv_bytes)} GiB GPU)")
         plan.log_lines.insert(0, plan.messages[0])
         return plan
