@@ -48,6 +48,7 @@ class Startup:
     collector: Collector = field(default_factory=Collector)
     pids: set = field(default_factory=set)
     api_pid: int | None = None
+    engine_pid: int | None = None
     strong_seen: set = field(default_factory=set)
     gpu_texts: list = field(default_factory=list)  # GPU names the lines printed (kernel config files, nvidia-smi)
     last_line: int = 0
@@ -77,6 +78,7 @@ class Segmenter:
         self.startups: list[Startup] = []
         self._current: dict[tuple[str, str], Startup] = {}
         self._by_pid: dict[tuple[str, str, int], Startup] = {}
+        self._streams: dict[tuple[str, str], list[Startup]] = {}
 
     def feed(self, src: SourceLine) -> None:
         line = parse_line(src.file, src.line, src.text)
@@ -117,6 +119,12 @@ class Segmenter:
         elif (_WEIGHTS in msg or "Model loading took" in msg) and pid is None and cur.sized:
             # logs without start lines (an excerpt, V0 without the API server): a second load after a sized pool
             new = True
+        if new and known is not None:
+            # the same pid starts again: the process tree restarted (containers reuse pids), so the old
+            # start-up's pids no longer name its processes
+            for p in known.pids:
+                if self._by_pid.get((*key, p)) is known:
+                    del self._by_pid[(*key, p)]
         if new:
             if len(self.startups) >= MAX_STARTUPS:
                 from oomguard.errors import InputError
@@ -125,7 +133,14 @@ class Segmenter:
             cur = Startup(src.file, src.stream, src.line)
             cur.collector.start_file(src.file)
             self.startups.append(cur)
+            self._streams.setdefault(key, []).append(cur)
             self._current[key] = cur
+        if not new and not strong and pid is not None and known is None and "EngineCore" in proc:
+            # an engine core not seen before: the oldest start-up of this stream still waiting for one (two API
+            # servers started together write their lines in turns)
+            waiting = [s for s in self._streams.get(key, [])[-8:] if s.api_pid is not None and not s.engine_pid and not s.sized]
+            if waiting:
+                cur = waiting[0]
         if strong:
             cur.strong_seen.add(strong)
             if strong == "vLLM API server version" and pid is not None:
@@ -133,6 +148,8 @@ class Segmenter:
         if pid is not None:
             cur.pids.add(pid)
             self._by_pid[(*key, pid)] = cur
+            if "EngineCore" in proc:
+                cur.engine_pid = pid
         return cur
 
 
@@ -148,8 +165,12 @@ class Logged:
     note: str = ""
     length: int | None = None  # a concurrency's tokens per request
 
+    def __post_init__(self) -> None:
+        if isinstance(self.value, float):
+            self.value = round(self.value, 4)  # the parsers go through bytes: 5.01 GiB comes back as 5.0099999998
+
     def to_dict(self) -> dict:
-        d: dict[str, Any] = {"value": round(self.value, 4) if isinstance(self.value, float) else self.value, "line": self.where}
+        d: dict[str, Any] = {"value": self.value, "line": self.where}
         if self.note:
             d["note"] = self.note
         return d
