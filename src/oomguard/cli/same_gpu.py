@@ -142,3 +142,83 @@ def render_text(shared: list) -> str:
     for _g, sp in shared:
         render_shared(sp, console)
     return buf.getvalue()
+
+
+# ---------------------------------------------------------------- fit: split one GPU set between several models
+
+
+def _model_entry(text: str):
+    """``MODEL[@LEN]``: a model id (or config path) and its max-model-len."""
+    from oomguard.errors import InputError
+    from oomguard.units import parse_size
+
+    model, _, length = text.partition("@")
+    if not model:
+        raise InputError(f"--same-gpu {text!r}: expected a launch file or MODEL[@LEN]")
+    flags = {}
+    if length:
+        try:
+            n = int(length) if length.isdigit() else parse_size(length)
+        except ValueError:
+            raise InputError(f"--same-gpu {text!r}: {length!r} is not a token count (e.g. 8192, 32K)") from None
+        if n <= 0:
+            raise InputError(f"--same-gpu {text!r}: the length must be positive")
+        flags["max_model_len"] = int(n)
+    return model, flags
+
+
+def fit_split(args: argparse.Namespace) -> int:
+    """``fit --same-gpu``: the split of one GPU set between the servers that gives each the same multiple of its need."""
+    import json
+    import os
+    import sys
+
+    from oomguard.cli.common import calibration_of, context_for, read_target
+    from oomguard.errors import InputError
+    from oomguard.inputs.hardware import lookup_gpu
+    from oomguard.inputs.launch import Launch
+    from oomguard.inputs.model_config import load_model
+    from oomguard.inputs.reader import read_launches
+
+    if not args.gpu and not args.gpu_memory_gib:
+        raise InputError("fit --same-gpu splits one GPU set: name it with --gpu (a MIG-capable card also gets a MIG split)")
+    gpu = lookup_gpu(args.gpu, args.gpu_memory_gib)
+    cal = calibration_of(args)
+    version = args.vllm_version
+    servers = []
+    if args.launch_file:
+        ctx = context_for(args, read_target(args, []))
+        servers.append(server_of(_short(ctx.launch.name) or os.path.basename(args.launch_file), ctx.model, ctx.launch, ctx.version, cal))
+    elif args.og_model:
+        flags = {}
+        if args.context:
+            from oomguard.cli.fit import _length
+
+            flags["max_model_len"] = _length(args.context, "--context")
+        launch = Launch("flags", None, args.og_model, flags=flags)
+        servers.append(server_of(args.og_model, load_model(args.og_model), launch, version, cal))
+    else:
+        raise InputError("fit --same-gpu: give the first server with --from LAUNCH or --model MODEL")
+    for entry in args.same_gpu:
+        if os.path.exists(entry.split("#", 1)[0]) or entry.endswith((".sh", ".yaml", ".yml", ".json")):
+            for launch in read_launches(entry, version=version):
+                from oomguard.errors import OomguardError
+
+                try:
+                    model = load_model(launch.model or "")
+                except OomguardError as exc:
+                    raise InputError(f"--same-gpu {entry}: {exc}") from None
+                servers.append(server_of(_short(launch.name) or os.path.basename(entry), model, launch, version or launch.version, cal))
+        else:
+            model_id, flags = _model_entry(entry)
+            launch = Launch("flags", None, model_id, flags=flags)
+            servers.append(server_of(model_id, load_model(model_id), launch, version, cal))
+    sp = shared_plan(servers, gpu, args.num_gpus)
+    if args.format == "json":
+        json.dump({"shared_gpu": sp.to_dict(), "found": any(o.ok for o in sp.options) or sp.ok}, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text([(None, sp)]))
+        print("the split gives every server its non-KV memory and one max-length request, then shares the rest in proportion "
+              "to those requests (each holds the same multiple of its own)")
+    return 0 if sp.ok or any(o.ok for o in sp.options) else 1

@@ -48,6 +48,8 @@ class FitRequest:
     # commands give the same first choice (None: fit's own goal-keeping ranking decides)
     first_edit: tuple | None = None
     calibration: object | None = None  # model.calibration.Calibration: every plan and step of the search uses it
+    max_tensor_parallel: int | None = None  # several nodes (fit/hardware.py): TP within a node, PP across nodes
+    fixed_flags: dict | None = None  # no launch: flags every candidate carries (e.g. --hf-overrides with a RoPE scaling)
 
 
 @dataclass(slots=True)
@@ -85,7 +87,8 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         self.v = parse_version(req.version)
         launch = req.launch
         self.launch = launch
-        self.lf = dict(launch.flags) if launch is not None else {}
+        # without a launch: the flags every candidate keeps (fit/hardware.py: the user's RoPE scaling)
+        self.lf = dict(launch.flags) if launch is not None else dict(req.fixed_flags or {})
         if self.lf.get("hf_overrides") is not None:
             self.lf["hf_overrides"] = hf_overrides_of({"hf_overrides": self.lf["hf_overrides"]})  # one shape: a dict
         # the model as vLLM sees it after the launch's --hf-overrides (the planner's one function)
@@ -165,7 +168,8 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
     def search(self, fixed_len: int | None, cap: int, concurrency: int | None) -> tuple[list[Trial], list[tuple[Structure, Base]], dict]:
         goal = self.goal
         common = {k: v for k, v in self.lf.items() if k not in cmd.SEARCHED}
-        space = build_space(self.model, self.gpu, self.req.num_gpus, launched_flags=self.lf, launched_settings=self.ls, goal=goal, version=self.v)
+        space = build_space(self.model, self.gpu, self.req.num_gpus, launched_flags=self.lf, launched_settings=self.ls, goal=goal, version=self.v,
+                            max_tp=self.req.max_tensor_parallel)
         for n in space.notes:
             if n not in self.notes:
                 self.notes.append(n)
@@ -467,14 +471,15 @@ def _same_edit(a: Candidate, b: Candidate) -> bool:
     return _same_flags(a.flags, b.flags)
 
 
-def fit(req: FitRequest) -> FitResult:
-    """Search the launches of ``req.model`` on ``req.num_gpus`` × ``req.gpu`` and rank those that meet ``req.goal``."""
+def fit(req: FitRequest, *, checkpoints: bool = True) -> FitResult:
+    """Search the launches of ``req.model`` on ``req.num_gpus`` × ``req.gpu`` and rank those that meet ``req.goal``
+    (and, without ``--from``, the best launch of each quantized checkpoint of the model, unless ``checkpoints`` is off)."""
     # The search keeps ~10^5 small objects alive; the cyclic GC rescanning them would dominate the run.
     enabled = gc.isenabled()
     gc.disable()
     try:
         result = _Search(req).run()
-        if req.launch is None:
+        if req.launch is None and checkpoints:
             result.checkpoints = _checkpoint_candidates(req)
         return result
     finally:

@@ -112,7 +112,7 @@ def _valid_tp(model, tp: int) -> bool:
     return not (tp > model.num_kv_heads and tp % model.num_kv_heads)
 
 
-def parallel_splits(model, num_gpus: int, launched: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+def parallel_splits(model, num_gpus: int, launched: tuple[int, int] | None = None, max_tp: int | None = None) -> list[tuple[int, int]]:
     """(TP, PP) pairs that divide the model and use all ``num_gpus``; smaller worlds only if none does.
 
     vLLM needs the attention heads divisible by TP (and TP a multiple of the KV
@@ -124,6 +124,8 @@ def parallel_splits(model, num_gpus: int, launched: tuple[int, int] | None = Non
             if world % tp:
                 continue
             pp = world // tp
+            if max_tp is not None and tp > max_tp:
+                continue  # several nodes: tensor parallelism stays inside one, pipeline stages cross them
             if _valid_tp(model, tp) and pp <= model.num_layers:
                 out.append((tp, pp))
         if out:
@@ -173,13 +175,14 @@ def build_space(
     launched_settings=None,
     goal: Goal,
     version: tuple[int, int, int],
+    max_tp: int | None = None,
 ) -> Space:
     """The axes for ``model`` on ``num_gpus`` × ``gpu``, including a launch's own values."""
     lf = launched_flags or {}
     ls = launched_settings
     notes: list[str] = []
     launched_split = (ls.tensor_parallel_size, ls.pipeline_parallel_size) if ls is not None else None
-    splits = parallel_splits(model, num_gpus, launched_split)
+    splits = parallel_splits(model, num_gpus, launched_split, max_tp)
     kv = kv_dtypes(model, gpu, lf.get("kv_cache_dtype"))
     eager_opts = (False, True)
     # A launch without chunked prefill must fit its whole max-model-len in one step; turning it on is an edit.
