@@ -196,7 +196,8 @@ def _figures(model, gpu, cand, goal, nodes: int, interconnect_gbps: float | None
         itl += hops * (T * model.hidden_size * ACT_BYTES / bw + NODE_HOP_S)
         tps = C / (C / tps + per_decode) if tps > 0 else 0.0
         note = (f"{nodes} nodes, pipeline stages across them over {interconnect_gbps or 100:g} Gb/s: "
-                f"{hops} boundary transfer(s) per step added (estimate)")
+                f"{hops} boundary transfer(s) per step added (estimate); run the command on every node with "
+                f"--nnodes {nodes} --node-rank N --master-addr HEAD where the release has them, else on a Ray cluster of {nodes} nodes")
     return tps, cap, ttft, itl, note
 
 
