@@ -126,6 +126,7 @@ def _expanded_nodes(node: Any, file: str | None) -> int:
     import yaml
 
     sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # being expanded: met again below itself, it is a cycle
     stack: list[tuple[Any, bool]] = [(node, False)]
     while stack:
         n, done = stack.pop()
@@ -141,7 +142,14 @@ def _expanded_nodes(node: Any, file: str | None) -> int:
                 raise InputError(f"YAML expands to more than {MAX_YAML_NODES:,} values through its aliases",
                                  file=file, line=_line(n.start_mark))
             sizes[id(n)] = total
+            open_nodes.discard(id(n))
             continue
+        if id(n) in open_nodes:
+            # `a: &x [*x]`: an alias inside its own anchor. The walk would loop (and grow) forever;
+            # no vLLM config or manifest is recursive.
+            raise InputError("YAML refers to itself (an alias inside its own anchor: a recursive structure)",
+                             file=file, line=_line(n.start_mark))
+        open_nodes.add(id(n))
         stack.append((n, True))
         stack.extend((c, False) for c in kids if id(c) not in sizes)
     return sizes.get(id(node), 0)
