@@ -131,7 +131,8 @@ def read(path: str, *, message_field: str | None = None) -> tuple[ReadReport, It
         report = ReadReport(name, "json-lines", message_field=message_field)
         return report, _closing(path, stream, _json_lines(stream, name, report, message_field))
     if message_field:
-        stream.close() if path != "-" else None
+        if path != "-":
+            stream.close()
         raise InputError(f"--message-field {message_field}: this input is not JSON lines (one JSON object a line)", file=name)
     report = ReadReport(name, "text")
     return report, _closing(path, stream, _text_lines(stream, name, report))
@@ -160,28 +161,31 @@ def _is_json_lines(sample: bytes) -> bool:
 # ---------------------------------------------------------------- text logs
 
 
+def _keyword_starts(data: bytes, start: int, end: int) -> list[int]:
+    """Starts of the lines diagnose's prefilter keeps (its engine: hyperscan, RE2 or re), plus GPU-name lines."""
+    from oomguard.diagnose.prefilter import engine
+
+    starts = {ls for ls, _le, _hit, _ids in engine().lines(data, start, end)}
+    for m in _GPU_HINT.finditer(data, start, end):
+        starts.add(max(start, data.rfind(b"\n", start, m.start()) + 1))
+    return sorted(starts)
+
+
+def _has_keyword(raw: bytes) -> bool:
+    from oomguard.diagnose.prefilter import engine
+
+    return bool(engine().lines(raw, 0, len(raw))) or bool(_GPU_HINT.search(raw))
+
+
 def _text_lines(stream, name: str, report: ReadReport) -> Iterator[SourceLine]:
     """The lines of a text log that the prefilter keeps, found block by block (no per-line Python loop)."""
-    from oomguard.diagnose.prefilter import compiled
-
-    matcher, _ = compiled()
     notes = logs.ReadNotes()
     for block in logs.iter_blocks(stream, notes):
         data = block.data
         size = block.end if not block.long_line_piece else len(data)
         line_no, counted = block.first_line, 0
-        pos = 0
-        hint = _GPU_HINT.search(data, 0, size)
-        while pos < size:
-            m = matcher.search(data, pos, size)
-            if hint is not None and hint.start() < pos:
-                hint = _GPU_HINT.search(data, pos, size)
-            starts = [x.start() for x in (m, hint) if x is not None]
-            if not starts:
-                break
-            hit = min(starts)
-            start = data.rfind(b"\n", 0, hit) + 1
-            end = data.find(b"\n", hit, size)
+        for start in _keyword_starts(data, 0, size):
+            end = data.find(b"\n", start, size)
             if end < 0:
                 end = size
             line_no += data.count(b"\n", counted, start)
@@ -190,7 +194,6 @@ def _text_lines(stream, name: str, report: ReadReport) -> Iterator[SourceLine]:
             report.kept += 1
             stream_key, text = _prefix_stream(text)
             yield SourceLine(name, line_no, text, stream_key)
-            pos = end + 1
         block.counted_to, block.counted_lines = counted, line_no - block.first_line
     report.lines = notes.lines
     report.notes += notes.summary()
@@ -224,9 +227,6 @@ def dotted(obj: Any, path: str) -> Any:
 
 
 def _json_lines(stream, name: str, report: ReadReport, message_field: str | None) -> Iterator[SourceLine]:
-    from oomguard.diagnose.prefilter import compiled
-
-    matcher, _ = compiled()
     notes = logs.ReadNotes()
     kept: list[tuple[Any, int, SourceLine]] = []
     timed = True
@@ -238,7 +238,7 @@ def _json_lines(stream, name: str, report: ReadReport, message_field: str | None
             continue
         if not raw.startswith("{"):
             raise InputError("not a JSON object (a JSON-lines export has one object a line)", file=name, line=line_no)
-        if not matcher.search(raw.encode("utf-8", "replace")) and not _GPU_HINT.search(raw.encode("utf-8", "replace")):
+        if not _has_keyword(raw.encode("utf-8", "replace")):
             continue
         try:
             obj = json.loads(raw)
@@ -259,7 +259,7 @@ def _json_lines(stream, name: str, report: ReadReport, message_field: str | None
                 chosen = msg[0]
                 report.message_field = chosen
             for piece in str(msg[1]).splitlines() or [""]:
-                if not (matcher.search(piece.encode("utf-8", "replace")) or _GPU_HINT.search(piece.encode("utf-8", "replace"))):
+                if not _has_keyword(piece.encode("utf-8", "replace")):
                     continue
                 seq += 1
                 key = _time_key(ts)

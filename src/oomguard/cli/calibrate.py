@@ -12,17 +12,18 @@ import json
 import sys
 
 from oomguard.cli import common
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS as EXIT_NONE_MATCHED, EXIT_INCOMPLETE as EXIT_NOTHING, EXIT_OK  # noqa: F401  (one table: cli/common.py)
 
-EXIT_OK, EXIT_NONE_MATCHED, EXIT_BAD_INPUT, EXIT_NOTHING = 0, 1, 2, 3
+EXIT_MEANINGS = {EXIT_OK: "start-ups matched (and the profile written with --write)",
+                 EXIT_NONE_MATCHED: "start-ups found but none could be matched (each says why)",
+                 EXIT_NOTHING: "no vLLM start-up with a ledger line in the inputs"}
 
 _EPILOG = """examples:
   oomguard calibrate logs/                                  # every file under logs/ (plain or .gz)
   kubectl logs -l app=vllm --prefix --tail=-1 | oomguard calibrate - --gpu H100
   oomguard calibrate 'runs/**/*.log.gz' --model-dir /data/models=./configs --write fleet.yaml
   oomguard calibrate loki-export.jsonl --message-field line --format json
-  oomguard plan start_api.sh --gpu H100 --calibration fleet.yaml    # or OOMGUARD_CALIBRATION=fleet.yaml
-
-exit codes: 0 start-ups matched, 1 none could be matched, 2 bad input, 3 no start-up found"""
+  oomguard plan start_api.sh --gpu H100 --calibration fleet.yaml    # or OOMGUARD_CALIBRATION=fleet.yaml"""
 
 
 def register(sub, name: str, help_text: str) -> None:

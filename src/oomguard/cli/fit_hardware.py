@@ -73,4 +73,6 @@ def run_hardware(args: argparse.Namespace) -> int:
         from oomguard.fit.hardware_render import render_hardware
 
         render_hardware(res, Console(highlight=False, width=None if sys.stdout.isatty() else 160), top=args.top)
-    return 0 if res.found else 1
+    from oomguard.cli.common import EXIT_FINDINGS, EXIT_OK
+
+    return EXIT_OK if res.found else EXIT_FINDINGS

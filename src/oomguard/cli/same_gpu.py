@@ -221,4 +221,6 @@ def fit_split(args: argparse.Namespace) -> int:
         sys.stdout.write(render_text([(None, sp)]))
         print("the split gives every server its non-KV memory and one max-length request, then shares the rest in proportion "
               "to those requests (each holds the same multiple of its own)")
-    return 0 if sp.ok or any(o.ok for o in sp.options) else 1
+    from oomguard.cli.common import EXIT_FINDINGS, EXIT_OK
+
+    return EXIT_OK if sp.ok or any(o.ok for o in sp.options) else EXIT_FINDINGS
