@@ -192,6 +192,20 @@ def add_target_options(p: argparse.ArgumentParser, *, positional: bool = True) -
     p.add_argument("--usage", choices=["serve", "llm"], default="serve", help="vllm serve (default) or the LLM class")
     p.add_argument("--engine-python", metavar="PATH", help="python of an installed vLLM: ask it for its exact resolved defaults")
     p.add_argument("--lenient", action="store_true", help="skip flags this vLLM version does not know (reported as notes) instead of failing")
+    add_calibration_option(p)
+
+
+def add_calibration_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--calibration", metavar="PROFILE.yaml",
+                   help="offsets measured by `oomguard calibrate --write` on your own logs (default: $OOMGUARD_CALIBRATION); "
+                        "each adjusted term says so, with its uncalibrated figure")
+
+
+def calibration_of(args: argparse.Namespace):
+    """The calibration profile of ``--calibration`` or ``$OOMGUARD_CALIBRATION`` (None when neither)."""
+    from oomguard.calibrate.profile import from_option
+
+    return from_option(getattr(args, "calibration", None))
 
 
 @dataclass
@@ -203,6 +217,7 @@ class Context:
     num_gpus: int | None
     other_gpu_use_bytes: int
     usage: str
+    calibration: Any = None  # model.calibration.Calibration from --calibration / $OOMGUARD_CALIBRATION
 
     def plan(self, flags: dict | None = None, env: dict | None = None):
         from oomguard.model.planner import plan_launch
@@ -216,6 +231,7 @@ class Context:
             num_gpus=self.num_gpus,
             other_gpu_use_bytes=self.other_gpu_use_bytes,
             usage=self.usage,
+            calibration=self.calibration,
         )
 
 
@@ -297,7 +313,7 @@ def context_for(args: argparse.Namespace, launch, *, need_gpu: bool = True) -> C
         launch.flags, engine_version = merge_engine_defaults(launch.flags, resolved)
         version = version or engine_version.split("+")[0] or None
         launch.notes.append(f"defaults resolved by vLLM {engine_version} ({resolved.get('platform')}) via --engine-python")
-    return Context(launch, model, gpu, version, args.num_gpus, int(args.other_gpu_use_gib * GiB), args.usage)
+    return Context(launch, model, gpu, version, args.num_gpus, int(args.other_gpu_use_gib * GiB), args.usage, calibration_of(args))
 
 
 def _config_path_of(model):

@@ -51,7 +51,7 @@ __all__ = [
 
 MAX_LAUNCH_BYTES = files.LAUNCH_BYTES  # a start_api.sh is a few KiB; the cap is also the time bound (~1 MiB/s lexed)
 # Environment variables that change memory behaviour or GPU visibility.
-RELEVANT_ENV = re.compile(r"^(VLLM_[A-Z0-9_]+|LMCACHE_[A-Z0-9_]+|CUDA_VISIBLE_DEVICES|PYTORCH_CUDA_ALLOC_CONF|HF_HUB_OFFLINE|OMP_NUM_THREADS|NCCL_[A-Z_]+)$")
+RELEVANT_ENV = re.compile(r"^(VLLM_[A-Z0-9_]+|LMCACHE_[A-Z0-9_]+|CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES|PYTORCH_CUDA_ALLOC_CONF|HF_HUB_OFFLINE|OMP_NUM_THREADS|NCCL_[A-Z_]+)$")
 _SHELLS = {"sh", "bash", "dash", "zsh", "ash", "ksh"}
 _IGNORE = re.compile(r"#.*?oomguard:\s*ignore\s+([A-Za-z0-9_\-]+(?:\s*[, ]\s*[A-Za-z0-9_\-]+)*)")
 # Names of unknown options that are switches (take no value) in every vLLM we know of.

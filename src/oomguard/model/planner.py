@@ -181,6 +181,7 @@ def plan_launch(
     other_gpu_use_bytes: int = 0,
     usage: str = "serve",
     nvlink: bool | None = None,
+    calibration=None,
 ) -> Plan:
     flags = dict(flags or {})
     env = dict(env or {})
@@ -194,6 +195,13 @@ def plan_launch(
     # The adapter's caveats for speculative decoding (DeepSeek-V4's MTP / dspark draft caches).
     if s.num_speculative_tokens:
         messages += [n for n in model.notes if "speculative" in n]
+    cal_use: dict = {}
+    if calibration is not None:  # a profile from `oomguard calibrate` (model/calibration.py): never applied silently
+        from oomguard.model.calibration import apply_terms, group_key
+
+        cal_key = group_key(gpu, s.version, model)
+        cal_use, cal_notes = calibration.lookup(cal_key)
+        messages += cal_notes
     failure: FailureClass | None = None
     error: str | None = None
     tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
@@ -292,6 +300,9 @@ def plan_launch(
         a = act.activation_peak(model, s, last_stage=last, env=env)
         nt = ntr.term
         g = cudagraph_estimate(model, s)
+        if cal_use:
+            weights, a, nt, g = apply_terms(cal_use, cal_key, weights=weights, activation=a, non_torch=nt, cuda_graph=g)
+            w_bytes = weights.bytes
         layout = project_layout(layout_all, set(ranges[stage])) if pp > 1 else layout_all
         graphs_in_budget = s.estimate_cudagraphs and g.bytes > 0
         if s.kv_cache_memory_bytes is not None:
@@ -332,7 +343,7 @@ def plan_launch(
         # --max-model-len auto / -1 (>= 0.14): vLLM binary-searches the largest length that fits.
         refit = dict(flags)
         refit["max_model_len"] = fit_len
-        plan = plan_launch(model, gpu, refit, env, version=version, num_gpus=num_gpus, other_gpu_use_bytes=other_gpu_use_bytes, usage=usage, nvlink=nvlink)
+        plan = plan_launch(model, gpu, refit, env, version=version, num_gpus=num_gpus, other_gpu_use_bytes=other_gpu_use_bytes, usage=usage, nvlink=nvlink, calibration=calibration)
         plan.messages.insert(0, f"Auto-fit max_model_len: reduced from {L} to {fit_len} to fit in available KV cache memory ({_fmt_gib(tight.kv_bytes)} GiB GPU)")
         plan.log_lines.insert(0, plan.messages[0])
         return plan

@@ -54,6 +54,12 @@ _CONCURRENCY = re.compile(r"Maximum concurrency for\s+([\d,]+)\s+tokens per requ
 _SUGGESTION = re.compile(
     r"Free memory on device(?: [\w:]+)? \(([\d.]+)/([\d.]+) GiB\) on startup\. Desired GPU memory utilization is \(([\d.]+), ([\d.]+) GiB\)"
 )
+# The same line, from 0.11: "Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch
+# memory, and G GiB for CUDAGraph memory" (gpu_worker.py::compile_or_warm_up_model): the whole ledger in one line.
+_ACTUAL_USAGE = re.compile(
+    r"Actual usage is\s+(-?[\d.]+)\s*GiB for weight,\s*(-?[\d.]+)\s*GiB for peak activation,\s*(-?[\d.]+)\s*GiB for "
+    r"non-torch memory,\s*and\s*(-?[\d.]+)\s*GiB for CUDAGraph memory"
+)
 _CACHE_INFO_BLOCKS = re.compile(r"num_gpu_blocks is:\s*(\d+)")
 _CAPTURING = ("Capturing cudagraphs", "Capturing CUDA graph", "Capturing the model for CUDA graphs",
               "Capturing CUDA graphs", "capturing CUDA graph", "Profiling CUDA graph memory",
@@ -183,6 +189,11 @@ def parse_memory(line: LogLine, col: Collector) -> None:
         col.add_memory("total_gpu", num(m.group(2)), "GiB", line)
         col.add_memory("gpu_memory_utilization", num(m.group(3)), "ratio", line)
         col.add_memory("requested", num(m.group(4)), "GiB", line)
+        u = _ACTUAL_USAGE.search(msg)
+        if u:
+            # names of their own: diagnose's rules read "weights" / "cuda_graph" from the lines that print them
+            for name, value in zip(("usage_weights", "usage_activation_peak", "usage_non_torch", "usage_cuda_graph"), u.groups()):
+                col.add_memory(name, num(value), "GiB", line)
         return
     m = _CACHE_INFO_BLOCKS.search(msg)
     if m:
