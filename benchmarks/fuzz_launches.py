@@ -8,7 +8,10 @@ as in the tests (exit code in {0, 1, 2, 3}, no traceback, at most 30 s and 1 GiB
 secret printed), and an ``internal error`` (exit 3 from the last line of defence) counts as a
 caught crash.
 
-    python benchmarks/fuzz_launches.py [--examples 200] [--seed 0] [--case launch-helm ...]
+    python benchmarks/fuzz_launches.py [--examples 200] [--seed 0] [--case launch-helm ...] [--src DIR]
+
+``--src DIR`` runs the same campaign against another checkout's ``src`` (``git archive REV src |
+tar -x -C DIR``): the figures before a change, beside the figures after it.
 
 Prints per case: runs, tracebacks, caught crashes, bad exit codes, over time, over memory, leaks.
 Exit status 1 when any problem was found; the first failing inputs go to --failures.
@@ -76,8 +79,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--case", action="append", default=[], help="run only these cases (repeatable)")
     ap.add_argument("--failures", default="fuzz-launch-failures.jsonl", help="where the failing examples go")
+    ap.add_argument("--src", help="a directory holding another checkout's src/ to run instead of this one")
     args = ap.parse_args()
     runner = _fuzz_runner()
+    if args.src:
+        runner.ROOT = Path(args.src).resolve()  # the child runs with PYTHONPATH=ROOT/src
     cases = [c for c in fuzz_launches.cases() if not args.case or c[0] in args.case]
     failures: list[dict] = []
     total: Counter = Counter()

@@ -479,7 +479,7 @@ def _kserve_words(n: Nodes, b: _Builder, c: Any, where: str, words: list[NodeWor
         if opt in _KSERVE_OWN:
             takes_next = not eq and i + 1 < len(words) and not words[i + 1].text.startswith("-")
             value = val if eq else (words[i + 1].text if takes_next else "")
-            if opt.replace("-", "_") == "--model_id":
+            if opt.lstrip("-").replace("-", "_") == "model_id":
                 model = NodeWord(value, value, w.line, -1, -1, column=w.column, key=w.key, node=None)
             i += 2 if takes_next else 1
             continue
