@@ -11,7 +11,13 @@ Also prints accuracy by expected class, and the false-alarm count on the healthy
 (tests/fixtures/logs/healthy/ and the public start-up excerpts of tests/data/calibration/startup.jsonl):
 any failure verdict there is a false alarm; an "incomplete" (no ready line in an excerpt) is not.
 
-Usage: .venv/bin/python benchmarks/diagnose_accuracy.py [--log-only] [--json]
+With ``--cv`` (needs numpy: ``pip install -e '.[train]'``) it prints the figure that counts: the
+leave-one-thread-out cross-validated class accuracy over the whole corpus (no thread in both the
+fit and the test; the weights are refitted for every held-out thread with scripts/train_diagnose.py),
+the fix-flag rate, accuracy by class and by record file, the confusion matrix, a calibration table
+(confidence against accuracy), and the healthy false-alarm count.
+
+Usage: .venv/bin/python benchmarks/diagnose_accuracy.py [--log-only] [--json] [--records F]... [--healthy F]... [--summary] [--cv]
 """
 
 from __future__ import annotations
@@ -161,6 +167,135 @@ def healthy_false_alarms(paths: list[Path] | None = None) -> dict:
     return {"inputs": len(texts), "false_alarms": alarms, "incomplete": incomplete}
 
 
+def _trainer():  # noqa: ANN202 - the module
+    import importlib.util
+    import sys
+
+    name = "train_diagnose"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "train_diagnose.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def _flag_named(record: dict, verdict) -> bool | None:  # noqa: ANN001
+    fix_flag = record.get("fix_flag")
+    if not fix_flag:
+        return None
+    wanted = "--" + fix_flag.lstrip("-").replace("_", "-")
+    return verdict is not None and wanted in [f.flag for f in verdict.fix[:2]]
+
+
+def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as_json: bool = False,
+                     log_only: bool = False) -> int:
+    """Leave-one-thread-out CV of the scorer over the corpus; prints (or returns as JSON) the figures."""
+    import numpy as np
+
+    from oomguard.diagnose.diagnosis import conclude
+
+    train = _trainer()
+    files = files or train.failure_files()
+    priors = train.scoring.load(str(train.scoring.PRIORS_FILE))
+    records = train.load_corpus(files)
+    samples = train.featurise(records)
+    d = train.design(priors, samples)
+    anchored = [s for s in samples if s.anchored]
+    x, y = train.matrix(d, anchored)
+    full = train.fit(d, x, y, train.sample_weights(anchored))
+    results: dict[int, dict] = {}
+
+    def on_fold(held, w, b):  # noqa: ANN001, ANN202
+        weights = train.to_weights(d, w, b, shipped.temperature, {})
+        for s in held:
+            diagnosis = conclude(s.prepared, weights=weights)
+            top = diagnosis.verdicts[0] if diagnosis.verdicts else None
+            results[id(s)] = {"got": top.cls.value if top else "(none)", "confidence": top.confidence if top else 0.0,
+                              "fix_named": _flag_named(s.record, top)}
+
+    shipped = train.scoring.load()
+    train.cross_validate(d, samples, full=full, on_fold=on_fold)
+    report: dict = {"records": len(records), "threads": len({s.thread for s in samples}),
+                    "files": [p.name for p in files], "modes": {}}
+    for with_context in ([False] if log_only else [False, True]):
+        rows = [(s, results[id(s)]) for s in samples if s.with_context == with_context]
+        report["modes"]["with context" if with_context else "log only"] = _cv_figures(rows)
+    report["healthy"] = healthy_false_alarms(healthy)
+    if as_json:
+        print(json.dumps(report, indent=2, default=str))
+        return 0
+    print(f"leave-one-thread-out cross-validation: {report['records']} records from {report['threads']} threads "
+          f"({', '.join(report['files'])})")
+    for mode, fig in report["modes"].items():
+        print(f"\n== {mode} ==")
+        print(f"class accuracy: {fig['accuracy']:.1%} ({fig['correct']}/{fig['records']}); high-confidence records: "
+              f"{fig['high_accuracy']:.1%} of {fig['high_records']}; fix flag named: {fig['fix_flag_named']}/"
+              f"{fig['fix_flag_records']} ({fig['fix_flag_rate']:.1%}); no verdict: {fig['no_verdict']}")
+        print("by class: " + ", ".join(f"{c} {ok}/{n}" for c, (ok, n) in fig["by_class"].items()))
+        print("by file: " + ", ".join(f"{f} {ok}/{n}" for f, (ok, n) in fig["by_file"].items()))
+        print("calibration (confidence bin: records, accuracy): " + ", ".join(
+            f"{b} {n} {acc:.0%}" for b, (n, acc) in fig["calibration"].items() if n))
+        labels = fig["confusion_labels"]
+        short = {c: c[:9] for c in labels}
+        print("confusion (rows: expected, columns: oomguard):")
+        print(" " * 22 + " ".join(f"{short[c]:>9}" for c in labels))
+        for c in labels:
+            row = fig["confusion"].get(c, {})
+            if sum(row.values()):
+                print(f"{c:<22}" + " ".join(f"{row.get(g, 0) or '.':>9}" for g in labels))
+        if fig["misses"]:
+            print("misses: " + ", ".join(f"{i} {e}->{g}" for i, e, g in fig["misses"]))
+    h = report["healthy"]
+    print(f"\nhealthy corpus (shipped weights): {h['inputs']} start-ups, {len(h['false_alarms'])} false alarms "
+          f"{h['false_alarms'] or ''}, {h['incomplete']} excerpts without a ready line (incomplete)")
+    return 0
+
+
+def _cv_figures(rows: list[tuple]) -> dict:
+    correct = [s.record["class"] == r["got"] for s, r in rows]
+    high = [ok for (s, _r), ok in zip(rows, correct) if s.record.get("cause_confidence_level") == "high"]
+    flagged = [r["fix_named"] for s, r in rows if r["fix_named"] is not None]
+    by_class: dict[str, list[int]] = {}
+    by_file: dict[str, list[int]] = {}
+    labels: list[str] = []
+    confusion: dict[str, dict[str, int]] = {}
+    bins = {f"{lo / 10:.1f}-{(lo + 1) / 10:.1f}": [0, 0] for lo in range(10)}
+    misses = []
+    for (s, r), ok in zip(rows, correct):
+        exp, got = s.record["class"], r["got"]
+        for key, table in ((exp, by_class), (s.record.get("_file", "?"), by_file)):
+            cell = table.setdefault(key, [0, 0])
+            cell[0] += ok
+            cell[1] += 1
+        for c in (exp, got):
+            if c not in labels:
+                labels.append(c)
+        confusion.setdefault(exp, {})
+        confusion[exp][got] = confusion[exp].get(got, 0) + 1
+        if r["got"] != "(none)":
+            b = min(9, int(r["confidence"] * 10))
+            key = f"{b / 10:.1f}-{(b + 1) / 10:.1f}"
+            bins[key][0] += 1
+            bins[key][1] += ok
+        if not ok:
+            misses.append((s.record["id"], exp, got))
+    order = [c.value for c in __import__("oomguard.model.failures", fromlist=["FailureClass"]).FailureClass]
+    labels.sort(key=lambda c: order.index(c) if c in order else len(order))
+    return {
+        "records": len(rows), "correct": sum(correct), "accuracy": sum(correct) / len(rows) if rows else 0.0,
+        "high_records": len(high), "high_accuracy": sum(high) / len(high) if high else 0.0,
+        "fix_flag_records": len(flagged), "fix_flag_named": sum(flagged),
+        "fix_flag_rate": sum(flagged) / len(flagged) if flagged else 0.0,
+        "no_verdict": sum(1 for _s, r in rows if r["got"] == "(none)"),
+        "by_class": {k: tuple(v) for k, v in sorted(by_class.items())},
+        "by_file": {k: tuple(v) for k, v in by_file.items()},
+        "calibration": {k: (n, ok / n if n else 0.0) for k, (n, ok) in bins.items()},
+        "confusion_labels": labels, "confusion": confusion, "misses": misses,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--log-only", action="store_true", help="classify the excerpts without any context")
@@ -170,9 +305,13 @@ def main() -> int:
     parser.add_argument("--healthy", action="append", type=Path, metavar="JSONL",
                         help="healthy start-up file(s) to measure for false alarms (default: every healthy source)")
     parser.add_argument("--summary", action="store_true", help="print only the summary lines, not each record")
+    parser.add_argument("--cv", action="store_true", help="leave-one-thread-out cross-validation over the corpus "
+                        "(--records files, default every failure file), with the confusion matrix")
     args = parser.parse_args()
+    if args.cv:
+        return cross_validation(args.records, args.healthy, as_json=args.json, log_only=args.log_only)
     modes = [False] if args.log_only else [False, True]
-    files = args.records or [RECORDS, PUBLIC_RECORDS]
+    files = args.records or [RECORDS, PUBLIC_RECORDS] + sorted(BATCH_FAILURES.glob("*.jsonl"))
     report = {}
     for path, with_context in [(f, m) for f in files for m in modes]:
         results = evaluate(with_context=with_context, records=load_records(path))

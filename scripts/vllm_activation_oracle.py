@@ -314,6 +314,15 @@ def _fake_collectives(tp: int) -> None:
 
 
 def run_fwd(slug: str, tp: int, T: int, N: int, models_dir: Path, probe: str = "") -> dict:
+    rec: dict = {"kind": "fwd", "slug": slug, "tp": tp, "T": T, "N": N}
+    config, overrides = _variant_config(json.loads((models_dir / slug / "config.json").read_text()), probe)
+    rec["overrides"] = overrides
+    return run_fwd_config(config, tp, T, N, rec)
+
+
+def run_fwd_config(config: dict, tp: int, T: int, N: int, rec: dict) -> dict:
+    """The forward phase for a config already cut to its variant (scripts/vllm_registry_sweep.py
+    calls this with the sweep's own variants); fills ``rec`` and returns it."""
     import shutil
 
     import torch
@@ -324,9 +333,6 @@ def run_fwd(slug: str, tp: int, T: int, N: int, models_dir: Path, probe: str = "
     from vllm.model_executor.model_loader import get_model_loader
     from vllm_kv_oracle import _init_fake_tp
 
-    rec: dict = {"kind": "fwd", "slug": slug, "tp": tp, "T": T, "N": N}
-    config, overrides = _variant_config(json.loads((models_dir / slug / "config.json").read_text()), probe)
-    rec["overrides"] = overrides
     tmp = Path(tempfile.mkdtemp(prefix="act-oracle-"))
     try:
         (tmp / "config.json").write_text(json.dumps(config))

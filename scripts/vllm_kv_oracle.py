@@ -55,8 +55,8 @@ Two platform variants are recorded per case:
 ``cuda_sim``
     The same real vLLM code with the CPU platform's own overrides undone, to reproduce what a CUDA
     (H100, sm90) engine computes: block size back to the default 16 (unless user-set),
-    ``mamba_ssm_cache_dtype``, prefix caching and chunked prefill restored to what the engine
-    hooks chose before the CPU platform hook, the CPU's conv-state-layout env choice dropped;
+    ``mamba_ssm_cache_dtype``, prefix caching, chunked prefill and async scheduling restored to
+    what the engine hooks chose before the CPU platform hook, the CPU's conv-state-layout env choice dropped;
     each attention layer's backend swapped for the sm90 first choice
     (non-MLA: FLASH_ATTN, the real class; MLA with auto/bf16 KV: FLASH_ATTN_MLA, whose module
     needs CUDA kernels to import, so TRITON_MLA stands in: same MLACommonBackend spec code, same
@@ -305,9 +305,14 @@ def _install_platform_hook() -> None:
             "max_num_batched_tokens": sched.max_num_batched_tokens,
         }
         _HOOK_STATE["before"] = dict(before)
+        # Not part of the recorded "before" (the committed records predate it): the CPU hook turns
+        # async scheduling off; CUDA keeps the engine's choice, and with it two concurrent batches
+        # (VllmConfig.max_concurrent_batches), which size sliding-window and chunked-local requests.
+        async_before = sched.async_scheduling
         conv_layout_env = os.environ.get("VLLM_SSM_CONV_STATE_LAYOUT")
         original(cls, vllm_config)
         if _HOOK_STATE["variant"] == "cuda_sim":
+            sched.async_scheduling = async_before
             cache.block_size = before["block_size"]
             cache.mamba_ssm_cache_dtype = before["mamba_ssm_cache_dtype"]
             cache.enable_prefix_caching = before["enable_prefix_caching"]
@@ -364,6 +369,36 @@ def run_case(
     models_dir: Path,
     strip_quantization: bool = False,
 ) -> dict:
+    config = json.loads((models_dir / slug / "config.json").read_text())
+    return inspect_config(config, tp, kv_dtype, platform_variant, strip_quantization=strip_quantization)
+
+
+def _ensure_ep_group(vllm_config) -> None:
+    """initialize_model_parallel builds the EP group only when the process's first model is MoE;
+    a process that inspects several configs (scripts/vllm_registry_sweep.py) needs it later too.
+    A one-rank group, as for TP."""
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed import parallel_state as ps
+
+    if vllm_config.model_config.is_moe and ps._EP is None:
+        with set_current_vllm_config(vllm_config):
+            ps._EP = ps.init_model_parallel_group([[0]], 0, "gloo", group_name="ep")
+
+
+def inspect_config(
+    config: dict,
+    tp: int,
+    kv_dtype: str,
+    platform_variant: str,
+    *,
+    strip_quantization: bool = False,
+    engine_kwargs: dict | None = None,
+    after=None,
+) -> dict:
+    """One config through vLLM's engine config, meta-device model construction and KV grouping
+    (module docstring, steps 1-6). ``engine_kwargs`` adds EngineArgs fields; ``after(vllm_config,
+    model, specs, record)`` runs on the constructed model before it is dropped (the registry sweep
+    counts weights and the pinned-pool concurrency there) and records its own errors."""
     import torch
 
     record: dict = {"platform": platform_variant}
@@ -388,10 +423,9 @@ def run_case(
     from vllm.v1.kv_cache_interface import AttentionSpec
     from vllm.v1.worker.utils import customize_attention_spec
 
-    src = models_dir / slug / "config.json"
     tmp = Path(tempfile.mkdtemp(prefix="oracle-model-"))
     try:
-        config = json.loads(src.read_text())
+        config = json.loads(json.dumps(config))  # a copy: stripping must not touch the caller's
         if strip_quantization:
             for holder in (config, config.get("text_config") or {}):
                 method = (holder.pop("quantization_config", None) or {}).get("quant_method")
@@ -405,6 +439,7 @@ def run_case(
             tensor_parallel_size=tp,
             kv_cache_dtype=kv_dtype,
             enforce_eager=True,
+            **(engine_kwargs or {}),
         )
         vllm_config = engine_args.create_engine_config()
         model_config = vllm_config.model_config
@@ -422,8 +457,9 @@ def run_case(
         )
 
         _init_fake_tp(vllm_config, tp)
+        _ensure_ep_group(vllm_config)
         with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
-            initialize_model(vllm_config)
+            model = initialize_model(vllm_config)
 
         attn_layers = get_layers_from_vllm_config(vllm_config, AttentionLayerBase)
         if platform_variant == "cuda_sim":
@@ -486,6 +522,10 @@ def run_case(
             except Exception as exc:  # grouping refusals are data too
                 record["groups_error"] = f"{type(exc).__name__}: {_first_line(exc)}"
         record["bytes_per_token_all_layers"] = _bytes_per_token(specs)
+        if after is not None:
+            with set_current_vllm_config(vllm_config):
+                after(vllm_config, model, specs, record)
+        del model
     except Exception as exc:
         # Temp paths would make the committed data differ from run to run.
         record["error"] = f"{type(exc).__name__}: {_first_line(exc)}".replace(str(tmp), "<model_dir>")

@@ -33,26 +33,61 @@ from typing import Any
 
 MASK = "***"
 
-# Words that make a name secret wherever they stand, and words that do so as the last word
-# (``api_key``, ``hf_token``) but not elsewhere (``num_key_value_heads``, ``max_tokens``).
+# Words that make a name secret wherever they stand (``REDIS_AUTH_HEADER``), and words that do so
+# as the last word (``api_key``, ``hf_token``) but not elsewhere (``num_key_value_heads``, ``max_tokens``).
 _SECRET_WORDS = frozenset({"password", "passwd", "pwd", "secret", "secrets", "apikey", "credential",
-                           "credentials", "authorization", "passphrase", "privatekey"})
-_SECRET_LAST = frozenset({"key", "token", "auth", "cookie"})
+                           "credentials", "authorization", "passphrase", "privatekey", "auth"})
+_SECRET_LAST = frozenset({"key", "token", "cookie"})
+# ...and inside a word written without separators (``DBPASSWORD``, ``MYSECRET``)
+_SECRET_PARTS = ("password", "passwd", "secret", "credential", "apikey", "privatekey", "passphrase")
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 def is_secret_name(name: str) -> bool:
-    """True for names that hold a secret: ``--api-key``, ``HF_TOKEN``, ``aws_secret_access_key``, ``apiKey``.
+    """True for names that hold a secret: ``--api-key``, ``HF_TOKEN``, ``aws_secret_access_key``, ``apiKey``,
+    ``REDIS_PASSWD``, ``MY_AUTH_HEADER``, ``GOOGLE_APPLICATION_CREDENTIALS``, ``LMCACHE_KEY``, ``DBPASSWORD``,
+    ``AWS_ACCESS_KEY_ID``.
 
-    ``MAX_NUM_BATCHED_TOKENS``, ``max_tokens``, ``num_key_value_heads``, ``tokenizer`` and
+    ``MAX_NUM_BATCHED_TOKENS``, ``max_tokens``, ``num_key_value_heads``, ``tokenizer``, ``author`` and
     ``--ssl-keyfile`` (a path) are not.
     """
     words = [w.lower() for w in _WORD.findall(name or "")]
     if not words:
         return False
-    if any(w in _SECRET_WORDS for w in words):
+    if any(w in _SECRET_WORDS for w in words) or words[-1] in _SECRET_LAST:
         return True
-    return words[-1] in _SECRET_LAST
+    if any(a == "access" and b == "key" for a, b in zip(words, words[1:])):
+        return True  # AWS_ACCESS_KEY_ID and its kin: paired with a secret key, never printed either
+    low = name.lower()
+    return any(part in low for part in _SECRET_PARTS)
+
+
+def is_secret_value(value: Any) -> bool:
+    """True when ``value`` itself holds a secret, whatever it is called: a URL with ``user:pass@``,
+    a bearer token or an ``Authorization`` header, a key shape (``sk-...``, ``hf_...``), a
+    ``NAME=secret`` assignment, or JSON (a string or a structure) with a secret-named key."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return False
+    return redact_data(value) != value
+
+
+def is_secret(name: str, value: Any) -> bool:
+    """The one decision: does ``name=value`` (a flag, an environment variable, a JSON key) hold a secret?
+
+    By name (:func:`is_secret_name`) when the value is a real one (not a boolean, ``none``, an empty
+    string or a short count such as ``1``), or by value (:func:`is_secret_value`).
+    """
+    if value is None or isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return False  # a count or a size; no credential is a bare number
+    if isinstance(value, str):
+        text = value.strip()
+        if not text or _NOT_A_VALUE.match(text) or (len(text) <= 4 and text.lstrip("-").replace(".", "", 1).isdigit()):
+            return False
+    if isinstance(value, (list, tuple)) and not value:
+        return False
+    return is_secret_name(name) or is_secret_value(value)
 
 
 # --- free text -----------------------------------------------------------------------------
@@ -61,7 +96,7 @@ _QUOTED = r"\[[^\]\n]{0,2000}\]|'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\"|\\\"(?:[^\\\n]|
 _NOT_A_VALUE = re.compile(r"(?i)^(?:none|null|true|false|nil|\[\]|\{\}|''|\"\")$")
 
 _HEADER = re.compile(
-    r"(?i)\b(authorization|proxy-authorization)(\s*[:=]\s*)(?:(bearer|basic|token|digest)\s+)?[^\s,;'\"}]+"
+    r"(?i)\b(authorization|proxy-authorization)(\s*[:=]\s*)(?:(bearer|basic|token|digest)\s+)?([^\s,;'\"}]+)"
 )
 _API_KEY_HEADER = re.compile(r"(?i)\b(x-api-key|api-key)(\s*:\s*)[^\s,;'\"}]+")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{4,}")
@@ -266,10 +301,13 @@ def secrets_in_text(text: str) -> list[str]:
     found: list[str] = []
     if not text:
         return found
+    for m in _HEADER.finditer(text):  # "Authorization: Bearer X": X, not the scheme
+        if len(m.group(4)) >= 4 and MASK not in m.group(4):
+            found.append(m.group(4))
     for rx in (_FLAG, _ASSIGN):
         for m in rx.finditer(text):
             name, value = (m.group(1), m.group(3)) if rx is _FLAG else (m.group(2), m.group(5))
-            if not is_secret_name(name) or _NOT_A_VALUE.match(value):
+            if not is_secret_name(name) or _NOT_A_VALUE.match(value) or name.lower().endswith("authorization"):
                 continue
             value = value.strip("'\"\\")
             if len(value) >= 4 and value.lower() not in _PROSE:

@@ -21,6 +21,26 @@ def test_models_json_lists_every_catalog_entry_and_says_which_are_not_modelled()
     assert "not modelled" in by_id["deepseek-ai/DeepSeek-V4-Flash"]["reason"]
 
 
+def test_models_gives_each_entry_its_coverage_level_from_the_sweep_data():
+    """The same data as docs/models.md (src/oomguard/data/coverage.json)."""
+    from oomguard.inputs.coverage_data import coverage_table
+
+    out = run_cli("models", "--format", "json")
+    data = json.loads(out.stdout)
+    levels = {"native-exact", "native", "generic", "refused"}
+    assert all(r["coverage"] in levels for r in data["catalog"])
+    by_id = {r["id"]: r for r in data["catalog"]}
+    archs = coverage_table()["architectures"]
+    qwen = by_id["Qwen/Qwen3-8B"]
+    assert qwen["coverage"] == archs[qwen["architecture"]]["level"] == "native-exact"
+    assert "registry sweep" in qwen["coverage_checked"]
+    assert by_id["deepseek-ai/DeepSeek-V4-Flash"]["coverage"] == "refused"
+    reg = data["registry"]
+    assert reg["architectures"] == len(archs) and sum(reg["levels"].values()) == len(archs)
+    text = run_cli("models", "qwen3-8b")
+    assert "native-exact" in text.stdout and "docs/models.md" in text.stdout
+
+
 def test_models_filter_and_no_match_exit():
     out = run_cli("models", "70b")
     assert out.returncode == 0

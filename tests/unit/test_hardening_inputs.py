@@ -304,7 +304,8 @@ def test_yaml_values_of_the_wrong_type(capsys, tmp_path, line, needle):
 
 @pytest.mark.parametrize("field,value,needle", [
     ("hidden_size", "NaN", "not a finite number"),
-    ("rope_theta", "Infinity", "not a finite number"),
+    ("max_position_embeddings", "Infinity", "not a finite number"),
+    ("rope_scaling", '{"rope_type": "linear", "factor": NaN}', "not a finite number"),
     ("hidden_size", "0", "must be positive"),
     ("num_hidden_layers", "-3", "must be positive"),
     ("vocab_size", "1e30", "implausibly large"),
@@ -323,6 +324,23 @@ def test_config_json_fields(capsys, tmp_path, field, value, needle):
     rc, _out, err = run_main(capsys, "plan", "--model", model, "--gpu", "A100-80GB")
     assert_one_line_error(rc, err, 2, needle)
     assert f"config field {field}" in err
+
+
+@pytest.mark.parametrize("field,value", [
+    ("time_step_limit", "[0.0, Infinity]"),  # real Mamba configs: vLLM reads it, no memory depends on it
+    ("rope_theta", "Infinity"),
+    ("initializer_range", "NaN"),
+    ("router_aux_loss_coef", "1e400"),
+])
+def test_config_json_infinity_in_a_field_the_plan_never_reads_is_accepted(capsys, tmp_path, field, value):
+    cfg = json.loads(CATALOG_CONFIG.read_text())
+    cfg.pop(field, None)
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(cfg)[:-1] + f', "{field}": {value}}}')
+    rc, out, err = run_main(capsys, "plan", "--model", model, "--gpu", "A100-80GB", "--max-model-len", "4096")
+    assert rc == 0, err
+    assert "STARTS" in out
 
 
 def test_config_field_one_family_needs_is_one_line(capsys, tmp_path):

@@ -37,13 +37,17 @@ vllm serve Qwen/Qwen3-8B --api-key s3cretKEYvalue --api-key s3cretKEYvalue --max
 
 
 @pytest.mark.parametrize("name", ["--api-key", "api_key", "HF_TOKEN", "hf_token", "--hf-token", "password",
-                                  "AWS_SECRET_ACCESS_KEY", "apiKey", "MY_SERVICE_KEY", "DB_PASSWD", "token", "key"])
+                                  "AWS_SECRET_ACCESS_KEY", "apiKey", "MY_SERVICE_KEY", "DB_PASSWD", "token", "key",
+                                  # issue 20: the names `check` masks and `export` used to write inline
+                                  "REDIS_PASSWD", "LMCACHE_AUTH_HEADER", "GOOGLE_APPLICATION_CREDENTIALS",
+                                  "LMCACHE_KEY", "DBPASSWORD", "VLLM_DB_PASSWORD_FILE", "AWS_ACCESS_KEY_ID"])
 def test_secret_names(name):
     assert is_secret_name(name)
 
 
 @pytest.mark.parametrize("name", ["max_tokens", "MAX_NUM_BATCHED_TOKENS", "--max-num-batched-tokens", "tokenizer",
-                                  "num_key_value_heads", "--ssl-keyfile", "kv_cache_dtype", "TOKENIZERS_PARALLELISM"])
+                                  "num_key_value_heads", "--ssl-keyfile", "kv_cache_dtype", "TOKENIZERS_PARALLELISM",
+                                  "author", "HF_TOKEN_PATH", "max_num_scheduled_tokens", "keyframes"])
 def test_ordinary_names(name):
     assert not is_secret_name(name)
 
@@ -222,3 +226,23 @@ def test_argparse_errors_are_redacted(capsys):
     assert main(["plan", "--gpu-memory-gib", "sk-proj-abcdefghijklmnopqrstu"]) == 2
     _, err = capsys.readouterr()
     assert "abcdefghijklmnopqrstu" not in err and "--gpu-memory-gib" in err
+
+
+@pytest.mark.parametrize("name, value, secret", [
+    ("LMCACHE_REMOTE_URL", "redis://alice:pw@redis:6379", True),   # by value: URL userinfo
+    ("otlp_traces_endpoint", "https://bob:pw@otel:4317", True),
+    ("otlp_traces_endpoint", "https://otel:4317", False),
+    ("VLLM_HTTP_HEADERS", "Authorization: Bearer abcdefgh1234", True),
+    ("served_model_name", "sk-abcdefghijklmnopqrstuvwx", True),      # a key shape
+    ("kv_transfer_config", {"kv_connector": "X", "kv_connector_extra_config": {"password": "p"}}, True),
+    ("kv_transfer_config", '{"kv_connector":"X","api_key":"abcd1234"}', True),
+    ("kv_transfer_config", {"kv_connector": "X", "kv_role": "kv_both"}, False),
+    ("VLLM_AUTH_ENABLED", "1", False),                               # a short count under a secret name
+    ("api_key", True, False), ("allow_credentials", True, False),    # booleans are never secrets
+    ("LMCACHE_KEY", "keysecretDDD", True), ("HF_TOKEN", "", False), ("api_key", ["k1k2k3k4"], True),
+])
+def test_is_secret_by_name_and_by_value(name, value, secret):
+    """The one decision check, bundle and export share (oomguard.redact.is_secret)."""
+    from oomguard.redact import is_secret
+
+    assert is_secret(name, value) is secret

@@ -160,20 +160,16 @@ class CheckContext:
         return self._plan
 
     def model_for(self, flags: dict):
-        """The model as vLLM will see it after --hf-overrides / --rope-scaling."""
+        """The model as vLLM will see it after --hf-overrides / --rope-scaling (the planner's one
+        function, ``model.overrides.apply_overrides``); a --rope-scaling this release no longer
+        knows still tells the plan what the launch meant."""
+        from oomguard.model.engine import parse_version
+        from oomguard.model.overrides import apply_overrides
+
         rope = rope_override(flags, self.launch)
-        mpe = None
-        hf = json_value(flags.get("hf_overrides"))
-        if isinstance(hf, dict):
-            mpe = hf.get("max_position_embeddings") or (hf.get("text_config") or {}).get("max_position_embeddings")
-        if rope is None and mpe is None:
-            return self.model
-        changes: dict[str, Any] = {}
-        if rope is not None:
-            changes["rope_scaling"] = rope
-        if mpe:
-            changes["max_position_embeddings"] = int(mpe)
-        return replace(self.model, **changes)
+        if rope is not None and flags.get("hf_overrides") is None and flags.get("rope_scaling") is None:
+            flags = {**flags, "rope_scaling": rope}
+        return apply_overrides(self.model, flags, parse_version(self.version_label))
 
     def plan_with(self, flags: dict, env: dict | None = None):
         """The plan of the launch with these flags (cached by value; plans are pure)."""
@@ -441,6 +437,13 @@ def _range_checks(v: tuple[int, int, int]):
         ("max_num_batched_tokens", lambda x: isinstance(x, int) and x >= 1, "must be at least 1"),
         ("kv_cache_memory_bytes", lambda x: isinstance(x, int) and x > 0, "must be a positive number of bytes"),
     )
+
+
+def invalid_values(flags: dict, version_tuple: tuple[int, int, int]) -> list[tuple[str, object, str]]:
+    """``(dest, value, why)`` for each flag value vLLM's config classes reject (the table check uses;
+    ``oomguard export`` refuses such a launch with it)."""
+    return [(dest, flags[dest], why) for dest, ok, why in _range_checks(version_tuple)
+            if why is not None and dest in flags and not ok(flags[dest])]
 
 
 def _validate_ranges(ctx: CheckContext) -> None:

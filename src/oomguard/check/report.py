@@ -69,6 +69,28 @@ class CheckReport:
         return [f for f in self.findings if f.severity is Severity.WARNING]
 
     @property
+    def refused_by(self) -> list[Finding]:
+        """Error findings that foretell vLLM refusing the command line itself (its argument parser or
+        config validation) before any memory is planned: the launch does not start, whatever the plan says."""
+        from oomguard.check.registry import get_rule
+        from oomguard.model.failures import FailureClass
+
+        out = []
+        for f in self.errors:
+            rule = get_rule(f.rule)
+            if rule is not None and FailureClass.BAD_ARGUMENT.value in rule.predicts:
+                out.append(f)
+        return out
+
+    @property
+    def predicted_start(self) -> bool | None:
+        """The verdict: the memory plan's, unless vLLM refuses the command line first."""
+        plan = self.ctx.plan
+        if plan is None:
+            return None
+        return plan.starts and not self.refused_by
+
+    @property
     def incomplete(self) -> bool:
         """Memory rules could not run (OG001): the result is not a clean bill of health."""
         return any(f.rule == COVERAGE_RULE for f in self.findings)
@@ -97,6 +119,8 @@ class CheckReport:
             "findings": [f.to_dict() for f in self.findings],
             "fixed_command": fixed,
             "plan": plan.to_dict() if plan is not None else None,
+            "starts": self.predicted_start,
+            "refused_by": [f.rule for f in self.refused_by],
             "vllm_version": self.ctx.release.version,
             "launch": {"kind": self.ctx.launch.kind, "path": self.ctx.launch.path, "model": self.ctx.launch.model,
                        "name": self.ctx.launch.name, "read": self.ctx.launch.to_dict()},
@@ -108,6 +132,7 @@ class CheckReport:
             "complete": not self.incomplete,
             "ignored": [f.rule for f in self.result.ignored],
             "notes": list(self.notes),
+            "coverage": _coverage(self.ctx),
             "goal_fixes": options_to_dict(self.ctx, self.goal_fixes),
             "goal_kept": (self.goal_fixes[0].keeps_goal if self.goal_fixes else None),
             "host_ram": _host_ram(self.ctx),
@@ -121,6 +146,34 @@ class CheckReport:
                 "notes": list(self.fix.notes),
             }
         return d
+
+
+def _generic_note(model) -> str | None:
+    """The generic path's mark, for the notes: the memory rules ran on estimates no adapter checked."""
+    from oomguard.model.coverage import mark
+
+    m = mark(model) if model is not None else None
+    if not m:
+        return None
+    return (f"{m}: the memory rules ran on the generic path's estimates ({'; '.join(model.assumptions)}); "
+            "the plan's coverage.ranges give the measured range of each (docs/models.md)")
+
+
+def _coverage(ctx) -> dict | None:
+    """The plan's coverage object; without a plan, the model's level alone."""
+    from oomguard.model.coverage import coverage_dict, mark
+
+    if ctx.plan is not None:
+        return coverage_dict(ctx.plan)
+    m = ctx.model
+    if m is None:
+        return {"level": "refused", "checked": ctx.model_note} if ctx.model_unsupported else None
+    detail = m.coverage_detail or {}
+    out = {"level": detail.get("level") or m.coverage, "model_type": m.model_type, "architecture": m.architecture,
+           "checked": detail.get("checked", "")}
+    if m.coverage == "generic":
+        out.update(mark=mark(m), assumptions=list(m.assumptions))
+    return out
 
 
 def _host_ram(ctx) -> dict | None:
@@ -213,6 +266,9 @@ def check_read(launch: Launch, options: CheckOptions, *, ignore: Iterable[str] =
     notes = list(ctx.notes) + list(launch.notes)
     if ctx.model is None and ctx.model_note and not result.skipped:
         notes.append(ctx.model_note)
+    generic = _generic_note(ctx.model)
+    if generic:
+        notes.insert(0, generic)
     if ctx.plan_error:
         notes.append(f"the launch could not be planned: {ctx.plan_error}")
     fx = None

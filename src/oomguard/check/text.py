@@ -54,11 +54,16 @@ def render_report(report, *, show_diff: bool = True, verbose: bool = False, show
     out.append("oomguard check: " + ", ".join(head))
     plan = ctx.plan
     if plan is not None:
-        verdict = (
-            f"predicted to start: {plan.kv_cache_tokens:,} tokens of KV cache, {plan.max_concurrency:.2f}x at {plan.settings.max_model_len:,} tokens"
-            if plan.starts
-            else f"predicted NOT to start ({plan.failure.value}): {plan.error}"
-        )
+        refused = report.refused_by
+        if plan.starts and refused:
+            what = ", ".join(sorted({f"{f.rule} {f.name}" for f in refused}))
+            verdict = (f"predicted NOT to start: vLLM {ctx.release.version} rejects the command line ({what}, below); "
+                       f"with that fixed the memory plan starts: {plan.kv_cache_tokens:,} tokens of KV cache, "
+                       f"{plan.max_concurrency:.2f}x at {plan.settings.max_model_len:,} tokens")
+        elif plan.starts:
+            verdict = f"predicted to start: {plan.kv_cache_tokens:,} tokens of KV cache, {plan.max_concurrency:.2f}x at {plan.settings.max_model_len:,} tokens"
+        else:
+            verdict = f"predicted NOT to start ({plan.failure.value}): {plan.error}"
         out.append(_wrap(verdict, ""))
     out.append("")
     for f in report.findings:

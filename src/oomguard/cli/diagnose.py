@@ -1,6 +1,6 @@
 """``oomguard diagnose``: say which failure a dead vLLM server left behind, why, and what to change.
 
-Exit codes: 0 no failure found (a clean start), 1 at least one failure
+Exit codes: 0 no failure found (a clean start, or a running server answering requests), 1 at least one failure
 verdict, 2 bad input (a missing or unreadable file, or nothing readable at all),
 3 could not complete (a vLLM log that stops before the server was ready, with no error).
 """
@@ -36,6 +36,8 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     )
     add_common_options(p)
     p.add_argument("--format", choices=["text", "json", "markdown"], default="text", help="output format (default text)")
+    p.add_argument("--explain", action="store_true", help="show the scored cues behind each verdict (feature, weight, "
+                   "file:line) and the next most likely classes (the JSON always has them)")
 
 
 def run_diagnosis(args: argparse.Namespace):  # -> Diagnosis
@@ -75,12 +77,13 @@ def run(args: argparse.Namespace) -> int:
 
     diagnosis = run_diagnosis(args)
     out = sys.stdout
+    explain = bool(getattr(args, "explain", False))
     if args.format == "json":
         render.render_json(diagnosis, out)
     elif args.format == "markdown":
-        render.render_markdown(diagnosis, out)
+        render.render_markdown(diagnosis, out, explain=explain)
     else:
-        render.render_text(diagnosis, out)
+        render.render_text(diagnosis, out, explain=explain)
     if not diagnosis.readable:
         print("oomguard diagnose: error: no input could be read (see the notes above)", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -8,6 +8,10 @@ The output goes to stdout (or ``-o FILE``); notes (moved secrets, container
 caveats) go to stderr. Every exported launch is read back with oomguard's own
 launch readers before it is printed; a mismatch is reported, never printed.
 
+Secrets never appear in what is printed or exported: they move to the env file /
+Kubernetes Secret the export references, and their values are written only with
+``--secrets-file FILE`` (or ``--to env -o FILE``), mode 0600.
+
 Exit codes: 0 written, 2 bad input, 3 the export did not read back to the same flags.
 """
 
@@ -54,7 +58,8 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 
     a = sub.add_parser("alerts", help="Prometheus alerting rules or a Grafana dashboard")
     a.add_argument(
-        "--vllm-version", metavar="V", help="vLLM release the server runs (metric names changed in 0.9.2/0.11)"
+        "--vllm-version", type=common.vllm_version, metavar="V",
+        help="vLLM release the server runs (metric names changed in 0.9.2/0.11)",
     )
     a.add_argument("--format", choices=("prometheus", "grafana"), default="prometheus")
     a.add_argument(
@@ -66,14 +71,23 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     )
     a.add_argument("--job", default="vllm", help="Prometheus job name of the vLLM scrape (for the server-down rule)")
     a.add_argument(
-        "--kv-threshold", type=_fraction, default=0.9, metavar="F", help="KV cache usage alert level (default 0.9)"
+        "--kv-threshold", type=_fraction, default=None, metavar="F",
+        help="KV cache usage alert level (default 0.9; with --launch: from the plan)",
     )
     a.add_argument("--kv-for", type=_duration, default="5m", metavar="DUR", help="how long it must hold (default 5m)")
     a.add_argument(
-        "--gpu-mem-threshold", type=_fraction, default=0.95, metavar="F", help="GPU memory alert level (default 0.95)"
+        "--gpu-mem-threshold", type=_fraction, default=None, metavar="F",
+        help="GPU memory alert level (default 0.95; with --launch: what the launch is expected to hold, plus half the rest)",
     )
     a.add_argument("--gpu-mem-for", type=_duration, default="5m", metavar="DUR")
     a.add_argument("--no-host-oom", action="store_true", help="leave out the node_exporter OOM-kill rule")
+    a.add_argument("--no-kube-oom", action="store_true", help="leave out the kube-state-metrics OOMKilled rule")
+    a.add_argument("--container", default="vllm", help="container name for the OOMKilled rule (export launch --name)")
+    a.add_argument("--launch", metavar="FILE", dest="launch_file",
+                   help="size the thresholds from this launch's plan (start_api.sh, --config YAML, manifest, unit)")
+    a.add_argument("--model", dest="og_model", metavar="PATH|HF_ID", help="model config for the plan")
+    a.add_argument("--gpu", metavar="NAME", help="GPU for the plan, e.g. A100-80GB")
+    a.add_argument("--num-gpus", type=common.GPU_COUNT, metavar="N", help="GPUs for the plan")
     a.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     lp = sub.add_parser("launch", help="the launch as a service definition")
@@ -86,7 +100,12 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
     lp.add_argument("--name", default="vllm", help="service / container / Deployment name")
     lp.add_argument("--image", help="container image (default vllm/vllm-openai:v<version>)")
     lp.add_argument("--vllm-bin", default="/usr/local/bin/vllm", help="vllm executable for systemd's ExecStart")
-    lp.add_argument("--shm-size", type=common.k8s_quantity, default="16Gi", help="Kubernetes /dev/shm size (default 16Gi)")
+    lp.add_argument("--shm-size", type=common.k8s_quantity, default=None,
+                    help="Kubernetes /dev/shm size (default: the CPU KV tier's file + 1 GiB from the plan, at least 16Gi)")
+    lp.add_argument("--user", default="vllm", help="systemd User= the server runs as (default vllm)")
+    lp.add_argument("--secrets-file", metavar="FILE",
+                    help="write the launch's secrets (API key, tokens, passwords, URLs with credentials) here, mode 0600; "
+                    "the export references them and never holds the values")
     lp.add_argument(
         "--model",
         dest="og_model",
@@ -118,18 +137,28 @@ def _alerts(args: argparse.Namespace) -> int:
     from oomguard.export.alerts import AlertSettings, render_prometheus
     from oomguard.export.names import GpuExporter
 
-    if args.vllm_version:
-        _check_version(args.vllm_version)
+    given = {k: v for k, v in (("kv_threshold", args.kv_threshold), ("gpu_mem_threshold", args.gpu_mem_threshold))
+             if v is not None}
+    version = args.vllm_version
+    plan = None
+    tail = getattr(args, "launch_tail", None) or []
+    if args.launch_file or tail:
+        plan, version, source = _alert_plan(args, tail)
     settings = AlertSettings(
-        vllm_version=args.vllm_version,
+        vllm_version=version,
         job=args.job,
         gpu_exporter=GpuExporter(args.gpu_exporter),
-        kv_threshold=args.kv_threshold,
         kv_for=args.kv_for,
-        gpu_mem_threshold=args.gpu_mem_threshold,
         gpu_mem_for=args.gpu_mem_for,
         host_oom=not args.no_host_oom,
+        kube_oom=not args.no_kube_oom,
+        container=args.container,
+        **given,
     )
+    if plan is not None:
+        from oomguard.export.alert_plan import settings_from_plan
+
+        settings = settings_from_plan(plan, settings, source=source, explicit=frozenset(given))
     if args.format == "grafana":
         from oomguard.export.grafana import render_grafana
 
@@ -140,12 +169,45 @@ def _alerts(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _check_version(version: str) -> None:
-    from oomguard.errors import InputError
-    from oomguard.model.engine import parse_version
+def _weights_bytes(args: argparse.Namespace, launch) -> int | None:
+    """The checkpoint's bytes from the plan (for the start timeout), when --gpu makes a plan possible."""
+    from oomguard.errors import OomguardError
+    from oomguard.units import GiB
 
-    if parse_version(version) == (0, 0, 0):
-        raise InputError(f"--vllm-version {version!r} is not a version (e.g. 0.10.2)")
+    ns = argparse.Namespace(og_model=args.og_model, gpu=args.gpu, gpu_memory_gib=None, other_gpu_use_gib=0.0,
+                            vllm_version=args.vllm_version, num_gpus=args.num_gpus, usage="serve", engine_python=None)
+    try:
+        plan = common.context_for(ns, launch).plan().to_dict()
+    except OomguardError as exc:
+        print(f"note: no plan for the start timeout ({exc})", file=sys.stderr)
+        return None
+    stages = plan.get("per_stage") or []
+    tp = int(plan.get("tensor_parallel_size") or 1)
+    total = sum(float(st.get("weights_gib") or 0) for st in stages) * tp
+    return int(total * GiB) or None
+
+
+def _alert_plan(args: argparse.Namespace, tail: list[str]):
+    """(plan dict, vLLM version, what it is the plan of) for ``export alerts --launch``."""
+    from oomguard.errors import InputError
+    from oomguard.inputs.files import display
+    from oomguard.inputs.reader import read_command, read_launch
+
+    if not args.gpu:
+        raise InputError("--launch: the plan needs --gpu (the card the launch runs on)")
+    launch = (read_launch(args.launch_file, version=args.vllm_version) if args.launch_file
+              else read_command(tail, version=args.vllm_version))
+    ns = argparse.Namespace(og_model=args.og_model, gpu=args.gpu, gpu_memory_gib=None, other_gpu_use_gib=0.0,
+                            vllm_version=args.vllm_version, num_gpus=args.num_gpus, usage="serve", engine_python=None)
+    ctx = common.context_for(ns, launch)
+    plan = ctx.plan().to_dict()
+    if plan.get("starts") is False:
+        print(f"note: the plan says this launch does not start ({plan.get('failure')}): the thresholds assume it does",
+              file=sys.stderr)
+    where = display(args.launch_file) if args.launch_file else "the command after --"
+    gpu = plan.get("gpu") or {}
+    gpus = f"{gpu.get('count') or ''}x {gpu.get('name') or args.gpu}".lstrip("x ")
+    return plan, ctx.version or plan.get("vllm_version"), f"the plan of {where} on {gpus}"
 
 
 def _read_target(args: argparse.Namespace):
@@ -163,7 +225,11 @@ def _read_target(args: argparse.Namespace):
 
 
 def _apply_fix(args: argparse.Namespace, launch):
-    """Run `oomguard check --format json` in-process and take its corrected launch."""
+    """Run `oomguard check --format json` in-process and take its corrected launch.
+
+    Returns ``(launch, errors_left)``: the corrected launch and how many error findings check
+    could not fix (the header says so).
+    """
     import contextlib
     import importlib
     import io
@@ -214,7 +280,9 @@ def _apply_fix(args: argparse.Namespace, launch):
     if not fixed:
         if errors:
             print(f"note: check found {len(errors)} error(s) but no automatic fix; exporting as given", file=sys.stderr)
-        return launch
+        return launch, len(errors)
+    # The JSON report is redacted: a secret in the launch reads "***" in fixed_command. Take the
+    # corrected flags from it and the secret values from the launch as read.
     if launch.kind in ("command", "flags") or not launch.path:
         fixed_launch = read_command([fixed], version=args.vllm_version or launch.version)
     else:
@@ -225,57 +293,79 @@ def _apply_fix(args: argparse.Namespace, launch):
         fixed_launch = next((x for x in again if x.name == launch.name), again[0])
     for k, v in launch.env.items():
         fixed_launch.env.setdefault(k, v)
+    from oomguard.redact import MASK
+
+    for mapping, original in ((fixed_launch.flags, launch.flags), (fixed_launch.env, launch.env)):
+        for k, v in list(mapping.items()):
+            if k in original:
+                mapping[k] = _unmask(v, original[k], MASK)
     changed = sorted(
         k for k in set(launch.flags) | set(fixed_launch.flags) if launch.flags.get(k) != fixed_launch.flags.get(k)
     )
     print(f"note: --fix applied check's corrected launch (changed: {', '.join(changed) or 'nothing'})", file=sys.stderr)
-    return fixed_launch
+    errors_left = len([f for f in errors if not f.get("fix")])
+    return fixed_launch, errors_left
 
 
-def _verify(text: str, target, launch, version: str | None) -> list[str]:
-    """Read the export back with oomguard's own readers; what differs from the launch."""
-    from oomguard.errors import OomguardError
-    from oomguard.export.launch import Target
-    from oomguard.export.launch import moved_secret_flags, placeholder_text
-    from oomguard.export.readback import differences, expected_flags, read_back
+def _unmask(fixed, original, mask: str):
+    """``fixed`` (from check's redacted report) with each masked part taken from ``original``."""
+    if isinstance(fixed, str) and mask in fixed:
+        return original
+    if isinstance(fixed, dict) and isinstance(original, dict):
+        return {k: _unmask(v, original[k], mask) if k in original else v for k, v in fixed.items()}
+    if isinstance(fixed, list) and isinstance(original, list) and len(fixed) == len(original):
+        return [_unmask(a, b, mask) for a, b in zip(fixed, original)]
+    return fixed
 
-    # Flags whose JSON held a credential are references to the environment now: read back
-    # with a placeholder in their place, and compared without them.
-    moved = moved_secret_flags(launch.flags)
-    try:
-        model, flags, _env = read_back(placeholder_text(text, target, moved), target, version=version)
-    except (OomguardError, ValueError) as exc:
-        return [f"reading it back failed: {exc}"]
-    except Exception as exc:  # noqa: BLE001 - a reader's own error (e.g. YAML) is a failed read-back, not a crash
-        return [f"reading it back failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"]
-    if target is Target.ENV:
-        return []
-    for dest, name in moved.items():
-        flags.pop(dest, None)
-        if name not in text:
-            return [f"--{dest.replace('_', '-')}: the reference to {name} is missing from the export"]
-    expected = {k: v for k, v in launch.flags.items() if k not in moved}
-    problems = differences(expected_flags(expected, version=version), flags)
-    if model != launch.model:
-        problems.append(f"model: exported {launch.model!r}, read back {model!r}")
-    return problems
+
+def _verify(rendered, target, launch, version: str | None) -> list[str]:
+    """Read the export back with the target's grammar and oomguard's readers; what differs."""
+    from oomguard.export.readback import verify
+
+    return verify(rendered, target, launch, version)
+
+
+def _refuse_invalid_values(launch, version: str | None) -> None:
+    """The values vLLM rejects (the table `check` uses): an export of them would never start."""
+    from oomguard.check.context import invalid_values
+    from oomguard.errors import InputError
+    from oomguard.model.engine import parse_version
+    from oomguard.versions import get_release
+
+    bad = invalid_values(dict(launch.flags), parse_version(get_release(version).version))
+    if bad:
+        dest, value, why = bad[0]
+        site = launch.sites.get(dest)
+        opt = site.option if site else "--" + dest.replace("_", "-")
+        raise InputError(f"{opt} {value}: {why} (vLLM rejects it)", file=site.file if site else launch.path,
+                         line=site.line if site else None)
+
+
+def _write_secrets(path: str, rendered) -> None:
+    from oomguard.export.launch import env_file_lines
+    from oomguard.inputs.writes import write_text
+
+    lines, _ = env_file_lines({}, rendered.secrets, with_values=True)
+    body = ["# secrets of the exported vLLM launch: keep this file mode 0600, out of version control", *lines]
+    write_text(path, "\n".join(body) + "\n", mode=0o600, what="the secrets file")
 
 
 def _launch(args: argparse.Namespace) -> int:
-    from oomguard.export.launch import ExportOptions, Target, render_launch
+    from oomguard.errors import InputError
+    from oomguard.export.launch import ExportOptions, Target, check_name, render_env, render_launch
 
     launch = _read_target(args)
+    errors_left = 0
     if args.fix:
-        launch = _apply_fix(args, launch)
+        launch, errors_left = _apply_fix(args, launch)
     if not launch.model:
-        from oomguard.errors import InputError
-
         raise InputError("the launch names no model (vllm serve MODEL)", file=launch.path)
     version = args.vllm_version or launch.version
+    _refuse_invalid_values(launch, version)
     target = Target(args.to)
-    from oomguard.export.launch import check_name
-
     check_name(args.name, target)
+    if args.secrets_file and args.output and args.secrets_file == args.output:
+        raise InputError("--secrets-file and -o name the same file")
     opts = ExportOptions(
         vllm_version=version,
         name=args.name,
@@ -283,19 +373,52 @@ def _launch(args: argparse.Namespace) -> int:
         vllm_bin=args.vllm_bin,
         shm_size=args.shm_size,
         source=args.launch_file,
+        checked=bool(args.fix),
+        secrets_file=args.secrets_file or (args.output if target is Target.ENV else None),
+        user=args.user,
     )
-    rendered = render_launch(launch, target, opts)
+    weights = _weights_bytes(args, launch) if args.gpu else None
+    if weights:
+        from dataclasses import replace
+
+        from oomguard.export.resources import resources_for
+
+        opts = replace(opts, resources=resources_for(launch, version, weights_bytes=weights))
+    with_values = target is Target.ENV and bool(args.output)
+    if target is Target.ENV:
+        rendered = render_env(launch, opts, with_values=with_values)
+    else:
+        rendered = render_launch(launch, target, opts)
+    if args.fix and errors_left:
+        rendered.notes.append(f"check found {errors_left} error(s) it could not fix: see `oomguard check`")
     for note in launch.report_notes():
         print(f"note: {note}", file=sys.stderr)
-    problems = _verify(rendered.text, target, launch, version)
+    problems = _verify(rendered, target, launch, version)
     if problems:
         print(
-            "oomguard export: error: the exported launch does not read back to the same flags "
+            "oomguard export: error: the exported launch does not read back to what was meant "
             "(please report this):\n  " + "\n  ".join(problems),
             file=sys.stderr,
         )
         return EXIT_NOT_VERIFIED
+    # Notes are oomguard's own sentences (names, never values); a launch's secret that reappears in
+    # one anyway (a file name, an echoed value) is masked literally, without the prose patterns.
+    known = sorted((v for v in rendered.secrets.values() if v and len(v) >= 4), key=len, reverse=True)
     for note in rendered.notes:
+        for value in known:
+            note = note.replace(value, "***")
         print(f"note: {note}", file=sys.stderr)
+    if with_values:
+        from oomguard.inputs.writes import write_text
+
+        mode = 0o600 if rendered.secrets else None
+        write_text(args.output, rendered.text, mode=mode)
+        print(f"wrote {args.output}" + (" (mode 0600: it holds the secrets)" if mode else ""), file=sys.stderr)
+        return EXIT_OK
+    if args.secrets_file and rendered.secrets:
+        _write_secrets(args.secrets_file, rendered)
+        print(f"wrote {args.secrets_file} (mode 0600)", file=sys.stderr)
+    elif args.secrets_file:
+        print(f"note: the launch has no secrets: {args.secrets_file} not written", file=sys.stderr)
     _write(rendered.text, args.output)
     return EXIT_OK

@@ -35,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
         "followed by `--query-compute-apps=gpu_uuid,pid,process_name,used_memory --format=csv`",
     )
     p.add_argument("--vllm-version", type=common.vllm_version, metavar="V", help="vLLM version of the launch (defaults follow it)")
+    p.add_argument("--host-ram-gib", type=common.host_gib_or_auto, metavar="X|auto",
+                   help="host RAM of the machine the launch is for, in GiB, as check and fit take it "
+                   "(default, or auto: this machine's MemAvailable, capped by its cgroup limit)")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
@@ -127,6 +130,12 @@ def run(args: argparse.Namespace) -> int:
 
     root = Root(args.root)
     facts = read_host_facts(root, topo_file=args.topo, nvidia_smi_file=args.nvidia_smi)
+    if args.host_ram_gib not in (None, "auto"):
+        from dataclasses import replace as _replace
+
+        from oomguard.units import GiB
+
+        facts = _replace(facts, host_ram_override_bytes=int(args.host_ram_gib * GiB))
     launch = _read_launch(args)
     view = None
     if launch is not None:

@@ -1,5 +1,10 @@
 """``oomguard models``: list the bundled model catalog (configs that need no download).
 
+Each entry carries its coverage level, from the same data as docs/models.md (data/coverage.json,
+the vLLM registry sweep): ``native-exact`` (an adapter, and the sweep found vLLM's numbers),
+``native`` (an adapter, within the stated distance or not swept), ``generic`` (the generic path:
+standard fields, marked, with ranges) or ``refused`` (with the reason).
+
 Exit codes: 0 listed, 1 a filter matched nothing, 2 bad input. A catalog entry
 the planner cannot describe (an architecture not modelled yet) is listed with
 the reason instead of being hidden.
@@ -37,11 +42,15 @@ def _entry(model_id: str) -> dict:
     try:
         m = load_model(model_id, allow_hub=False)
     except OomguardError as exc:
-        return {"id": model_id, "supported": False, "reason": str(exc)}
+        return {"id": model_id, "supported": False, "coverage": "refused", "reason": str(exc)}
     quant = m.quantization.method if m.quantization.is_quantized else m.dtype
+    detail = m.coverage_detail or {}
     return {
         "id": model_id,
         "supported": True,
+        "coverage": detail.get("level") or m.coverage,
+        "coverage_checked": detail.get("checked", ""),
+        "architecture": m.architecture,
         "model_type": m.model_type,
         "family": m.family,
         "layers": m.num_layers,
@@ -69,24 +78,42 @@ def run(args: argparse.Namespace) -> int:
         print(f"oomguard models: no catalog id contains {args.filter!r}{hint}", file=sys.stderr)
         return EXIT_NO_MATCH
     rows = [_entry(i) for i in ids]
+    registry = _registry_summary()
     if args.format == "json":
-        print(json.dumps({"catalog": rows, "count": len(rows)}, indent=2))
+        print(json.dumps({"catalog": rows, "count": len(rows), "registry": registry}, indent=2))
         return EXIT_OK
     from rich.console import Console
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for col, justify in (("model id", "left"), ("type", "left"), ("weights", "right"), ("format", "left"),
-                         ("context", "right"), ("notes", "left")):
-        table.add_column(col, justify=justify, no_wrap=col == "model id")
+    for col, justify in (("model id", "left"), ("type", "left"), ("coverage", "left"), ("weights", "right"),
+                         ("format", "left"), ("context", "right"), ("notes", "left")):
+        table.add_column(col, justify=justify, no_wrap=col in ("model id", "coverage"))
     for r in rows:
         if not r["supported"]:
-            table.add_row(r["id"], "-", "-", "-", "-", f"not modelled: {r['reason']}")
+            table.add_row(r["id"], "-", "refused", "-", "-", "-", f"not modelled: {r['reason']}")
             continue
         notes = ", ".join(n for n, on in (("MoE", r["moe"]), ("hybrid", r["hybrid"]), ("multimodal", r["multimodal"])) if on)
         ctx = f"{r['max_position_embeddings']:,}" if r["max_position_embeddings"] else "-"
-        table.add_row(r["id"], r["model_type"], f"{r['weights_gib']:.1f} GiB", r["weights_format"], ctx, notes)
+        table.add_row(r["id"], r["model_type"], r["coverage"], f"{r['weights_gib']:.1f} GiB", r["weights_format"], ctx, notes)
     Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)
     print(f"{len(rows)} bundled config(s); weights: the whole model as vLLM loads it on one GPU "
           "(`oomguard plan` gives the per-GPU split).")
+    if registry.get("architectures"):
+        counts = ", ".join(f"{n} {lv}" for lv, n in registry["levels"].items())
+        print(f"coverage levels: docs/models.md (vLLM {registry['vllm_version']} registry sweep, "
+              f"{registry['architectures']} architectures: {counts}).")
     return EXIT_OK
+
+
+def _registry_summary() -> dict:
+    """Level counts over vLLM's registry, from the data docs/models.md is generated with."""
+    from collections import Counter
+
+    from oomguard.inputs.coverage_data import coverage_table
+
+    table = coverage_table()
+    levels = Counter(e.get("level", "?") for e in (table.get("architectures") or {}).values())
+    order = ("native-exact", "native", "generic", "refused", "unchecked", "no-config", "not-run")
+    return {"vllm_version": table.get("vllm_version"), "architectures": sum(levels.values()),
+            "levels": {k: levels[k] for k in order if levels.get(k)}}

@@ -13,6 +13,7 @@ model is connected (see ``planning``), its numbers replace these.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,9 +138,11 @@ class Context:
     def gpu_memory_utilization(self) -> float | None:
         value = self.arg("gpu_memory_utilization")
         try:
-            return float(value) if value is not None else None
+            number = float(value) if value is not None else None
         except (TypeError, ValueError):
             return None
+        # nan / inf from a launch or a log line is no utilization at all
+        return number if number is not None and math.isfinite(number) else None
 
     def version_tuple(self) -> tuple[int, int] | None:
         if not self.version:

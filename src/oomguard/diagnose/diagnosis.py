@@ -42,6 +42,21 @@ class Diagnosis:
         return self.incomplete is None
 
     @property
+    def status(self) -> str:
+        """"failed" (verdicts), "running" (the server answered requests, no failure), "clean" (a start-up that
+        reached its ready line, or inputs with nothing wrong), "incomplete" (a start that stops early)."""
+        from oomguard.diagnose.classes import Phase
+
+        if self.verdicts:
+            return "failed"
+        if self.incomplete is not None:
+            return "incomplete"
+        if any(p >= Phase.SERVING for p in self.collector.paste_phase.values()) or \
+                self.collector.phase_reached >= Phase.SERVING:
+            return "running"
+        return "clean"
+
+    @property
     def readable(self) -> bool:
         """At least one input held something we could read."""
         return any(r.kind.value not in ("empty", "binary", "unreadable") for r in self.inputs) or not self.inputs
@@ -67,6 +82,7 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return redact_obj({
+            "status": self.status,
             "verdicts": [v.to_dict() for v in self.verdicts],
             **({"incomplete": self.incomplete.to_dict() | {"summary": self.incomplete.summary}}
                if self.incomplete else {}),
@@ -85,12 +101,33 @@ def diagnose(
     vllm_version: str | None = None,
     exit_code: int | None = None,
     plan: PlanCallback | None = None,
+    weights: Any = None,
 ) -> Diagnosis:
     """Read ``paths`` (``-`` is stdin) in order and classify what they show.
 
     Raises ``InputError`` for a missing or unreadable file; odd content (empty,
     binary, invalid UTF-8, huge lines) is reported in the inputs' notes instead.
+    ``weights`` (a ``scoring.Weights``) replaces the shipped weights (cross-validation).
     """
+    prepared = prepare(paths, launch_text=launch_text, model=model, gpu=gpu, num_gpus=num_gpus,
+                       vllm_version=vllm_version, exit_code=exit_code)
+    return conclude(prepared, plan=plan, weights=weights)
+
+
+@dataclass
+class Prepared:
+    """What was read, before any verdict: the collector, the context, the inputs and the launch."""
+
+    collector: Collector
+    context: Context
+    inputs: list[InputReport]
+    launch: Launch
+    gpu_option: str | None = None
+
+
+def prepare(paths: list[str], *, launch_text: str | None = None, model: str | None = None, gpu: str | None = None,
+            num_gpus: int | None = None, vllm_version: str | None = None, exit_code: int | None = None) -> Prepared:
+    """Read every input and build the context (no classification yet)."""
     col = Collector()
     reports = []
     launch_texts = [launch_text] if launch_text else []
@@ -110,13 +147,19 @@ def diagnose(
     ctx = build_context(col, launch.args, launch.flags, model=model, gpu=gpu, num_gpus=num_gpus,
                         vllm_version=vllm_version, exit_code=exit_code)
     ctx.config_multimodal = _config_multimodal(ctx.model)
-    verdicts = classify(col, ctx)
+    return Prepared(col, ctx, reports, launch, gpu)
+
+
+def conclude(prepared: Prepared, *, plan: PlanCallback | None = None, weights: Any = None) -> Diagnosis:
+    """Score the cues of ``prepared`` into verdicts with fixes (``prepared`` is not changed)."""
+    col, ctx, reports, launch = prepared.collector, prepared.context, prepared.inputs, prepared.launch
+    verdicts = classify(col, ctx, weights)
     attach_fixes(verdicts, col, ctx)
     apply_plan(verdicts, plan)
     incomplete = find_incomplete(col, ctx, reports, bool(verdicts))
     from oomguard.diagnose.story import checks
 
-    agreement = checks(col, ctx, launch, gpu)
+    agreement = checks(col, ctx, launch, prepared.gpu_option)
     return Diagnosis(verdicts, col, ctx, reports, launch, incomplete, agreement)
 
 

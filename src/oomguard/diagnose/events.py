@@ -124,9 +124,13 @@ class Verdict:
     phase: Phase = Phase.UNKNOWN
     first_seq: int = 0
     tier: str = "message"  # "paraphrase": rests on people's wording only (lower confidence)
+    # the terms of the class's score (classifier._explain): feature, weight, why, file/line/text
+    cues: list[dict[str, Any]] = field(default_factory=list)
+    alternatives: list[tuple[str, float]] = field(default_factory=list)  # the next classes and their probabilities
+    settle: str | None = None  # what would settle a class chosen without direct evidence (an OOM's phase)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "class": self.cls.value,
             "confidence": round(self.confidence, 2),
             "summary": self.summary,
@@ -135,4 +139,9 @@ class Verdict:
             "numbers": list(self.numbers),
             "phase": self.phase.label,
             "tier": self.tier,
+            "cues": [dict(c) for c in self.cues],
+            "alternatives": [{"class": c, "probability": p} for c, p in self.alternatives],
         }
+        if self.settle:
+            out["settle"] = self.settle
+        return out

@@ -64,6 +64,18 @@ class KernelKill:
 
 
 @dataclass
+class CueHit:
+    """The first line that carried a report cue (parsers/cues.py), and how many lines did."""
+
+    feature: str
+    file: str
+    line: int
+    text: str
+    run: int
+    count: int = 1
+
+
+@dataclass
 class FileState:
     """Per-file reading state (phases and tracebacks do not cross files)."""
 
@@ -112,6 +124,7 @@ class Collector:
     vllm_pids: dict[int, str] = field(default_factory=dict)  # pid -> process prefix seen in vLLM lines
     ray_gpus: int | None = None  # GPUs in the Ray cluster (`ray status`)
     multimodal_seen: bool = False  # "Encoder cache will be initialized ... image items" and the like
+    cues: dict[str, CueHit] = field(default_factory=dict)  # report cues by feature (bounded by the cue table)
     run: int = 0
     seq: int = 0
     state: FileState = field(default_factory=FileState)
@@ -241,6 +254,14 @@ class Collector:
         if line.proc:
             entry["process"] = line.proc
         self.timeline.append(entry)
+
+    # --- report cues ---------------------------------------------------
+    def note_cue(self, feature: str, line: LogLine) -> None:
+        hit = self.cues.get(feature)
+        if hit is None:
+            self.cues[feature] = CueHit(feature, line.file, line.line, line.raw.strip()[:300], self.run)
+        else:
+            hit.count += 1
 
     # --- signals -------------------------------------------------------
     def signal(

@@ -18,7 +18,7 @@ from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.fixes_env import _chat_template, _missing_dependency, _nccl, _ray
-from oomguard.diagnose.fixes_config import _bad_arg, _config, _ima, _mamba, _max_len, _unknown
+from oomguard.diagnose.fixes_config import _bad_arg, _config, _ima, _mamba, _max_len, _unknown, family_fixes
 from oomguard.diagnose.fixes_memory import _cudagraph, _host, _kv_small, _no_kv, _profile, _runtime, _startup_free, _weights
 
 
@@ -26,10 +26,13 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context) -> None:
     for v in verdicts:
         members = getattr(v, "_members", [])
         _BUILDERS[v.cls](v, members, col, ctx)
-        if v.cls in _GPU_OOM and v.confidence < 0.5 and any(
-                "estimate" in m.reason or "guess" in m.reason for m in members):
-            v.summary += (" The phase is an estimate (no phase marker or traceback frame): the log lines before the "
-                          "error, or --model and --gpu, would settle it.")
+        # The configuration families' standard fixes go first (dtype on pre-Ampere cards, custom all-reduce...).
+        family = [f for f in family_fixes(v, members, col, ctx) if f.flag not in {x.flag for x in v.fix[:1]}]
+        if family:
+            v.fix = family + [f for f in v.fix if f.flag not in {x.flag for x in family}]
+        if v.cls in _GPU_OOM and v.settle:
+            v.summary += (" The phase is the most likely one from the rest of the report (no phase marker or "
+                          f"traceback frame places the error): {v.settle}.")
         if hasattr(v, "_members"):
             del v._members  # type: ignore[attr-defined]
 

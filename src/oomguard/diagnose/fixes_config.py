@@ -202,3 +202,53 @@ def _message_of(text: str) -> str:
     """The exception part of a log record ("... [core.py:700] AssertionError: x" -> "AssertionError: x")."""
     m = re.search(r"(?:[\w.]+\.)?\w*(?:Error|Exception)\b.*", text)
     return m.group(0) if m else text.strip()
+
+
+# --- standard fixes of the configuration families ---------------------------------------------
+# (name, the classes it applies to, a pattern over the verdict's lines, report cues that also count, flag, value, why)
+# The value may be a callable of the context. A family fix goes first: it is the thread-tested answer for the
+# family, where the class's generic fixes are only the next things to try.
+_FAMILIES: tuple[tuple[str, frozenset[str], str, frozenset[str], str, Any, str], ...] = (
+    ("bf16", frozenset({"config-error", "unknown", "bad-argument"}),
+     r"bfloat16 is only supported|compute capability of at least 8\.0|bf16 is not supported|does not support bfloat16",
+     frozenset({"cfg:bf16+gpu:pre-ampere"}), "--dtype", "half",
+     "this GPU has no bfloat16 (compute capability below 8.0: V100, T4, RTX 20xx); half precision runs there"),
+    ("custom-allreduce", frozenset({"config-error", "unknown", "nccl-error", "illegal-memory-access"}),
+     r"custom[_ ]?all[_ -]?reduce|custom_ar\b|CustomAllreduce", frozenset({"cfg:custom-allreduce"}),
+     "--disable-custom-all-reduce", True,
+     "vLLM's custom all-reduce kernel needs P2P / CUDA IPC between the GPUs; NCCL's all-reduce works without it"),
+    ("remote-code", frozenset({"config-error", "unknown", "missing-dependency", "bad-argument"}),
+     r"trust[_-]remote[_-]code", frozenset({"cfg:remote-code"}), "--trust-remote-code", True,
+     "the model's repository ships its own modelling or tokenizer code"),
+    ("tokenizer", frozenset({"config-error", "unknown", "chat-template-error"}),
+     r"tokenizer[_-]mode|MistralTokenizer|mistral_common|tekken", frozenset(), "--tokenizer-mode", "mistral",
+     "Mistral-format checkpoints need Mistral's tokenizer (tekken / mistral_common)"),
+    ("hybrid", frozenset({"config-error", "no-kv-memory", "unknown"}),
+     r"mamba|hybrid|linear[_ ]attention|state (?:cache )?blocks", frozenset({"cfg:hybrid"}), "--max-num-seqs",
+     lambda ctx: lower_seqs_for(ctx),
+     "a hybrid (Mamba / linear-attention) model needs one state block per running sequence"),
+    ("graphs", frozenset({"config-error", "unknown", "illegal-memory-access"}),
+     r"cuda ?graph|cudagraph|torch\.compile|inductor|dynamo|torch\._dynamo|piecewise", frozenset(),
+     "--enforce-eager", True, "skips torch.compile and CUDA graph capture, where this failure happens"),
+)
+
+
+def lower_seqs_for(ctx: Context) -> int:
+    from oomguard.diagnose.remedy import lower_seqs
+
+    return lower_seqs(ctx)
+
+
+def family_fixes(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> list[Fix]:
+    """The standard fix of every configuration family the verdict's lines (or the report's cues) name."""
+    text = " ".join([e.text for e in v.evidence] + [m.event.text for m in members] +
+                    [str(m.event.numbers.get("detail", "")) for m in members])
+    cues = set(col.cues)
+    combos = {f"{a}+{b}" for a in cues for b in cues if a != b}
+    out = []
+    for _name, classes, pattern, cue_names, flag, value, why in _FAMILIES:
+        if v.cls.value not in classes:
+            continue
+        if re.search(pattern, text, re.IGNORECASE) or cue_names & (cues | combos):
+            out.append(Fix(flag, value(ctx) if callable(value) else value, why))
+    return out

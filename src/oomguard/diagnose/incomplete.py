@@ -63,6 +63,10 @@ class Incomplete:
 def find_incomplete(col: Collector, ctx: Context, inputs: list[Any], has_verdicts: bool) -> Incomplete | None:
     if has_verdicts:
         return None
+    if col.phase_reached >= Phase.READY:
+        # The server came up (a ready line) or answered requests (HTTP access / throughput lines), with no
+        # failure: running, whatever else the text holds (an access log alone is not "unrecognised").
+        return None
     logs = [r for r in inputs if r.kind == InputKind.VLLM_LOG]
     readable = [r for r in inputs if r.kind not in (InputKind.EMPTY, InputKind.BINARY, InputKind.UNREADABLE)]
     if not logs and readable and all(r.kind == InputKind.TEXT for r in readable):
@@ -71,8 +75,6 @@ def find_incomplete(col: Collector, ctx: Context, inputs: list[Any], has_verdict
             "`oomguard bundle FILE -o report.md --ask`: a second opinion from an LLM endpoint "
             "(OOMGUARD_LLM_BASE_URL) on text oomguard does not recognise"])
     if not logs:
-        return None
-    if col.phase_reached >= Phase.READY:
         return None
     collect = [_NEXT.get(col.phase_reached, "the whole log"),
                "`dmesg -T | tail -50` (or `journalctl -k`): a kernel OOM kill leaves no line in vLLM's log",

@@ -68,8 +68,9 @@ def make_plan_callback(
     def plan(verdict: Verdict, fix: Fix) -> str | None:
         if not fix.flag.startswith("--") or fix.value is None or isinstance(fix.value, str) and fix.value.startswith("<"):
             return None
-        return predict(model=model, gpu=gpu, num_gpus=num_gpus, args=args, flag=fix.flag, value=fix.value,
+        text = predict(model=model, gpu=gpu, num_gpus=num_gpus, args=args, flag=fix.flag, value=fix.value,
                        vllm_version=vllm_version)
+        return text + _generic_suffix(model) if text else text
 
     return plan
 
@@ -77,6 +78,29 @@ def make_plan_callback(
 # --- fixes the planner has checked -------------------------------------------
 _UTIL_STEP = 0.01
 _UTIL_MAX = 0.98
+
+
+class NotChecked(Exception):
+    """The planner cannot check the fixes: the reason, said on every fix (``not checked: <why>``)."""
+
+
+# Keys of vLLM's printed engine config / args that are not launch flags the planner reads.
+_NOT_FLAGS = {"model", "model_tag", "served_model_name", "host", "port", "api_key", "device_config", "seed",
+              "device", "disable_log_requests", "disable_log_stats", "uvicorn_log_level"}
+
+
+def launch_flags(args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments vLLM printed, as the planner's flags: its engine config spells types as ``torch.bfloat16``
+    (every V1 log's "Initializing a V1 LLM engine ... dtype=torch.bfloat16") where the CLI says ``bfloat16``."""
+    flags: dict[str, Any] = {}
+    for key, value in args.items():
+        dest = str(key).lstrip("-").replace("-", "_")
+        if dest in _NOT_FLAGS or value is None:
+            continue
+        if isinstance(value, str) and value.startswith("torch."):
+            value = value[len("torch."):]
+        flags[dest] = value
+    return flags
 
 
 class PlanChecker:
@@ -91,11 +115,7 @@ class PlanChecker:
         self._plan_launch = plan_launch
         self.model, self.gpu, self.num_gpus, self.version = model, gpu, num_gpus, vllm_version
         self.other_gpu_bytes = max(0, int(other_gpu_bytes))
-        self.flags: dict[str, Any] = {}
-        for key, value in args.items():
-            dest = str(key).lstrip("-").replace("-", "_")
-            if dest not in ("model", "model_tag", "served_model_name", "host", "port", "api_key") and value is not None:
-                self.flags[dest] = value
+        self.flags = launch_flags(args)
 
     def plan(self, edits: dict[str, Any] | None = None) -> Any:
         flags = dict(self.flags)
@@ -109,41 +129,64 @@ class PlanChecker:
                                  other_gpu_use_bytes=self.other_gpu_bytes)
 
 
+def _release(version: str | None) -> str | None:
+    """A release the version tables know ("0.15.2rc1.dev93+g11a4c9d30" -> "0.15.2"), or None."""
+    import re
+
+    if not version:
+        return None
+    m = re.match(r"v?(\d+\.\d+(?:\.\d+)?)", version)
+    return m.group(1) if m else None
+
+
 def make_checker(*, model: str | None, gpu: str | None, gpu_total_gib: float | None, num_gpus: int | None,
-                 args: dict[str, Any], vllm_version: str | None, other_gpu_gib: float = 0.0) -> PlanChecker | None:
-    """A checker when the model (a local config or catalog id) and the GPU (a name or its size) resolve."""
-    if not model or not (gpu or gpu_total_gib):
-        return None
-    try:
-        from oomguard.errors import OomguardError
-        from oomguard.inputs.hardware import lookup_gpu
-        from oomguard.inputs.model_config import load_model
-        from oomguard.model.planner import plan_launch
-    except ImportError:
-        return None
+                 args: dict[str, Any], vllm_version: str | None, other_gpu_gib: float = 0.0) -> PlanChecker:
+    """A checker for the model (a local config or catalog id) and the GPU (a name or its size).
+
+    Raises ``NotChecked`` with the reason when either does not resolve or the planner cannot plan the launch."""
+    if not model:
+        raise NotChecked("no model known (pass --model, or a log that names it)")
+    if not (gpu or gpu_total_gib):
+        raise NotChecked("no GPU known (pass --gpu, or a log with torch's OOM message or nvidia-smi)")
+    from oomguard.errors import OomguardError
+    from oomguard.inputs.hardware import lookup_gpu
+    from oomguard.inputs.model_config import load_model
+    from oomguard.model.planner import plan_launch
+
     try:
         described = load_model(model, allow_hub=False)
-    except (OomguardError, OSError, ValueError):
-        return None
+    except (OomguardError, OSError, ValueError) as exc:
+        raise NotChecked(f"model {model!r} not readable offline ({str(exc).splitlines()[0][:160]})") from None
     gpu_desc = None
+    problem = ""
     for name, size in ((gpu, None), (None, gpu_total_gib)):
         if name is None and size is None:
             continue
         try:
             gpu_desc = lookup_gpu(name, size)
             break
-        except (OomguardError, ValueError):
-            continue
+        except (OomguardError, ValueError) as exc:
+            problem = str(exc).splitlines()[0][:160]
     if gpu_desc is None:
-        return None
-    return PlanChecker(plan_launch, described, gpu_desc, num_gpus=num_gpus, args=args, vllm_version=vllm_version,
-                       other_gpu_bytes=int(other_gpu_gib * (1 << 30)))
+        raise NotChecked(f"GPU {gpu!r} not in the GPU table ({problem})")
+    return PlanChecker(plan_launch, described, gpu_desc, num_gpus=num_gpus, args=args,
+                       vllm_version=_release(vllm_version), other_gpu_bytes=int(other_gpu_gib * (1 << 30)))
 
 
 def _state(p: Any) -> str:
     if p.starts:
-        return f"starts: {p.kv_cache_tokens:,} KV tokens, {p.max_concurrency:.2f}x at {p.settings.max_model_len:,}"
-    return f"fails: {p.failure.value if p.failure else 'does not start'}"
+        text = f"starts: {p.kv_cache_tokens:,} KV tokens, {p.max_concurrency:.2f}x at {p.settings.max_model_len:,}"
+    else:
+        text = f"fails: {p.failure.value if p.failure else 'does not start'}"
+    return text + _generic_suffix(p.model)
+
+
+def _generic_suffix(model: Any) -> str:
+    """A planner verdict on the generic path says so (architectures/generic.py)."""
+    from oomguard.model.coverage import mark
+
+    m = mark(model)
+    return f" [{m}]" if m else ""
 
 
 def _checkable(fix: Fix) -> bool:
@@ -177,12 +220,14 @@ def check_fixes(verdicts: list[Verdict], checker: PlanChecker | None, *,
                 estimated_max_len: int | None = None) -> list[Verdict]:
     """Give every flag fix the planner's verdict (``fix.checked``) and its predicted effect, and move a value
     the planner says fails to the nearest one it says starts: a shorter ``--max-model-len`` (never above
-    vLLM's own estimated maximum), a ``--gpu-memory-utilization`` at which the weights load."""
+    vLLM's own estimated maximum), a ``--gpu-memory-utilization`` at which the weights load. A fix the planner
+    could not evaluate says ``not checked: <why>``."""
     if checker is None:
         return verdicts
     try:
         before = checker.plan()
-    except Exception:  # noqa: BLE001 - a model the planner cannot handle: the fixes stay unchecked
+    except Exception as exc:  # noqa: BLE001 - a launch the planner cannot handle: every fix says why
+        mark_not_checked(verdicts, f"the planner cannot plan this launch ({_why(exc)})")
         return verdicts
     for verdict in verdicts:
         for fix in verdict.fix:
@@ -196,11 +241,23 @@ def check_fixes(verdicts: list[Verdict], checker: PlanChecker | None, *,
                              if f.flag == "--gpu-memory-utilization" and isinstance(f.value, float)}
             try:
                 _check_one(fix, checker, before, estimated_max_len, companion)
-            except Exception:  # noqa: BLE001 - never lose the verdict over a prediction
-                continue
+            except Exception as exc:  # noqa: BLE001 - one fix the planner cannot evaluate: it says so
+                fix.checked = f"not checked: the planner cannot evaluate {fix.flag} {fix.value} ({_why(exc)})"
         # Fixes the planner says start come first (stable: the builders' order otherwise).
         verdict.fix.sort(key=lambda f: 1 if (f.checked or "").startswith("fails") else 0)
     return verdicts
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text[:160]}" if text else type(exc).__name__
+
+
+def mark_not_checked(verdicts: list[Verdict], why: str) -> None:
+    for verdict in verdicts:
+        for fix in verdict.fix:
+            if _checkable(fix) and not fix.checked:
+                fix.checked = f"not checked: {why}"
 
 
 def _largest_kv_that_starts(checker: PlanChecker, upper: int, companion: dict[str, Any]) -> int | None:
@@ -283,10 +340,15 @@ def check_diagnosis(diagnosis: Any, *, model: str | None = None, gpu: str | None
             other = max(other, n["total_gib"] - n["free_gib"])
         if ev.signal == Signal.KV_TOO_SMALL and n.get("estimated_max_len"):
             estimated = int(n["estimated_max_len"])
-    checker = make_checker(model=model or ctx.model, gpu=gpu or ctx.gpu_name, gpu_total_gib=ctx.gpu_total_gib,
-                           num_gpus=num_gpus or ctx.num_gpus, args=dict(ctx.args), vllm_version=ctx.version,
-                           other_gpu_gib=other)
-    if checker is None:
+    try:
+        checker = make_checker(model=model or ctx.model, gpu=gpu or ctx.gpu_name, gpu_total_gib=ctx.gpu_total_gib,
+                               num_gpus=num_gpus or ctx.num_gpus, args=dict(ctx.args), vllm_version=ctx.version,
+                               other_gpu_gib=other)
+    except NotChecked as exc:
+        # Said on the fixes only when the user asked for a check (--model or --gpu): otherwise the planner was
+        # never meant to run.
+        if model or gpu:
+            mark_not_checked(diagnosis.verdicts, str(exc))
         return False
     check_fixes(diagnosis.verdicts, checker, estimated_max_len=estimated)
     return True

@@ -19,6 +19,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from oomguard.diagnose.parsers.cues import KEYWORDS as CUE_KEYWORDS
 from oomguard.diagnose.parsers.frames import KEYWORDS as FRAME_KEYWORDS
 
 # Every line the parsers understand contains at least one of these. Keep them
@@ -61,7 +62,7 @@ KEYWORDS: tuple[bytes, ...] = (
     # environment failures (parsers/environment.py)
     b"No module named", b"Please install", b"please install", b"Nccl", b"limit", b"Assertion `", b"process group", b"store based barrier", b"shared object", b"cannot import", b"emplate", b"placement group",
     b"GPU available", b"fulfill resource", b" GPU\n", b"out of resource",
-) + FRAME_KEYWORDS
+) + FRAME_KEYWORDS + CUE_KEYWORDS  # report cues: one table, parsers/cues.py
 
 # Frequent serving lines, handled with rfind between hits (see module docstring).
 FREQUENT: tuple[bytes, ...] = (

@@ -100,15 +100,30 @@ def render_json(diagnosis: Diagnosis, out: TextIO) -> None:
     out.write("\n")
 
 
-def render_markdown(diagnosis: Diagnosis, out: TextIO, *, title: str = "oomguard diagnose") -> None:
-    out.write(markdown_text(diagnosis.to_dict(), title=title))
+def render_markdown(diagnosis: Diagnosis, out: TextIO, *, title: str = "oomguard diagnose", explain: bool = False) -> None:
+    out.write(markdown_text(diagnosis.to_dict(), title=title, explain=explain))
 
 
-def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evidence_limit: int | None = None) -> str:
+def cue_lines(v: dict[str, Any], limit: int = 12) -> list[str]:
+    """The scored cues of a verdict, one a line: '+6.00  sig:kv-too-small  vllm.log:12  (why)'."""
+    out = []
+    for c in v.get("cues", [])[:limit]:
+        where = f"  {c['file']}:{c['line']}" if c.get("file") else ""
+        out.append(f"{c['weight']:+.2f}  {c['feature']}{where}  ({c['why']})")
+    alts = v.get("alternatives") or []
+    if alts:
+        out.append("next most likely: " + ", ".join(f"{a['class']} {a['probability']:.2f}" for a in alts))
+    return out
+
+
+def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evidence_limit: int | None = None,
+                  explain: bool = False) -> str:
     lines = [f"# {title}", ""]
     verdicts = data["verdicts"]
     if not verdicts and data.get("incomplete"):
         lines += _incomplete_lines(data["incomplete"], "**Incomplete**: ") + [""]
+    elif not verdicts and data.get("status") == "running":
+        lines += ["**Running**: the server answered requests; no failure in this text.", ""]
     elif not verdicts:
         lines += ["**No failure found**: the inputs show no error oomguard recognises (a clean start).", ""]
     for i, v in enumerate(verdicts, 1):
@@ -128,6 +143,12 @@ def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evi
                     effect = f" (planner: {f['checked']})"
                 lines.append(f"- `{fix_text(f)}`: {f['why']}{effect}")
             lines.append("")
+        if v.get("settle"):
+            lines += [f"*What would settle it*: {v['settle']}", ""]
+        if explain and v.get("cues"):
+            lines += ["**Why** (the cues scored for this class: weight, feature, line)", "", "```"]
+            lines += cue_lines(v)
+            lines += ["```", ""]
         evidence = v["evidence"][:evidence_limit] if evidence_limit else v["evidence"]
         if evidence:
             lines.append("**Evidence**")
@@ -149,7 +170,7 @@ def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evi
     return "\n".join(lines)
 
 
-def render_text(diagnosis: Diagnosis, out: TextIO) -> None:
+def render_text(diagnosis: Diagnosis, out: TextIO, *, explain: bool = False) -> None:
     from rich.console import Console
     from rich.markup import escape
 
@@ -159,6 +180,8 @@ def render_text(diagnosis: Diagnosis, out: TextIO) -> None:
     if not verdicts and data.get("incomplete"):
         for i, text in enumerate(_incomplete_lines(data["incomplete"], "")):
             console.print(f"[bold yellow]{escape(text)}[/]" if i == 0 else escape(text))
+    elif not verdicts and data.get("status") == "running":
+        console.print("[bold green]Running[/]: the server answered requests; no failure in this text.")
     elif not verdicts:
         console.print("[bold green]No failure found[/]: no error oomguard recognises (a clean start).")
     else:
@@ -177,6 +200,11 @@ def render_text(diagnosis: Diagnosis, out: TextIO) -> None:
             console.print(f"   [bold green]fix:[/] [bold]{escape(fix_text(f))}[/]  [dim]{escape(f['why'])}[/]{effect}")
         for e in v["evidence"]:
             console.print(f"   [yellow]{escape(e['file'])}:{e['line']}[/] {escape(e['text'][:300])}")
+        if v.get("settle"):
+            console.print(f"   [cyan]would settle it:[/] {escape(v['settle'])}")
+        if explain:
+            for text in cue_lines(v):
+                console.print(f"   [magenta]why:[/] {escape(text)}")
     console.print()
     for fact in _fact_line(data):
         console.print(f"[dim]{escape(fact)}[/]")

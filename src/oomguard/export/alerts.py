@@ -1,11 +1,19 @@
 """Prometheus alerting rules for a vLLM deployment, in the metric names of its version.
 
 The signals are the ones the founding deployments' operators asked for
-before the cliff: KV cache above 90% for a while, GPU memory near the card's
-limit, preemptions rising, the waiting queue growing, the server down, and
-(from node_exporter) the host kernel's OOM killer. ``promtool check rules``
-accepts the output; ``tests/unit/export`` runs it when promtool is installed,
-plus ``promtool test rules`` on synthetic series.
+before the cliff: KV cache nearly full, GPU memory past what the launch is
+expected to hold, preemptions, the waiting queue growing, the server down,
+vLLM's metrics gone (``absent()``: a renamed metric or a broken scrape would
+silence every other rule), a container killed for memory (kube-state-metrics'
+``OOMKilled``) and (from node_exporter) the host kernel's OOM killer.
+
+Without a launch the thresholds are general defaults. With one
+(``export alerts --launch FILE --gpu GPU``) they come from its plan
+(``alert_plan.py``): the GPU memory the launch is expected to hold, the KV
+share of one full-length request, whether the pool holds every admitted
+request at full length. ``promtool check rules`` accepts the output;
+``tests/unit/export`` runs it when promtool is installed, plus ``promtool test
+rules`` on synthetic series.
 """
 
 from __future__ import annotations
@@ -41,6 +49,14 @@ class AlertSettings:
     queue_for: str = "10m"
     down_for: str = "1m"
     host_oom: bool = True  # node_exporter's node_vmstat_oom_kill
+    kube_oom: bool = True  # kube-state-metrics' OOMKilled termination reason
+    container: str = "vllm"  # the container name kube-state-metrics reports (export launch --name)
+    absent_for: str = "10m"
+    # why each threshold is what it is (from the plan, or the default), for the descriptions
+    kv_why: str = ""
+    gpu_mem_why: str = ""
+    preemption_why: str = ""
+    source: str = ""  # "the plan of start_api.sh on 8x RTX-3090" (the rules file's header)
 
 
 @dataclass(frozen=True)
@@ -51,7 +67,7 @@ class AlertRule:
     severity: str
     summary: str
     description: str
-    signal: str  # kv | gpu-memory | preemptions | queue | down | host-oom
+    signal: str  # kv | gpu-memory | preemptions | queue | down | absent | kube-oom | host-oom
     labels: dict[str, str] = field(default_factory=dict)
 
     def to_prometheus(self) -> dict[str, Any]:
@@ -84,7 +100,7 @@ def alert_rules(settings: AlertSettings) -> list[AlertRule]:
             "KV cache usage of {{ $labels.model_name }} has stayed at {{ $value | humanizePercentage }} "
             f"for {s.kv_for}. New requests queue and running ones get preempted; a long prompt now can "
             "tip the server over. Lower --max-num-seqs or --max-model-len, or give the KV pool more memory "
-            "(oomguard plan shows by how much).",
+            "(oomguard plan shows by how much)." + (f" Threshold: {s.kv_why}." if s.kv_why else ""),
             "kv",
         ),
         AlertRule(
@@ -96,7 +112,8 @@ def alert_rules(settings: AlertSettings) -> list[AlertRule]:
             "GPU memory has stayed at {{ $value | humanizePercentage }} of the card for "
             f"{s.gpu_mem_for} ({gpu.note}). vLLM reserves --gpu-memory-utilization at start; memory "
             "beyond it is prefill activations or another process, and the next long prompt can end in "
-            "CUDA out of memory. Lower --max-num-batched-tokens (chunked prefill) to bound the peak.",
+            "CUDA out of memory. Lower --max-num-batched-tokens (chunked prefill) to bound the peak."
+            + (f" Threshold: {s.gpu_mem_why}." if s.gpu_mem_why else ""),
             "gpu-memory",
         ),
         AlertRule(
@@ -107,7 +124,8 @@ def alert_rules(settings: AlertSettings) -> list[AlertRule]:
             "vLLM is preempting requests on {{ $labels.instance }}",
             f"{{{{ $labels.model_name }}}} has preempted requests continuously for {s.preemption_for} "
             "({{ $value | humanize }}/s): the KV cache cannot hold the running batch, so requests are "
-            "recomputed. Lower --max-num-seqs, or shorten --max-model-len.",
+            "recomputed. Lower --max-num-seqs, or shorten --max-model-len."
+            + (f" {s.preemption_why}." if s.preemption_why else ""),
             "preemptions",
         ),
         AlertRule(
@@ -131,7 +149,38 @@ def alert_rules(settings: AlertSettings) -> list[AlertRule]:
             "If it died under load, run `oomguard diagnose` on its log and `dmesg`.",
             "down",
         ),
+        AlertRule(
+            "VllmMetricsAbsent",
+            " and ".join(f"absent({n}{{job={promql_string(s.job)}}})" for n in names.kv_usage),
+            s.absent_for,
+            "warning",
+            "vLLM's metrics are missing from Prometheus (job {{ $labels.job }})",
+            f"No KV-cache series of job {{{{ $labels.job }}}} for {s.absent_for} ({' or '.join(names.kv_usage)}, "
+            f"the names of vLLM {names.version}). Every other vLLM rule is silent until they are back: the "
+            "server is not scraped, or it runs a vLLM version whose metric names differ (export the rules "
+            "with its --vllm-version).",
+            "absent",
+        ),
     ]
+    if s.kube_oom:
+        c = promql_string(s.container)
+        rules.append(
+            AlertRule(
+                "VllmContainerOOMKilled",
+                f"max by (namespace, pod, container) (kube_pod_container_status_last_terminated_reason"
+                f"{{reason=\"OOMKilled\", container={c}}}) == 1 and on (namespace, pod, container) "
+                f"increase(kube_pod_container_status_restarts_total{{container={c}}}[10m]) > 0",
+                "0m",
+                "critical",
+                "vLLM container {{ $labels.namespace }}/{{ $labels.pod }} was OOMKilled",
+                "Kubernetes killed container {{ $labels.container }} for exceeding its memory limit "
+                "(kube-state-metrics: last terminated reason OOMKilled, restarted in the last 10m). This is "
+                "host RAM, not GPU memory: the CPU KV tier, --cpu-offload-gb and the workers count against the "
+                "limit; `oomguard check` on the manifest (OG401) and `oomguard export launch --to kubernetes` "
+                "size it from the plan.",
+                "kube-oom",
+            )
+        )
     if s.host_oom:
         rules.append(
             AlertRule(
@@ -164,6 +213,8 @@ def prometheus_rules(settings: AlertSettings) -> dict[str, Any]:
 def render_prometheus(settings: AlertSettings) -> str:
     import yaml
 
+    from oomguard.export.fields import visible
+
     names = vllm_series(settings.vllm_version)
     gpu = gpu_memory_series(settings.gpu_exporter)
     header = [
@@ -171,6 +222,9 @@ def render_prometheus(settings: AlertSettings) -> str:
         f"# Metric names: {names.note}.",
         f"# GPU memory: {gpu.note}.",
         "# Host OOM kills: node_exporter (node_vmstat_oom_kill)." if settings.host_oom else "",
+        "# Container OOM kills: kube-state-metrics (kube_pod_container_status_last_terminated_reason)."
+        if settings.kube_oom else "",
+        f"# Thresholds from {visible(settings.source)}." if settings.source else "# Thresholds: the defaults (no launch given).",
         "# Check with: promtool check rules <this file>",
     ]
     body = yaml.safe_dump(prometheus_rules(settings), sort_keys=False, width=1000, allow_unicode=True)

@@ -91,7 +91,7 @@ def dashboard(settings: AlertSettings) -> dict[str, Any]:
             unit="percentunit",
             red_at=settings.gpu_mem_threshold,
             max_value=1,
-            description=gpu.note + "; memory climbing in steps under traffic is the S2 pattern",
+            description=gpu.note + "; memory climbing in steps under traffic is the allocator growing past the profiled peak (unchunked long prefills)",
         ),
         _timeseries(
             3,

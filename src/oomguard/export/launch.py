@@ -3,38 +3,35 @@
 One ``Launch`` (model, typed flags, environment) becomes a systemd unit, a
 ``docker run`` line, a compose service, a Kubernetes Deployment, an env file
 or a vLLM ``--config`` YAML, with the same flags so that a restart cannot
-bring back the old ones. Each format has its own quoting: POSIX shell for
-the docker line, systemd's own rules for ``ExecStart=`` (``systemd.py``),
-``$$`` for compose's and Kubernetes' variable interpolation, and JSON strings
-for JSON-valued flags in YAML (vLLM's older config loaders ``str()`` a
-mapping). Reading any output back with oomguard's launch readers gives the
-same flags (``tests/unit/export`` checks it property by property).
+bring back the old ones. Each target renders through its own grammar, word by
+word or as a data structure, never by pasting text: systemd's quoting and
+specifier rules (``systemd.py``), shell quoting (``shell.py``) for the docker
+line and env files, PyYAML's safe emitter (``yamlout.py``) for compose,
+Kubernetes and ``--config``. What a value may hold is decided in
+``fields.py``; what is secret, in ``secrets.py`` (the one redactor).
 
-Credentials never appear: ``--api-key`` and similar flags, and secret-looking
-environment variables, become references to an environment variable or a
-Kubernetes Secret that the operator fills in.
+Every renderer also returns the structure it meant to write (the unit's
+settings, the shell words, the YAML documents, the env lines);
+``readback.check_structure`` parses the text with the target's own grammar and
+compares, so a value that became structure is caught before anything is printed.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from oomguard.inputs.render import (
-    flag_form,
-    flags_to_argv,
-    is_secret_dest,
-    is_secret_env,
-    secret_env_for,
-    shell_command,
-    shell_quote,
-)
+from oomguard.errors import InputError
+from oomguard.export.fields import CONTROL, check_env_name, refuse_control, refuse_nul, visible
+from oomguard.export.secrets import SecretPlan, plan_for
+from oomguard.export.shell import EnvRef, ShellQuoteError, Word
+from oomguard.inputs.render import flag_form, flags_to_argv
 
 DEFAULT_IMAGE = "vllm/vllm-openai"
 DEFAULT_PORT = 8000
+DEFAULT_SHM = "16Gi"
 
 
 class Target(str, Enum):
@@ -55,141 +52,166 @@ class ExportOptions:
     name: str = "vllm"
     image: str | None = None  # default vllm/vllm-openai:v<version> (or :latest)
     vllm_bin: str = "/usr/local/bin/vllm"  # systemd's ExecStart needs a path
-    shm_size: str = "16Gi"  # Kubernetes /dev/shm emptyDir (tensor parallel uses shared memory)
-    hf_cache: str = "$HOME/.cache/huggingface"
+    shm_size: str | None = None  # Kubernetes /dev/shm emptyDir; None: from the plan (at least 16Gi)
+    hf_cache: str = ".cache/huggingface"  # under $HOME, for the containers' model cache
     source: str | None = None  # the launch file, for the header comment
+    checked: bool = False  # the flags went through `oomguard check --fix`
+    secrets_file: str | None = None  # where the secret values are written (mode 0600), for the notes
+    user: str = "vllm"  # systemd User=
+    resources: Any = None  # export.resources.Resources (host RAM, /dev/shm, timeouts) from the plan
 
 
 @dataclass
 class Rendered:
     text: str
     notes: list[str] = field(default_factory=list)
+    structure: Any = None  # what the renderer meant to write, in the target's terms (readback.py)
+    secrets: dict[str, str | None] = field(default_factory=dict)  # NAME -> value, for the secrets file only
 
 
 @dataclass
 class _Parts:
     """What every format needs, derived once from the launch."""
 
-    model: str | None
-    argv: list[str]  # vLLM arguments, model as `--model` (the image's entry point takes both)
-    serve_argv: list[str]  # for `vllm serve MODEL ...` (positional model)
-    env: dict[str, str]  # plain environment variables
-    secret_env: list[str]  # names the operator must provide (values never written)
+    model: str
+    argv: list[Word]  # vLLM arguments, model as `--model` (the image's entry point takes both)
+    serve_argv: list[Word]  # for `vllm serve MODEL ...` (positional model)
+    secrets: SecretPlan
     port: int
     num_gpus: int
     devices: list[str] | None  # CUDA_VISIBLE_DEVICES, when the launch pins GPUs
     notes: list[str]
 
+    @property
+    def env(self) -> dict[str, str]:
+        return self.secrets.env
+
+    @property
+    def secret_names(self) -> list[str]:
+        return list(self.secrets.secrets)
+
+    @property
+    def container_secrets(self) -> list[str]:
+        """Secrets the container itself must see: moved environment variables and those vLLM reads
+        (``VLLM_API_KEY``), not the ones only a flag references (the caller's shell or compose expands those)."""
+        refs = {n for names in self.secrets.moved.values() for n in names}
+        return [n for n in self.secrets.secrets if n not in refs or n in self.secrets.dropped.values()]
+
+
+_SENTINEL = "\x00oomguard-env:{}\x00"  # never a real value: NUL cannot be in one (fields.refuse_nul)
+
+
+def _argv(model: str | None, flags: dict[str, Any], version: str | None, *, model_option: bool) -> list[Word]:
+    """``flags_to_argv`` with EnvRef values kept as whole words."""
+    plain: dict[str, Any] = {}
+    for dest, value in flags.items():
+        if isinstance(value, dict) or (isinstance(value, list) and flag_form(dest, version).value_type == "json"):
+            plain[dest] = _json_text(value)
+        elif isinstance(value, EnvRef):
+            plain[dest] = _SENTINEL.format(value.name)
+        elif isinstance(value, list) and any(isinstance(v, EnvRef) for v in value):
+            plain[dest] = [_SENTINEL.format(v.name) if isinstance(v, EnvRef) else v for v in value]
+        else:
+            plain[dest] = value
+    words: list[Word] = []
+    for w in flags_to_argv(model, plain, version=version, model_option=model_option):
+        m = re.fullmatch(_SENTINEL.replace("{}", "([A-Za-z_][A-Za-z0-9_]*)"), w)
+        if m:
+            words.append(EnvRef(m.group(1)))
+        elif "\x00oomguard-env:" in w:
+            raise AssertionError("a secret reference was merged into a larger word")  # a bug, caught by tests
+        else:
+            words.append(w)
+    return words
+
+
+def _json_text(value: Any) -> str:
+    """Compact JSON, as vLLM's argparse reads it, with every control or line-separator character
+    inside a string escaped (``\u2028``): the same JSON, and no target has to carry the raw character."""
+    import json
+
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return CONTROL.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def _check_words(words: list[Word]) -> None:
+    """What no target can carry: a NUL in an argument (JSON values carry theirs as ``\u0000``)."""
+    option = "the model"
+    for w in words:
+        if isinstance(w, str):
+            if w.startswith("--"):
+                option = w.split("=", 1)[0]
+                if "=" in w:
+                    refuse_nul(option, w)
+                continue
+            refuse_nul(option, w)
+
+
+def _refuse_option_like(model: str, flags: dict[str, Any]) -> None:
+    """A word vLLM's argparse would take for an option cannot be written where a value stands alone:
+    the positional model, or an item of a multi-word list (``--served-model-name a --x``)."""
+    if model.startswith("-"):
+        raise InputError("the model: starts with '-', which vLLM reads as an option: refused")
+    for dest, value in flags.items():
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, str) and item.startswith("-") and not re.fullmatch(r"-\d+(\.\d+)?", item):
+                    raise InputError(f"--{dest.replace('_', '-')}: an item starts with '-', which vLLM reads as an "
+                                     "option: refused")
+
+
+def _check_env(env: dict[str, str]) -> None:
+    for k, v in env.items():
+        check_env_name(k)
+        refuse_nul(f"environment variable {k}", v)
+
 
 def _parts(launch: Any, opts: ExportOptions) -> _Parts:
-    flags = dict(launch.flags)
     version = opts.vllm_version or getattr(launch, "version", None)
-    notes: list[str] = []
-    secret_env: list[str] = []
-    for dest in [d for d in flags if is_secret_dest(d)]:
-        value = flags.pop(dest)
-        if value in (None, False, True):  # e.g. --hf-token with no value: nothing secret
-            if value is True:
-                flags[dest] = value
-            continue
-        name = secret_env_for(dest)
-        secret_env.append(name)
-        notes.append(f"--{dest.replace('_', '-')} was not written out: provide it as environment variable {name}")
-    for dest in list(flags):
-        name = _nested_secret_env(dest, flags[dest])
-        if name:
-            flags[dest] = _SENTINEL.format(name)
-            secret_env.append(name)
-            notes.append(
-                f"--{dest.replace('_', '-')} holds credentials inside its JSON: its whole value moved to the "
-                f"environment variable {name} (set it to the JSON), which the unit references"
-            )
-    env: dict[str, str] = {}
-    for k, v in (getattr(launch, "env", None) or {}).items():
-        if is_secret_env(k):
-            if k not in secret_env:
-                secret_env.append(k)
-                notes.append(f"environment variable {k} looks like a credential: its value was not written out")
-        else:
-            env[k] = str(v)
     model = launch.model
-    tp = int(flags.get("tensor_parallel_size") or 1)
-    pp = int(flags.get("pipeline_parallel_size") or 1)
-    dp = int(flags.get("data_parallel_size") or 1)
+    if not model:
+        raise InputError("the launch names no model (vllm serve MODEL)", file=getattr(launch, "path", None))
+    env_in = dict(getattr(launch, "env", None) or {})
+    _check_env(env_in)
+    try:
+        plan = plan_for(launch)
+    except ValueError as exc:
+        raise InputError(f"export: {exc}") from None
+    flags = plan.flags
+    tp = _int(flags.get("tensor_parallel_size"))
+    pp = _int(flags.get("pipeline_parallel_size"))
+    dp = _int(flags.get("data_parallel_size"))
     devices = None
-    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    cvd = plan.env.get("CUDA_VISIBLE_DEVICES")
     if cvd:
         devices = [d.strip() for d in cvd.split(",") if d.strip()]
-    try:
-        port = int(flags.get("port") or DEFAULT_PORT)
-    except (TypeError, ValueError):
-        port = DEFAULT_PORT
+    port = _int(flags.get("port"), DEFAULT_PORT)
+    if not 0 < port < 65536:
+        raise InputError(f"--port {port}: not a TCP port")
+    refuse_nul("the model", model)
+    _refuse_option_like(model, flags)
+    argv = _argv(model, flags, version, model_option=True)
+    _check_words(argv)
     return _Parts(
         model=model,
-        argv=flags_to_argv(model, flags, version=version, model_option=True),
-        serve_argv=flags_to_argv(model, flags, version=version),
-        env=env,
-        secret_env=secret_env,
+        argv=argv,
+        serve_argv=_argv(model, flags, version, model_option=False),
+        secrets=plan,
         port=port,
         num_gpus=max(1, tp * pp * dp),
         devices=devices,
-        notes=notes,
+        notes=list(plan.notes),
     )
 
 
-# A JSON-valued flag holding a credential is replaced by this placeholder, which each target
-# turns into its own reference to an environment variable (see render_launch). The
-# characters are ones every quoting rule here leaves alone.
-_SENTINEL = "@@OOMGUARD_ENV_{}@@"
-_REFERENCE = {
-    "systemd": "${{{}}}",  # systemd expands ${NAME} inside ExecStart words (one argument)
-    "docker": '"${}"',  # the caller's shell expands it; -e NAME passes it in
-    "compose": "${{{}}}",  # compose interpolates from the shell or the .env file
-    "kubernetes": "$({})",  # Kubernetes expands $(NAME) in args from the container's env
-    "env": '"${}"',
-    "yaml": "<set from ${}: a --config file cannot reference the environment>",
-}
+def _int(value: Any, default: int = 1) -> int:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else default
+    except (TypeError, ValueError):
+        return default
 
 
-def _nested_secret_env(dest: str, value: Any) -> str | None:
-    """The environment variable a JSON-valued flag's value moves to, when the JSON holds a secret."""
-    from oomguard.redact import redact_data
-
-    parsed = value
-    if isinstance(value, str):
-        if value.strip()[:1] not in "{[":
-            return None
-        try:
-            parsed = json.loads(value)
-        except (ValueError, RecursionError):
-            return None
-    if not isinstance(parsed, (dict, list)) or redact_data(parsed) == parsed:
-        return None
-    return "SECRET_" + dest.upper().replace("-", "_")
-
-
-def moved_secret_flags(flags: dict[str, Any]) -> dict[str, str]:
-    """``{dest: environment variable}`` for the JSON-valued flags whose value moved to the environment."""
-    return {dest: name for dest, value in flags.items() if (name := _nested_secret_env(dest, value))}
-
-
-def placeholder_text(text: str, target: Target | str, moved: dict[str, str]) -> str:
-    """``text`` with each environment reference replaced by an empty JSON object (for reading it back)."""
-    target = Target(target)
-    empty = "{}" if target is Target.SYSTEMD else "'{}'"
-    for name in moved.values():
-        ref = _REFERENCE[target.value].format(name)
-        text = text.replace(f"'{ref}'", "'{}'").replace(f'"{ref}"', "'{}'").replace(ref, empty)
-    return text
-
-
-def _with_references(text: str, target: Target, secret_env: list[str]) -> str:
-    for name in secret_env:
-        text = text.replace(_SENTINEL.format(name), _REFERENCE[target.value].format(name))
-    return text
-
-
-def _image(opts: ExportOptions, launch: Any) -> str:
+def image_for(opts: ExportOptions, launch: Any) -> str:
     if opts.image:
         return opts.image
     version = opts.vllm_version or getattr(launch, "version", None)
@@ -198,9 +220,15 @@ def _image(opts: ExportOptions, launch: Any) -> str:
     return f"{DEFAULT_IMAGE}:latest"
 
 
-def _header(opts: ExportOptions, target: Target, comment: str = "#") -> str:
-    src = f" from {opts.source}" if opts.source else ""
-    return f"{comment} generated by `oomguard export launch --to {target.value}`{src}; the flags are the checked ones, keep them"
+def header_lines(opts: ExportOptions, target: Target) -> list[str]:
+    """The comment at the top of every export (the file name shown escaped: it is not a line of ours)."""
+    src = f" from {visible(opts.source)}" if opts.source else ""
+    first = f"# generated by `oomguard export launch --to {target.value}`{src}"
+    if opts.checked:
+        second = "# the flags are the ones `oomguard check --fix` corrected and checked: keep them"
+    else:
+        second = "# the flags are as given, not run through `oomguard check` (export with --fix to check and correct them)"
+    return [first.rstrip(), second]
 
 
 def _container_notes(launch: Any, parts: _Parts) -> list[str]:
@@ -219,186 +247,280 @@ def _container_env(parts: _Parts) -> dict[str, str]:
     return {k: v for k, v in parts.env.items() if k != "CUDA_VISIBLE_DEVICES"}
 
 
+def _secrets_note(parts: _Parts, opts: ExportOptions, where: str) -> list[str]:
+    if not parts.secret_names:
+        return []
+    names = ", ".join(parts.secret_names)
+    if opts.secrets_file:
+        return [f"secrets {names}: values written to {visible(opts.secrets_file)} (mode 0600); {where}"]
+    return [f"secrets {names}: not written anywhere; {where} (export with --secrets-file FILE to write them, mode 0600)"]
+
+
+def _resources(launch: Any, opts: ExportOptions):
+    from oomguard.export.resources import resources_for
+
+    return opts.resources if opts.resources is not None else resources_for(launch, opts.vllm_version or getattr(launch, "version", None))
+
+
 # -- systemd --------------------------------------------------------------------
 
 
+def env_file_path(opts: ExportOptions) -> str:
+    if opts.secrets_file and opts.secrets_file.startswith("/"):
+        return opts.secrets_file
+    return f"/etc/vllm/{opts.name}.env"
+
+
 def render_systemd(launch: Any, opts: ExportOptions) -> Rendered:
-    from oomguard.export.systemd import quote_word
+    from oomguard.export.systemd import (
+        SystemdQuoteError,
+        quote_assignment,
+        quote_program,
+        quote_word,
+        text_value,
+    )
 
     p = _parts(launch, opts)
-    lines = [
-        _header(opts, Target.SYSTEMD),
-        "[Unit]",
-        f"Description=vLLM OpenAI-compatible server ({p.model})",
-        "After=network-online.target",
-        "Wants=network-online.target",
-        "",
-        "[Service]",
-        "Type=simple",
-    ]
+    res = _resources(launch, opts)
+    notes = list(p.notes)
+    settings: list[tuple[str, str, Any]] = []  # (section, key, intended value)
+    lines = header_lines(opts, Target.SYSTEMD)
+    intended: list[tuple] = [("comment", None, line) for line in lines]
+
+    def section(name: str) -> None:
+        if lines[-1] != "" and name != "Unit":
+            lines.append("")
+            intended.append(("blank",))
+        lines.append(f"[{name}]")
+        intended.append(("section", name))
+
+    def setting(key: str, text: str, meant: Any) -> None:
+        lines.append(f"{key}={text}")
+        intended.append(("setting", key, meant))
+        settings.append((key, text, meant))
+
+    def comment(text: str) -> None:
+        lines.append("# " + text)
+        intended.append(("comment", None, "# " + text))
+
+    section("Unit")
+    description = f"vLLM OpenAI-compatible server ({p.model})"
+    setting("Description", text_value(description), text_value(description))
+    setting("After", "network-online.target", "network-online.target")
+    setting("Wants", "network-online.target", "network-online.target")
+    setting("StartLimitIntervalSec", str(res.start_limit_interval_s), str(res.start_limit_interval_s))
+    setting("StartLimitBurst", str(res.start_limit_burst), str(res.start_limit_burst))
+    section("Service")
+    setting("Type", "simple", "simple")
+    if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", opts.user):
+        raise InputError(f"--user {visible(opts.user[:40])!r}: not a valid user name")
+    setting("User", opts.user, opts.user)
     for k, v in p.env.items():
-        lines.append("Environment=" + quote_word(f"{k}={v}"))
-    if p.secret_env:
-        lines.append(f"# {', '.join(p.secret_env)}: set in /etc/vllm/{opts.name}.env (mode 0600), never in the unit")
-        lines.append(f"EnvironmentFile=-/etc/vllm/{opts.name}.env")
-    words = [quote_word(w) for w in [opts.vllm_bin, "serve", *p.serve_argv]]
+        try:
+            setting("Environment", quote_assignment(k, v), (f"{k}={v}",))
+        except SystemdQuoteError as exc:
+            raise InputError(f"environment variable {k}: {exc}: refused for --to systemd") from None
+    env_file = env_file_path(opts)
+    if p.secret_names:
+        comment(f"{', '.join(p.secret_names)}: set in {env_file} (mode 0600), never in the unit")
+    # "-": an optional file when the launch has no secrets; required when it has (a server that
+    # should ask for an API key must not start without one)
+    env_file_value = env_file if p.secret_names else "-" + env_file
+    refuse_control("the secrets file path", env_file)
+    setting("EnvironmentFile", quote_word(env_file_value) if " " in env_file_value else env_file_value, env_file_value)
+    try:
+        program = quote_program(opts.vllm_bin)
+    except SystemdQuoteError as exc:
+        raise InputError(f"--vllm-bin: {exc}") from None
+    raw_words: list[Word] = ["serve", *p.serve_argv]
+    try:
+        quoted = [program, *(quote_word(w) for w in raw_words)]
+    except SystemdQuoteError as exc:
+        raise InputError(f"a flag value {exc}: refused") from None
     groups: list[list[str]] = []
-    for w, raw in zip(words, [opts.vllm_bin, "serve", *p.serve_argv], strict=True):
-        if raw.startswith("--") or not groups:
-            groups.append([w])
+    for q, raw in zip(quoted, [opts.vllm_bin, *raw_words], strict=True):
+        if (isinstance(raw, str) and raw.startswith("--")) or not groups:
+            groups.append([q])
         else:
-            groups[-1].append(w)
-    # keep "vllm serve MODEL" on the first line
+            groups[-1].append(q)
     head = groups[0]
     while len(groups) > 1 and not groups[1][0].startswith("--"):
         head += groups.pop(1)
+    meant_argv = (opts.vllm_bin, *raw_words)
     lines.append("ExecStart=" + " \\\n    ".join(" ".join(g) for g in groups))
-    lines += [
-        "Restart=on-failure",
-        "RestartSec=10",
-        "# loading weights and profiling memory can take minutes",
-        "TimeoutStartSec=1200",
-        "LimitNOFILE=65536",
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-    ]
-    return Rendered("\n".join(lines) + "\n", p.notes)
+    intended.append(("setting", "ExecStart", meant_argv))
+    setting("Restart", "on-failure", "on-failure")
+    setting("RestartSec", str(res.restart_sec), str(res.restart_sec))
+    comment(f"loading weights, profiling memory and capturing CUDA graphs: {res.timeout_why}")
+    setting("TimeoutStartSec", str(res.timeout_start_s), str(res.timeout_start_s))
+    if res.memory_max_bytes:
+        comment(f"host RAM from the plan: {res.memory_why}")
+        setting("MemoryMax", str(res.memory_max_bytes), str(res.memory_max_bytes))
+    comment("the kernel's OOM killer should pick another process before the server (a host OOM)")
+    setting("OOMScoreAdjust", str(res.oom_score_adj), str(res.oom_score_adj))
+    setting("LimitNOFILE", "65536", "65536")
+    section("Install")
+    setting("WantedBy", "multi-user.target", "multi-user.target")
+    notes += _secrets_note(p, opts, f"the unit reads them from EnvironmentFile={env_file}")
+    if res.memory_max_bytes:
+        notes.append(f"MemoryMax={res.memory_max_bytes} ({res.memory_max_bytes / (1 << 30):.0f} GiB): {res.memory_why}")
+    return Rendered("\n".join(lines) + "\n", notes, intended, dict(p.secrets.secrets))
 
 
 # -- docker run ---------------------------------------------------------------------
 
 
 def render_docker(launch: Any, opts: ExportOptions) -> Rendered:
+    from oomguard.export.shell import join, quote
+
     p = _parts(launch, opts)
+    res = _resources(launch, opts)
     notes = p.notes + _container_notes(launch, p)
-    gpus = "all" if not p.devices else shell_quote(f'"device={",".join(p.devices)}"')
-    pre = [
-        f"docker run -d --name {shell_quote(opts.name)}",
-        f"--gpus {gpus}",
-        "--ipc=host",
-        f"-p {p.port}:{p.port}",
-        f'-v "{opts.hf_cache}:/root/.cache/huggingface"',
-    ]
-    if p.model and p.model.startswith("/"):
-        pre.append("-v " + shell_quote(f"{p.model}:{p.model}:ro"))
+    image = image_for(opts, launch)
+    groups: list[list[Word]] = [["docker", "run", "-d", "--name", opts.name]]
+    groups.append(["--gpus", "all" if not p.devices else f'"device={",".join(p.devices)}"'])
+    groups.append(["--ipc=host"])  # /dev/shm is the host's: NCCL and the CPU KV tier's file fit
+    groups.append(["-p", f"{p.port}:{p.port}"])
+    if res.memory_max_bytes:
+        groups.append(["--memory", f"{res.memory_max_bytes // (1 << 20)}m"])
+    groups.append(["-v", EnvRef("HOME", f"/{opts.hf_cache}:/root/.cache/huggingface")])
+    if p.model.startswith("/"):
+        if ":" in p.model or "," in p.model:
+            raise InputError("the model path contains ':' or ',', which docker's -v cannot mount: use --to compose")
+        groups.append(["-v", f"{p.model}:{p.model}:ro"])
+    fields: dict[int, str] = {}
     for k, v in _container_env(p).items():
-        pre.append("-e " + shell_quote(f"{k}={v}"))
-    for k in p.secret_env:
-        pre.append(f"-e {k}")  # passed through from the caller's environment
-    pre.append(shell_quote(_image(opts, launch)))
-    text = shell_command([], p.argv, prefix_lines=pre)
-    return Rendered(_header(opts, Target.DOCKER) + "\n" + text + "\n", notes)
+        fields[len(groups)] = f"environment variable {k}"
+        groups.append(["-e", f"{k}={v}"])
+    for k in p.container_secrets:
+        groups.append(["-e", k])  # passed through from the caller's environment, value never on the line
+    groups.append([image])
+    for g in _option_groups(p.argv):
+        groups.append(g)
+    try:
+        text_lines = [join(g, fields.get(i)) for i, g in enumerate(groups)]
+    except ShellQuoteError as exc:
+        raise InputError(f"{exc}: refused for --to docker") from None
+    del quote
+    head = header_lines(opts, Target.DOCKER)
+    text = "\n".join(head) + "\n" + " \\\n  ".join(text_lines) + "\n"
+    words = [w for g in groups for w in g]
+    notes += _secrets_note(p, opts, "docker takes them from the calling shell's environment (-e NAME, \"$NAME\")"
+                           + (f": set -a; . {visible(opts.secrets_file)}; set +a" if opts.secrets_file else ""))
+    return Rendered(text, notes, {"comments": head, "words": words}, dict(p.secrets.secrets))
+
+
+def _option_groups(argv: list[Word]) -> list[list[Word]]:
+    groups: list[list[Word]] = []
+    for w in argv:
+        if (isinstance(w, str) and w.startswith("--")) or not groups:
+            groups.append([w])
+        else:
+            groups[-1].append(w)
+    return groups
 
 
 # -- compose and Kubernetes (YAML with $-interpolation) --------------------------------
 
 
-def _dollar(text: str) -> str:
-    """Compose and Kubernetes both read ``$$`` as a literal ``$``."""
-    return text.replace("$", "$$")
+def _dollar(word: Word, ref: str) -> str:
+    """Compose and Kubernetes both read ``$$`` as a literal ``$``; an EnvRef is their reference."""
+    if isinstance(word, EnvRef):
+        return ref.format(word.name) + word.suffix.replace("$", "$$")
+    return word.replace("$", "$$")
 
 
-def _yaml(data: Any) -> str:
-    import yaml
-
-    class _NoAliases(yaml.SafeDumper):
-        def ignore_aliases(self, data: Any) -> bool:  # a shared dict is written twice, not as &id001
-            return True
-
-    def _str(dumper: yaml.SafeDumper, value: str) -> Any:
-        # YAML folds U+0085/U+2028/U+2029 and other non-printables in plain or single-quoted
-        # scalars; double quotes carry them as escapes
-        odd = any(not c.isprintable() and c != " " for c in value)
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"' if odd else None)
-
-    _NoAliases.add_representer(str, _str)
-    return yaml.dump(
-        data, Dumper=_NoAliases, sort_keys=False, width=100000, allow_unicode=True, default_flow_style=False
-    )
+def _yaml_checked(text_of, what: str) -> str:
+    try:
+        return text_of()
+    except Exception as exc:  # noqa: BLE001 - the emitter refuses what YAML cannot hold
+        raise InputError(f"{what}: the YAML emitter refused a value ({type(exc).__name__})") from None
 
 
 def render_compose(launch: Any, opts: ExportOptions) -> Rendered:
+    from oomguard.export.yamlout import dump
+
     p = _parts(launch, opts)
+    res = _resources(launch, opts)
     notes = p.notes + _container_notes(launch, p)
-    volumes = [opts.hf_cache.replace("$HOME", "${HOME}") + ":/root/.cache/huggingface"]
-    if p.model and p.model.startswith("/"):
-        volumes.append(_dollar(f"{p.model}:{p.model}:ro"))
+    volumes: list[Any] = ["${HOME}/" + opts.hf_cache + ":/root/.cache/huggingface"]
+    if p.model.startswith("/"):
+        volumes.append({"type": "bind", "source": _dollar(p.model, ""), "target": _dollar(p.model, ""), "read_only": True})
     device: dict[str, Any] = {"driver": "nvidia", "capabilities": ["gpu"]}
     if p.devices:
         device["device_ids"] = list(p.devices)
     else:
         device["count"] = p.num_gpus
     service: dict[str, Any] = {
-        "image": _image(opts, launch),
-        "command": [_dollar(w) for w in p.argv],
+        "image": _dollar(image_for(opts, launch), ""),
+        "command": [_dollar(w, "${{{}}}") for w in p.argv],
         "ipc": "host",
         "ports": [f"{p.port}:{p.port}"],
         "volumes": volumes,
     }
-    env: dict[str, str] = {k: _dollar(v) for k, v in _container_env(p).items()}
-    for k in p.secret_env:
-        env[k] = "${" + k + "}"  # from the shell or an .env file next to the compose file
+    env: dict[str, str] = {k: _dollar(v, "") for k, v in _container_env(p).items()}
+    for k in p.container_secrets:
+        env[k] = "${" + k + "}"  # from the shell or the --env-file of `docker compose`
     if env:
         service["environment"] = env
-    service["deploy"] = {"resources": {"reservations": {"devices": [device]}}}
-    service["restart"] = "unless-stopped"
-    text = _header(opts, Target.COMPOSE) + "\n" + _yaml({"services": {opts.name: service}})
-    return Rendered(text, notes)
-
-
-def _offload_bytes(flags: dict[str, Any]) -> int:
-    """Host RAM the launch pins for KV offload / weight offload / swap (bytes, best effort)."""
-    total = 0
-    ktc = flags.get("kv_transfer_config")
-    if isinstance(ktc, dict):
-        extra = ktc.get("kv_connector_extra_config") or {}
-        if isinstance(extra, dict) and isinstance(extra.get("cpu_bytes_to_use"), (int, float)):
-            total += int(extra["cpu_bytes_to_use"])
-    for dest in ("cpu_offload_gb", "swap_space"):
-        v = flags.get(dest)
-        if isinstance(v, (int, float)) and v > 0:
-            total += int(v * (1 << 30))
-    return total
+    resources: dict[str, Any] = {"reservations": {"devices": [device]}}
+    if res.memory_max_bytes:
+        resources["limits"] = {"memory": f"{res.memory_max_bytes // (1 << 20)}M"}
+    service["deploy"] = {"resources": resources}
+    service["restart"] = "on-failure"
+    data = {"services": {opts.name: service}}
+    head = header_lines(opts, Target.COMPOSE)
+    text = "\n".join(head) + "\n" + _yaml_checked(lambda: dump(data), "--to compose")
+    notes += _secrets_note(p, opts, "compose interpolates ${NAME} from the shell or `docker compose --env-file FILE`")
+    return Rendered(text, notes, {"comments": head, "docs": [data]}, dict(p.secrets.secrets))
 
 
 def render_kubernetes(launch: Any, opts: ExportOptions) -> Rendered:
+    from oomguard.export.yamlout import dump_all
+
     p = _parts(launch, opts)
+    res = _resources(launch, opts)
     notes = p.notes + _container_notes(launch, p)
     if p.devices:
         notes.append("Kubernetes picks the GPUs itself: the pinned CUDA_VISIBLE_DEVICES became a GPU count")
-    env: list[dict[str, Any]] = [{"name": k, "value": _dollar(v)} for k, v in _container_env(p).items()]
-    for k in p.secret_env:
-        env.append({"name": k, "valueFrom": {"secretKeyRef": {"name": f"{opts.name}-secrets", "key": k}}})
+    env: list[dict[str, Any]] = [{"name": k, "value": _dollar(v, "")} for k, v in _container_env(p).items()]
+    secret_name = f"{opts.name}-secrets"
+    for k in p.secret_names:
+        env.append({"name": k, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": k}}})
     gpus = str(len(p.devices) if p.devices else p.num_gpus)
     resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}}
-    offload = _offload_bytes(launch.flags)
-    if offload:
-        gib = -(-(offload + (16 << 30)) // (1 << 30))
-        resources["requests"]["memory"] = f"{gib}Gi"
-        notes.append(f"memory request {gib}Gi = host RAM the launch pins for offload + 16Gi for the server itself")
+    if res.memory_max_bytes:
+        limit = f"{-(-res.memory_max_bytes // (1 << 30))}Gi"
+        request = f"{-(-(res.memory_request_bytes or res.memory_max_bytes) // (1 << 30))}Gi"
+        resources["requests"]["memory"] = request
+        resources["limits"]["memory"] = limit
+        notes.append(f"memory request {request} (the expected need) and limit {limit}: {res.memory_why}")
+    shm = opts.shm_size or res.shm_size
     mounts: list[dict[str, Any]] = [
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"},
     ]
     volumes: list[dict[str, Any]] = [
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": opts.shm_size}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm}},
         {"name": "hf-cache", "emptyDir": {}},
     ]
+    if res.shm_why and not opts.shm_size:
+        notes.append(f"/dev/shm sizeLimit {shm}: {res.shm_why}")
     notes.append("the hf-cache volume is an emptyDir: replace it with a PersistentVolumeClaim to keep downloads")
-    if p.model and p.model.startswith("/"):
+    if p.model.startswith("/"):
         mounts.append({"name": "model", "mountPath": p.model, "readOnly": True})
         volumes.append({"name": "model", "hostPath": {"path": p.model, "type": "Directory"}})
+    probe = {"httpGet": {"path": "/health", "port": p.port}}
     container: dict[str, Any] = {
         "name": opts.name,
-        "image": _image(opts, launch),
-        "args": [_dollar(w) for w in p.argv],
+        "image": image_for(opts, launch),
+        "args": [_dollar(w, "$({})") for w in p.argv],
         "ports": [{"name": "http", "containerPort": p.port}],
         "resources": resources,
         "volumeMounts": mounts,
-        "readinessProbe": {"httpGet": {"path": "/health", "port": p.port}, "periodSeconds": 10, "failureThreshold": 3},
-        "startupProbe": {"httpGet": {"path": "/health", "port": p.port}, "periodSeconds": 10, "failureThreshold": 120},
-        "livenessProbe": {"httpGet": {"path": "/health", "port": p.port}, "periodSeconds": 30, "failureThreshold": 3},
+        "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3},
+        "startupProbe": {**probe, "periodSeconds": 10, "failureThreshold": max(1, -(-res.timeout_start_s // 10))},
+        "livenessProbe": {**probe, "periodSeconds": 30, "failureThreshold": 3},
     }
     if env:
         container["env"] = env
@@ -413,67 +535,106 @@ def render_kubernetes(launch: Any, opts: ExportOptions) -> Rendered:
             "template": {"metadata": {"labels": labels}, "spec": {"containers": [container], "volumes": volumes}},
         },
     }
-    return Rendered(_header(opts, Target.KUBERNETES) + "\n" + _yaml(doc), notes)
+    head = header_lines(opts, Target.KUBERNETES)
+    text = "\n".join(head) + "\n" + _yaml_checked(lambda: dump_all([doc]), "--to kubernetes")
+    notes += _secrets_note(
+        p, opts, f"the Deployment reads them from the Secret {secret_name} (secretKeyRef): "
+        f"kubectl create secret generic {secret_name} --from-env-file={visible(opts.secrets_file or 'FILE')}"
+    )
+    return Rendered(text, notes, {"comments": head, "docs": [doc]}, dict(p.secrets.secrets))
 
 
 # -- env file and --config YAML ---------------------------------------------------------
 
 
-def _env_value(v: str) -> str:
-    """A value both docker's --env-file (literal) and systemd's EnvironmentFile read the same."""
-    if v == "" or all(c.isalnum() or c in "_-.,/:@%+=" for c in v):
-        return v
-    return "'" + v.replace("'", "'\\''") + "'"
+def env_file_lines(env: dict[str, str], secrets: dict[str, str | None], *, with_values: bool) -> tuple[list[str], list[tuple]]:
+    """``NAME=value`` lines (and the intended structure) for docker --env-file / systemd EnvironmentFile=."""
+    from oomguard.export.shell import env_value
+
+    lines: list[str] = []
+    meant: list[tuple] = []
+    for k, v in [*env.items(), *((k, (v or "") if with_values else "") for k, v in secrets.items())]:
+        check_env_name(k)
+        refuse_control(f"environment variable {k}", v, why="an env file has no escape for it")
+        if k in secrets and not with_values:
+            lines.append(f"# {k}: fill in here, and keep this file mode 0600")
+            meant.append(("comment", lines[-1]))
+        lines.append(f"{k}={env_value(v)}")
+        meant.append(("assign", k, v))
+    return lines, meant
 
 
-def render_env(launch: Any, opts: ExportOptions) -> Rendered:
+def render_env(launch: Any, opts: ExportOptions, *, with_values: bool = False) -> Rendered:
+    from oomguard.export.shell import env_value, join
+
     p = _parts(launch, opts)
     notes = list(p.notes)
-    lines = [_header(opts, Target.ENV), "# environment of the launch (docker --env-file, systemd EnvironmentFile=)"]
+    head = header_lines(opts, Target.ENV) + ["# environment of the launch (docker --env-file, systemd EnvironmentFile=)"]
+    body, meant = env_file_lines(p.env, p.secrets.secrets, with_values=with_values)
     for k, v in p.env.items():
-        ev = _env_value(v)
-        if ev != v:
+        if env_value(v) != v:
             notes.append(f"{k}: the value needs quoting; docker --env-file would keep the quotes literally")
-        lines.append(f"{k}={ev}")
-    for k in p.secret_env:
-        lines.append(f"# {k}: fill in here, and keep this file mode 0600")
-        lines.append(f"{k}=")
-    lines.append(
-        "# the flags themselves: vllm serve " + shell_command([], p.serve_argv, one_line=True).replace("\n", " ")
-    )
-    return Rendered("\n".join(lines) + "\n", notes)
+    try:
+        flags_comment = "# the flags themselves: vllm serve " + join(p.serve_argv)
+    except ShellQuoteError:  # a comment for people: shown escaped rather than refused
+        flags_comment = "# the flags themselves (shown escaped): vllm serve " + visible(" ".join(map(str, p.serve_argv)))
+    if CONTROL.search(flags_comment):  # ANSI-C quoting leaves none; a comment must stay one line
+        raise AssertionError("control character in the env file's comment")
+    lines = head + body + [flags_comment]
+    meant = [("comment", h) for h in head] + meant + [("comment", flags_comment)]
+    if p.secret_names:
+        if with_values:
+            notes.append(f"secrets {', '.join(p.secret_names)}: their values are in this file: it is written with mode 0600")
+        else:
+            notes.append(f"secrets {', '.join(p.secret_names)}: left empty here (printed output never holds them); "
+                         "export with -o FILE to write them (mode 0600)")
+    return Rendered("\n".join(lines) + "\n", notes, meant, dict(p.secrets.secrets))
 
 
 def parse_env_file(text: str) -> dict[str, str]:
     """Read back an env file written by ``render_env`` (comments and blank lines skipped)."""
+    return {k: v for kind, *rest in parse_env_lines(text) if kind == "assign" for k, v in [rest]}
+
+
+def parse_env_lines(text: str) -> list[tuple]:
+    """Every line of an env file: ``("comment", text)`` or ``("assign", name, value)``; ValueError otherwise."""
     import shlex
 
-    env: dict[str, str] = {}
-    for line in text.split("\n"):
+    out: list[tuple] = []
+    for line in re.split(r"\r\n|[\n\r]", text.rstrip("\n")) if text else []:
         s = line.strip()
-        if not s or s.startswith("#") or "=" not in s:
+        if s.startswith("#"):
+            out.append(("comment", line))
             continue
-        k, _, v = s.partition("=")
-        env[k] = "".join(shlex.split(v)) if v else ""
-    return env
+        k, eq, v = line.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            raise ValueError(f"env file line is not NAME=value: {visible(line[:40])!r}")
+        words = shlex.split(v) if v else [""]
+        if len(words) != 1:
+            raise ValueError(f"env file value of {k} is not one word")
+        out.append(("assign", k, words[0]))
+    return out
 
 
 def render_yaml(launch: Any, opts: ExportOptions) -> Rendered:
+    import json
+
+    from oomguard.export.shell import join
+    from oomguard.export.yamlout import dump
+
     p = _parts(launch, opts)
     notes = list(p.notes)
     version = opts.vllm_version or getattr(launch, "version", None)
-    data: dict[str, Any] = {}
-    if p.model:
-        data["model"] = p.model
-    moved = moved_secret_flags(launch.flags)
-    for dest, value in launch.flags.items():
-        if value is None or is_secret_dest(dest) and value not in (True, False):
-            continue
-        if dest in moved:
-            data[flag_form(dest, version).option[2:]] = _SENTINEL.format(moved[dest])
+    data: dict[str, Any] = {"model": p.model}
+    by_reference: list[Word] = []  # a --config file cannot read the environment: these go on the command line
+    for dest, value in p.secrets.flags.items():
+        if value is None:
             continue
         form = flag_form(dest, version)
         key = form.option[2:]
+        if isinstance(value, EnvRef) or (isinstance(value, list) and any(isinstance(v, EnvRef) for v in value)):
+            by_reference += _argv(None, {dest: value}, version, model_option=False)
+            continue
         if isinstance(value, bool) and not (form.known and form.takes_value):
             if value:
                 if form.has_positive:
@@ -488,16 +649,26 @@ def render_yaml(launch: Any, opts: ExportOptions) -> Rendered:
             data[key] = list(value)
         else:
             data[key] = value
-    env_note = ""
-    if p.env or p.secret_env:
-        env_note = "# environment (not part of --config): " + " ".join(
-            f"{k}={shell_quote(v)}" for k, v in p.env.items()
-        )
-        if p.secret_env:
-            env_note += " " + " ".join(f"{k}=<secret>" for k in p.secret_env)
-        env_note += "\n"
-    text = _header(opts, Target.YAML) + f"\n# run: vllm serve --config {opts.name}.yaml\n" + env_note + _yaml(data)
-    return Rendered(text, notes)
+    head = header_lines(opts, Target.YAML)
+    try:
+        run = "# run: vllm serve --config " + join([f"{opts.name}.yaml", *by_reference])
+    except ShellQuoteError as exc:
+        raise InputError(f"{exc}: refused for --to yaml") from None
+    head.append(run)
+    if p.env or p.secret_names:
+        try:
+            env_line = "# environment (not part of --config): " + join(
+                [f"{k}={v}" for k, v in p.env.items()] + [f"{k}=<secret>" for k in p.secrets.secrets]
+            )
+        except ShellQuoteError as exc:
+            raise InputError(f"{exc}: refused for --to yaml") from None
+        head.append(env_line)
+    if by_reference:
+        notes.append("a vLLM --config file cannot read the environment: the flags holding credentials are on the "
+                     "`run:` line, as references to the variables")
+    text = "\n".join(head) + "\n" + _yaml_checked(lambda: dump(data), "--to yaml")
+    notes += _secrets_note(p, opts, "set them in the server's environment")
+    return Rendered(text, notes, {"comments": head, "docs": [data]}, dict(p.secrets.secrets))
 
 
 _RENDERERS = {
@@ -512,6 +683,8 @@ _RENDERERS = {
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _CONTAINER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+# docker's reference grammar, loosely: [host[:port]/]path[:tag][@digest]; no spaces, quotes or $
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-/:@+]{0,511}")
 
 
 def check_name(name: str, target: Target | str) -> None:
@@ -520,10 +693,8 @@ def check_name(name: str, target: Target | str) -> None:
     Kubernetes: an RFC 1123 DNS label (the Deployment, Service and ``NAME-secrets`` Secret);
     elsewhere docker's container-name rule, which also keeps ``/etc/vllm/NAME.env`` one file.
     """
-    from oomguard.errors import InputError
-
     target = Target(target)
-    shown = repr(name[:70])
+    shown = repr(visible(name[:70]))
     if target is Target.KUBERNETES:
         if not _DNS_LABEL.fullmatch(name):
             raise InputError(f"--name {shown}: not a valid Kubernetes name (lower-case letters, digits and '-', "
@@ -534,14 +705,16 @@ def check_name(name: str, target: Target | str) -> None:
                          "at most 128 characters)")
 
 
+def check_image(image: str) -> None:
+    if not _IMAGE.fullmatch(image):
+        raise InputError(f"--image {visible(image[:70])!r}: not a container image reference "
+                         "(letters, digits and . _ - / : @ +)")
+
+
 def render_launch(launch: Any, target: Target | str, opts: ExportOptions | None = None) -> Rendered:
     """Render ``launch`` (an ``oomguard.inputs.launch.Launch``) for ``target``."""
     target = Target(target)
     opts = opts or ExportOptions()
-    rendered = _RENDERERS[target](launch, opts)
-    if "@@OOMGUARD_ENV_" in rendered.text:
-        secret_env = _parts(launch, opts).secret_env
-        rendered.text = _with_references(rendered.text, target, secret_env)
-        if target is Target.YAML:
-            rendered.notes.append("a vLLM --config file cannot read the environment: fill in the flag marked <set from ...>")
-    return rendered
+    if opts.image:
+        check_image(opts.image)
+    return _RENDERERS[target](launch, opts)

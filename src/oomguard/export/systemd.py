@@ -1,40 +1,48 @@
-"""systemd's command-line quoting, both ways.
+"""systemd's unit-file grammar, both ways: quoting what the export writes, parsing it back.
 
-systemd splits ``ExecStart=`` itself (no shell): words are separated by
-whitespace, double quotes allow C escapes (``\\"``, ``\\\\``, ``\\n``), single
-quotes are literal, ``%`` starts a specifier (``%%`` is a literal percent) and
-``$VAR`` / ``${VAR}`` are environment substitutions (``$$`` is a literal
-dollar); a line ending in a backslash continues on the next line. See
-systemd.service(5) "Command lines" and systemd.unit(5) "Specifiers".
+From systemd.syntax(7), systemd.service(5) "Command lines", systemd.exec(5)
+"Environment" and systemd.unit(5) "Specifiers" (systemd 252's manual pages):
 
-``quote_word`` writes one argument so that systemd hands it to the program
-unchanged; ``split_command`` undoes it (the export tests read units back with
-it). Shell quoting (``shlex``) is not the same: ``'a'\\''b'`` means nothing to
-systemd, and ``$`` and ``%`` need doubling in every position.
+- A unit file is lines; a line ending in a backslash continues on the next (the
+  backslash becomes a space); ``#`` and ``;`` start comments; ``[Section]`` headers.
+  systemd's line reader also ends a line at a carriage return or a NUL, so no raw
+  control character may appear in a unit at all: every one is escaped or refused.
+- ``ExecStart=`` is split into words by systemd itself (no shell): a word may be
+  wrapped in double or single quotes (the opening quote only at the start of a word),
+  C escapes are decoded (``\\n``, ``\\t``, ``\\xHH``, ``\\uHHHH``, ``\\"``, ``\\\\`` ...),
+  ``%`` starts a specifier (``%%`` is a literal percent), ``${VAR}`` is replaced by the
+  variable's value as one argument and ``$$`` is a literal dollar; a lone ``;`` separates
+  commands (``\\;`` is a literal one). The first word, the program, may hold no control
+  character and must not begin with one of the prefixes ``@-:+!`` (an absolute path).
+- ``Environment=`` assignments are unquoted the same way, but ``$`` has no special
+  meaning there (no ``$$``), specifiers are expanded (``%%``), names are
+  ``[A-Za-z_][A-Za-z0-9_]*`` and values may hold no non-printable character (refused).
+- ``Description=`` is free text with specifiers: ``%%``, and control characters shown
+  escaped (a description is read by people, not by a program).
+
+``quote_word`` / ``quote_assignment`` write; ``parse_unit`` / ``split_command`` read
+back (``oomguard.inputs.systemd_unit``, the reader ``oomguard check`` uses for units too),
+as strictly as systemd (or more: a quote inside a word, which these writers never
+produce, is an error rather than a guess).
 """
 
 from __future__ import annotations
 
 import re
 
+from oomguard.export.fields import CONTROL, ENV_NAME, describe, visible
+from oomguard.export.shell import EnvRef, Word
+from oomguard.inputs import systemd_unit as _unit
+from oomguard.inputs.systemd_unit import Entry, environment, join_lines, parse_unit, split_words, unit_values
+
+__all__ = ["Entry", "SystemdQuoteError", "environment", "join_lines", "parse_unit", "quote_assignment", "quote_program",
+           "quote_word", "split_command", "split_words", "text_value", "unit_values"]
+
 _PLAIN = re.compile(r"^[A-Za-z0-9_@+=:,./\-\[\]{}]+$")
-_C_ESCAPES = {
-    "n": "\n",
-    "t": "\t",
-    "r": "\r",
-    "\\": "\\",
-    '"': '"',
-    "'": "'",
-    "s": " ",
-    "a": "\a",
-    "b": "\b",
-    "f": "\f",
-    "v": "\v",
-}
 
 
-def _specifiers(text: str) -> str:
-    return text.replace("%", "%%").replace("$", "$$")
+class SystemdQuoteError(ValueError):
+    """A value systemd cannot carry in this place; the message names the character, never the value."""
 
 
 def _escape_char(c: str) -> str:
@@ -44,114 +52,58 @@ def _escape_char(c: str) -> str:
         return '\\"'
     if c in "\n\t\r":
         return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}[c]
-    if not c.isprintable() and c != " ":
-        # control and line-separator characters (U+0085, U+2028) as C escapes: a unit file is lines
+    if CONTROL.match(c) or (not c.isprintable() and c != " "):
+        # control and line-separator characters as C escapes: a unit file is lines
         return f"\\x{ord(c):02x}" if ord(c) < 0x80 else (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
     return c
 
 
-def quote_word(word: str) -> str:
-    """One argument for ``ExecStart=`` (or one ``Environment=`` assignment)."""
+def quote_word(word: Word) -> str:
+    """One ``ExecStart=`` argument, so that systemd hands it to the program unchanged."""
+    if isinstance(word, EnvRef):
+        if word.suffix:
+            raise SystemdQuoteError("a reference with a suffix is not written in units")
+        return "${" + word.name + "}"  # replaced by the variable's exact value, one argument
+    if "\x00" in word:
+        raise SystemdQuoteError("contains a NUL character, which no command line can carry")
     if word == ";":
-        return "\\;"  # a lone ';' separates commands in old systemd
+        return "\\;"  # a lone ';' separates commands
     if word and _PLAIN.match(word):
         return word  # nothing systemd would touch (no %, $, quotes, spaces, backslashes)
     body = "".join(_escape_char(c) for c in word)
-    return '"' + _specifiers(body) + '"'
+    return '"' + body.replace("%", "%%").replace("$", "$$") + '"'
 
 
-def join_lines(text: str) -> str:
-    """Unit-file line continuation: a trailing backslash joins the next line with a space."""
-    out: list[str] = []
-    buf = ""
-    for line in text.split("\n"):  # not splitlines(): U+0085 / U+2028 are not line ends in a unit file
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            buf += line[:-1] + " "
-            continue
-        out.append(buf + line)
-        buf = ""
-    if buf:
-        out.append(buf)
-    return "\n".join(out)
+def quote_program(path: str) -> str:
+    """The first ``ExecStart=`` word: an absolute path without control characters."""
+    if not path.startswith("/"):
+        raise SystemdQuoteError("must be an absolute path (systemd reads a leading @, -, :, + or ! as a prefix)")
+    m = CONTROL.search(path)
+    if m:
+        raise SystemdQuoteError(f"contains the control character {describe(m.group(0))} (systemd refuses it in the command)")
+    return quote_word(path)
 
 
-def _unescape(text: str, k: int) -> tuple[str, int]:
-    """The character of the escape starting at ``text[k]`` (after the backslash) and its length."""
-    c = text[k]
-    for lead, digits in (("x", 2), ("u", 4), ("U", 8)):
-        if c == lead:
-            code = text[k + 1 : k + 1 + digits]
-            if len(code) == digits and all(ch in "0123456789abcdefABCDEF" for ch in code):
-                return chr(int(code, 16)), 1 + digits
-    return _C_ESCAPES.get(c, c), 1
+def quote_assignment(name: str, value: str) -> str:
+    """One ``Environment=`` assignment (``$`` is literal there; ``%`` is a specifier)."""
+    if not ENV_NAME.fullmatch(name):
+        raise SystemdQuoteError("is not a valid environment variable name")
+    m = CONTROL.search(value)
+    if m:
+        raise SystemdQuoteError(f"contains the control character {describe(m.group(0))} "
+                                "(systemd rejects non-printable characters in environment values)")
+    word = f"{name}={value}"
+    if _PLAIN.match(word):
+        return word
+    body = word.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + body.replace("%", "%%") + '"'
 
 
-def _unspecify(text: str) -> str:
-    # %% -> %, $$ -> $ ; other specifiers and variables are left as written
-    return re.sub(r"%%|\$\$", lambda m: m.group(0)[0], text)
+def text_value(text: str) -> str:
+    """Free text for ``Description=``: specifiers doubled, control characters shown escaped."""
+    return visible(text).replace("%", "%%").strip()
 
 
-def split_command(text: str) -> list[str]:
-    """The argv systemd would run for an ``ExecStart=`` value (after line joining)."""
-    words: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        while i < n and text[i] in " \t\n":
-            i += 1
-        if i >= n:
-            break
-        buf: list[str] = []
-        while i < n and text[i] not in " \t\n":
-            c = text[i]
-            if c == '"':
-                j = i + 1
-                while j < n and text[j] != '"':
-                    if text[j] == "\\" and j + 1 < n:
-                        ch, width = _unescape(text, j + 1)
-                        buf.append(ch)
-                        j += 1 + width
-                        continue
-                    buf.append(text[j])
-                    j += 1
-                if j >= n:
-                    raise ValueError("unterminated double quote in systemd command line")
-                i = j + 1
-            elif c == "'":
-                j = text.find("'", i + 1)
-                if j < 0:
-                    raise ValueError("unterminated single quote in systemd command line")
-                buf.append(text[i + 1 : j])
-                i = j + 1
-            elif c == "\\" and i + 1 < n:
-                ch, width = _unescape(text, i + 1)
-                buf.append(ch)
-                i += 1 + width
-            else:
-                buf.append(c)
-                i += 1
-        words.append(_unspecify("".join(buf)))
-    return words
-
-
-def unit_values(unit_text: str, key: str) -> list[str]:
-    """Every value of ``key=`` in a unit file (continuations joined, comments skipped)."""
-    values = []
-    for line in join_lines(unit_text).split("\n"):
-        s = line.strip()
-        if s.startswith(("#", ";")) or "=" not in s:
-            continue
-        k, _, v = s.partition("=")
-        if k.strip() == key:
-            values.append(v.strip())
-    return values
-
-
-def environment(unit_text: str) -> dict[str, str]:
-    """The ``Environment=`` assignments of a unit, unquoted."""
-    env: dict[str, str] = {}
-    for value in unit_values(unit_text, "Environment"):
-        for word in split_command(value):
-            k, eq, v = word.partition("=")
-            if eq:
-                env[k] = v
-    return env
+def split_command(text: str) -> list[Word]:
+    """The argv systemd would run for an ``ExecStart=`` value; a ``${NAME}`` word is ``EnvRef(NAME)``."""
+    return [EnvRef(w.name) if isinstance(w, _unit.VarRef) else w for w in _unit.split_command(text)]

@@ -3,16 +3,18 @@
 A published quantized re-upload of the model (``Qwen/Qwen3-32B-FP8`` next to
 ``Qwen/Qwen3-32B``) is often the best edit of all: weights shrink by 2-4x, the KV
 pool grows by what they free. Only checkpoints in the bundled catalog (or the
-HF cache) are considered: fit never downloads. The GPU must run the format:
-NVFP4 needs Blackwell (sm 10.0+); FP8 runs natively from sm 8.9 and weight-only
-(the Marlin kernel) on sm 8.0-8.6; AWQ/GPTQ need sm 7.5+.
+HF cache) are considered: fit never downloads. The GPU must run the format, as the
+GPU catalog says of its target: NVFP4 needs native FP4 (Blackwell); FP8 runs natively
+where the target has FP8 tensor cores and weight-only (Marlin) where it has weight-only
+kernels; AWQ/GPTQ need sm 7.5+ on CUDA (their kernels' minimum capability) and run on ROCm.
 """
 
 from __future__ import annotations
 
 import re
 
-# suffix (lower case) -> (format, the smallest compute capability vLLM runs it on, trade-off)
+# suffix (lower case) -> (format, the smallest CUDA compute capability of its kernels, trade-off);
+# FP8 and NVFP4 go by the GPU catalog's fp8 / fp4 of the target instead.
 _FORMATS = {
     "fp8": ("FP8", (8, 0), "FP8 weights: half the bytes of 16-bit; small accuracy cost (check your evals)"),
     "awq": ("AWQ", (7, 5), "AWQ 4-bit weights: a quarter of the bytes; measurable accuracy cost on hard tasks"),
@@ -26,7 +28,19 @@ def _tail(model_id: str) -> str:
     return model_id.rsplit("/", 1)[-1].lower()
 
 
-def siblings(model_id: str, gpu_cc: tuple[int, int] | None, ids: list[str]) -> list[tuple[str, str, str]]:
+def _runs(fmt: str, need: tuple[int, int], gpu) -> bool:
+    if gpu is None:
+        return True
+    if fmt == "NVFP4":
+        return gpu.native_fp4
+    if fmt == "FP8":
+        return gpu.fp8 != "none"
+    if gpu.platform == "cuda":
+        return gpu.cc_major_minor >= need
+    return gpu.platform == "rocm"
+
+
+def siblings(model_id: str, gpu, ids: list[str]) -> list[tuple[str, str, str]]:
     """(catalog id, format, trade-off) of quantized checkpoints of ``model_id`` the GPU can run."""
     base = _tail(model_id)
     if any(base.endswith("-" + s) for s in _FORMATS):
@@ -38,9 +52,9 @@ def siblings(model_id: str, gpu_cc: tuple[int, int] | None, ids: list[str]) -> l
         if not m or m.group(1) not in _FORMATS:
             continue
         fmt, need, trade = _FORMATS[m.group(1)]
-        if gpu_cc is not None and tuple(gpu_cc) < need:
+        if not _runs(fmt, need, gpu):
             continue
-        if fmt == "FP8" and gpu_cc is not None and tuple(gpu_cc) < (8, 9):
+        if fmt == "FP8" and gpu is not None and gpu.fp8 == "weight-only":
             trade += "; this GPU has no FP8 tensor cores, so vLLM runs them weight-only (Marlin)"
         out.append((cid, fmt, trade))
     return out

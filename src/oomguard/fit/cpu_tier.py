@@ -30,7 +30,7 @@ def launch_offload_bytes(flags: dict) -> int | None:
     return size
 
 
-def host_need(flags: dict, *, weights_bytes: int, world_size: int, env: dict, version: str | None, model=None):
+def host_need(flags: dict, *, weights_bytes: int, world_size: int, env: dict, version: str | None, model=None, engine: str | None = None):
     """The launch's host RAM from ``oomguard.host.ram_model`` (the model's KV tensors for releases before 0.27)."""
     from oomguard.host.ram_model import SHARED_REGION_FROM, host_ram_model, kv_tier_layout_for, version_tuple, world_size_of
 
@@ -39,14 +39,15 @@ def host_need(flags: dict, *, weights_bytes: int, world_size: int, env: dict, ve
     if model is not None and v is not None and v < SHARED_REGION_FROM:
         tp, pp, _ = world_size_of(flags)
         layout = kv_tier_layout_for(model, tp, pp)
-    return host_ram_model(flags, weights_bytes=weights_bytes, world_size=world_size, env=env, version=version, kv_layout=layout)
+    return host_ram_model(flags, weights_bytes=weights_bytes, world_size=world_size, env=env, version=version, kv_layout=layout, engine=engine)
 
 
-def largest_offload(flags: dict, *, weights_bytes: int, world_size: int, engine_workers: int, env: dict, version: str | None, host_ram_bytes: int, model=None) -> int | None:
-    from oomguard.host.ram_model import largest_kv_offload_that_fits
+def largest_offload(flags: dict, *, weights_bytes: int, world_size: int, engine_workers: int, env: dict, version: str | None, host_ram_bytes: int, model=None, engine: str | None = None) -> int | None:
+    """The largest CPU tier fit may propose: the host-RAM policy check and host use too (ram_model)."""
+    from oomguard.host.ram_model import largest_tier_within_policy
 
-    need = host_need(flags, weights_bytes=weights_bytes, world_size=world_size, env=env, version=version, model=model)
-    return largest_kv_offload_that_fits(need, host_ram_bytes, engine_workers)
+    need = host_need(flags, weights_bytes=weights_bytes, world_size=world_size, env=env, version=version, model=model, engine=engine)
+    return largest_tier_within_policy(need, host_ram_bytes, engine_workers)
 
 
 def set_offload(flags: dict, size_bytes: int, version: tuple[int, int, int]) -> dict:
@@ -87,6 +88,7 @@ def analyse(
     largest_fit_bytes: int | None,
     sized_bytes: int | None = None,
     prefill: tuple[int, int, float] | None = None,
+    host_status: str | None = None,
 ) -> dict:
     """One full ``length``-token request against the GPU pool and host RAM: numbers and sentences."""
     one = int(length * cpu_bytes_per_token)
@@ -118,15 +120,21 @@ def analyse(
     if host_ram_bytes is None:
         lines.append("host RAM unknown: pass --host-ram-gib (or run `oomguard host`) to size the CPU tier against it")
     elif host_need_bytes is not None:
-        ok = host_need_bytes <= host_ram_bytes
+        status = host_status or ("fits" if host_need_bytes <= host_ram_bytes else "exceeds")
         what = f"with a {_g(sized_bytes)} GiB CPU tier" if sized_bytes else "this launch"
+        verdict = {
+            "fits": "fits",
+            "tight": "tight: within 10 % of it, or over it at the high estimate (the kernel may kill the server)",
+            "exceeds": "does NOT fit (the kernel OOM killer ends such servers)",
+        }[status]
         lines.append(
             f"host RAM: {what} the server needs ≈ {_g(host_need_bytes)} GiB resident"
             + (f" (the CPU tier takes {_g(host_need_pinned_bytes)} GiB of it)" if host_need_pinned_bytes else "")
-            + f" of {_g(host_ram_bytes)} GiB: " + ("fits" if ok else "does NOT fit (the kernel OOM killer ends such servers)")
+            + f" of {_g(host_ram_bytes)} GiB: " + verdict
         )
         if largest_fit_bytes is not None:
-            lines.append(f"the largest CPU tier that fits next to the rest is {_g(largest_fit_bytes)} GiB in all")
+            lines.append(f"the largest CPU tier that fits with margin next to the rest is {_g(largest_fit_bytes)} GiB in all "
+                         "(the server's expected need within 85 % of host RAM, its high estimate within all of it: as check and host)")
         else:
             lines.append("no CPU tier fits next to the rest of the server's host memory")
     return {
@@ -140,6 +148,7 @@ def analyse(
         "launch_cpu_bytes": launch_bytes,
         "host_ram_bytes": host_ram_bytes,
         "host_need_bytes": host_need_bytes,
+        "host_status": (host_status or ("fits" if host_need_bytes <= host_ram_bytes else "exceeds")) if host_need_bytes is not None and host_ram_bytes is not None else None,
         "largest_fit_bytes": largest_fit_bytes,
         "lines": lines,
     }

@@ -56,7 +56,7 @@ class EditsMixin:
             f = {k: val for k, val in self.lf.items() if k not in ("max_num_batched_tokens", "max_num_seqs")}
             f["enable_chunked_prefill"] = chunked
             f["max_model_len"] = length
-            s = resolve(self.model, f, self.env, version=self.req.version, gpu_total_bytes=self.gpu.total_bytes, gpu_name=self.gpu.name, gpu_cc=self.gpu.cc_major_minor, usage=self.req.usage)
+            s = resolve(self.model, f, self.env, version=self.req.version, gpu=self.gpu, usage=self.req.usage)
             v = self._implied_cache[key] = (s.max_num_batched_tokens, s.max_num_seqs)
         return v
 

@@ -76,6 +76,27 @@ def headroom_floor(total_bytes: int, share: float = HEADROOM_FLOOR_SHARE, floor_
     return max(int(floor_bytes), int(share * total_bytes))
 
 
+def graph_slack(plan) -> int:
+    """What CUDA graphs captured outside vLLM's budget (before 0.20, or with the profiler estimate off)
+    may take beyond their estimate on the tightest GPU: a fix leaves it free on top of the floor."""
+    s = plan.settings
+    if s.estimate_cudagraphs or s.kv_cache_memory_bytes is not None:
+        return 0
+    return max(max(0, (r.cuda_graph.high or r.cuda_graph.bytes) - r.cuda_graph.bytes) for r in plan.ranks)
+
+
+def util_for_headroom(plan, other_use_bytes: int = 0, floor_bytes: int | None = None, extra_bytes: int = 0, step: float = 0.01) -> float:
+    """The largest --gpu-memory-utilization (in ``step``s) that leaves ``floor + extra`` free at the
+    prefill peak on the tightest GPU (``headroom``): the one answer check's utilization rules and
+    fit give. With a profiled pool the card holds the budget plus the graphs captured outside it."""
+    total = plan.gpu.total_bytes
+    floor = headroom_floor(total) if floor_bytes is None else floor_bytes
+    outside = 0 if plan.settings.estimate_cudagraphs else max(r.cuda_graph.bytes for r in plan.ranks)
+    room = total - _context_bytes() - other_use_bytes - outside - floor - extra_bytes
+    u = int(room / total / step + 1e-9) * step
+    return round(max(0.0, u), 2)
+
+
 def _context_bytes() -> int:
     from oomguard.model.planner import CUDA_CONTEXT_BYTES
 
@@ -179,7 +200,7 @@ def _costs(base, plan, edits: dict, goal: Goal) -> tuple[float, list[str]]:
         cost += _BUDGET_COST.get(t, _BUDGET_COST_LARGE if t >= 2048 else 2.5)
         out.append(
             f"token budget {s0.max_num_batched_tokens:,} → {t:,}: a {s.max_model_len:,}-token prompt takes {steps:,} prefill steps"
-            + ("; below 1024, short-prompt throughput and TTFT suffer (S2 saw 256 halve throughput)" if t < 1024 else "")
+            + ("; below 1024, short-prompt throughput and TTFT suffer (operators have seen 256 halve throughput)" if t < 1024 else "")
         )
     du = round(s.gpu_memory_utilization - s0.gpu_memory_utilization, 2)
     if "gpu_memory_utilization" in edits and du > 0:
@@ -280,6 +301,7 @@ def _option(planner, base, flags: dict, env: dict, edits: dict, goal: Goal, othe
     slack = activation_slack(p)
     spare = kv_spare(p)
     hr = headroom(p, other_use)
+    floor = floor + graph_slack(p)  # graphs captured outside the budget may take their estimate's high end
     robust = spare >= slack if p.settings.kv_cache_memory_bytes is None else hr >= floor + slack
     return Option(tuple(edits.items()), p, goal.holds(p), hr, floor, spare, robust, cost, tuple(trade))
 
@@ -445,8 +467,15 @@ def s2_option(planner, flags: dict, env: dict, plan, *, goal: Goal | None = None
     goal = goal or Goal(plan.settings.max_model_len)
     floor = headroom_floor(plan.gpu.total_bytes, floor_share, floor_bytes)
     for t in S2_BUDGETS:
-        o = _option(planner, plan, flags, env, s2_edits(plan, t), goal, other_gpu_use_bytes, floor)
-        if o is not None:
+        edits = s2_edits(plan, t)
+        o = _option(planner, plan, flags, env, edits, goal, other_gpu_use_bytes, floor)
+        if o is not None and not o.floor_ok and plan.settings.kv_cache_memory_bytes is None:
+            # the budget alone leaves less than the floor free: the utilization that leaves it (the
+            # same function check's OG303/OG305 use), re-planned
+            u = util_for_headroom(o.plan, other_gpu_use_bytes, floor, graph_slack(o.plan))  # o.floor_bytes = floor + slack
+            if 0 < u < o.plan.settings.gpu_memory_utilization:
+                o = _option(planner, plan, flags, env, {**edits, "gpu_memory_utilization": u}, goal, other_gpu_use_bytes, floor)
+        if o is not None and o.floor_ok:
             return o
     return None
 

@@ -36,13 +36,14 @@ class Candidate:
     cpu_tier: dict | None = None
 
     def to_dict(self) -> dict:
-        from oomguard.inputs.render import is_secret_dest, is_secret_env
+        from oomguard.redact import is_secret
 
         d = {
             "command": self.command,
-            # credentials never leave: the launch's --api-key and friends are shown as ***
-            "flags": _jsonable({k: ("***" if is_secret_dest(k) else v) for k, v in self.flags.items()}),
-            "env": {k: ("***" if is_secret_env(k) else v) for k, v in self.env.items()},
+            # credentials never leave: the launch's --api-key and friends are shown as *** (the one
+            # redactor decides, by name and by value, as for check, bundle and export)
+            "flags": _jsonable({k: ("***" if is_secret(k, v) else v) for k, v in self.flags.items()}),
+            "env": {k: ("***" if is_secret(k, v) else v) for k, v in self.env.items()},
             "plan": self.plan.to_dict(),
             "tradeoffs": list(self.tradeoffs),
             "estimates": self.estimates,

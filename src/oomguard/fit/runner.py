@@ -77,15 +77,26 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
     """The state of one fit run (bases, steps, caches); ``run`` returns the FitResult."""
 
     def __init__(self, req: FitRequest):
+        from oomguard.model.overrides import apply_overrides, hf_overrides_of
+
         self.req = req
-        self.model, self.gpu, self.goal = req.model, req.gpu, req.goal
+        self.gpu, self.goal = req.gpu, req.goal
         self.v = parse_version(req.version)
         launch = req.launch
         self.launch = launch
         self.lf = dict(launch.flags) if launch is not None else {}
+        if self.lf.get("hf_overrides") is not None:
+            self.lf["hf_overrides"] = hf_overrides_of({"hf_overrides": self.lf["hf_overrides"]})  # one shape: a dict
+        # the model as vLLM sees it after the launch's --hf-overrides (the planner's one function)
+        self.model = apply_overrides(req.model, self.lf, self.v)
         self.launch_env = dict(launch.env) if launch is not None else {}
         self.env = dict(self.launch_env)  # what plans run with (fit may add VLLM_ALLOW_LONG_MAX_MODEL_LEN)
         self.notes: list[str] = []
+        from oomguard.model.coverage import mark
+
+        if mark(self.model):  # every candidate is ranked on the generic path's estimates: say so first
+            self.notes.append(f"{mark(self.model)}: candidates are ranked on the generic path's estimates "
+                              f"({'; '.join(self.model.assumptions)}); each plan's coverage.ranges gives the range")
         self.added_flags: dict = {}  # flags fit adds beyond its searched axes (the model's RoPE recipe)
         self._implied_cache: dict = {}
         self.rejected: Counter = Counter()
@@ -106,7 +117,7 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         """(fixed max-model-len or None for a search, the search's upper bound, where it came from)."""
         g = self.goal
         if g.max_context:
-            cap = g.context or max(self.derived, self.ls.max_model_len if self.ls else 0)
+            cap = g.context or max(self.derived, self.ls.max_model_len if self.ls else 0, self._recipe_reach())
             return None, cap, "--max-context"
         if g.context:
             return g.context, g.context, "--context"
@@ -188,7 +199,9 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
                                 kvmem = self._max_safe_kv(base, step, eager)
                                 if kvmem <= 0:
                                     continue
-                        margin_need = margin_req + (d_act if kvmem is not None else 0)
+                        # the headroom floor, plus what the estimates may add outside the budget: a pinned
+                        # pool's activation error, graphs captured after the pool (goalfix.graph_slack)
+                        margin_need = margin_req + (d_act if kvmem is not None else 0) + step.graph_slack(eager)
                         reserve = d_act if kvmem is None else 0
                         for util in space.utilizations:
                             L = fixed_len
@@ -255,11 +268,16 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
             # S2: a launch that starts with whole-prompt prefill steps still gets check's OG103 edit first
             o = s2_option(self._plan, dict(self.lf), dict(self.launch_env), lp, other_gpu_use_bytes=self.req.other_gpu_use_bytes, floor_bytes=g.margin_bytes)
             return [o] if o is not None else []
+        # the environment check's other fixes set first (VLLM_ALLOW_LONG_MAX_MODEL_LEN for a scaled length)
+        env = {**self.launch_env, **(self.req.first_edit[1] if self.req.first_edit else {})}
+        base = self._plan(dict(self.lf), env) if env != self.launch_env else lp
+        if base.starts:
+            return []
         opts = goal_options(
             self._plan,
             dict(self.lf),
-            dict(self.launch_env),
-            lp,
+            env,
+            base,
             model=self.model,
             goal=Goal(fixed or lp.settings.max_model_len, g.concurrency, g.avg_input_len, user_length="max_model_len" in self.lf),
             other_gpu_use_bytes=self.req.other_gpu_use_bytes,
@@ -269,13 +287,35 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         total = self.gpu.total_bytes
         return [o for o in opts if g.peak_limit_bytes is None or total - o.headroom_bytes - self.req.other_gpu_use_bytes <= g.peak_limit_bytes]
 
+    def _recipe_reach(self) -> int:
+        """How far the model card's own RoPE recipe reaches (0 without one, or when the config or the
+        launch already scales the positions): ``--max-context`` tries it as ``--context`` does."""
+        from oomguard.fit.rope import YARN_RECIPES
+
+        rec = YARN_RECIPES.get(getattr(self.model, "model_type", "") or "")
+        if rec is None or getattr(self.model, "rope_scaling", None):
+            return 0
+        return int(rec[0] * rec[1])
+
     def _long_context(self, length: int) -> int | None:
         """Reach ``length`` beyond the model's native context with its own RoPE recipe (YaRN with the
         factor the length needs), never with the bare VLLM_ALLOW_LONG_MAX_MODEL_LEN. Returns None when
         the recipe is applied, else the native maximum the search must stay within."""
         from oomguard.fit.rope import yarn_recipe
-        from oomguard.model.planner import apply_overrides
+        from oomguard.model.overrides import apply_overrides, rope_reach
 
+        reach = rope_reach(self.model)
+        if reach is not None and reach >= length:
+            # the launch (or the config) already scales the positions that far: vLLM >= 0.30 still
+            # derives the unscaled length for YaRN, so it needs the variable next to the scaling
+            if derive_len(self.model, self.v) < length:
+                self.env[cmd.ENV_LONG_LEN] = "1"
+                self.notes.append(
+                    f"max-model-len {length:,} is within the {reach:,} positions the RoPE scaling covers, but vLLM "
+                    f"{'.'.join(map(str, self.v))} derives {self.derived:,} from the config: the command adds {cmd.ENV_LONG_LEN}=1"
+                )
+            self.derived = max(self.derived, length)
+            return None
         rope, why = yarn_recipe(self.model, length)
         if rope is None:
             self.notes.append(
@@ -291,8 +331,8 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         else:
             self.lf["rope_scaling"] = rope
         self.added_flags[dest] = self.lf[dest]
-        scaled = apply_overrides(self.model, self.lf)
-        if derive_len(scaled, self.v) < length:
+        self.model = apply_overrides(self.model, self.lf, self.v)
+        if derive_len(self.model, self.v) < length:
             self.env[cmd.ENV_LONG_LEN] = "1"  # >= 0.30 takes YaRN's max_position_embeddings as already scaled
         self.derived = max(self.derived, length)
         self.notes.append(
@@ -311,10 +351,25 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         for n in getattr(self.launch, "notes", None) or []:
             self.notes.append(n)
         no_recipe_cap = None
+        native = (self.model, dict(self.lf), dict(self.env), self.derived, len(self.notes))
         if (fixed or cap) > self.derived and str(self.env.get(cmd.ENV_LONG_LEN, "0")) not in _TRUE:
             no_recipe_cap = self._long_context(fixed or cap)
         from_launch = self.launch is not None
         trials, bases, steps = self.search(fixed, cap, goal.concurrency)
+        best = max((t.max_model_len for t in trials), default=0)
+        if fixed is None and self.added_flags and best < cap:
+            # --max-context tried the model card's RoPE recipe for its full reach; the GPUs hold less.
+            # Search again with the factor the reachable length needs, or without the recipe when the
+            # native context is all they hold (it would scale every request for nothing).
+            self.model, self.lf, self.env, self.derived = native[0], native[1], native[2], native[3]
+            del self.notes[native[4]:]
+            self.added_flags = {}
+            self.rejected.clear()
+            self.searched = 0
+            cap = best if best > self.derived else self.derived
+            if cap > self.derived:
+                self._long_context(cap)
+            trials, bases, steps = self.search(None, cap, goal.concurrency)
         relaxed = False
         relaxed_trials: list[Trial] = []
         if not trials and fixed is not None:
@@ -339,12 +394,17 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
                 ranked = self.rank(relaxed_trials, bases, from_launch=from_launch, relaxed_len=True)
                 closest = [c for c in (self.candidate(t, p, ch, bases, steps, offload) for t, p, ch in ranked[:3]) if c]
         candidates: list[Candidate] = []
-        goal_opts = self.check_option() if self.req.first_edit else self.goal_fixes(fixed, source)
+        # check's ranked goal-keeping edits, in check's order (one ranking for both commands): check
+        # --fix's own choice first when check made one, then the rest of the same ranked list
+        goal_opts = self.check_option() if self.req.first_edit else []
+        for o in self.goal_fixes(fixed, source):
+            if not any(dict(o.edits) == dict(x.edits) for x in goal_opts):
+                goal_opts.append(o)
+        goal_opts = goal_opts[: self.req.top]
         ranked = self.rank(result_trials, bases, from_launch=from_launch, relaxed_len=relaxed) if result_trials else []
-        if goal_opts:
-            # the same ranked, plan-verified edit check --fix applies comes first: fit's own view of
-            # it when the search found that launch too, else the option as planned
-            g = self.goal_candidate(goal_opts[0])
+        for rank_no, option in enumerate(goal_opts, 1):
+            # fit's own view of the option when the search found that launch too, else the option as planned
+            g = self.goal_candidate(option, rank_no)
             hit = next((i for i, (t, _, _) in enumerate(ranked) if _same_flags(self._flags_for(t, bases[t.base_index][0]), g.flags)), None)
             if hit is not None:
                 t, perf, changes = ranked.pop(hit)
@@ -354,8 +414,8 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
                     c.summary["goal_fix"] = g.summary["goal_fix"]
                     g = c
             candidates.append(g)
-            if not goal_opts[0].keeps_goal:
-                self.notes.append(f"nothing keeps max-model-len {fixed:,}: the first edit lowers it (and says so)")
+        if goal_opts and not goal_opts[0].keeps_goal:
+            self.notes.append(f"nothing keeps max-model-len {fixed:,}: the first edit lowers it (and says so)")
         if ranked:
             for t, perf, changes in ranked:
                 c = self.candidate(t, perf, changes, bases, steps, offload)
@@ -427,7 +487,7 @@ def _checkpoint_candidates(req: FitRequest) -> list[Candidate]:
 
     name = req.model_name or getattr(req.model, "name", "")
     out = []
-    for cid, fmt, trade in siblings(name, getattr(req.gpu, "cc_major_minor", None), catalog_ids()):
+    for cid, fmt, trade in siblings(name, req.gpu if hasattr(req.gpu, "fp8") else None, catalog_ids()):
         try:
             model = load_model(cid, allow_hub=False)
         except OomguardError:

@@ -128,6 +128,13 @@ class Step:
     activation_high_bytes: tuple[int, ...]
     graphs_bytes: int  # CUDA-graph estimate with graphs on (0 is used for eager bases)
     graphs_in_budget: bool  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS in effect
+    graphs_high_bytes: int = 0  # the estimate's high end
+
+    def graph_slack(self, eager: bool) -> int:
+        """What graphs captured outside the budget may take beyond their estimate (goalfix.graph_slack)."""
+        if eager or self.graphs_in_budget or not self.graphs_bytes:
+            return 0
+        return max(0, self.graphs_high_bytes - self.graphs_bytes)
 
 
 @dataclass(slots=True)
@@ -192,7 +199,7 @@ def make_step(model, gpu, flags: dict, env: dict, *, version: str | None, token_
     f["max_num_batched_tokens"] = token_budget
     f["max_num_seqs"] = num_seqs
     f["enforce_eager"] = False
-    s = resolve(model, f, env, version=version, gpu_total_bytes=gpu.total_bytes, gpu_name=gpu.name, gpu_cc=gpu.cc_major_minor, usage=usage)
+    s = resolve(model, f, env, version=version, gpu=gpu, usage=usage)
     pp = s.pipeline_parallel_size
     terms = [act.activation_peak(model, s, last_stage=i == pp - 1) for i in range(pp)]
     g = cudagraph_estimate(model, s)
@@ -203,6 +210,7 @@ def make_step(model, gpu, flags: dict, env: dict, *, version: str | None, token_
         tuple(t.high if t.high is not None else t.bytes for t in terms),
         g.bytes,
         bool(s.estimate_cudagraphs),
+        g.high if g.high is not None else g.bytes,
     )
 
 

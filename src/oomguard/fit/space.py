@@ -138,12 +138,12 @@ def parallel_splits(model, num_gpus: int, launched: tuple[int, int] | None = Non
 def kv_dtypes(model, gpu, launched: str | None = None) -> list[str]:
     """``auto`` plus fp8 where vLLM can store the cache in fp8 on this GPU.
 
-    vLLM stores an fp8 KV cache on sm80+ (Ampere converts to 16-bit for the
-    attention math; sm89+ has FP8 tensor cores). MLA's fp8 cache needs FP8
-    hardware. Older cards are left at ``auto``.
+    Where the GPU catalog says the target stores an fp8 KV cache (``fp8_kv``: CUDA sm80+, where
+    Ampere converts to 16-bit for the attention math and sm89+ has FP8 tensor cores; every ROCm
+    target). MLA's fp8 cache needs FP8 hardware. Other cards are left at ``auto``.
     """
     out = ["auto"]
-    fp8_ok = gpu.vendor == "amd" or gpu.cc_major_minor >= (8, 0)
+    fp8_ok = gpu.fp8_kv
     if model.family == "mla":
         fp8_ok = gpu.supports_fp8
     if fp8_ok:

@@ -57,17 +57,21 @@ class TierMixin:
         weights = self.model.checkpoint_bytes or int(sum(r.weights_bytes for r in base.ranks) * st.tensor_parallel_size)
         launch_bytes = cpu_tier.launch_offload_bytes(self.lf)
         host = self.goal.host_ram_bytes
-        need = pinned = largest = None
+        need = pinned = largest = status = None
         size = launch_bytes or int(length * cpu_per_token)
         if host is not None:
             flags = cpu_tier.set_offload(
                 {**self.lf, "tensor_parallel_size": st.tensor_parallel_size, "pipeline_parallel_size": st.pipeline_parallel_size, "max_model_len": length}, size, self.v
             )
-            hn = cpu_tier.host_need(flags, weights_bytes=weights, world_size=workers, env=self.env, version=self.req.version, model=self.model)
+            engine = ls.engine if ls is not None else None
+            hn = cpu_tier.host_need(flags, weights_bytes=weights, world_size=workers, env=self.env, version=self.req.version, model=self.model, engine=engine)
+            from oomguard.host.ram_model import ram_status
+
             need = hn.expected_bytes
+            status = ram_status(hn, host)
             comp = hn.component("kv offload (CPU tier)")
             pinned = comp.expected_bytes if comp else None
-            largest = cpu_tier.largest_offload(flags, weights_bytes=weights, world_size=workers, engine_workers=workers, env=self.env, version=self.req.version, host_ram_bytes=host, model=self.model)
+            largest = cpu_tier.largest_offload(flags, weights_bytes=weights, world_size=workers, engine_workers=workers, env=self.env, version=self.req.version, host_ram_bytes=host, model=self.model, engine=engine)
         info = cpu_tier.analyse(
             length=length,
             cpu_bytes_per_token=cpu_per_token,
@@ -82,6 +86,7 @@ class TierMixin:
             largest_fit_bytes=largest,
             sized_bytes=size,
             prefill=self._long_prefill(length, st, base),
+            host_status=status,
         )
         info["engine_workers"] = workers
         return info
@@ -109,8 +114,8 @@ class TierMixin:
         size = None
         if launch_bytes:
             size = launch_bytes
-            if host is not None and info.get("host_need_bytes") and info["host_need_bytes"] > host:
-                size = largest or 0
+            if host is not None and info.get("host_status") in ("tight", "exceeds"):
+                size = largest or 0  # the size check proposes too (ram_model's policy)
         elif host is not None and info.get("needs_cpu_tier") and largest:
             size = largest
         if size is None:

@@ -93,13 +93,12 @@ def token_budget(c: Context) -> str:
 
 def kv_dtype(c: Context) -> str | None:
     gpu = c.gpu
-    cc = gpu.compute_capability
     if c.kv_cache_dtype.startswith("fp8"):
         if gpu.supports_fp8:
-            hw = f"{gpu.name} (sm {cc}) has FP8 tensor cores, so attention can also run in FP8"
+            hw = f"{gpu.name} ({gpu.target}) has FP8 tensor cores, so attention can also run in FP8"
         else:
             hw = (
-                f"{gpu.name} (sm {cc}) has no FP8 tensor cores: vLLM stores the cache in fp8 and converts it to 16-bit "
+                f"{gpu.name} ({gpu.target}) has no FP8 tensor cores: vLLM stores the cache in fp8 and converts it to 16-bit "
                 "for the attention math, so this saves memory, not compute"
             )
         return (
@@ -107,8 +106,7 @@ def kv_dtype(c: Context) -> str | None:
             f"so the same pool holds 2× the tokens; costs some accuracy (scales default to 1.0 unless the checkpoint ships them; "
             f"most visible on long-context retrieval): check your evals. {hw}"
         )
-    fp8_possible = gpu.vendor == "amd" or gpu.cc_major_minor >= (8, 0)
-    if fp8_possible:
+    if gpu.fp8_kv:
         return f"KV cache in the model dtype ({c.kv_bytes_per_token:,.0f} B/token per GPU): no accuracy cost; --kv-cache-dtype fp8 would hold 2× the tokens"
     return None
 

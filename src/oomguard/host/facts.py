@@ -76,6 +76,9 @@ class HostFacts:
     topology: Topology | None
     vllm_processes: tuple[VllmProcess, ...]
     notes: tuple[str, ...] = field(default=())
+    # --host-ram-gib X: the host RAM of the machine the launch is for (check and fit take the same
+    # option); it replaces this machine's MemAvailable and cgroup limit as the budget
+    host_ram_override_bytes: int | None = None
 
     @property
     def swap_total_bytes(self) -> int:
@@ -83,7 +86,9 @@ class HostFacts:
 
     @property
     def ram_budget_bytes(self) -> int:
-        """What a new process can use: MemAvailable, capped by the cgroup limit."""
+        """What a new process can use: --host-ram-gib when given, else MemAvailable capped by the cgroup limit."""
+        if self.host_ram_override_bytes is not None:
+            return self.host_ram_override_bytes
         budget = self.meminfo.mem_available_bytes
         if self.cgroup and self.cgroup.limit_bytes is not None:
             budget = min(budget, self.cgroup.limit_bytes)

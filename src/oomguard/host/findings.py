@@ -8,8 +8,10 @@ printed for the operator to run. oomguard never runs it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import Any
 
 __all__ = ["Severity", "Finding", "Rule", "RULES"]
 
@@ -61,6 +63,13 @@ class Finding:
     severity: Severity
     message: str
     fix_command: str
+    # A fix that edits the launch: its flags after the edit, so ``run_checks`` re-runs host's own
+    # checks on them before the fix is printed (``fix_checked`` says what that found).
+    edit: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    fix_checked: str | None = None
+
+    def checked(self, note: str) -> "Finding":
+        return replace(self, fix_checked=note)
 
     def __post_init__(self) -> None:
         if self.id not in RULES:  # a typo here would silently break the stable-id promise
@@ -76,4 +85,5 @@ class Finding:
             "severity": self.severity.value,
             "message": self.message,
             "fix_command": self.fix_command,
+            **({"fix_checked": self.fix_checked} if self.fix_checked else {}),
         }

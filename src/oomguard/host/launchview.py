@@ -39,6 +39,17 @@ class LaunchView:
     version: str | None = None
     notes: tuple[str, ...] = field(default=())
     deployment: Mapping[str, Any] | None = None  # a manifest's GPUs, memory limit, /dev/shm (inputs.manifests)
+    # what the RAM model was given besides the flags (weights, shard, format, KV layout): ``with_flags``
+    ram_inputs: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def with_flags(self, flags: Mapping[str, Any]) -> "LaunchView":
+        """The same launch with other flags (a fix applied), its host RAM recomputed the same way."""
+        from dataclasses import replace
+
+        ri = dict(self.ram_inputs or {})
+        tp, pp, dp = world_size_of(flags)
+        ram = host_ram_needed(flags, env=dict(self.env), vllm_version=self.version, **ri)
+        return replace(self, flags=dict(flags), tp=tp, pp=pp, dp=dp, ram=ram)
 
     @property
     def world_size(self) -> int:
@@ -156,15 +167,8 @@ def launch_view(
         util = float(util_flag) if util_flag is not None else default_utilization(version)
     except (TypeError, ValueError):
         util = default_utilization(version)
-    ram = host_ram_needed(
-        flags,
-        weights_bytes=weights_bytes,
-        env=env,
-        vllm_version=version,
-        shard_bytes=shard,
-        checkpoint_format=fmt,
-        kv_layout=kv_layout,
-    )
+    ram_inputs = {"weights_bytes": weights_bytes, "shard_bytes": shard, "checkpoint_format": fmt, "kv_layout": kv_layout}
+    ram = host_ram_needed(flags, env=env, vllm_version=version, **ram_inputs)
     bound = bool(text and re.search(r"(^|[\s;|&(])(numactl|taskset)\s", text))
     return LaunchView(
         source=source,
@@ -182,4 +186,5 @@ def launch_view(
         version=version,
         notes=tuple(notes),
         deployment=deployment,
+        ram_inputs=ram_inputs,
     )

@@ -71,6 +71,13 @@ __all__ = [
     "next_power_of_two",
     "largest_kv_offload_that_fits",
     "largest_cpu_offload_gb_that_fits",
+    "ram_status",
+    "ram_within_policy",
+    "with_kv_tier",
+    "largest_tier_within_policy",
+    "largest_cpu_offload_gb_within_policy",
+    "TIGHT_SHARE",
+    "FIX_SHARE",
     "CPU_OFFLOAD_OVERHEAD",
     "SHARED_REGION_FROM",
     "SHM_CHECK_FROM",
@@ -96,6 +103,14 @@ LMCACHE_MP_FROM = (0, 24, 0)  # --kv-offloading-backend lmcache -> LMCacheMPConn
 SWAP_REMOVED_IN = (0, 18, 0)
 V0_REMOVED_IN = (0, 11, 0)  # vllm/worker/cache_engine.py is in 0.10.2, gone in 0.11.0
 V1_DEFAULT_FROM = (0, 8, 0)
+
+# One host-RAM answer (check OG401, fit's CPU tier, host HOST010/HOST011 read these, nothing else):
+# a launch whose expected need is above TIGHT_SHARE of the host RAM, or whose high estimate is above
+# all of it, is tight; above all of it at the expected value it does not fit. Every size a command
+# proposes keeps the expected need within FIX_SHARE and the high estimate within the RAM, so the fix
+# for one finding never raises the next (a proposed size is "fits", not "tight").
+TIGHT_SHARE = 0.9
+FIX_SHARE = 0.85
 
 KV_TIER = "kv offload (CPU tier)"
 CPU_OFFLOAD = "cpu offload (--cpu-offload-gb)"
@@ -409,8 +424,12 @@ def host_ram_model(
     shard_bytes: int | None = None,
     checkpoint_format: str | None = None,
     kv_layout: KvTierLayout | None = None,
+    engine: str | None = None,
 ) -> HostRamNeed:
     """Host RAM of one launch on vLLM ``version`` (None: the newest release's behaviour).
+
+    ``engine``: "V0" / "V1" as the planner resolved it (check, fit); None derives it the planner's way
+    (``model.engine.engine_for``) for a GPU V1 runs on (host, which has no plan).
 
     ``weights_bytes``: the checkpoint's bytes (whole model), None when unknown.
     ``world_size``: GPUs used (default TP x PP x DP from the flags).
@@ -512,7 +531,6 @@ def host_ram_model(
             )
 
     swap = _num(flags.get("swap_space"))
-    v0_forced = str(env.get("VLLM_USE_V1", "")) == "0"
     if ver is not None and ver >= SWAP_REMOVED_IN:
         if swap:
             notes.append("--swap-space was removed in vLLM 0.18: not counted")
@@ -520,26 +538,35 @@ def host_ram_model(
         if swap:
             notes.append(f"--swap-space {swap:g}: vLLM {'.'.join(map(str, ver))} has only the V1 engine, which allocates no CPU swap")
     else:
+        from oomguard.model.engine import engine_for
+
         gib_per_gpu = swap if swap is not None else V0_DEFAULT_SWAP_GIB
         size = gib_per_gpu * GiB * world
-        if ver is not None and (ver < V1_DEFAULT_FROM or v0_forced):
-            low, exp, why = size, size, "the V0 engine allocates it"
-        elif ver is not None:
-            low, exp, why = 0, 0, "V1 is the default engine (V0, which allocates it, only with VLLM_USE_V1=0 or a fallback)"
+        if ver is not None:
+            eng = engine or engine_for((tuple(ver) + (0, 0, 0))[:3], env)[0]
+            if eng == "V0":
+                add(
+                    SWAP,
+                    MemoryKind.PINNED,
+                    size,
+                    size,
+                    2 * size,
+                    f"{gib_per_gpu:g} GiB x {world} GPUs (the V0 engine allocates it; pinned per layer, so up to 2x after power-of-two rounding)",
+                    "worker/cache_engine.py::_allocate_kv_cache: torch.zeros(pin_memory=True) per layer for the CPU swap blocks "
+                    "(V0 engine, vLLM <= 0.10)",
+                )
+            elif swap:
+                notes.append(f"--swap-space {swap:g}: the V1 engine (vLLM {'.'.join(map(str, ver))}'s, for this launch) allocates no CPU swap; "
+                             "only V0 (VLLM_USE_V1=0, or a fallback) would pin it")
         elif swap is not None:
-            low, exp, why = 0, size, "release unknown: a launch passing --swap-space runs <= 0.17, V0 or V1"
-        else:
-            low = exp = 0
-        if gib_per_gpu and (exp or (ver is not None and ver < V0_REMOVED_IN)):
             add(
                 SWAP,
                 MemoryKind.PINNED,
-                low,
-                exp,
+                0,
+                size,
                 2 * size,
-                f"{gib_per_gpu:g} GiB x {world} GPUs ({why}; pinned per layer, so up to 2x after power-of-two rounding)",
-                "worker/cache_engine.py::_allocate_kv_cache: torch.zeros(pin_memory=True) per layer for the CPU swap blocks "
-                "(V0 engine, vLLM <= 0.10)",
+                f"{gib_per_gpu:g} GiB x {world} GPUs (release unknown: a launch passing --swap-space runs <= 0.17, V0 or V1)",
+                "worker/cache_engine.py::_allocate_kv_cache (V0 engine, vLLM <= 0.10)",
             )
 
     max_len = _num(flags.get("max_model_len"))
@@ -608,6 +635,67 @@ def largest_kv_offload_that_fits(need: HostRamNeed, budget_bytes: int, engine_wo
     if per_worker < GiB:
         return None
     return per_worker * engine_workers
+
+
+def ram_status(need: HostRamNeed, budget_bytes: int) -> str:
+    """``fits`` / ``tight`` / ``exceeds``: the one verdict check, fit and host give on host RAM."""
+    if need.expected_bytes > budget_bytes:
+        return "exceeds"
+    if need.expected_bytes > TIGHT_SHARE * budget_bytes or need.high_bytes > budget_bytes:
+        return "tight"
+    return "fits"
+
+
+def with_kv_tier(flags: Mapping[str, Any], size_bytes: int) -> dict | None:
+    """The launch's flags with its CPU KV tier resized, in the launch's own spelling
+    (``--kv-offloading-size`` GiB, or ``cpu_bytes_to_use`` in the OffloadingConnector's config);
+    None when the launch has no tier of either kind."""
+    out = dict(flags)
+    ktc = out.get("kv_transfer_config")
+    if isinstance(ktc, Mapping) and isinstance(ktc.get("kv_connector_extra_config"), Mapping) \
+            and ktc["kv_connector_extra_config"].get("cpu_bytes_to_use") is not None:
+        extra = {**ktc["kv_connector_extra_config"], "cpu_bytes_to_use": int(size_bytes)}
+        out["kv_transfer_config"] = {**ktc, "kv_connector_extra_config": extra}
+        return out
+    if out.get("kv_offloading_size") is not None:
+        gib = size_bytes / GiB
+        out["kv_offloading_size"] = int(gib) if gib == int(gib) else round(gib, 3)
+        return out
+    return None
+
+
+def ram_within_policy(need: HostRamNeed) -> int:
+    """The host RAM (or cgroup limit) on which ``need`` is ``fits``: what a raised limit must reach."""
+    return int(max(need.expected_bytes / FIX_SHARE, need.high_bytes))
+
+
+def largest_tier_within_policy(need: HostRamNeed, budget_bytes: int, engine_workers: int, dp: int = 1) -> int | None:
+    """The largest CPU KV tier (total bytes, one engine) a command may propose on ``budget_bytes`` of
+    host RAM: the expected need within ``FIX_SHARE`` of it and the high estimate within all of it."""
+    kv = need.component(KV_TIER)
+    size = largest_kv_offload_that_fits(need, int(FIX_SHARE * budget_bytes), engine_workers, dp)
+    if size is None or kv is None:
+        return size
+    # the high estimate with the tier at ``size``: the rest's high plus the tier at its high/expected ratio
+    ratio = kv.high_bytes / kv.expected_bytes if kv.expected_bytes else 1.0
+    others_high = need.high_bytes - kv.high_bytes
+    while size is not None and others_high + size * dp * ratio > budget_bytes:
+        smaller = largest_kv_offload_that_fits(need, need.expected_bytes - kv.expected_bytes + size * dp - GiB, engine_workers, dp)
+        size = smaller if smaller is not None and smaller < size else None
+    return size
+
+
+def largest_cpu_offload_gb_within_policy(need: HostRamNeed, budget_bytes: int) -> int | None:
+    """The largest whole --cpu-offload-gb a command may propose (the same policy as the CPU tier)."""
+    gb = largest_cpu_offload_gb_that_fits(need, int(FIX_SHARE * budget_bytes))
+    comp = need.component(CPU_OFFLOAD)
+    if gb is None or comp is None:
+        return gb
+    others_high = need.high_bytes - comp.high_bytes
+    hi_per_gb = CPU_OFFLOAD_RANGE[1] * need.world_size * GiB
+    while gb >= 1 and others_high + gb * hi_per_gb > budget_bytes:
+        gb -= 1
+    return gb if gb >= 1 else None
 
 
 def largest_cpu_offload_gb_that_fits(need: HostRamNeed, budget_bytes: int) -> int | None:

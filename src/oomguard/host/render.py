@@ -59,7 +59,7 @@ def fact_rows(facts: HostFacts) -> list[tuple[str, str]]:
         used = f", using {_gib(cg.current_bytes)}" if cg.current_bytes is not None else ""
         rows.append((f"cgroup {cg.version.value}", f"{limit}{extra}{used} ({cg.path})"))
     rows.append(("container", facts.container.value))
-    rows.append(("RAM budget", _gib(facts.ram_budget_bytes)))
+    rows.append(("RAM budget", _gib(facts.ram_budget_bytes) + (" (--host-ram-gib)" if facts.host_ram_override_bytes is not None else "")))
     rows.append(("vm.overcommit_memory", str(facts.overcommit_memory)))
     rows.append(("vm.max_map_count", str(facts.max_map_count)))
     rows.append(("swap", _gib(facts.swap_total_bytes) if facts.swap_total_bytes else "off"))
@@ -129,6 +129,8 @@ def render_text(facts: HostFacts, findings: list[Finding], launch: LaunchView | 
         console.print(Text("  " + f.message))
         for cmd in f.fix_command.splitlines():
             console.print(Text("  fix: " + cmd, style="green"))
+        if f.fix_checked:
+            console.print(Text("  " + f.fix_checked, style="dim"))
     for note in facts.notes:
         console.print(Text(f"note: {note}", style="dim"))
     counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}

@@ -48,6 +48,7 @@ def host_ram_needed(
     shard_bytes: int | None = None,
     checkpoint_format: str | None = None,
     kv_layout: KvTierLayout | None = None,
+    engine: str | None = None,
 ) -> HostRamNeed:
     """``ram_model.host_ram_model`` under its older keyword (``vllm_version``)."""
     return host_ram_model(
@@ -59,4 +60,5 @@ def host_ram_needed(
         shard_bytes=shard_bytes,
         checkpoint_format=checkpoint_format,
         kv_layout=kv_layout,
+        engine=engine,
     )

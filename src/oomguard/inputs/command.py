@@ -339,7 +339,9 @@ def parse_flag_words(
                 vars_ = tuple(vw.unresolved)
                 launch.unresolved.append(Unresolved(opt, vars_, file, vw.line or line, flag.dest))
                 launch.occurrences.append(Occurrence(flag.dest, opt, flag.name, site, res.negated, res.deprecated, value_text, prefix, quote))
-                if not launch.lenient and _type(flag) != "str" and flag.dest != "model":
+                # a credential passed as "$VLLM_API_KEY" is the right way to write one (export writes
+                # it as a reference to that variable): recorded like a string flag's, not refused
+                if not launch.lenient and _type(flag) != "str" and flag.dest != "model" and not _secret_flag(flag.dest):
                     names = ", ".join(v if v.startswith("$") else "$" + v for v in vars_)
                     raise InputError(f"value of {opt} uses variable(s) the launch does not set: {names} "
                                      "(set it in the launch, or give the flag on the command line)",
@@ -471,6 +473,12 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, release: Any = None, 
         launch.flags[flag.dest] = value
         launch.sites[flag.dest] = site
 
+
+
+def _secret_flag(dest: str) -> bool:
+    from oomguard.redact import is_secret_name
+
+    return is_secret_name(dest)
 
 def yaml_value(flag, value: Any, *, file: str | None, line: int | None, key: str, option: str) -> Any:
     """Type one YAML value (a ``--config`` key, a Helm ``vllmConfig`` key) for ``flag``."""
@@ -783,7 +791,9 @@ def parse_command(argv: list[str], *, version: str | None = None, lenient: bool 
         return launch
     if not argv:
         raise InputError("empty command after --")
-    words = [Word(a, a, 0, 0, 0) for a in argv]
+    # words of an argv list reach vLLM as they are (no shell): "<" or "> log" are arguments, not
+    # redirections (a Kubernetes args list, an export read back); marked like quoted shell words
+    words = [Word(a, a, 0, 0, 0, quoted="'" if _REDIRECT.match(a) or _REDIRECT_ATTACHED.match(a) else "") for a in argv]
     launch = Launch("command", None, None, lenient=lenient)
     lead = 0
     while lead < len(words) and _ASSIGNMENT.match(words[lead].text):

@@ -1,7 +1,14 @@
-"""The GPU catalog: total memory as CUDA reports it, compute capability, bandwidth.
+"""The GPU catalog: total memory as torch reports it, and what vLLM's platform code allows on each card.
 
-Names match the way people type them: case, spaces, dashes and underscores
-are ignored, and common aliases resolve ("a100 80g", "4090", "H100-SXM").
+``data/gpus.json`` is the one place for GPU facts. ``archs`` holds what belongs to a compute
+target (platform, the capability vLLM reports, dtypes, FP8/FP4, backend defaults), ``gpus``
+what belongs to a card (memory as torch reports it, interconnect, P2P, spec-sheet speeds);
+every row names its source. Commands and the memory model read these fields from ``GPU``,
+never a rule of their own on the compute capability.
+
+Names match the way people type them: case, spaces, dashes and underscores are ignored, the
+vendor's words (NVIDIA, GeForce, Tesla, AMD, Instinct, Intel) too, and common aliases resolve
+("a100 80g", "4090", "RTX4090", "H100-SXM", "MI210").
 """
 
 from __future__ import annotations
@@ -11,26 +18,38 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from oomguard.errors import InputError, UnknownGPUError
 from oomguard.units import GiB
 
-_CATALOG = Path(__file__).resolve().parent.parent / "data" / "gpus.json"
+# Interconnects that link every GPU of a node to every other (custom all-reduce beyond two GPUs,
+# NCCL's NVLink channel count): NVSwitch boards, rack NVLink, AMD's XGMI between OAM modules.
+FULLY_CONNECTED = ("nvswitch", "mnnvl", "xgmi")
 
 
 @dataclass(frozen=True)
 class GPU:
     name: str
     total_bytes: int
-    compute_capability: str
+    compute_capability: str  # as vLLM's platform reports it (AMD: derived from the gfx target)
     bandwidth_gbs: float
     bf16_tflops: float
     vendor: str = "nvidia"
     total_source: str = "catalog"
-    no_bf16: bool = False
     unified_memory: bool = False
-    nvlink: bool = False  # all GPUs of a node linked (SXM / OAM): custom all-reduce beyond 2 GPUs
+    arch: str = "sm_80"
+    platform: str = "cuda"
+    dtypes: tuple[str, ...] = ("bfloat16", "float16", "float32")
+    fp8: str = "weight-only"  # native | weight-only | none
+    fp4: str = "none"  # nvfp4 | mxfp4 | none
+    fp8_kv: bool = True  # vLLM stores an fp8 KV cache on this target
+    interconnect: str = "pcie"
+    p2p: bool = True  # cudaDeviceCanAccessPeer between two of these cards (GeForce: no)
+    nvls: bool = False  # NVSwitch multicast (NVLS) buffers on NVSwitch boards
+    mla_fp8_block_size: int | None = None  # the MLA backend's block with an fp8 KV cache (FlashMLA: 64)
+    custom_all_reduce: bool = True  # the platform allows vLLM's custom all-reduce on this target
+    default_block_size: int | None = None  # a platform whose attention backend prefers another block
+    source: str = ""
 
     @property
     def cc_major_minor(self) -> tuple[int, int]:
@@ -39,26 +58,57 @@ class GPU:
 
     @property
     def supports_fp8(self) -> bool:
-        return self.vendor == "amd" or self.cc_major_minor >= (8, 9)
+        """FP8 tensor cores (FP8 GEMMs, not weight-only kernels)."""
+        return self.fp8 == "native"
 
     @property
     def native_fp4(self) -> bool:
-        return self.cc_major_minor >= (10, 0)
+        """NVFP4 natively (Blackwell)."""
+        return self.fp4 == "nvfp4"
+
+    @property
+    def no_bf16(self) -> bool:
+        return "bfloat16" not in self.dtypes
+
+    @property
+    def nvlink(self) -> bool:
+        """All GPUs of a node linked to each other (what vLLM's ``is_fully_connected`` checks)."""
+        return self.interconnect in FULLY_CONNECTED
 
     @property
     def is_a100(self) -> bool:
         return self.name.startswith("A100")
 
+    @property
+    def target(self) -> str:
+        """What the platform calls the compute target: ``sm 8.9``, ``gfx942``."""
+        return f"sm {self.compute_capability}" if self.platform == "cuda" else self.arch
+
+
+_WORDS = ("nvidia", "geforce", "tesla", "amd", "instinct", "intel(r)", "intel", "(tm)")
+
 
 def _norm(s: str) -> str:
-    s = s.lower().replace("nvidia", "").replace("geforce", "").replace("tesla", "")
-    s = re.sub(r"[\s\-_]+", "", s)
+    s = s.lower()
+    for w in _WORDS:
+        s = s.replace(w, "")
+    s = re.sub(r"[\s\-_/()]+", "", s)
     return s.replace("gb", "g")
 
 
 @functools.lru_cache(maxsize=1)
+def _catalog() -> dict:
+    from importlib import resources
+
+    return json.loads(resources.files("oomguard").joinpath("data", "gpus.json").read_text())
+
+
 def _entries() -> tuple[dict, ...]:
-    return tuple(json.loads(_CATALOG.read_text())["gpus"])
+    return tuple(_catalog()["gpus"])
+
+
+def _archs() -> dict[str, dict]:
+    return _catalog()["archs"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -73,7 +123,7 @@ def _index() -> dict[str, dict]:
 @functools.lru_cache(maxsize=1)
 def _ambiguous() -> dict[str, tuple[str, ...]]:
     """Names that stand for cards with different memory (a bare "A100" is a 40 GB or an 80 GB card)."""
-    raw = json.loads(_CATALOG.read_text()).get("ambiguous", {})
+    raw = _catalog().get("ambiguous", {})
     return {_norm(k): tuple(v) for k, v in raw.items()}
 
 
@@ -81,19 +131,39 @@ def gpu_names() -> list[str]:
     return [e["name"] for e in _entries()]
 
 
+def catalog_rows() -> list[dict]:
+    """Every card with its arch facts merged in (for docs and tests)."""
+    return [{**_archs()[e["arch"]], **e} for e in _entries()]
+
+
+_VENDOR = {"cuda": "nvidia", "rocm": "amd", "hpu": "intel", "xpu": "intel"}
+
+
 def _to_gpu(e: dict, total_gib: float | None) -> GPU:
+    a = _archs()[e["arch"]]
     total = total_gib if total_gib is not None else e["total_gib"]
     return GPU(
         name=e["name"],
         total_bytes=int(round(total * GiB)),
-        compute_capability=e["cc"],
+        compute_capability=a["cc"],
         bandwidth_gbs=e["bandwidth_gbs"],
         bf16_tflops=e["bf16_tflops"],
-        vendor=e.get("vendor", "nvidia"),
+        vendor=_VENDOR[a["platform"]],
         total_source="--gpu-memory-gib" if total_gib is not None else e.get("total_source", "catalog"),
-        no_bf16=bool(e.get("no_bf16")),
         unified_memory=bool(e.get("unified_memory")),
-        nvlink=bool(e.get("nvlink")),
+        arch=e["arch"],
+        platform=a["platform"],
+        dtypes=tuple(a["dtypes"]),
+        fp8=a["fp8"],
+        fp4=a["fp4"],
+        fp8_kv=bool(a["fp8_kv"]),
+        interconnect=e["interconnect"],
+        p2p=bool(e.get("p2p", True)),
+        nvls=bool(a.get("nvls")) and e["interconnect"] in ("nvswitch", "mnnvl"),
+        mla_fp8_block_size=a.get("mla_fp8_block_size"),
+        custom_all_reduce=bool(a.get("custom_all_reduce", True)),
+        default_block_size=a.get("default_block_size"),
+        source=e.get("source", ""),
     )
 
 
@@ -104,6 +174,7 @@ def lookup_gpu(name: str | None, memory_gib: float | None = None) -> GPU:
     if not name:
         if memory_gib is None:
             raise InputError("no GPU given: use --gpu NAME (e.g. --gpu A100-80GB) or --gpu-memory-gib X")
+        # an unnamed card: an Ampere-class CUDA GPU of that size (say so in the plan: total_source)
         return GPU("custom", int(round(memory_gib * GiB)), "8.0", 1000.0, 100.0, total_source="--gpu-memory-gib")
     key = _norm(name)
     choices = _ambiguous().get(key)
@@ -117,8 +188,8 @@ def lookup_gpu(name: str | None, memory_gib: float | None = None) -> GPU:
                               "(or --gpu-memory-gib with the total your log prints)")
     e = _index().get(key)
     if e is None:
-        # "a100 80gb pcie" -> try dropping form-factor words
-        for suffix in ("pcie", "sxm4", "sxm5", "sxm", "hbm3"):
+        # "a100 80gb sxm4" -> try dropping form-factor words
+        for suffix in ("sxm4", "sxm5", "sxm", "hbm3"):
             if key.endswith(suffix) and key[: -len(suffix)] in _index():
                 e = _index()[key[: -len(suffix)]]
                 break
@@ -126,7 +197,7 @@ def lookup_gpu(name: str | None, memory_gib: float | None = None) -> GPU:
         keys = list(_index())
         close = difflib.get_close_matches(key, keys, n=5, cutoff=0.5)
         names = sorted({_index()[k]["name"] for k in close})
-        hint = f"; did you mean {', '.join(names)}?" if names else f"; known: {', '.join(gpu_names())}"
+        hint = f"; did you mean {', '.join(names)}?" if names else "; docs/gpus.md lists the catalog"
         raise UnknownGPUError(f"unknown GPU {name!r}{hint} (or give --gpu-memory-gib with the total your log prints)")
     return _to_gpu(e, memory_gib)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from oomguard.errors import InputError
 from oomguard.inputs import files
+from oomguard.inputs.config_defaults import PLAN_FIELDS
 from oomguard.model.description import ModelDescription
 
 _MAX_CONFIG_BYTES = 20 * 1024 * 1024
@@ -61,14 +62,23 @@ _NON_NEGATIVE_FIELDS = {
     **dict.fromkeys(("n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers"), _COUNT_MAX),
 }
 _SUB_CONFIGS = ("text_config", "llm_config", "language_config", "vision_config", "audio_config")
+# What the plan reads at the top level and in each sub-config: the scalar fields
+# (config_defaults.PLAN_FIELDS), and the structures the adapters walk.
+_STRUCTURES = ("rope_scaling", "rope_parameters", "quantization_config", "layer_types", "mlp_only_layers")
+_READ_FIELDS = frozenset(PLAN_FIELDS) | frozenset(_STRUCTURES)
 
 
 def validate_config(data: dict, *, file: str | None = None) -> None:
-    """Refuse values no real config.json holds, naming the field: NaN/Infinity anywhere, and structural
-    sizes that are not integers or are zero, negative or absurdly large (they feed the arithmetic)."""
-    _finite(data, "", file)
+    """Refuse values no real config.json holds in the fields the plan reads, naming the field:
+    NaN/Infinity, and structural sizes that are not integers or are zero, negative or absurdly
+    large (they feed the arithmetic). Fields the plan never reads are not judged: a Mamba config's
+    ``time_step_limit: [0.0, Infinity]`` is as valid to vLLM as to us."""
     scopes: list[tuple[str, dict]] = [("", data)]
     scopes += [(k + ".", data[k]) for k in _SUB_CONFIGS if isinstance(data.get(k), dict)]
+    for prefix, cfg in scopes:
+        for name, value in cfg.items():
+            if name in _READ_FIELDS:
+                _finite(value, prefix + name, file)
     for prefix, cfg in scopes:
         for name, value in cfg.items():
             if value is None:
@@ -105,12 +115,12 @@ def _shapes(prefix: str, cfg: dict, file: str | None) -> None:
         orig = rope.get("original_max_position_embeddings")
         if orig is not None:  # multiplied by the factor into the derived max_model_len
             _integer_field(f"{prefix}{key}.original_max_position_embeddings", orig, 1, _LEN_MAX, file)
-        _magnitudes(f"{prefix}{key}.", rope, file)
+        _magnitudes(f"{prefix}{key}.", rope, file, every_field=True)
     quant = cfg.get("quantization_config") or {}
     for name, low, high in (("bits", 1, 64), ("w_bit", 1, 64), ("group_size", -1, _DIM_MAX), ("q_group_size", -1, _DIM_MAX)):
         if quant.get(name) is not None:  # the weight bytes are bits x params / group
             _integer_field(f"{prefix}quantization_config.{name}", quant[name], low, high, file)
-    _magnitudes(f"{prefix}quantization_config.", quant, file)
+    _magnitudes(f"{prefix}quantization_config.", quant, file, every_field=True)
     _magnitudes(prefix, cfg, file)
     block = (cfg.get("quantization_config") or {}).get("weight_block_size")
     if block is not None and not (isinstance(block, list) and len(block) == 2
@@ -129,10 +139,12 @@ _MAGNITUDE_MAX = float(1 << 53)
 _UNBOUNDED_OK = {"model_max_length"}
 
 
-def _magnitudes(prefix: str, cfg: dict, file: str | None) -> None:
+def _magnitudes(prefix: str, cfg: dict, file: str | None, *, every_field: bool = False) -> None:
     for name, value in cfg.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or name in _UNBOUNDED_OK:
             continue
+        if not every_field and name not in _READ_FIELDS:
+            continue  # a field the plan never reads (rope_theta, time-step bounds, ...)
         if abs(value) > _MAGNITUDE_MAX:
             raise InputError(f"config field {prefix}{name}: {_shown(value)} is implausibly large for a model config "
                              f"(at most {_MAGNITUDE_MAX:.3g})", file=file)
@@ -144,7 +156,13 @@ def _shown(value: object) -> str:
 
 
 def _integer_field(name: str, value: object, low: int, high: int, file: str | None) -> None:
-    # Per-layer lists (OpenELM's num_query_heads, ...) are not modelled by any adapter: refused here too.
+    # A list is a per-layer size (OpenELM's num_query_heads, Gemma-3n's intermediate_size) or an
+    # [h, w] image size: a valid config, each entry checked; whether an adapter reads it is the
+    # adapter's to say (the generic path refuses per-layer sizes, exit 3).
+    if isinstance(value, list) and 0 < len(value) <= 1 << 16:
+        for i, v in enumerate(value):
+            _integer_field(f"{name}[{i}]", v, low, high, file)
+        return
     ok = (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
     if not ok:
         raise InputError(f"config field {name}: {_shown(value)} is not an integer", file=file)
@@ -173,10 +191,16 @@ def _describe(config: dict, cfg_path: Path, **kwargs) -> ModelDescription:
     (null where a size is needed, a list where a number is) still reaches the adapter, and its
     TypeError/KeyError is about this file, so it is reported as one line naming it.
     """
+    from oomguard.inputs.config_defaults import with_defaults
     from oomguard.model.architectures import describe
 
+    # vLLM reads the file through AutoConfig: fields it omits take the config class's defaults.
+    from oomguard.inputs.coverage_data import attach
+
+    filled, applied = with_defaults(config)
     try:
-        return describe(config, **kwargs)
+        desc = describe(filled, **kwargs)
+        return attach(replace(desc, defaults_applied=tuple(applied)) if applied else desc)
     except KeyError as exc:
         raise InputError(f"config field {exc.args[0] if exc.args else '?'} is missing, and "
                          f"model_type {config.get('model_type')!r} needs it", file=str(cfg_path)) from None
@@ -185,6 +209,17 @@ def _describe(config: dict, cfg_path: Path, **kwargs) -> ModelDescription:
         detail = detail if len(detail) <= 120 else detail[:120] + "…"
         raise InputError(f"config has a field of the wrong type or value for model_type "
                          f"{config.get('model_type')!r} ({exc.__class__.__name__}: {detail})", file=str(cfg_path)) from None
+
+
+def describe_config(config: dict, *, source: str, name: str | None = None, hf_quant: dict | None = None,
+                    force_generic: bool = False) -> ModelDescription:
+    """A config already in memory, read exactly as a config.json file would be: validated, class
+    defaults filled in, described (the registry sweep's comparison reads its stored configs so)."""
+    if not isinstance(config, dict):
+        raise InputError("expected a JSON object at the top level", file=source)
+    validate_config(config, file=source)
+    return _describe(config, Path(source), source=source, name=name or source, hf_quant=hf_quant,
+                     force_generic=force_generic)
 
 
 def catalog_ids() -> list[str]:

@@ -6,6 +6,7 @@ other input (``oomguard.inputs.files``), and returns every vLLM launch in it:
 
 - a shell script (``start_api.sh``), or one command line;
 - a ``vllm serve --config`` YAML;
+- a systemd service unit (``oomguard.inputs.systemd_unit``): its ``ExecStart=``;
 - a Kubernetes object, a compose file or production-stack Helm values
   (``oomguard.inputs.manifests``): one launch per vLLM container, service or
   ``modelSpec``.
@@ -55,6 +56,10 @@ def launches_from_text(text: str, *, path: str, version: str | None = None, leni
     if not text.strip():
         raise InputError("empty file, expected a launch script or YAML", file=path)
     head = text.lstrip()
+    from oomguard.inputs.systemd_unit import is_unit, read_unit
+
+    if suffix == ".service" or is_unit(text):  # a systemd unit (oomguard's own export, or a hand-written one)
+        return [read_unit(text, path=path, version=version, lenient=lenient)]
     script_like = head.startswith(("#!", "vllm", "python", "export", "docker", "exec", "CUDA_", "VLLM_"))
     if (suffix in (".yaml", ".yml") and not head.startswith("#!")) or (not script_like and _looks_like_yaml(text)):
         from oomguard.inputs.manifests import is_manifest, read_manifests

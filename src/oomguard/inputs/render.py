@@ -21,11 +21,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-# Flags whose value is a credential: never written out; renderers move them to
-# an environment variable the operator fills in (vLLM reads VLLM_API_KEY itself).
-# (max_num_batched_tokens and ssl_keyfile are not secrets: match whole name parts only)
-SECRET_DEST = re.compile(r"^(api_key|hf_token)$|(^|_)(api_key|password|secret|auth_token)$")
-SECRET_ENV = re.compile(r"(^|_)(API_KEY|TOKEN|SECRET|PASSWORD|ACCESS_KEY)(_|$)", re.IGNORECASE)
+# Which names hold a credential is decided by the one redactor (oomguard.redact.is_secret_name):
+# renderers never write such values out; oomguard.export moves them to the environment.
 SECRET_DEST_ENV = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
 
 
@@ -43,11 +40,16 @@ class FlagForm:
 
 
 def is_secret_dest(dest: str) -> bool:
-    return bool(SECRET_DEST.search(dest))
+    """A flag whose (non-boolean) value is a credential: ``api_key``, ``hf_token``, ``*_password`` ..."""
+    from oomguard.redact import is_secret_name
+
+    return is_secret_name(dest)
 
 
 def is_secret_env(name: str) -> bool:
-    return bool(SECRET_ENV.search(name))
+    from oomguard.redact import is_secret_name
+
+    return is_secret_name(name)
 
 
 def secret_env_for(dest: str) -> str:

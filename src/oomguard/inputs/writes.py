@@ -33,8 +33,12 @@ def _umask() -> int:
 
 
 def write_text(target: str | os.PathLike[str], text: str, *, mode_from: str | os.PathLike[str] | None = None,
-               what: str = "") -> None:
-    """Atomically replace ``target`` with ``text`` (UTF-8); InputError naming the path on any failure."""
+               what: str = "", mode: int | None = None) -> None:
+    """Atomically replace ``target`` with ``text`` (UTF-8); InputError naming the path on any failure.
+
+    ``mode``: exactly these permission bits, whatever the target had (``0o600`` for a file of
+    secrets: the temporary file is created 0600, so the text is never readable by others).
+    """
     path = os.fspath(target)
     label = f"cannot write{' ' + what if what else ''}"
     try:
@@ -48,7 +52,10 @@ def write_text(target: str | os.PathLike[str], text: str, *, mode_from: str | os
     if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         raise InputError(f"{label}: {kind}", file=path)
-    if st is not None and stat.S_ISREG(st.st_mode):
+    forced = mode
+    if forced is not None:
+        mode = forced & 0o777
+    elif st is not None and stat.S_ISREG(st.st_mode):
         mode = stat.S_IMODE(st.st_mode)
     else:
         # New file (or a symlink we replace, whose target's mode says nothing about us).

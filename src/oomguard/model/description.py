@@ -133,6 +133,16 @@ class ModelDescription:
     config_path: str | None = None
     vision: dict | None = None  # profile-run item of the vision tower (architectures/vision.py)  # the config.json read (for --engine-python)  # Gemma-3n/4 per-layer input embeddings
     notes: tuple[str, ...] = ()
+    # How far this description is checked against vLLM's own code (model/coverage.py): "native"
+    # (an adapter checked on this model_type; the sweep data says whether exact), or "generic"
+    # (standard fields only: architectures/generic.py), with what it assumed.
+    coverage: str = "native"
+    assumptions: tuple[str, ...] = ()
+    # What the registry sweep says about this architecture (inputs/coverage_data.py): level
+    # ("native-exact" / "native" / "generic"), what was checked, and for generic the ranges.
+    coverage_detail: dict | None = None
+    # Fields the config left out, filled from its config class's defaults (inputs/config_defaults.py).
+    defaults_applied: tuple[str, ...] = ()
 
     @property
     def dtype_bytes(self) -> int:

@@ -159,17 +159,44 @@ def _json(value: Any) -> dict:
     return {}
 
 
+def engine_for(v: tuple[int, int, int], env, *, gpu_cc: tuple[int, int] | None = None, quantization: str | None = None) -> tuple[str, str | None]:
+    """("V0" | "V1", why it fell back) for a release: V0 before 0.8; from 0.8 V1 unless VLLM_USE_V1=0,
+    or (0.8-0.9) a CUDA GPU below compute capability 8.0, or (0.8) bitsandbytes weights; V1 only
+    from 0.11 (the V0 code is gone). ``gpu_cc`` None: a GPU V1 runs on (sm80+, or not CUDA).
+    The one rule the planner and the host-RAM model (swap space is V0's) share."""
+    if v < (0, 8, 0):
+        return "V0", None
+    if v >= (0, 11, 0):
+        return "V1", None
+    if str((env or {}).get("VLLM_USE_V1", "1")) == "0":
+        return "V0", None
+    if gpu_cc is not None and gpu_cc < (8, 0) and v < (0, 10, 0):
+        return "V0", "compute capability < 8.0: vLLM 0.8-0.9 falls back to the V0 engine"
+    if quantization == "bitsandbytes" and v < (0, 9, 0):
+        return "V0", None
+    return "V1", None
+
+
 def resolve(
     model: ModelDescription,
     flags: dict,
     env: dict,
     *,
     version: str | None,
-    gpu_total_bytes: int,
-    gpu_name: str,
+    gpu=None,
+    gpu_total_bytes: int | None = None,
+    gpu_name: str | None = None,
     gpu_cc: tuple[int, int] = (9, 0),
     usage: str = "serve",
 ) -> EngineSettings:
+    """vLLM's resolved settings for a launch. ``gpu`` is a catalog GPU (``inputs.hardware.GPU``):
+    its total, name, capability and dtypes; the loose ``gpu_*`` keywords serve callers that
+    have no catalog card (the dtypes are then the platform interface's default)."""
+    if gpu is not None:
+        gpu_total_bytes, gpu_name, gpu_cc = gpu.total_bytes, gpu.name, gpu.cc_major_minor
+    if gpu_total_bytes is None or gpu_name is None:
+        raise TypeError("resolve() needs gpu= or gpu_total_bytes= and gpu_name=")
+    dtypes = tuple(getattr(gpu, "dtypes", None) or PLATFORM_DEFAULT_DTYPES)
     v = parse_version(version)
     notes: list[str] = []
     tp = int(flags.get("tensor_parallel_size") or 1)
@@ -177,17 +204,10 @@ def resolve(
     dp = int(flags.get("data_parallel_size") or 1)
     if tp < 1 or pp < 1:
         raise InputError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1")
-    engine = "V1"
-    if v < (0, 8, 0):
-        engine = "V0"
-    elif v < (0, 11, 0):
-        if str(env.get("VLLM_USE_V1", "1")) == "0":
-            engine = "V0"
-        elif gpu_cc < (8, 0) and v < (0, 10, 0):
-            engine = "V0"
-            notes.append("compute capability < 8.0: vLLM 0.8-0.9 falls back to the V0 engine")
-        elif model.quantization.method == "bitsandbytes" and v < (0, 9, 0):
-            engine = "V0"
+    engine, why = engine_for(v, env, gpu_cc=gpu_cc if getattr(gpu, "platform", "cuda") == "cuda" else None,
+                             quantization=model.quantization.method)
+    if why:
+        notes.append(why)
     util = flags.get("gpu_memory_utilization")
     if util is None:
         util = default_utilization(v)
@@ -273,7 +293,7 @@ def resolve(
         mrv2 = model.moe is None and not model.is_hybrid
     else:
         mrv2 = False
-    dtype, dtype_note, dtype_error = resolve_dtype(model, flags.get("dtype"), v, gpu_cc)
+    dtype, dtype_note, dtype_error = resolve_dtype(model, flags.get("dtype"), v, dtypes, gpu_name=gpu_name, gpu_cc=gpu_cc)
     if dtype_note:
         notes.append(dtype_note)
     kv_bytes = flags.get("kv_cache_memory_bytes")
@@ -328,24 +348,22 @@ NO_FLOAT16_TYPES = ("gemma2", "gemma3", "gemma3_text", "glm4")
 AUTO_DTYPE_BY_PLATFORM = (0, 9, 1)
 
 
-def _cuda_dtypes(gpu_cc: tuple[int, int]) -> list[str]:
-    """platforms/cuda.py::supported_dtypes: bf16 from sm80, fp16 from sm60."""
-    if gpu_cc >= (8, 0):
-        return ["bfloat16", "float16", "float32"]
-    if gpu_cc >= (6, 0):
-        return ["float16", "float32"]
-    return ["float32"]
+# platforms/interface.py::Platform.supported_dtypes: the default every platform starts from
+# (CUDA narrows it by compute capability; the GPU catalog lists each target's own).
+PLATFORM_DEFAULT_DTYPES = ("bfloat16", "float16", "float32")
 
 
-def resolve_dtype(model: ModelDescription, flag: Any, v: tuple[int, int, int], gpu_cc: tuple[int, int]) -> tuple[str, str | None, str | None]:
+def resolve_dtype(model: ModelDescription, flag: Any, v: tuple[int, int, int], dtypes: tuple[str, ...] = PLATFORM_DEFAULT_DTYPES, *,
+                  gpu_name: str = "", gpu_cc: tuple[int, int] | None = None) -> tuple[str, str | None, str | None]:
     """(dtype vLLM runs the model in, a note when it is not the checkpoint's, the error vLLM
     raises when it refuses the dtype).
 
     ``config/model.py::_get_and_verify_dtype``: an explicit ``--dtype`` wins; ``auto`` takes
     the config's torch_dtype. From 0.9.1 (``_resolve_auto_dtype``) a float32 config, or one the
     GPU cannot run, becomes the platform's first supported dtype that the model type allows
-    (bf16 on sm80+, fp16 before, float32 for Gemma 2/3 and GLM-4 on pre-sm80 cards). Before,
-    float32 became float16 (bfloat16 for Gemma 2/3) and a bf16 config on a pre-sm80 card failed.
+    (``dtypes``, the GPU catalog's list for the card: bf16 on sm80+ and every ROCm target, fp16
+    before sm80, float32 for Gemma 2/3 and GLM-4 where bf16 is missing). Before, float32 became
+    float16 (bfloat16 for Gemma 2/3) and a bf16 config on a card without bf16 failed.
     """
     raw = str(flag or "auto").lower()
     cfg = model.dtype if model.dtype in DTYPE_BYTES else "bfloat16"
@@ -356,7 +374,7 @@ def resolve_dtype(model: ModelDescription, flag: Any, v: tuple[int, int, int], g
             raise InputError(f"--dtype {flag!r}: not one of auto, half, float16, bfloat16, float, float32")
         chosen = name
     elif new:
-        allowed = [d for d in _cuda_dtypes(gpu_cc) if not (d == "float16" and model.model_type in NO_FLOAT16_TYPES)]
+        allowed = [d for d in dtypes if not (d == "float16" and model.model_type in NO_FLOAT16_TYPES)]
         preferred = allowed[0]
         chosen = cfg if cfg != "float32" and cfg in allowed else preferred
     elif cfg == "float32":
@@ -364,10 +382,11 @@ def resolve_dtype(model: ModelDescription, flag: Any, v: tuple[int, int, int], g
     else:
         chosen = cfg
     note = error = None
-    if chosen == "bfloat16" and gpu_cc < (8, 0):
+    if chosen == "bfloat16" and "bfloat16" not in dtypes:
         # worker/worker.py::_check_if_gpu_supports_dtype (V0), platforms/cuda.py::check_if_supports_dtype (V1)
+        cc = f"has compute capability {gpu_cc[0]}.{gpu_cc[1]}" if gpu_cc and gpu_cc > (0, 0) else "does not have a compute capability"
         error = ("Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
-                 f"Your GPU has compute capability {gpu_cc[0]}.{gpu_cc[1]}. "
+                 f"Your {gpu_name + ' ' if gpu_name else ''}GPU {cc}. "
                  "You can use float16 instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.")
     elif chosen == "float16" and new and model.model_type in NO_FLOAT16_TYPES:
         error = f"The model type {model.model_type!r} does not support float16. Reason: Numerical instability. Please use bfloat16 or float32 instead."

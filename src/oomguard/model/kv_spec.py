@@ -104,17 +104,24 @@ def hybrid_block_size(model: ModelDescription, tp: int, s: int, kv_cache_dtype: 
     return k * cdiv(m, k * a)
 
 
-def backend_block_size(model: ModelDescription, kv_cache_dtype: str | None, gpu_cc: tuple[int, int] = (9, 0)) -> int:
+# FlashMLA's kernel block (v1/attention/backends/mla/flashmla.py), the default target's (sm90).
+FLASHMLA_BLOCK_SIZE = 64
+
+
+def backend_block_size(model: ModelDescription, kv_cache_dtype: str | None, mla_fp8_block_size: int | None = FLASHMLA_BLOCK_SIZE,
+                       platform_block_size: int | None = None) -> int:
     """The block size the attention backend prefers when --block-size is not set (the backend's get_supported_kernel_block_sizes).
 
-    MLA with an fp8 KV cache runs on FlashMLA (FLASH_ATTN_MLA rejects fp8), whose kernel
-    block is 64 (verified against vLLM 0.32's backend selection for sm90); everything else
-    we model keeps the default 16.
+    MLA with an fp8 KV cache runs on FlashMLA (FLASH_ATTN_MLA rejects fp8) where the target has it
+    (the GPU catalog's ``mla_fp8_block_size``: 64 on sm90/sm10x, verified against vLLM 0.32's backend
+    selection for sm90; none on sm12x and ROCm, whose Triton MLA keeps 16). A platform whose
+    attention backend prefers another block (``platform_block_size``: Gaudi's 128) sets it;
+    everything else keeps the default 16 (ROCm's ROCM_ATTN takes any multiple of 16).
     """
     is_mla = any(l.kind is LayerKind.MLA for l in model.layers)
-    if is_mla and (kv_cache_dtype or "auto").startswith("fp8") and gpu_cc >= (9, 0):
-        return 64
-    return DEFAULT_BLOCK_SIZE
+    if is_mla and (kv_cache_dtype or "auto").startswith("fp8") and mla_fp8_block_size:
+        return int(mla_fp8_block_size)
+    return int(platform_block_size or DEFAULT_BLOCK_SIZE)
 
 
 def layer_kv_specs(
@@ -125,7 +132,8 @@ def layer_kv_specs(
     *,
     num_spec: int = 0,
     disable_hybrid: bool = False,
-    gpu_cc: tuple[int, int] = (9, 0),
+    mla_fp8_block_size: int | None = FLASHMLA_BLOCK_SIZE,
+    platform_block_size: int | None = None,
     dtype_bytes: int | None = None,
 ) -> list[LayerKVSpec]:
     """Per-layer KV specs on one TP rank, with vLLM's block-size rules applied.
@@ -135,7 +143,7 @@ def layer_kv_specs(
     s = kv_dtype_bytes(kv_cache_dtype, model, dtype_bytes)
     if dtype_bytes and dtype_bytes != model.dtype_bytes and model.is_hybrid:
         model = _mamba_in_served_dtype(model, dtype_bytes)
-    bs = block_size or backend_block_size(model, kv_cache_dtype, gpu_cc)
+    bs = block_size or backend_block_size(model, kv_cache_dtype, mla_fp8_block_size, platform_block_size)
     if model.is_hybrid:
         bs = max(bs, hybrid_block_size(model, tp, s, kv_cache_dtype, bs, num_spec))
     specs: list[LayerKVSpec] = []

@@ -14,7 +14,6 @@ What the KV budget pays for outside PyTorch's allocator depends on three things
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from oomguard.model.description import ModelDescription
@@ -96,34 +95,35 @@ def accounting(e: EngineSettings) -> Accounting:
                       "v1/worker/gpu_worker.py::init_device (init_worker_distributed_environment, then MemorySnapshot)")
 
 
-def is_geforce(gpu_name: str) -> bool:
-    """Consumer cards: NVIDIA's driver does not offer PCIe peer-to-peer on them."""
-    return re.match(r"^(RTX|GTX)-\d", gpu_name or "") is not None
-
-
 @dataclass(frozen=True)
 class Topology:
     """What the custom all-reduce and NCCL rules read about the GPUs of one TP group."""
 
-    nvlink: bool  # every pair of the group NVLink-connected (SXM/NVSwitch, or bridged pairs)
+    nvlink: bool  # every pair of the group linked (NVSwitch, rack NVLink, AMD XGMI): vLLM's is_fully_connected
     p2p: bool  # cudaDeviceCanAccessPeer succeeds between them
     same_node: bool = True
-    nvswitch: bool = False  # NVLS-capable fabric (SXM boards of sm90+)
+    nvswitch: bool = False  # NVLS-capable fabric (NVSwitch boards of sm90+)
+    custom_ar_platform: bool = True  # the platform allows custom all-reduce (ROCm: MI300 series and newer only)
+    rocm: bool = False  # ROCm: no P2P test (XGMI peers always reach each other)
 
     @classmethod
     def of(cls, gpu, *, nnodes: int = 1, tp: int = 1, gpus_per_node: int | None = None) -> "Topology":
-        name = getattr(gpu, "name", "")
+        """From the GPU catalog's row (interconnect, p2p, nvls, custom_all_reduce, platform)."""
         nvlink = bool(getattr(gpu, "nvlink", False))
-        cc = gpu.cc_major_minor if hasattr(gpu, "cc_major_minor") else (0, 0)
         same = nnodes <= 1 or (gpus_per_node is not None and tp <= gpus_per_node)
-        return cls(nvlink=nvlink, p2p=nvlink or not is_geforce(name), same_node=same,
-                   nvswitch=nvlink and cc >= (9, 0) and getattr(gpu, "vendor", "nvidia") == "nvidia")
+        rocm = getattr(gpu, "platform", "cuda") == "rocm"
+        return cls(nvlink=nvlink, p2p=nvlink or rocm or bool(getattr(gpu, "p2p", True)), same_node=same,
+                   nvswitch=bool(getattr(gpu, "nvls", False)), custom_ar_platform=bool(getattr(gpu, "custom_all_reduce", True)),
+                   rocm=rocm)
 
 
 def custom_all_reduce_enabled(tp: int, topo: Topology, *, disabled_flag: bool) -> tuple[bool, str]:
-    """vLLM's rules (custom_all_reduce.py::CustomAllreduce.__init__), in its order."""
+    """vLLM's rules (config/parallel.py: the platform's use_custom_allreduce; custom_all_reduce.py::
+    CustomAllreduce.__init__), in its order."""
     if disabled_flag:
         return False, "--disable-custom-all-reduce"
+    if not topo.custom_ar_platform:
+        return False, "not on this target (ROCm enables it on MI300-series and newer: platforms/rocm.py::use_custom_allreduce)"
     if tp == 1:
         return False, "TP 1"
     if tp not in CUSTOM_AR_WORLD_SIZES:
@@ -132,7 +132,7 @@ def custom_all_reduce_enabled(tp: int, topo: Topology, *, disabled_flag: bool) -
         return False, "TP group spans nodes"
     if tp > 2 and not topo.nvlink:
         return False, "more than two PCIe-only GPUs"
-    if not topo.p2p:
+    if not topo.p2p and not topo.rocm:
         return False, "no GPU P2P (GeForce cards)"
     return True, "on"
 
@@ -180,7 +180,8 @@ def non_torch(
     else:
         topo = Topology(nvlink=bool(nvlink), p2p=True)
     if nvlink is not None and gpu is not None and nvlink != topo.nvlink:
-        topo = Topology(nvlink=nvlink, p2p=topo.p2p or nvlink, same_node=topo.same_node, nvswitch=topo.nvswitch and nvlink)
+        topo = Topology(nvlink=nvlink, p2p=topo.p2p or nvlink, same_node=topo.same_node, nvswitch=topo.nvswitch and nvlink,
+                        custom_ar_platform=topo.custom_ar_platform, rocm=topo.rocm)
 
     init = lazy = 0.0  # comm bytes built in init_device / connected during the profile run
     parts: list[str] = [f"lazy modules and handles {LAZY_NON_TORCH // MiB} MiB (fitted)"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from oomguard.model import activation as act
+from oomguard.model.coverage import coverage_dict, widen_terms
 from oomguard.model.cudagraph import cudagraph_estimate
 from oomguard.model.engine import EngineSettings, ceil_requested, derive_len, mamba_blocks_per_request, resolve, tokens_logged_by_groups
 from oomguard.model.estimate import Term
@@ -107,6 +108,7 @@ class Plan:
             "engine": s.engine,
             "model": getattr(self.model, "name", None),
             "model_source": getattr(self.model, "source", None),
+            "coverage": coverage_dict(self),
             "gpu": {"name": self.gpu.name, "total_gib": round(self.gpu.total_bytes / GiB, 2), "count": self.num_gpus, "total_source": self.gpu.total_source},
             "tensor_parallel_size": s.tensor_parallel_size,
             "pipeline_parallel_size": s.pipeline_parallel_size,
@@ -181,9 +183,13 @@ def plan_launch(
 ) -> Plan:
     flags = dict(flags or {})
     env = dict(env or {})
-    model = apply_overrides(model, flags)
-    s = resolve(model, flags, env, version=version, gpu_total_bytes=gpu.total_bytes, gpu_name=gpu.name, gpu_cc=gpu.cc_major_minor, usage=usage)
-    messages: list[str] = list(s.notes) + unmodelled_notes(flags)
+    from oomguard.model.engine import parse_version
+    from oomguard.model.overrides import apply_overrides as apply_hf_overrides
+
+    # --hf-overrides / --rope-scaling change the config vLLM reads, before anything is derived from it
+    model = apply_hf_overrides(model, flags, parse_version(version))
+    s = resolve(model, flags, env, version=version, gpu=gpu, usage=usage)
+    messages: list[str] = list(s.notes) + unmodelled_notes(flags) + platform_notes(gpu) + override_notes(flags)
     failure: FailureClass | None = None
     error: str | None = None
     tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
@@ -211,6 +217,14 @@ def plan_launch(
             f"User-specified max_model_len ({s.max_model_len}) is greater than the derived max_model_len ({derived}) from the model's config.json. "
             "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",
         )
+        from oomguard.model.overrides import rope_reach
+
+        reach = rope_reach(model)
+        if reach is not None and reach >= s.max_model_len:
+            messages.append(
+                f"the {model.rope_scaling.get('rope_type')} RoPE scaling covers {reach:,} positions ≥ {s.max_model_len:,}, but vLLM "
+                f"{'.'.join(map(str, s.version))} derives {derived:,} from the config (from 0.30 YaRN's max_position_embeddings "
+                "counts as already scaled): VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is what it needs next to the scaling")
 
     q = override_quantization(model.quantization, flags.get("quantization"))
     if q is model.quantization and model.category_bytes:
@@ -220,7 +234,7 @@ def plan_launch(
     with_mtp = s.speculative_method in ("mtp", "deepseek_mtp", "qwen3_next_mtp") and model.num_mtp_layers > 0
     total = gpu.total_bytes
     requested = ceil_requested(total, s.gpu_memory_utilization, s.version)
-    specs_all = layer_kv_specs(model, tp, s.kv_cache_dtype, s.block_size, num_spec=s.num_speculative_tokens if model.is_hybrid else 0, disable_hybrid=s.disable_hybrid_kv_cache_manager or s.engine == "V0", gpu_cc=gpu.cc_major_minor, dtype_bytes=s.act_dtype_bytes)
+    specs_all = layer_kv_specs(model, tp, s.kv_cache_dtype, s.block_size, num_spec=s.num_speculative_tokens if model.is_hybrid else 0, disable_hybrid=s.disable_hybrid_kv_cache_manager or s.engine == "V0", mla_fp8_block_size=getattr(gpu, "mla_fp8_block_size", 64), platform_block_size=getattr(gpu, "default_block_size", None), dtype_bytes=s.act_dtype_bytes)
     layout_all = kv_layout(specs_all)
     block_size = layout_all.block_size
     mamba_blocks = mamba_blocks_per_request(model, s)
@@ -419,7 +433,7 @@ def plan_launch(
             f"(free memory must be ≥ {_fmt_gib(requested)} GiB); the profile-run headroom is now yours to keep"
         )
     kv_per_token = per_token_bytes(specs_all)
-    return Plan(
+    return widen_terms(Plan(
         model=model,
         gpu=gpu,
         settings=s,
@@ -441,32 +455,42 @@ def plan_launch(
         num_gpus=gpus,
         baseline_bytes=ntr.baseline_bytes,
         outside_bytes=outside,
-    )
+    ))
 
 
 
 
-def apply_overrides(model, flags: dict):
-    """``--hf-overrides`` (and the old ``--rope-scaling``) change the config vLLM reads."""
-    from dataclasses import replace
+def override_notes(flags: dict) -> list[str]:
+    from oomguard.model.overrides import unmodelled_keys
 
-    from oomguard.model.architectures.common import derive_max_model_len, rope_scaling
+    keys = unmodelled_keys(flags)
+    if not keys:
+        return []
+    return [f"not modelled: --hf-overrides {', '.join(keys)} (the plan reads rope_scaling / rope_parameters and "
+            "max_position_embeddings, at the top level or in text_config)"]
 
-    over = flags.get("hf_overrides")
-    over = dict(over) if isinstance(over, dict) else {}
-    if isinstance(flags.get("rope_scaling"), dict):
-        over.setdefault("rope_scaling", flags["rope_scaling"])
-    if not over:
-        return model
-    changes: dict = {}
-    if isinstance(over.get("rope_scaling"), dict):
-        changes["rope_scaling"] = rope_scaling({"rope_scaling": over["rope_scaling"]})
-    if isinstance(over.get("max_position_embeddings"), int):
-        changes["max_position_embeddings"] = over["max_position_embeddings"]
-    if not changes:
-        return model
-    m = replace(model, **changes)
-    return replace(m, derived_max_model_len=derive_max_model_len(m.max_position_embeddings, m.rope_scaling, m.model_type))
+
+def platform_notes(gpu) -> list[str]:
+    """What the ledger does differently off CUDA, from the GPU catalog's row for the card."""
+    platform = getattr(gpu, "platform", "cuda")
+    if platform == "rocm":
+        notes = [f"ROCm ({gpu.arch}): attention on ROCM_ATTN (block 16; MLA on TRITON_MLA, block 16 with an fp8 KV cache too), "
+                 "the P2P test skipped (platforms/rocm.py)"]
+        if not getattr(gpu, "custom_all_reduce", True):
+            notes.append(f"ROCm {gpu.arch}: vLLM keeps its custom all-reduce off (platforms/rocm.py::use_custom_allreduce is gfx94x/gfx95x only)")
+        return notes
+    if platform in ("hpu", "xpu"):
+        what = "Intel Gaudi (the vllm-gaudi plugin)" if platform == "hpu" else "Intel XPU"
+        return [f"{what}: this plan applies vLLM's CUDA memory accounting to {gpu.name}; the {platform} platform profiles and "
+                "captures graphs its own way, so every term is an estimate (the weights and KV bytes per token hold)"]
+    return []
+
+
+def apply_overrides(model, flags: dict, version=None):
+    """Kept for callers of the old name: ``oomguard.model.overrides.apply_overrides``."""
+    from oomguard.model.overrides import apply_overrides as apply
+
+    return apply(model, flags, version)
 
 
 def _typed(value):

@@ -24,6 +24,15 @@ def render_plan(plan, *, explain: bool = False, notes: list[str] | None = None, 
         f"vLLM {'.'.join(map(str, s.version))} {s.engine}  TP {s.tensor_parallel_size} PP {s.pipeline_parallel_size}"
     )
     console.print(head)
+    from oomguard.model.coverage import summary_lines
+
+    cov = summary_lines(plan)
+    if getattr(m, "coverage", "native") == "generic":
+        console.print(f"[bold yellow]{cov[0]}[/]", markup=True, highlight=False)
+        for line in cov[1:]:
+            console.print(line, markup=False)
+    else:
+        console.print(f"[dim]{cov[0]}[/]")
     console.print(
         f"max_model_len {s.max_model_len:,} ({s.max_model_len_source})  max_num_batched_tokens {s.max_num_batched_tokens:,}  "
         f"max_num_seqs {s.max_num_seqs}  util {s.gpu_memory_utilization}  dtype {s.dtype}  kv dtype {s.kv_cache_dtype}  "

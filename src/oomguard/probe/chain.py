@@ -439,7 +439,7 @@ class Chain:
                     name,
                     False,
                     f"HTTP {status} but no choices[0].{field_name} in the body "
-                    "(S2's 'reading choices': wrong model id or a proxy rewriting the answer)",
+                    "(a client's 'reading choices' error: wrong model id or a proxy rewriting the answer)",
                     cls=ProbeClass.SERVER_ERROR,
                     severity=severity,
                 )

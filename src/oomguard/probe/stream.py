@@ -344,7 +344,7 @@ def _handle(
     if text is None:
         if not isinstance(usage, dict):
             raise ClientFailure(
-                ProbeClass.STREAM_BROKEN, "chunk without choices (S2's 'reading choices' failure)"
+                ProbeClass.STREAM_BROKEN, "chunk without choices (what clients report as 'reading choices')"
             )
         return False
     # An empty text still marks a generated token (byte-level BPE can emit

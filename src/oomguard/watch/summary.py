@@ -170,7 +170,7 @@ def describe_pattern(name: str, p: StepPattern) -> str:
         n = len(p.steps)
         head = f"climbing in {n} step{'s' if n != 1 else ''}"
         hint = (
-            " (the S2 pattern: each new largest prefill grows the allocator's pool, and it stays)"
+            " (the staircase pattern: each new largest prefill grows the allocator's pool, and it stays)"
             if name.startswith("gpu") and n >= 2
             else ""
         )

@@ -57,6 +57,8 @@ def test_rule_file_structure():
                 "VllmPreemptionsRising",
                 "VllmWaitingQueueGrowing",
                 "VllmServerDown",
+                "VllmMetricsAbsent",
+                "VllmContainerOOMKilled",
                 "HostOomKill",
             ]
             for r in group["rules"]:
@@ -88,7 +90,7 @@ def test_promtool_check_rules(tmp_path, version):
         f.write_text(render_prometheus(AlertSettings(vllm_version=version, gpu_exporter=exporter)))
         p = subprocess.run([PROMTOOL, "check", "rules", str(f)], capture_output=True, text=True, timeout=60)
         assert p.returncode == 0, p.stdout + p.stderr
-        assert "SUCCESS: 6 rules found" in p.stdout
+        assert "SUCCESS: 8 rules found" in p.stdout
 
 
 def _annotations(rule, labels, value):
@@ -230,4 +232,7 @@ def test_cli_alerts(tmp_path):
     p = run("--kv-for", "five minutes")
     assert p.returncode == 2
     p = run("--vllm-version", "banana")
-    assert p.returncode == 2 and "not a version" in p.stderr
+    assert p.returncode == 2 and "not a vLLM version" in p.stderr
+    # the shared validation of every command (issue 17): a release oomguard has no table for is refused
+    p = run("--vllm-version", "9.9")
+    assert p.returncode == 2 and "--vllm-version" in p.stderr and len(p.stderr.strip().splitlines()) == 1

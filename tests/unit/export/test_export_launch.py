@@ -262,12 +262,15 @@ def test_cli_fix_exports_checks_corrected_launch():
 
 
 def test_a_tampered_export_is_caught_before_printing():
+    from dataclasses import replace
+
     from oomguard.cli.export import _verify
 
     launch, version = scenario("s2")
-    text = render_launch(launch, Target.DOCKER, ExportOptions(vllm_version=version)).text
-    assert _verify(text, Target.DOCKER, launch, version) == []
-    bad = text.replace("--max-model-len 8192", "--max-model-len 4096")
-    assert _verify(bad, Target.DOCKER, launch, version) == ["max_model_len: exported 8192, read back 4096"]
-    broken = text.replace("--max-model-len 8192", "--max-model-len '8192")
+    rendered = render_launch(launch, Target.DOCKER, ExportOptions(vllm_version=version))
+    assert _verify(rendered, Target.DOCKER, launch, version) == []
+    bad = replace(rendered, text=rendered.text.replace("--max-model-len 8192", "--max-model-len 4096"))
+    (problem,) = _verify(bad, Target.DOCKER, launch, version)
+    assert "'8192'" in problem and "'4096'" in problem
+    broken = replace(rendered, text=rendered.text.replace("--max-model-len 8192", "--max-model-len '8192"))
     assert _verify(broken, Target.DOCKER, launch, version)[0].startswith("reading it back failed")

@@ -16,11 +16,11 @@ vllm serve Qwen/Qwen3-8B --api-key s3cretKEYvalue --max-model-len 8192 \\
 SECRETS = ("s3cretKEYvalue", "nestedSECRET1", "pw-in-json-99", "hunter2pw")
 REFERENCE = {
     "systemd": "${SECRET_KV_TRANSFER_CONFIG}",
-    "docker": '"$SECRET_KV_TRANSFER_CONFIG"',
+    "docker": '"${SECRET_KV_TRANSFER_CONFIG}"',
     "compose": "${SECRET_KV_TRANSFER_CONFIG}",
     "kubernetes": "$(SECRET_KV_TRANSFER_CONFIG)",
     "env": "SECRET_KV_TRANSFER_CONFIG=",
-    "yaml": "$SECRET_KV_TRANSFER_CONFIG",
+    "yaml": '--kv-transfer-config "${SECRET_KV_TRANSFER_CONFIG}"',  # on the `# run:` line
 }
 
 

@@ -94,7 +94,6 @@ def test_cpu_offload_is_per_gpu_with_measured_overhead():
     "version, flag, low, expected",
     [
         ("0.6.2", 4, 8, 8),  # V0: allocated
-        ("0.9.2", 4, 0, 0),  # V1 by default; V0 only on a fallback
         (None, 4, 0, 8),  # release unknown: the flag means <= 0.17, V0 or V1
         ("0.6.2", None, 8, 8),  # V0 default 4 GiB per GPU
     ],
@@ -105,6 +104,15 @@ def test_swap_space_by_version(version, flag, low, expected):
         flags["swap_space"] = flag
     c = comp(host_ram_needed(flags, weights_bytes=None, vllm_version=version), "swap space (--swap-space)")
     assert (c.low_bytes, c.expected_bytes, c.high_bytes) == (low * GiB, expected * GiB, 16 * GiB)
+
+
+def test_swap_space_on_a_v1_default_release_follows_the_planners_engine():
+    # 0.8-0.10: V1 unless VLLM_USE_V1=0 or a fallback (model.engine.engine_for, the planner's rule):
+    # the V1 engine allocates no swap, so it is not counted, not even in the high estimate
+    v1 = host_ram_needed({"tensor_parallel_size": 2, "swap_space": 4}, weights_bytes=None, vllm_version="0.9.2")
+    assert v1.component("swap space (--swap-space)") is None and any("V1 engine" in n for n in v1.notes)
+    v0 = host_ram_needed({"tensor_parallel_size": 2, "swap_space": 4}, weights_bytes=None, vllm_version="0.9.2", engine="V0")
+    assert comp(v0, "swap space (--swap-space)").expected_bytes == 8 * GiB  # the planner fell back (a T4)
 
 
 def test_swap_space_v0_forced_and_v1_only_releases():

@@ -10,6 +10,14 @@ from oomguard.model.engine import resolve_dtype
 from oomguard.model.planner import plan_launch
 
 
+def _dtypes(cc: tuple[int, int]) -> tuple[str, ...]:
+    """The GPU catalog's dtypes for a CUDA card of that compute capability (the one place they live)."""
+    from oomguard.inputs.hardware import catalog_rows
+
+    row = next(r for r in catalog_rows() if r["platform"] == "cuda" and r["cc"] == f"{cc[0]}.{cc[1]}")
+    return tuple(row["dtypes"])
+
+
 @pytest.fixture(scope="module")
 def qwen8b():
     return load_model("Qwen/Qwen3-8B")
@@ -58,7 +66,7 @@ def test_auto_dtype_rules_per_release(qwen8b, cfg, model_type, flag, version, cc
     from oomguard.model.engine import parse_version
 
     m = replace(qwen8b, dtype=cfg, model_type=model_type)
-    got, _, err = resolve_dtype(m, flag, parse_version(version), cc)
+    got, _, err = resolve_dtype(m, flag, parse_version(version), _dtypes(cc), gpu_cc=cc)
     assert got == want and err is None
 
 
@@ -91,7 +99,8 @@ def test_matches_vllms_own_dtype_resolution(qwen8b):
     assert len(data["cases"]) >= 300
     for c in data["cases"]:
         m = replace(qwen8b, dtype=c["config_dtype"], model_type=c["model_type"])
-        got, _, err = resolve_dtype(m, c["flag"], parse_version(data["vllm"]), tuple(c["cc"]))
+        cc = tuple(c["cc"])
+        got, _, err = resolve_dtype(m, c["flag"], parse_version(data["vllm"]), _dtypes(cc), gpu_cc=cc)
         assert got == c["dtype"], c
         if c["refused"]:
             assert err and c["refused"].split(".")[0] in err, c

@@ -182,7 +182,7 @@ def test_gpu_alert_and_s2_step_pattern():
     fired = [e for e in res.events if e.kind is EventKind.ALERT_FIRING]
     assert fired and fired[0].data["key"] == "gpu0" and fired[0].data["value"] == pytest.approx(23.4 / 24)
     text = summary_text(res)
-    assert "gpu0: climbing in 3 steps" in text and "S2 pattern" in text
+    assert "gpu0: climbing in 3 steps" in text and "staircase pattern" in text
 
 
 def test_preemptions_become_one_event_per_burst():

@@ -34,7 +34,7 @@ _LONG = 32768
     scale with the whole prompt: vLLM's start-up profile run executes exactly that step and
     dies with `torch.OutOfMemoryError`, or, if it passes, the first long request does.
     Lowering `--gpu-memory-utilization` does not help; chunking the prefill does.""",
-    fix="""Chunked prefill with a budget from the S2 table (8192, 4096, 2048, 1024, 512, 256): the
+    fix="""Chunked prefill with a budget from the chunked-prefill table (8192, 4096, 2048, 1024, 512, 256): the
     largest whose predicted activation peak stays under 10 % of the GPU's headroom after weights
     and whose re-planned launch starts. The predicted peak before and after is reported.""",
     example="vllm serve MODEL --max-model-len 1048576 --max-num-batched-tokens 1048576",
@@ -111,7 +111,7 @@ def unchunked_budget_below_len(ctx):
     )
 
 
-from oomguard.fit.goalfix import S2_BUDGETS, headroom_outside_budget, s2_edits, unchunked_step_matters, unchunked_whole_prompt  # noqa: E402  (one S2 rule for check and fit)
+from oomguard.fit.goalfix import S2_BUDGETS, headroom_outside_budget, s2_edits, s2_option, unchunked_step_matters, unchunked_whole_prompt  # noqa: E402  (one S2 rule for check and fit)
 
 
 def _act_range(plan) -> tuple[int, int, int]:
@@ -145,14 +145,14 @@ def s2_chunk(ctx, base=()):
     < 0.8) did this by default for any context up to 32K. The profile counts what PyTorch allocated
     at its peak; under traffic each new largest prefill (a longer prompt, a few more concurrent
     requests) grows the caching allocator's reserved pool once, and it stays: nvidia-smi shows memory
-    climbing in steps until one step has nowhere to go (scenario S2, OOM after hours of traffic).
+    climbing in steps until one step has nowhere to go (an OOM after hours of traffic).
     Lowering `--gpu-memory-utilization` does not bound that peak; chunking the prefill does. On
     long contexts the unchunked activation peak alone can exceed the card at start-up. The rule
     speaks only when the step matters: the profile fails on it; one max-length prompt's step is
     larger than what the launch leaves outside its budget (the room the allocator's growth past
     the profile can take); or TP spans more than two GPUs without NVLink, where custom all-reduce
-    is off and each step's all-reduces run through NCCL outside the profile (S2's setup).""",
-    fix="""Chunked prefill with S2's budget for ordinary online serving, `--enable-chunked-prefill
+    is off and each step's all-reduces run through NCCL outside the profile.""",
+    fix="""Chunked prefill with the budget for ordinary online serving, `--enable-chunked-prefill
     --max-num-batched-tokens 1024` (512, then 256, when the re-planned launch does not start with
     1024), with `--max-num-seqs` no larger than the budget. The re-planned peak is reported next to
     the unchunked one. On releases where chunked prefill is the default this rule is silent.""",
@@ -174,9 +174,16 @@ def unchunked_profile(ctx):
     why = unchunked_step_matters(plan, one_plan)
     if why is None:
         return  # the step fits what the launch leaves outside its budget, on NVLink or <= 2 GPUs
-    t, after, edits = s2_chunk(ctx)
-    if t is None:
-        return
+    if plan.starts:
+        # the launch starts: fit --from's first answer too (goalfix.s2_option), the headroom floor kept
+        o = s2_option(ctx.plan_with, dict(ctx.flags), dict(ctx.env), plan, other_gpu_use_bytes=ctx.other_gpu_use_bytes)
+        if o is None:
+            return
+        t, after, edits = dict(o.edits)["max_num_batched_tokens"], o.plan, [ctx.edit(d, v) for d, v in o.edits]
+    else:
+        t, after, edits = s2_chunk(ctx)
+        if t is None:
+            return
     before, lo, hi = _act_range(plan)
     a_after, a_lo, a_hi = _act_range(after)
     p_whole, _, p_whole_hi = _act_range(one_plan)
@@ -184,7 +191,7 @@ def unchunked_profile(ctx):
     risk = {
         "fails": "",
         "headroom": f" One such step is more than the {gib(room)} the launch leaves outside its budget, so the allocator's first growth past the profile has nowhere to go.",
-        "pcie-nccl": f" The step is spread over {plan.num_gpus} GPUs on PCIe without NVLink: custom all-reduce is off, so each whole-prompt step's all-reduces run through NCCL, outside what the profile counted (scenario S2's setup).",
+        "pcie-nccl": f" The step is spread over {plan.num_gpus} GPUs on PCIe without NVLink: custom all-reduce is off, so each whole-prompt step's all-reduces run through NCCL, outside what the profile counted.",
     }[why]
     p_chunk, _, p_chunk_hi = _act_range(ctx.replan([e for e in edits if e.dest != "max_num_seqs"] + one))
     by_default = ctx.flags.get("enable_chunked_prefill") is None
@@ -212,10 +219,13 @@ def unchunked_profile(ctx):
         f"{why_off}, so each prefill step processes up to {T:,} tokens (max(max_model_len, default)): one {L:,}-token prompt "
         f"is prefilled in a single step costing {gib(p_whole)} of activations per GPU (up to {gib(p_whole_hi)}); the profile "
         f"peak is {gib(before)} (range {gib(lo)}–{gib(hi)}); {outcome}. With --enable-chunked-prefill --max-num-batched-tokens "
-        f"{t:,} (S2's budget for online serving) a prompt's step costs {gib(p_chunk)} (up to {gib(p_chunk_hi)}), the profile peak "
+        f"{t:,} (the budget for ordinary online serving) a prompt's step costs {gib(p_chunk)} (up to {gib(p_chunk_hi)}), the profile peak "
         f"is {gib(a_after)} (range {gib(a_lo)}–{gib(a_hi)}), a {L:,}-token prompt takes {-(-L // t)} steps, and the launch "
         + ("starts" if after.starts else f"still fails for another reason ({after.failure.value})")
-        + f" with {after.kv_cache_tokens:,} KV tokens.{risk}{caveat}",
+        + f" with {after.kv_cache_tokens:,} KV tokens"
+        + (f" (with --gpu-memory-utilization {after.settings.gpu_memory_utilization}, which keeps the headroom floor free at the peak)"
+           if any(e.dest == "gpu_memory_utilization" for e in edits) else "")
+        + f".{risk}{caveat}",
         dests=["enable_chunked_prefill", "max_model_len"],
         severity=sev,
         fix=edits,
@@ -244,9 +254,9 @@ def unchunked_profile(ctx):
     severity=Severity.ERROR,
     why="""A per-step budget above vLLM's own defaults (2048–16384) buys little throughput once
     the GPU is compute-bound, but the activation peak grows linearly with it and is taken from
-    the KV cache pool (or, at run time, from nothing). S2's operators bounded the peak first
+    the KV cache pool (or, at run time, from nothing). Operators who hit this bounded the peak first
     (256–1024), then raised the budget step by step while watching memory.""",
-    fix="""The largest budget from the S2 table whose predicted activation peak stays under 10 % of
+    fix="""The largest budget from the chunked-prefill table whose predicted activation peak stays under 10 % of
     the headroom after weights and whose launch starts.""",
     example="vllm serve MODEL --max-num-batched-tokens 65536",
     use_instead="vllm serve MODEL --max-num-batched-tokens 8192",
@@ -323,7 +333,7 @@ def budget_below_seqs(ctx):
     title="Token budget so small it costs throughput",
     severity=Severity.INFO,
     why="""A budget of a few hundred tokens bounds the activation peak tightly, but long prompts
-    then take many steps and decode batches are starved: S2's operators saw 256 halve their
+    then take many steps and decode batches are starved: operators have seen 256 halve their
     throughput and lengthen TTFT, while 1024 kept the peak under control with throughput
     restored. Use the smallest budgets only while memory is tight.""",
     fix="""1024 when the re-planned launch still starts and its activation peak stays under 10 %

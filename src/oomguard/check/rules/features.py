@@ -156,13 +156,12 @@ def fp8_old_gpu(ctx):
     r = fp8_old_gpu.rule
     if _quant_method(ctx) not in ("fp8", "fbgemm_fp8", "ptpc_fp8"):
         return
-    cc = ctx.gpu.cc_major_minor
     if ctx.gpu.supports_fp8:
         return
-    if cc >= (8, 0):
+    if ctx.gpu.fp8 == "weight-only":
         yield r.finding(
             ctx,
-            f"{ctx.gpu.name} (compute capability {ctx.gpu.compute_capability}) has no FP8 tensor cores: vLLM runs the FP8 weights through "
+            f"{ctx.gpu.name} ({ctx.gpu.target}) has no FP8 tensor cores: vLLM runs the FP8 weights through "
             "Marlin weight-only kernels (16-bit activations, slower). It starts; the cost is throughput.",
             dests=["quantization"],
             # it starts (runpod-workers/worker-vllm#213 on A100): a throughput note, not an alarm
@@ -172,7 +171,7 @@ def fp8_old_gpu(ctx):
     fix = [ctx.edit("quantization", None)] if ctx.flags.get("quantization") else []
     yield r.finding(
         ctx,
-        f"{ctx.gpu.name} (compute capability {ctx.gpu.compute_capability}) cannot run FP8 weights: vLLM stops at start-up."
+        f"{ctx.gpu.name} ({ctx.gpu.target}) cannot run FP8 weights: vLLM stops at start-up."
         + (" Remove --quantization fp8." if fix else " Use a 16-bit, AWQ or GPTQ checkpoint."),
         dests=["quantization"],
         fix=fix,
@@ -198,13 +197,14 @@ def nvfp4_old_gpu(ctx):
         return
     if ctx.gpu.native_fp4:
         return
-    cc = ctx.gpu.cc_major_minor
+    # NVFP4's weight-only fallbacks (Marlin W4A16, emulation) are CUDA kernels from sm80
+    fallback = ctx.gpu.platform == "cuda" and ctx.gpu.cc_major_minor >= (8, 0)
     yield r.finding(
         ctx,
-        f"{ctx.gpu.name} (compute capability {ctx.gpu.compute_capability}) has no native FP4: "
-        + ("vLLM falls back to weight-only kernels (slower)." if cc >= (8, 0) else "no NVFP4 kernel runs on it; vLLM stops at start-up."),
+        f"{ctx.gpu.name} ({ctx.gpu.target}) has no native FP4: "
+        + ("vLLM falls back to weight-only kernels (slower)." if fallback else "no NVFP4 kernel runs on it; vLLM stops at start-up."),
         dests=["quantization"],
-        severity=Severity.WARNING if cc >= (8, 0) else Severity.ERROR,
+        severity=Severity.WARNING if fallback else Severity.ERROR,
     )
 
 
@@ -226,13 +226,13 @@ def nvfp4_old_gpu(ctx):
 def bf16_old_gpu(ctx):
     r = bf16_old_gpu.rule
     g = ctx.gpu
-    if not (g.no_bf16 or g.cc_major_minor < (8, 0)) or g.vendor != "nvidia":
+    if not g.no_bf16:  # the GPU catalog's dtypes for the target
         return
     dtype = str(ctx.flags.get("dtype") or "auto").lower()
     if dtype == "bfloat16":
         yield r.finding(
             ctx,
-            f"{g.name} (compute capability {g.compute_capability}) has no bfloat16: vLLM stops at start-up. Use --dtype half.",
+            f"{g.name} ({g.target}) has no bfloat16: vLLM stops at start-up. Use --dtype half.",
             dests=["dtype"],
             fix=[ctx.edit("dtype", "half")],
         )

@@ -651,7 +651,7 @@ def demo_server(ctx):
     severity=Severity.WARNING,
     needs=(),
     why="""`--enforce-eager` sets `cudagraph_mode` to NONE whatever `--compilation-config` says: a
-    `cudagraph_mode` chosen to avoid a crash (S3's PIECEWISE against an illegal memory access)
+    `cudagraph_mode` chosen to avoid a crash (PIECEWISE against an illegal memory access)
     silently stops applying when eager mode is turned off later, or the graphs the config asks
     for never run.""",
     fix="""None automatic: keep one of the two.""",

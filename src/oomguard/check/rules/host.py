@@ -19,8 +19,7 @@ from oomguard.check.rules.common import gib, set_json_key
 from oomguard.model.failures import FailureClass as F
 from oomguard.units import GiB
 
-TIGHT_SHARE = 0.9  # of host RAM: above it a warning (the same line as `oomguard host`'s HOST011)
-FIX_SHARE = 0.85  # a corrected size leaves this much of host RAM as the ceiling
+# The host-RAM policy (when tight, what a fix may propose) is ram_model's, shared with fit and host.
 
 
 def host_need(ctx):
@@ -29,7 +28,10 @@ def host_need(ctx):
 
     tp, pp, _ = world_size_of(ctx.flags)
     layout = kv_tier_layout_for(ctx.model, tp, pp) if ctx.version_tuple < (0, 27, 0) else None
-    return host_ram_model(ctx.flags, weights_bytes=None, version=ctx.version_tuple, env=ctx.env, kv_layout=layout)
+    plan = ctx.plan if ctx.model is not None and ctx.gpu is not None else None
+    # the engine the planner resolved (swap space is V0's): host, with no plan, derives it the same way
+    return host_ram_model(ctx.flags, weights_bytes=None, version=ctx.version_tuple, env=ctx.env, kv_layout=layout,
+                          engine=plan.settings.engine if plan is not None else None)
 
 
 def host_ram_json(ctx) -> dict:
@@ -76,7 +78,7 @@ def _summary(need) -> str:
     predicts=(F.HOST_OOM,),
 )
 def host_ram(ctx):
-    from oomguard.host.ram_model import largest_kv_offload_that_fits, world_size_of
+    from oomguard.host.ram_model import largest_tier_within_policy, ram_status, world_size_of
 
     r = host_ram.rule
     need = host_need(ctx)
@@ -116,13 +118,14 @@ def host_ram(ctx):
             )
         return
     numbers["host_ram_gib"] = round(ram / GiB, 1)
-    if need.expected_bytes <= TIGHT_SHARE * ram and need.high_bytes <= ram:
+    status = ram_status(need, ram)
+    if status == "fits":
         return
-    sev = Severity.ERROR if need.expected_bytes > ram else Severity.WARNING
+    sev = Severity.ERROR if status == "exceeds" else Severity.WARNING
     fix = []
     # A tight fit keeps the user's tier (the goal); the smaller size is only offered in words.
     if kv is not None and dest is not None:
-        size = largest_kv_offload_that_fits(need, int(FIX_SHARE * ram), tp * pp, dp)
+        size = largest_tier_within_policy(need, ram, tp * pp, dp)
         if size:
             if dest == "kv_offloading_size":
                 fix = [ctx.edit("kv_offloading_size", size // GiB if size % GiB == 0 else round(size / GiB, 3))]

@@ -76,11 +76,10 @@ def len_exceeds(ctx):
 
     L = plan.settings.max_model_len
     derived = derive_len(ctx.model_for(ctx.flags), plan.settings.version)
+    from oomguard.model.overrides import rope_reach
+
     rope, src = _effective_rope(ctx)
-    reach = None
-    if rope and _rtype(rope) not in ("", "default", "mrope"):
-        orig = rope.get("original_max_position_embeddings") or ctx.model.max_position_embeddings or 0
-        reach = int(float(orig) * float(rope.get("factor") or 1.0))
+    reach = rope_reach(ctx.model_for(ctx.flags)) if rope else None
     if reach is not None and reach >= L:
         fix = [ctx.edit("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")]
         how = f" The {_rtype(rope)} scaling ({src}) reaches {reach:,} ≥ {L:,}: set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."

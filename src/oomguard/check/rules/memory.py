@@ -19,20 +19,13 @@ from oomguard.model.failures import FailureClass
 from oomguard.model.failures import FailureClass as F
 from oomguard.units import GiB, MiB
 
-from oomguard.fit.goalfix import SHARED_MARGIN_BYTES, shared_util_cap  # noqa: E402  (one rule for check and fit)
+from oomguard.fit.goalfix import SHARED_MARGIN_BYTES, graph_slack, headroom_floor, shared_util_cap, util_for_headroom  # noqa: E402  (one rule for check and fit)
 
 
 def _context_bytes(plan, ctx) -> int:
     """On the card before vLLM's snapshot, other tenants aside: the CUDA context and the
     communicators the release builds first (the planner's baseline, per release)."""
     return max(0, plan.baseline_bytes - ctx.other_gpu_use_bytes)
-
-
-def _util_for_margin(ctx, margin: int, step: float = 0.01) -> float:
-    plan = ctx.plan
-    total = plan.gpu.total_bytes
-    free = total - _context_bytes(plan, ctx) - ctx.other_gpu_use_bytes
-    return round(round_down((free - margin) / total, step), 2)
 
 
 @rule(
@@ -44,8 +37,9 @@ def _util_for_margin(ctx, margin: int, step: float = 0.01) -> float:
     and stops with "Free memory on device ... is less than desired GPU memory utilization" when
     other processes (another model, a notebook, a stale vLLM) already hold part of the card. The
     utilization is a share of the whole card, not of what is free.""",
-    fix="""The largest `--gpu-memory-utilization` (0.01 steps) that leaves 0.5 GiB of the free
-    memory unclaimed, re-planned to start.""",
+    fix="""The largest `--gpu-memory-utilization` (0.01 steps) that leaves the headroom floor (2 % of
+    the card, at least 0.5 GiB) free at the prefill peak, re-planned to start: the rule every
+    utilization fix of check and fit follows.""",
     example="vllm serve MODEL --gpu-memory-utilization 0.9   # 12 GiB of the 80 GiB already used",
     use_instead="vllm serve MODEL --gpu-memory-utilization 0.83",
     predicts=(F.STARTUP_FREE_MEMORY,),
@@ -57,7 +51,7 @@ def startup_free(ctx):
         return
     total = plan.gpu.total_bytes
     free = total - _context_bytes(plan, ctx) - ctx.other_gpu_use_bytes
-    u = _util_for_margin(ctx, 512 * MiB)
+    u = util_for_headroom(plan, ctx.other_gpu_use_bytes, headroom_floor(total), graph_slack(plan))  # goalfix's one answer
     fix = [ctx.edit("gpu_memory_utilization", u)] if u > 0 else []
     after = ctx.replan(fix) if fix else None
     tail = f" --gpu-memory-utilization {u} asks for {gib(total * u)}" + ("." if after is not None and after.starts else f", but then the launch fails ({after.failure.value if after is not None and after.failure else 'nothing fits'}).")
@@ -133,8 +127,9 @@ def shared_margin(ctx):
     captured after the KV pool is allocated and their memory sits outside
     `--gpu-memory-utilization`: a utilization that leaves less than the graph pool plus the CUDA
     context fails during "Capturing CUDA graphs" with CUDA OOM.""",
-    fix="""The largest `--gpu-memory-utilization` (0.01 steps) that leaves the graph estimate plus
-    1 GiB free; `--enforce-eager` if no utilization does.""",
+    fix="""The largest `--gpu-memory-utilization` (0.01 steps) that leaves the headroom floor (2 % of
+    the card, at least 0.5 GiB) plus the graph estimate's error free at the prefill peak (fit
+    requires the same); `--enforce-eager` if no utilization does.""",
     example="vllm serve MODEL --gpu-memory-utilization 0.98   # vLLM 0.15",
     use_instead="vllm serve MODEL --gpu-memory-utilization 0.93",
     predicts=(F.CUDAGRAPH_OOM,),
@@ -154,7 +149,8 @@ def graphs_outside(ctx):
     g_hi = max((x.cuda_graph.high or x.cuda_graph.bytes) for x in plan.ranks)
     if left >= g_hi - g and plan.failure is not FailureClass.CUDAGRAPH_OOM:
         return
-    u = _util_for_margin(ctx, g + 1 * GiB)
+    # the floor plus the graph estimate's error left free at the peak: fit's rule too (goalfix)
+    u = util_for_headroom(plan, ctx.other_gpu_use_bytes, headroom_floor(total), g_hi - g)
     fix = [ctx.edit("gpu_memory_utilization", u)]
     if u <= 0 or not ctx.replan(fix).starts:
         fix = [ctx.edit("enforce_eager", True)]
@@ -231,7 +227,7 @@ def weights_oom(ctx):
     tokens over `max_num_seqs` sequences (plus the sampler over `max_num_seqs` rows and, for
     multimodal models, the largest encoder input). When weights plus that peak exceed the card,
     start-up dies with `torch.OutOfMemoryError` before the KV cache is sized.""",
-    fix="""A smaller token budget from the S2 table (and `--max-num-seqs` no larger than it) that
+    fix="""A smaller token budget from the chunked-prefill table (and `--max-num-seqs` no larger than it) that
     starts.""",
     example="vllm serve MODEL --max-num-batched-tokens 65536 --max-num-seqs 1024   # 24 GB card",
     use_instead="vllm serve MODEL --max-num-batched-tokens 2048 --max-num-seqs 256",
@@ -291,11 +287,11 @@ def no_headroom(ctx):
     if ctx.other_gpu_use_bytes > 0:
         return  # OG301/OG302
     total = plan.gpu.total_bytes
-    need = max(512 * MiB, int(0.02 * total))
+    need = headroom_floor(total)  # 2 % of the card, never below 0.5 GiB: every fix's floor (goalfix)
     left = total - _context_bytes(plan, ctx) - plan.tight_rank.requested_bytes
     if left >= need or plan.failure is FailureClass.CUDAGRAPH_OOM:
         return
-    u = _util_for_margin(ctx, need)
+    u = util_for_headroom(plan, 0, need, graph_slack(plan))
     fix = [ctx.edit("gpu_memory_utilization", u)] if u > 0 and ctx.replan([ctx.edit("gpu_memory_utilization", u)]).starts else []
     yield r.finding(
         ctx,

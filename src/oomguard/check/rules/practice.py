@@ -72,7 +72,7 @@ def enforce_eager(ctx):
     title="A full-length prompt takes many prefill steps",
     severity=Severity.INFO,
     why="""With chunked prefill, a prompt of N tokens is prefilled in ceil(N / max-num-batched-tokens)
-    steps, interleaved with other requests' decode steps: time to first token grows with it (S3:
+    steps, interleaved with other requests' decode steps: time to first token grows with it (e.g.
     750,000 tokens at 8,192 per step is 92 steps, 40–60 s without a prefix hit). Confirm
     the figures under load: P99 TTFT and the prefix-cache hit rate, not mean throughput.""",
     fix="""None.""",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.cues import parse_cues
 from oomguard.diagnose.parsers.errors import REQUEST_ECHO, parse_errors
 from oomguard.diagnose.parsers.identity import parse_identity
 from oomguard.diagnose.parsers.kernel import parse_kernel
@@ -29,6 +30,7 @@ def feed(line: LogLine, col: Collector) -> None:
         parse_identity(line, col)
         return
     try:
+        parse_cues(line, col)
         if parse_kernel(line, col):
             return
         parse_memory(line, col)

@@ -15,6 +15,7 @@ import re
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.environment import parse_environment
+from oomguard.diagnose.parsers.fragments import parse_fragment
 from oomguard.diagnose.parsers.frames import frame_function
 from oomguard.diagnose.parsers.numbers import integer, num, to_gib
 from oomguard.diagnose.parsers.paraphrase import note_paste_words, parse_paraphrase
@@ -183,6 +184,8 @@ def parse_errors(line: LogLine, col: Collector) -> None:
             # The method the driver asked the worker to run is the outermost frame of the worker's traceback.
             col.add_outer_frame(line, method.group(1))
         col.signal(Signal.ENGINE_DIED, line, numbers=numbers)
+        return
+    if parse_fragment(line, col, msg):
         return
     if parse_environment(line, col, msg, joined):
         return

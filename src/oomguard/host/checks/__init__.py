@@ -61,6 +61,26 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
+def _raw(facts: HostFacts, launch: LaunchView | None) -> list[Finding]:
+    return [f for check in CHECKS for f in check(facts, launch)]
+
+
+def _verify(facts: HostFacts, launch: LaunchView, finding: Finding, before: set[str]) -> Finding:
+    """Re-run host's own checks on the launch with ``finding``'s fix applied, and say what they find."""
+    after = _raw(facts, launch.with_flags(finding.edit))
+    serious = {f.id for f in after if f.severity.order <= 1}
+    if finding.id in serious:
+        return finding.checked(f"re-checked: the edited launch still raises {finding.id}")
+    new = sorted(serious - before)
+    if new:
+        return finding.checked(f"re-checked: the edit clears {finding.id} but raises {', '.join(new)}")
+    return finding.checked(f"re-checked: the edited launch clears {finding.id} and raises no new finding")
+
+
 def run_checks(facts: HostFacts, launch: LaunchView | None = None) -> list[Finding]:
-    findings = [f for check in CHECKS for f in check(facts, launch)]
+    """Every check; a fix that edits the launch is re-checked against the other checks before it is printed."""
+    findings = _raw(facts, launch)
+    if launch is not None:
+        before = {f.id for f in findings if f.severity.order <= 1}
+        findings = [_verify(facts, launch, f, before) if f.edit is not None else f for f in findings]
     return sorted(findings, key=lambda f: (f.severity.order, f.id))

@@ -12,8 +12,11 @@ from oomguard.host.launchview import LaunchView
 from oomguard.host.ram_model import (
     MemoryKind,
     kv_offload_bytes,
-    largest_cpu_offload_gb_that_fits,
-    largest_kv_offload_that_fits,
+    largest_cpu_offload_gb_within_policy,
+    largest_tier_within_policy,
+    ram_status,
+    ram_within_policy,
+    with_kv_tier,
 )
 from oomguard.units import GiB, MiB
 
@@ -93,29 +96,36 @@ def _top_components(launch: LaunchView, n: int = 4) -> str:
 
 
 def _budget_text(facts: HostFacts) -> str:
+    if facts.host_ram_override_bytes is not None:
+        return f"--host-ram-gib {facts.host_ram_override_bytes / GiB:g}, not this machine's MemAvailable"
     text = f"MemAvailable {_g(facts.meminfo.mem_available_bytes)}"
     if facts.cgroup and facts.cgroup.limit_bytes is not None:
         text += f", cgroup limit {_g(facts.cgroup.limit_bytes)}"
     return text
 
 
-def _shrink_fix(facts: HostFacts, launch: LaunchView, budget: int) -> str | None:
-    """The flag edit that brings the launch within ``budget``, if one flag can."""
+def _shrink_fix(facts: HostFacts, launch: LaunchView, budget: int) -> tuple[str, dict] | None:
+    """(the flag edit that makes the launch ``fits`` on ``budget``, the flags after it), if one flag can:
+    ram_model's policy, so neither this finding nor HOST011 follows (run_checks re-checks it)."""
     need = launch.ram
+    flags = dict(launch.flags)
     if need.component("kv offload (CPU tier)"):
-        fit = largest_kv_offload_that_fits(need, budget, launch.engine_workers, launch.dp)
-        if fit is None:
+        fit = largest_tier_within_policy(need, budget, launch.engine_workers, launch.dp)
+        edited = with_kv_tier(flags, fit) if fit is not None else None
+        if fit is None or edited is None:
             return None
         if launch.flags.get("kv_offloading_size") is not None:
-            return f"--kv-offloading-size {fit // GiB}   # GiB in total, {fit / launch.engine_workers / GiB:g} GiB per worker"
-        return f'"cpu_bytes_to_use": {fit}   # in --kv-transfer-config: {fit / launch.engine_workers / GiB:g} GiB per worker'
+            return f"--kv-offloading-size {edited['kv_offloading_size']}   # GiB in total, {fit / launch.engine_workers / GiB:g} GiB per worker", edited
+        return f'"cpu_bytes_to_use": {fit}   # in --kv-transfer-config: {fit / launch.engine_workers / GiB:g} GiB per worker', edited
     if need.component("cpu offload (--cpu-offload-gb)"):
-        gb = largest_cpu_offload_gb_that_fits(need, budget)
-        return f"--cpu-offload-gb {gb}" if gb else "remove --cpu-offload-gb"
+        gb = largest_cpu_offload_gb_within_policy(need, budget)
+        flags["cpu_offload_gb"] = gb or 0
+        return (f"--cpu-offload-gb {gb}" if gb else "remove --cpu-offload-gb"), flags
     if need.component("swap space (--swap-space)"):
-        return "--swap-space 0"
+        flags["swap_space"] = 0
+        return "--swap-space 0", flags
     if need.component("LMCache local CPU cache"):
-        return "LMCACHE_MAX_LOCAL_CPU_SIZE=5   # GB per worker"
+        return "LMCACHE_MAX_LOCAL_CPU_SIZE=5   # GB per worker", None  # an environment edit: not re-planned here
     return None
 
 
@@ -137,15 +147,17 @@ def check_launch_ram(facts: HostFacts, launch: LaunchView | None) -> list[Findin
     if need.page_cache_bytes:
         summary += f"; the {_g(need.page_cache_bytes)} checkpoint also passes through the page cache (reclaimable)"
     cg = facts.cgroup
-    cgroup_binds = cg is not None and cg.limit_bytes is not None and cg.limit_bytes < facts.meminfo.mem_available_bytes
+    cgroup_binds = facts.host_ram_override_bytes is None and cg is not None and cg.limit_bytes is not None and cg.limit_bytes < facts.meminfo.mem_available_bytes
     machine_room = facts.meminfo.mem_available_bytes
-    if exp > budget:
-        if cgroup_binds and machine_room >= exp * 1.1:
-            fix = _raise_limit_fix(facts, math.ceil(exp * 1.1 / GiB))
+    status = ram_status(need, budget)
+    raised = math.ceil(ram_within_policy(need) / GiB)  # a limit on which the launch fits, not just squeezes in
+    if status == "exceeds":
+        edit = None
+        if cgroup_binds and machine_room >= raised * GiB:
+            fix = _raise_limit_fix(facts, raised)
         else:
-            fix = _shrink_fix(facts, launch, budget) or (
-                "run on a machine with more RAM, or lower the offload sizes of the launch"
-            )
+            shrink = _shrink_fix(facts, launch, budget)
+            fix, edit = shrink if shrink else ("run on a machine with more RAM, or lower the offload sizes of the launch", None)
         kv = need.component("kv offload (CPU tier)")
         caveat = ""
         if kv is not None and kv.kind is MemoryKind.PINNED and low <= budget:
@@ -160,18 +172,19 @@ def check_launch_ram(facts: HostFacts, launch: LaunchView | None) -> list[Findin
                 summary + ". The kernel's OOM killer will end the server (dmesg: 'Out of memory: Killed process'), "
                 "typically while loading weights or filling the CPU tier, with GPU memory not full." + caveat,
                 fix,
+                edit=edit,
             )
         ]
-    if high > budget or exp > 0.9 * budget:
-        fix = _shrink_fix(facts, launch, int(budget * 0.85)) or (
-            _raise_limit_fix(facts, math.ceil(high * 1.1 / GiB)) if cgroup_binds else "free RAM before starting"
-        )
+    if status == "tight":
+        shrink = _shrink_fix(facts, launch, budget)
+        fix, edit = shrink if shrink else ((_raise_limit_fix(facts, raised) if cgroup_binds else "free RAM before starting"), None)
         return [
             Finding(
                 "HOST011",
                 Severity.WARNING,
                 summary + ". Within the estimate's range the kernel may kill the server; leave margin.",
                 fix,
+                edit=edit,
             )
         ]
     return []

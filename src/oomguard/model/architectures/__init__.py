@@ -1,8 +1,11 @@
 """Architecture adapters: Hugging Face config -> ``ModelDescription``.
 
 Each adapter module registers the ``model_type`` values it has been checked
-on. An unknown type is refused with the fields we could not interpret: we never
-fall back to a silent dense-model guess.
+on (``register``). A type no adapter registers goes to the generic path
+(``generic.py``): standard fields only, and the description says so
+(``coverage = "generic"`` with its assumptions), so every plan built from it
+carries the mark; what the generic path cannot read is refused with the reason.
+Never a silent dense-model guess.
 """
 
 from __future__ import annotations
@@ -36,8 +39,11 @@ def supported_model_types() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def describe(config: dict, *, source: str, name: str, hf_quant: dict | None = None) -> ModelDescription:
-    """Normalise a config.json dictionary (plus optional hf_quant_config.json)."""
+def describe(config: dict, *, source: str, name: str, hf_quant: dict | None = None, force_generic: bool = False) -> ModelDescription:
+    """Normalise a config.json dictionary (plus optional hf_quant_config.json).
+
+    ``force_generic``: use the generic path even where an adapter exists (the registry sweep
+    measures how far generic is from vLLM on every architecture, docs/models.md)."""
     _load_adapters()
     if not isinstance(config, dict):
         raise UnsupportedModelError(f"{source}: config.json is not a JSON object")
@@ -46,14 +52,13 @@ def describe(config: dict, *, source: str, name: str, hf_quant: dict | None = No
     model_type = str(config.get("model_type") or "")
     text = text_config(config)
     text_type = str(text.get("model_type") or "") if text is not config else ""
-    adapter = _REGISTRY.get(text_type) or _REGISTRY.get(model_type)
+    adapter = None if force_generic else (_REGISTRY.get(text_type) or _REGISTRY.get(model_type))
     if adapter is None:
-        arch = (config.get("architectures") or ["?"])[0]
-        raise UnsupportedModelError(
-            f"{source}: model_type {model_type or '(missing)'!r}"
-            + (f" / text model_type {text_type!r}" if text_type else "")
-            + f" ({arch}) is not modelled by oomguard; supported: {', '.join(supported_model_types())}"
-        )
+        from oomguard.model.architectures.generic import describe_generic
+
+        adapter = describe_generic
+        if not force_generic and text is not config and not text_type and model_type:
+            text = dict(text, model_type=model_type)
     from dataclasses import replace
 
     from oomguard.model.quantization import weight_costs

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 def _tower(cfg: dict) -> int:
     depth = int(cfg.get("depth") or cfg.get("num_hidden_layers") or 0)
-    h = int(cfg.get("hidden_size") or cfg.get("embed_dim") or 0)
+    # Qwen2-VL's vision config names the tower width embed_dim and the merger's output hidden_size
+    # (the LM's width); SigLIP/CLIP towers have only hidden_size.
+    h = int(cfg.get("embed_dim") or cfg.get("hidden_size") or 0)
     if not depth or not h:
         return 0
     inter = int(cfg.get("intermediate_size") or 0) or int(h * float(cfg.get("mlp_ratio") or 4))
@@ -20,7 +22,7 @@ def _tower(cfg: dict) -> int:
     temporal = int(cfg.get("temporal_patch_size") or 1)
     per_layer = 4 * h * h + 2 * h * inter + 4 * h
     embed = channels * temporal * patch * patch * h
-    out = int(cfg.get("out_hidden_size") or 0)
+    out = int(cfg.get("out_hidden_size") or (cfg.get("hidden_size") if cfg.get("embed_dim") else 0) or 0)
     merge = int(cfg.get("spatial_merge_size") or 0)
     merger = (h * merge * merge) ** 2 + h * merge * merge * out if out and merge else 0
     return depth * per_layer + embed + merger
@@ -57,7 +59,9 @@ def vision_profile(config: dict) -> dict | None:
         patches = _QWEN_VL_MAX_PATCHES
         tokens = patches // (merge * merge)
     elif v.get("image_size"):
-        patches = (int(v["image_size"]) // patch) ** 2
+        size = v["image_size"]
+        h, w = (size[0], size[-1]) if isinstance(size, list) else (size, size)  # [h, w] (InternVL) or square
+        patches = (int(h) // patch) * (int(w) // patch)
         tokens = int(config.get("mm_tokens_per_image") or patches)
     else:
         return None

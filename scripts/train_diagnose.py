@@ -1,0 +1,340 @@
+"""Fit diagnose's evidence weights on the labelled corpus, and measure them by leave-one-thread-out CV.
+
+The model is a multinomial logistic regression over diagnose's named binary features
+(``oomguard.diagnose.features``), fitted by gradient descent with an L2 penalty toward the hand-set
+priors (``src/oomguard/data/diagnose_priors.json``): a feature the corpus never shows keeps its prior,
+a feature it contradicts moves only as far as the evidence carries it. Each record is featurised twice
+(the excerpt alone, and with the context an operator passes: ``--launch``, ``--model``, ``--gpu``,
+``--vllm-version``), each half a sample. The temperature is then fitted on the out-of-fold scores of
+leave-one-thread-out cross-validation (no thread in both train and test), so the shipped confidence is
+calibrated on reports the weights did not see.
+
+Build-time only: needs numpy (``pip install -e '.[train]'``); the runtime reads the JSON it writes with
+the standard library.
+
+Usage:
+  .venv/bin/python scripts/train_diagnose.py            # fit, cross-validate, write src/oomguard/data/diagnose_weights.json
+  .venv/bin/python scripts/train_diagnose.py --check    # fit and CV only, print, write nothing
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from oomguard.diagnose import features as feat  # noqa: E402
+from oomguard.diagnose import scoring  # noqa: E402
+from oomguard.diagnose.diagnosis import Prepared, conclude, prepare  # noqa: E402
+
+CALIBRATION = ROOT / "tests" / "data" / "calibration"
+BATCHES = ROOT / "tests" / "data" / "diagnose"
+# L2 strength toward the priors, per sample-weighted record (chosen by CV: see --lambdas).
+LAMBDA = 5.0
+LAMBDA_BIAS = 0.5
+STEPS = 400
+LEARNING_RATE = 0.1
+
+
+# --- the corpus --------------------------------------------------------------------------------
+def failure_files() -> list[Path]:
+    files = [CALIBRATION / "failures.jsonl", CALIBRATION / "failures_public.jsonl"]
+    files += sorted((BATCHES / "failures").glob("*.jsonl")) if (BATCHES / "failures").is_dir() else []
+    return [f for f in files if f.exists()]
+
+
+def load_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def thread_of(record: dict) -> str:
+    """The unit of cross-validation: the thread's URL without an anchor (or the source, or the id)."""
+    for key in ("thread", "url", "source"):
+        value = record.get(key)
+        if value:
+            return str(value).split("#")[0].rstrip("/").lower()
+    return f"id:{record.get('id')}"
+
+
+def _looks_like_version(text: Any) -> bool:
+    return isinstance(text, str) and bool(text) and text[0].isdigit()
+
+
+def context_options(record: dict, with_context: bool) -> dict[str, Any]:
+    if not with_context:
+        return {}
+    return {"launch_text": record.get("command") or None, "model": record.get("model") or None,
+            "gpu": record.get("gpu") or None,
+            "vllm_version": record.get("version") if _looks_like_version(record.get("version")) else None}
+
+
+def prepare_text(text: str, **options: Any) -> Prepared:
+    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8") as fh:
+        fh.write(text)
+        path = fh.name
+    try:
+        return prepare([path], **options)
+    finally:
+        os.unlink(path)
+
+
+@dataclass
+class Sample:
+    record: dict
+    with_context: bool
+    prepared: Prepared
+    features: frozenset[str]
+    anchored: bool
+    thread: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.record["class"]
+
+
+def featurise(records: list[dict], modes: tuple[bool, ...] = (False, True)) -> list[Sample]:
+    samples = []
+    for r in records:
+        for with_context in modes:
+            prepared = prepare_text(r.get("log_excerpt") or "", **context_options(r, with_context))
+            cues = feat.extract(prepared.collector, prepared.context)
+            samples.append(Sample(r, with_context, prepared, frozenset(c.feature for c in cues),
+                                  any(c.anchor for c in cues), thread_of(r)))
+    return samples
+
+
+def load_corpus(files: list[Path] | None = None) -> list[dict]:
+    records = []
+    for path in files or failure_files():
+        for r in load_jsonl(path):
+            r.setdefault("_file", path.name)
+            records.append(r)
+    return records
+
+
+# --- the fit -----------------------------------------------------------------------------------
+@dataclass
+class Design:
+    classes: list[str]
+    features: list[str]
+    prior_w: Any  # (F, C)
+    prior_b: Any  # (C,)
+    index: dict[str, int] = field(default_factory=dict)
+
+
+def design(priors: scoring.Weights, samples: list[Sample]) -> Design:
+    import numpy as np
+
+    names = list(priors.features)
+    for s in samples:
+        for f in sorted(s.features):
+            if f not in priors.features and f not in names:
+                names.append(f)
+    classes = list(priors.classes)
+    w0 = np.zeros((len(names), len(classes)))
+    for i, f in enumerate(names):
+        for c, w in priors.features.get(f, {}).items():
+            w0[i, classes.index(c)] = w
+    b0 = np.array([priors.bias.get(c, 0.0) for c in classes])
+    return Design(classes, names, w0, b0, {f: i for i, f in enumerate(names)})
+
+
+def matrix(d: Design, samples: list[Sample]):  # noqa: ANN201 - numpy arrays
+    import numpy as np
+
+    x = np.zeros((len(samples), len(d.features)))
+    y = np.zeros(len(samples), dtype=int)
+    for i, s in enumerate(samples):
+        for f in s.features:
+            j = d.index.get(f)
+            if j is not None:
+                x[i, j] = 1.0
+        y[i] = d.classes.index(s.label)
+    return x, y
+
+
+def fit(d: Design, x, y, sample_weight, *, lam: float = LAMBDA, lam_b: float = LAMBDA_BIAS, steps: int = STEPS,
+        init: tuple | None = None):  # noqa: ANN001, ANN201 - numpy arrays
+    """Minimise the weighted mean NLL + lam/2 |W - W0|^2 + lam_b/2 |b - b0|^2 (Adam, full batch)."""
+    import numpy as np
+
+    w = d.prior_w.copy() if init is None else init[0].copy()
+    b = d.prior_b.copy() if init is None else init[1].copy()
+    onehot = np.eye(len(d.classes))[y]
+    sw = sample_weight / sample_weight.sum()
+    mw = np.zeros_like(w)
+    vw = np.zeros_like(w)
+    mb = np.zeros_like(b)
+    vb = np.zeros_like(b)
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    for t in range(1, steps + 1):
+        logits = x @ w + b
+        logits -= logits.max(axis=1, keepdims=True)
+        p = np.exp(logits)
+        p /= p.sum(axis=1, keepdims=True)
+        g = (p - onehot) * sw[:, None]
+        gw = x.T @ g + lam * (w - d.prior_w) / max(len(y), 1) * 2
+        gb = g.sum(axis=0) + lam_b * (b - d.prior_b) / max(len(y), 1) * 2
+        mw = beta1 * mw + (1 - beta1) * gw
+        vw = beta2 * vw + (1 - beta2) * gw * gw
+        mb = beta1 * mb + (1 - beta1) * gb
+        vb = beta2 * vb + (1 - beta2) * gb * gb
+        lr = LEARNING_RATE * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+        w -= lr * mw / (np.sqrt(vw) + eps)
+        b -= lr * mb / (np.sqrt(vb) + eps)
+    return w, b
+
+
+def to_weights(d: Design, w, b, temperature: float, meta: dict) -> scoring.Weights:  # noqa: ANN001
+    features: dict[str, dict[str, float]] = {}
+    for i, f in enumerate(d.features):
+        row = {c: round(float(w[i, j]), 3) for j, c in enumerate(d.classes) if abs(w[i, j]) >= 0.005}
+        features[f] = row
+    bias = {c: round(float(b[j]), 3) for j, c in enumerate(d.classes)}
+    return scoring.Weights(tuple(d.classes), bias, features, round(temperature, 3), meta)
+
+
+def sample_weights(samples: list[Sample]):  # noqa: ANN201
+    import numpy as np
+
+    # each record counts once (two modes, half each)
+    return np.array([0.5 for _ in samples])
+
+
+# --- cross-validation ----------------------------------------------------------------------------
+@dataclass
+class Fold:
+    sample: Sample
+    logits: Any  # out-of-fold scores (before the temperature)
+
+
+def cross_validate(d: Design, samples: list[Sample], *, lam: float = LAMBDA, full: tuple | None = None,
+                   steps: int = 150, on_fold=None) -> list[Fold]:  # noqa: ANN001
+    """Leave one thread out: fit on every other thread (warm-started from the full fit), score the held-out.
+
+    ``on_fold(held_samples, w, b)`` is called for every fold (the benchmark concludes the held-out records
+    with the fold's weights to measure their fixes)."""
+    import numpy as np
+
+    train = [s for s in samples if s.anchored]
+    x, y = matrix(d, train)
+    sw = sample_weights(train)
+    threads = sorted({s.thread for s in samples})
+    init = full or fit(d, x, y, sw, lam=lam)
+    folds: list[Fold] = []
+    for thread in threads:
+        held = [s for s in samples if s.thread == thread]
+        keep = np.array([s.thread != thread for s in train])
+        w, b = fit(d, x[keep], y[keep], sw[keep], lam=lam, steps=steps, init=init) if keep.any() else init
+        xh, _ = matrix(d, held)
+        logits = xh @ w + b
+        for s, row in zip(held, logits):
+            folds.append(Fold(s, row))
+        if on_fold is not None:
+            on_fold(held, w, b)
+    return folds
+
+
+def fit_temperature(d: Design, folds: list[Fold]) -> float:
+    """The temperature that minimises the out-of-fold NLL (a grid; calibration, not accuracy)."""
+    import numpy as np
+
+    rows = [(f.logits, d.classes.index(f.sample.label)) for f in folds if f.sample.anchored]
+    if not rows:
+        return 1.0
+    best, best_t = float("inf"), 1.0
+    for t in np.arange(0.4, 3.01, 0.05):
+        nll = 0.0
+        for logits, y in rows:
+            z = logits / t
+            z = z - z.max()
+            nll -= z[y] - math.log(np.exp(z).sum())
+        if nll < best:
+            best, best_t = nll, float(t)
+    return best_t
+
+
+def weights_for_fold(d: Design, w, b, temperature: float) -> scoring.Weights:  # noqa: ANN001
+    return to_weights(d, w, b, temperature, {})
+
+
+def priors_digest() -> str:
+    return hashlib.sha256(scoring.PRIORS_FILE.read_bytes()).hexdigest()[:16]
+
+
+def train(files: list[Path] | None = None, *, lam: float = LAMBDA, log=print) -> tuple[scoring.Weights, dict]:  # noqa: ANN001
+    import numpy as np
+
+    priors = scoring.load(str(scoring.PRIORS_FILE))
+    records = load_corpus(files)
+    samples = featurise(records)
+    d = design(priors, samples)
+    unknown = sorted(set(d.features) - set(priors.features))
+    if unknown:
+        log(f"features without a prior (fitted from 0): {', '.join(unknown)}")
+    train_samples = [s for s in samples if s.anchored]
+    x, y = matrix(d, train_samples)
+    w, b = fit(d, x, y, sample_weights(train_samples), lam=lam)
+    folds = cross_validate(d, samples, lam=lam, full=(w, b))
+    temperature = fit_temperature(d, folds)
+    correct = sum(1 for f in folds if f.sample.anchored and d.classes[int(np.argmax(f.logits))] == f.sample.label)
+    meta = {
+        "fitted_by": "scripts/train_diagnose.py", "lambda": lam, "priors_sha256_16": priors_digest(),
+        "records": len(records), "threads": len({s.thread for s in samples}),
+        "files": [p.name for p in (files or failure_files())],
+        "cv_class_accuracy_anchored": round(correct / max(1, len(folds)), 4),
+        "note": "FITTED: weights fitted on the records above; the temperature on their leave-one-thread-out scores",
+    }
+    return to_weights(d, w, b, temperature, meta), {"design": d, "samples": samples, "folds": folds}
+
+
+def write_weights(weights: scoring.Weights, path: Path = scoring.WEIGHTS_FILE) -> None:
+    data = weights.to_dict()
+    lines = ["{"]
+    for key in ("meta", "classes", "bias", "temperature"):
+        lines.append(f'  "{key}": {json.dumps(data[key], ensure_ascii=False, sort_keys=True)},')
+    lines.append('  "features": {')
+    items = list(data["features"].items())
+    for i, (f, row) in enumerate(items):
+        lines.append(f"    {json.dumps(f)}: {json.dumps(row, sort_keys=True)}" + ("," if i < len(items) - 1 else ""))
+    lines += ["  }", "}"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fit and cross-validate only; write nothing")
+    parser.add_argument("--lambda", dest="lam", type=float, default=LAMBDA, help="L2 strength toward the priors")
+    parser.add_argument("--lambdas", type=str, help="comma-separated lambdas to compare by CV accuracy")
+    args = parser.parse_args()
+    if args.lambdas:
+        import numpy as np
+
+        for lam in (float(v) for v in args.lambdas.split(",")):
+            weights, extra = train(lam=lam, log=lambda *_: None)
+            d, folds = extra["design"], extra["folds"]
+            ok = sum(1 for f in folds if d.classes[int(np.argmax(f.logits))] == f.sample.label and f.sample.anchored)
+            print(f"lambda {lam}: CV class accuracy {ok / len(folds):.1%} ({ok}/{len(folds)} samples)")
+        return 0
+    weights, extra = train(lam=args.lam)
+    print(f"fitted on {weights.meta['records']} records / {weights.meta['threads']} threads; temperature "
+          f"{weights.temperature}; CV class accuracy (anchored samples) {weights.meta['cv_class_accuracy_anchored']:.1%}")
+    if not args.check:
+        write_weights(weights)
+        print(f"wrote {scoring.WEIGHTS_FILE.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,284 @@
+"""From what the parsers found to named features: the cues the scorer weighs.
+
+Every cue is a named, binary feature with the line that carried it (``file:line``) and a few words
+saying what it is. Kinds (the prefix of the name):
+
+- ``sig:`` / ``para:``: an error line a parser recognised (vLLM's and torch's own messages, kernel
+  records, argparse, NCCL...); ``para:`` when it rests on people's wording (parsers/paraphrase.py).
+  These are the *anchors*: a report without one has no verdict ("none" only without any failure cue).
+- ``frame:`` / ``paste-frame:``: the traceback functions of a GPU OOM (its own, or elsewhere in the
+  same paste), grouped by the start-up step they belong to.
+- ``phase:`` / ``paste-phase:``: the phase vLLM logged before the OOM (and the furthest one in the paste).
+- ``oom:``, ``hint:``, ``flag:``, ``size:``: how the OOM was logged, the words around it, the flags
+  named next to it, torch's sizes against the GPU.
+- ``ctx:``: the model and GPU (weights against the capacity), multimodal, eager, V0/V1, CPU.
+- ``host:``, ``req:``, ``words:``, ``comp:``, ``gpu:``, ``cfg:``: report cues (parsers/cues.py).
+- ``kill:``, ``exc:``, ``exit:``, ``sigkill:``, ``engine:``, ``nccl:``: details of an anchor that bear
+  on the class (a kill of a vLLM process, an exception during start-up, a SIGKILL after another error).
+
+Adding a feature kind means one entry here (or in parsers/cues.py) and its prior in
+``src/oomguard/data/diagnose_priors.json``; the weights come from ``scripts/train_diagnose.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oomguard.diagnose.classes import Phase
+from oomguard.diagnose.context import Context
+from oomguard.diagnose.events import Signal, SignalEvent
+from oomguard.diagnose.facts import Collector
+
+
+@dataclass(frozen=True)
+class Cue:
+    feature: str
+    why: str
+    file: str
+    line: int
+    text: str
+    anchor: bool = False
+    event: SignalEvent | None = None
+
+
+# Traceback function names by the start-up step they belong to; innermost strong name decides.
+FRAME_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("capture", ("capture_model", "_capture_cudagraphs", "capture", "_capture", "graph_capture", "capture_graph",
+                 "profile_cudagraph_memory", "_profile_cudagraph_memory", "_estimate_cudagraph_memory")),
+    ("sampler", ("_dummy_sampler_run", "_dummy_pooler_run", "_warmup_sampler")),
+    ("mm-encoder", ("_execute_mm_encoder", "get_multimodal_embeddings", "embed_multimodal", "_get_mm_dummy_batch",
+                    "profile_multimodal", "_execute_encoder")),
+    ("profile", ("profile_run", "determine_available_memory", "determine_num_available_blocks", "_profile_run",
+                 "memory_profiling")),
+    ("kv-alloc", ("_allocate_kv_cache_tensors", "_allocate_kv_cache", "allocate_kv_cache", "initialize_kv_cache_tensors",
+                  "_init_cache_engine", "_reshape_kv_cache_tensors", "initialize_cache", "initialize_kv_cache")),
+    ("load", ("load_model", "load_weights", "_load_weights", "get_model", "initialize_model", "_initialize_model",
+              "load_state_dict", "weight_loader", "default_weight_loader", "process_weights_after_loading",
+              "_process_weights_after_loading", "load_weights_and_postprocess")),
+    # only real requests ask for prompt logprobs (the dummy runs never do)
+    ("logprobs", ("_get_prompt_logprobs_dict", "compute_logprobs", "_compute_prompt_logprobs", "get_logprobs")),
+    ("step", ("step", "step_with_batch_queue", "run_busy_loop", "_process_engine_step", "engine_step", "sample_tokens",
+              "run_engine_loop", "process_input_queue", "_run_engine")),
+)
+_FRAME_GROUP = {name: group for group, names in FRAME_GROUPS for name in names}
+_WEAK_FRAMES = {"execute_model": "execute-model", "_dummy_run": "dummy-run"}
+
+GPU_OOM_SIGNALS = frozenset({Signal.CUDA_OOM, Signal.OOM_PROSE, Signal.ALLOCATOR_FAILURE})
+_STARTUP_EXCEPTIONS = {"ValueError", "AssertionError", "NotImplementedError", "TypeError", "KeyError"}
+# vLLM allocates parameters one by one; the largest is the embedding / lm_head, vocab x hidden x 2 bytes (bf16):
+# Qwen2.5-72B 152,064 x 8,192 x 2 B = 2.32 GiB, Llama-3-70B 128,256 x 8,192 x 2 B = 1.96 GiB (less under TP).
+# Larger single allocations are activations.
+LARGEST_WEIGHT_TENSOR_GIB = 2.5
+# Cues of parsers/cues.py that state a failure on their own (the others only say more about one).
+_ANCHOR_CUES = frozenset({"host:memory-monitor", "host:oomkilled"})
+
+
+def frame_group(frames: tuple[str, ...] | list[str]) -> tuple[str, str] | None:
+    """(group, function) of the innermost frame with a known step; weak frames only when nothing else."""
+    weak = None
+    for frame in reversed(frames):
+        group = _FRAME_GROUP.get(frame)
+        if group is not None:
+            return group, frame
+        low = frame.lower()
+        if "cudagraph" in low or "cuda_graph" in low:
+            return "capture", frame
+        if weak is None and frame in _WEAK_FRAMES:
+            weak = (_WEAK_FRAMES[frame], frame)
+    return weak
+
+
+def extract(col: Collector, ctx: Context) -> list[Cue]:
+    """Every cue of the report, anchors first (in file order), then context and report cues."""
+    cues: list[Cue] = []
+    first_error: dict[int, int] = {}
+    gpu_oom_seq: dict[int, int] = {}
+    for ev in col.signals:
+        if ev.signal not in (Signal.SIGKILL, Signal.KERNEL_OOM_KILL, Signal.ENGINE_DIED, Signal.HOST_PROSE,
+                             Signal.HOST_ALLOC_FAILURE):
+            first_error.setdefault(ev.run, ev.seq)
+        if ev.signal in GPU_OOM_SIGNALS:
+            gpu_oom_seq.setdefault(ev.run, ev.seq)
+    for ev in col.signals:
+        cues += _signal_cues(ev, col, ctx, first_error, gpu_oom_seq)
+    if ctx.exit_code in (137, -9):
+        cues.append(Cue("exit:137", f"exit status {ctx.exit_code} = SIGKILL, the kernel OOM killer's signal",
+                        "--exit-code", 0, f"exit status {ctx.exit_code}", anchor=True))
+    cues += _context_cues(col, ctx)
+    for hit in col.cues.values():
+        cues.append(Cue(hit.feature, _CUE_WHY.get(hit.feature.split(":")[0], "report cue") + f" ({hit.feature})",
+                        hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES))
+    if not any(c.anchor and c.feature in _GPU_OOM_ANCHORS for c in cues):
+        # When (and under what load) a GPU OOM happened says nothing about an argparse error or a crash:
+        # these cues only bear on the phase of a GPU OOM, so they only count when there is one.
+        cues = [c for c in cues if not _phase_only(c.feature)]
+    return cues
+
+
+_GPU_OOM_ANCHORS = frozenset({"sig:cuda-oom", "sig:oom-prose", "para:oom-prose", "sig:allocator-failure"})
+_PHASE_ONLY = frozenset({"ctx:served", "ctx:ready", "ctx:weights-exceed-gpu", "ctx:weights-tight", "ctx:weights-fit",
+                         "ctx:multimodal", "ctx:multimodal-large-gpu", "ctx:eager", "words:startup", "words:loading",
+                         "words:after-load", "words:serving", "words:started-fine", "words:profile", "words:capture"})
+
+
+def _phase_only(feature: str) -> bool:
+    return feature in _PHASE_ONLY or feature.startswith("req:")
+
+
+def _signal_cues(ev: SignalEvent, col: Collector, ctx: Context, first_error: dict[int, int],
+                 gpu_oom_seq: dict[int, int]) -> list[Cue]:
+    def cue(feature: str, why: str, anchor: bool = False) -> Cue:
+        return Cue(feature, why, ev.file, ev.line, ev.text, anchor, ev)
+
+    n = ev.numbers
+    words = n.get("tier") == "paraphrase"
+    out = [cue(("para:" if words else "sig:") + ev.signal.value, _SIGNAL_WHY.get(ev.signal, ev.signal.value)
+               + (" (in words, not a vLLM message)" if words else ""), anchor=True)]
+    s = ev.signal
+    if s == Signal.KERNEL_OOM_KILL:
+        if n.get("vllm_process"):
+            out.append(cue("kill:vllm-process", "the kernel killed a process vLLM runs as"))
+        elif n.get("systemd"):
+            out.append(cue("kill:systemd", "the init system reports an OOM kill"))
+        else:
+            out.append(cue("kill:other-process", f"the kernel killed {n.get('name') or 'a process'} (not named like vLLM)"))
+    elif s == Signal.SIGKILL and first_error.get(ev.run, 1 << 62) < ev.seq:
+        out.append(cue("sigkill:after-error", "the SIGKILL comes after another error of the same run (vLLM kills its "
+                       "own workers after a fatal error)"))
+    elif s == Signal.ENGINE_DIED:
+        if n.get("exit_code") in (-9, 137):
+            out.append(cue("engine:sigkill", "a vLLM process died of SIGKILL"))
+    elif s == Signal.GENERIC_EXCEPTION:
+        exc = n.get("exception", "")
+        if exc in _STARTUP_EXCEPTIONS and ev.phase <= Phase.WARMUP:
+            out.append(cue("exc:startup", f"{exc} during start-up"))
+    elif s == Signal.ILLEGAL_MEMORY_ACCESS and gpu_oom_seq.get(ev.run, 1 << 62) < ev.seq:
+        out.append(cue("ima:after-oom", "the illegal access follows a GPU OOM (corrupted state)"))
+    elif s == Signal.NCCL_ERROR and n.get("cause") == "timeout":
+        out.append(cue("nccl:timeout", "a collective timed out: another rank stopped first"))
+    elif s == Signal.STARTUP_FREE_MEMORY and n.get("host"):
+        out.append(cue("ctx:platform-cpu", "the CPU backend's free-memory check (host RAM)"))
+    if s in GPU_OOM_SIGNALS:
+        out += _gpu_oom_cues(ev, col, ctx, cue)
+    return out
+
+
+def _gpu_oom_cues(ev: SignalEvent, col: Collector, ctx: Context, cue) -> list[Cue]:  # noqa: ANN001 - local factory
+    out: list[Cue] = []
+    placed = False
+    own = frame_group(ev.frames)
+    if own is not None:
+        group, frame = own
+        out.append(cue(f"frame:{group}", f"traceback passes through {frame}()"))
+        placed = group not in ("execute-model", "dummy-run")
+    else:
+        paste = frame_group(tuple(col.paste_frames.get((ev.file, ev.run), ())))
+        if paste is not None:
+            group, frame = paste
+            out.append(cue(f"paste-frame:{group}", f"a traceback in the same paste passes through {frame}()"))
+            placed = group not in ("execute-model", "dummy-run")
+    if ev.phase != Phase.UNKNOWN:
+        label = ev.phase.label
+        if ev.phase == Phase.KV_CACHE and ctx.enforce_eager:
+            label += "-eager"
+        elif ev.phase == Phase.WARMUP and ctx.engine == "V0":
+            label += "-v0"
+        out.append(cue(f"phase:{label}", f"last phase logged before it: {ev.phase.label}"))
+        placed = True
+    paste_phase = col.paste_phase.get((ev.file, ev.run), Phase.UNKNOWN)
+    if paste_phase > ev.phase and paste_phase not in (Phase.UNKNOWN, Phase.STARTING):
+        out.append(cue(f"paste-phase:{paste_phase.label}", f"the furthest phase the paste logged: {paste_phase.label}"))
+        placed = True
+    n = ev.numbers
+    if n.get("logged_by_server"):
+        out.append(cue("oom:logged-by-server", f"logged by the request handler ({n['logged_by_server']})"))
+        placed = True
+    if "Error in model execution" in ev.text or "err_execute_model_input" in ev.text:
+        out.append(cue("oom:execute-model-wrapper", "vLLM's execute_model wrapper (a batch was being run)"))
+    for hint in sorted(ev.hints):
+        out.append(cue(f"hint:{hint}", f"the words around the error say: {hint}"))
+    if "coresident" in col.paste_hints.get((ev.file, ev.run), ()):
+        out.append(cue("paste:coresident", "the report says another process holds GPU memory"))
+    mentioned = set(n.get("flags_mentioned", ()))
+    for flag, name in (("max-num-batched-tokens", "batched-tokens"), ("max-num-seqs", "num-seqs"),
+                       ("enforce-eager", "eager"), ("limit-mm-per-prompt", "multimodal"),
+                       ("gpu-memory-utilization", "utilization"), ("max-model-len", "max-model-len")):
+        if flag in mentioned:
+            out.append(cue(f"flag:{name}", f"--{flag} is named with the OOM"))
+    alloc, free, total = n.get("alloc_gib"), n.get("free_gib"), n.get("total_gib") or ctx.gpu_total_gib
+    held = n.get("in_use_gib") or n.get("allocated_gib")
+    if alloc is not None:
+        if free is not None and total and alloc <= 8 / 1024 and free < max(0.02 * total, 0.05):
+            out.append(cue("size:tiny-alloc-full-gpu", f"a {alloc * 1024:.1f} MiB allocation on a full GPU (the KV "
+                           "cache already took the rest)"))
+        elif alloc > LARGEST_WEIGHT_TENSOR_GIB:
+            out.append(cue("size:alloc-above-tensor", f"a {alloc:.2f} GiB allocation is larger than one weight tensor: "
+                           "activations (estimate from the OOM sizes)"))
+        elif total and held is not None and held < 0.1 * total:
+            out.append(cue("size:held-little", f"the process held only {held:.2f} GiB of {total:.1f} GiB"))
+        else:
+            out.append(cue("size:tensor-sized", f"a {alloc * 1024:.0f} MiB allocation, the size of one weight tensor "
+                           "(estimate from the OOM sizes)"))
+        if total and held is not None and held > 0.9 * total and alloc > 0.05 * total:
+            out.append(cue("size:large-on-full", "a large allocation when the process already holds most of the GPU"))
+    if not placed:
+        out.append(cue("oom:no-phase", "no phase marker or traceback frame places the OOM"))
+    return out
+
+
+def _context_cues(col: Collector, ctx: Context) -> list[Cue]:
+    out: list[Cue] = []
+
+    def add(feature: str, why: str) -> None:
+        out.append(Cue(feature, why, "(context)", 0, why))
+
+    weights = ctx.weights_per_gpu_gib(col)
+    total = ctx.gpu_total_gib
+    if weights is not None and total:
+        w, how = weights
+        if w > 0.92 * total:
+            add("ctx:weights-exceed-gpu", f"weights ~{w:.1f} GiB per GPU ({how}) exceed the {total:.1f} GiB GPU")
+        elif w > 0.75 * total:
+            add("ctx:weights-tight", f"weights ~{w:.1f} GiB per GPU ({how}) leave little of the {total:.1f} GiB GPU")
+        else:
+            add("ctx:weights-fit", f"weights ~{w:.1f} GiB per GPU ({how}) fit the {total:.1f} GiB GPU")
+    if ctx.multimodal:
+        add("ctx:multimodal", "a multimodal model (a vision/audio encoder is profiled at start-up)")
+        if total and total >= 40:
+            add("ctx:multimodal-large-gpu", "a multimodal model on a large GPU")
+    if ctx.enforce_eager:
+        add("ctx:eager", "--enforce-eager: no CUDA graphs are captured")
+    if ctx.engine == "V0":
+        add("ctx:engine-v0", "the V0 engine")
+    if ctx.platform == "cpu":
+        add("ctx:platform-cpu", "the CPU backend (its memory is host RAM)")
+    if ctx.tensor_parallel_size > 1:
+        add("ctx:tensor-parallel", f"tensor-parallel size {ctx.tensor_parallel_size}")
+    if any(phase >= Phase.SERVING for phase in col.paste_phase.values()):
+        add("ctx:served", "the server answered requests (HTTP or throughput lines)")
+    elif any(phase >= Phase.READY for phase in col.paste_phase.values()):
+        add("ctx:ready", "the server reached its ready line")
+    return out
+
+
+_SIGNAL_WHY = {
+    Signal.CUDA_OOM: "torch's CUDA out-of-memory error", Signal.LOAD_OOM: "vLLM: not enough GPU memory to load the model",
+    Signal.SAMPLER_WARMUP_OOM: "vLLM: OOM warming up the sampler", Signal.ALLOCATOR_FAILURE: "CUDA caching allocator failed",
+    Signal.OOM_PROSE: "the report says out of memory", Signal.STARTUP_FREE_MEMORY: "vLLM: free memory at start-up is "
+    "below the requested utilization", Signal.PROFILING_INCONSISTENT: "vLLM: memory profiling inconsistent (another "
+    "process changed free memory)", Signal.KV_ALLOCATION_OOM: "OOM allocating the KV cache",
+    Signal.NO_KV_MEMORY: "vLLM: no memory for KV cache blocks", Signal.NEGATIVE_KV: "negative KV cache memory",
+    Signal.ZERO_BLOCKS: "0 GPU blocks", Signal.KV_TOO_SMALL: "vLLM: the KV cache cannot hold max_model_len tokens",
+    Signal.KV_PROSE: "the report says the KV cache is too small", Signal.MAMBA_LIMIT: "vLLM: max_num_seqs above the "
+    "Mamba cache blocks", Signal.MAX_LEN_EXCEEDS: "vLLM: max_model_len above the model's maximum",
+    Signal.UNRECOGNIZED_ARGS: "argparse: unrecognized arguments", Signal.INVALID_ARG_VALUE: "an invalid argument value",
+    Signal.MODEL_NOT_FOUND: "the model path or repository was not found", Signal.CONFIG_REJECTED: "vLLM rejected the "
+    "configuration", Signal.ILLEGAL_MEMORY_ACCESS: "CUDA illegal memory access / device-side assert",
+    Signal.KERNEL_OOM_KILL: "the kernel OOM killer", Signal.HOST_ALLOC_FAILURE: "host memory allocation failed",
+    Signal.HOST_PROSE: "the report says host memory ran out", Signal.SIGKILL: "a process was killed with SIGKILL",
+    Signal.ENGINE_DIED: "the engine died", Signal.GENERIC_EXCEPTION: "an exception oomguard has no class for",
+    Signal.MISSING_DEPENDENCY: "a Python module is missing", Signal.CHAT_TEMPLATE: "the chat template failed",
+    Signal.NCCL_ERROR: "NCCL failed", Signal.RAY_PLACEMENT: "Ray could not place the GPUs",
+}
+_CUE_WHY = {"host": "host-memory cue", "req": "request-time cue", "words": "the reporter's words",
+            "comp": "the component that printed the log", "gpu": "the GPU", "cfg": "a configuration cue"}

@@ -1,0 +1,202 @@
+"""Report cues: words, tables and component names that bear on a class without being an error line.
+
+The error parsers (``errors``, ``kernel``, ``environment``, ``paraphrase``) find *that* something
+failed; these cues tell the scorer (``diagnose/scoring.py``) more about *which* failure it was:
+a ``ps`` table or ``free -h`` output next to an OOM (host RAM), a pod memory limit, Ray's memory
+monitor, a request with ``prompt_logprobs``, "after the weights load" / 加载完 / 推理时 (the phase in
+the reporter's words), the component that printed the log (Ray, KServe, verl, vllm-ascend, ROCm...),
+a pre-Ampere GPU (bf16 is not available there).
+
+Adding a cue is one entry in ``TABLE`` (its feature name, a pattern, the literal keywords that let
+its lines through the prefilter, whether only prose counts, and an example line) plus its prior
+weight in ``src/oomguard/data/diagnose_priors.json``; ``scripts/train_diagnose.py`` then refits the
+shipped weights. A test checks that every example matches its pattern and passes the prefilter.
+
+Only the first occurrence of each feature is kept (with its count), so memory is bounded by the
+size of this table whatever the size of the log.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from oomguard.diagnose.events import LogLine
+from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.fragments import KEYWORDS as FRAGMENT_KEYWORDS
+
+
+@dataclass(frozen=True)
+class CueRule:
+    feature: str
+    pattern: re.Pattern[str]
+    keywords: tuple[bytes, ...]  # every line the pattern matches contains one of these (prefilter)
+    prose: bool  # only lines people wrote (not log records) or CJK text count
+    example: str
+
+
+def _rule(feature: str, pattern: str, keywords: tuple[str, ...], example: str, *, prose: bool = False,
+          flags: int = re.IGNORECASE) -> CueRule:
+    return CueRule(feature, re.compile(pattern, flags), tuple(k.encode() for k in keywords), prose, example)
+
+
+TABLE: tuple[CueRule, ...] = (
+    # --- host memory ---------------------------------------------------------------------------
+    _rule("host:ps-table", r"\bPID\b.{0,40}\b(?:VSZ|RSS|RES|%MEM)\b|\bVSZ\s+RSS\b",
+          ("PID", "VSZ"), "USER  PID %CPU %MEM    VSZ   RSS TTY STAT START TIME COMMAND", flags=0),
+    _rule("host:free-table", r"^\s*Mem:\s+\d|\btotal\s+used\s+free\s+shared\b",
+          ("Mem:", "total        used", "total       used", "total used free"), "Mem:  251Gi  240Gi  2.1Gi  1.0Gi  9.2Gi  8.0Gi"),
+    _rule("host:container-limit",
+          r"memory\.max\b|memory\.limit_in_bytes|limits:\s*\{?\s*(?:cpu:[^,}]*,\s*)?memory|resources\.limits\.memory|"
+          r"\bmemory limit\b|MemoryMax=|--memory[= ]\d|\bmem_limit\b|\bmemory:\s*\d+(?:Gi|G|Mi)\b|内存限制",
+          ("memory.max", "memory.limit", "limits:", "limits.memory", "memory limit", "Memory limit", "MemoryMax",
+           "--memory", "mem_limit", "memory: ", "内存限制"), "resources: limits: memory: 64Gi"),
+    _rule("host:oomkilled", r"\bOOMKilled\b|exit(?:ed)?(?: with)? (?:code|status)[: ]*137\b|exitCode: 137|code 137",
+          ("OOMKilled", "137"), "Last State: Terminated  Reason: OOMKilled  Exit Code: 137", flags=0),
+    _rule("host:memory-monitor",
+          r"memory monitor|running low on memory|due to memory pressure|memory usage threshold|"
+          r"ray\.exceptions\.OutOfMemoryError|killed due to (?:the )?(?:node|high memory)",
+          ("memory monitor", "Memory monitor", "low on memory", "memory pressure", "memory usage threshold",
+           "ray.exceptions.OutOfMemoryError", "killed due to"),
+          "Task was killed due to the node running low on memory. Memory on the node was 60.1GB / 62.7GB"),
+    _rule("host:ram-words", r"\b(?:RSS|RAM|host memory|system memory|CPU memory|host RAM|swap)\b|(?<!显)内存(?!溢出)",
+          ("RSS", "RAM", "host memory", "system memory", "CPU memory", "swap", "内存"),
+          "the RSS of the process grows to 120 GB of RAM", prose=True),
+    _rule("host:offload", r"pin_memory|pinned memory|cpu[_-]offload|swap[_-]space|kv[_-]offloading|--swap-space",
+          ("pin_memory", "pinned memory", "offload", "swap_space", "swap-space"), "--cpu-offload-gb 64"),
+    _rule("host:cpu-backend", r"VLLM_CPU_KVCACHE_SPACE|\bCPU backend\b|cpu_worker\.py|--device[= ]cpu|device_config=cpu",
+          ("VLLM_CPU", "CPU backend", "cpu_worker", "device cpu", "device=cpu", "device_config=cpu"),
+          "VLLM_CPU_KVCACHE_SPACE=40"),
+    # --- what the requests did ------------------------------------------------------------------
+    _rule("req:logprobs", r"\b(?:prompt_)?logprobs\b(?!=None)|compute_logprobs|_get_prompt_logprobs",
+          ("logprobs ", "logprobs`", "logprobs\"", "logprobs,", "logprobs.", "logprobs)", "logprobs=1", "logprobs=2",
+           "logprobs=5", "compute_logprobs", "_get_prompt_logprobs", "logprobs:", "logprobs\n", "logprobs\r"),
+          "it crashes when a request asks for prompt_logprobs"),
+    _rule("req:long-prompt", r"long (?:prompts?|contexts?|inputs?|sequences?|documents?)|very long|长文本|长上下文|长输入|长序列",
+          ("long prompt", "long context", "long input", "long sequence", "long document", "very long", "长文本",
+           "长上下文", "长输入", "长序列"), "OOM with very long prompts", prose=True),
+    _rule("req:concurrency",
+          r"concurren|parallel requests|many requests|high load|under load|load test|stress test|benchmark_serving|"
+          r"\bQPS\b|requests per second|并发|压测|多个请求|高负载",
+          ("oncurren", "parallel requests", "many requests", "high load", "under load", "load test", "stress test",
+           "benchmark_serving", "QPS", "requests per second", "并发", "压测", "多个请求", "高负载"),
+          "it dies under load with 64 concurrent requests", prose=True),
+    _rule("req:multimodal", r"\bimages?\b|\bvideos?\b|\bframes\b|multi-?modal|多模态|图片|图像|视频",
+          ("image", "Image", "video", "Video", "frames", "modal", "多模态", "图片", "图像", "视频"),
+          "sending 8 images per request", prose=True),
+    _rule("req:spec-decode", r"speculative|spec[_ -]decod|draft model|\beagle\b|\bMTP\b|num_speculative_tokens|投机",
+          ("peculative", "spec_decod", "spec decod", "spec-decod", "draft model", "eagle", "EAGLE", "Eagle", "MTP",
+           "投机"), "--speculative-config '{\"method\": \"eagle\"}'"),
+    _rule("req:lora", r"\bLoRA\b|lora_modules|enable[-_]lora|max_loras", ("LoRA", "lora"), "--enable-lora --max-loras 4"),
+    # --- the phase, in the reporter's words (prose and CJK only) --------------------------------
+    _rule("words:startup",
+          r"\b(?:at|on|during) start(?:-?up)?\b|when (?:starting|launching)|while starting|(?:fails?|failed) to start|"
+          r"won'?t start|cannot start|can't start|启动",
+          ("startup", "start-up", "start up", "at start", "on start", "during start", "when starting", "when launching",
+           "while starting", "to start", "t start", "启动"), "it fails during startup", prose=True),
+    _rule("words:loading",
+          r"(?:while|when|during) loading|loading (?:the )?(?:model|weights|checkpoint|shards)|加载模型|加载时|加载中|载入",
+          ("loading", "加载模型", "加载时", "加载中", "载入"), "OOM while loading the model", prose=True),
+    _rule("words:after-load",
+          r"after (?:the )?(?:model|weights?|checkpoint) (?:is |are |was |were |has |have )?(?:been )?(?:fully )?"
+          r"(?:load|finish)|after (?:it )?load(?:ing|ed|s)\b|(?:model|weights) (?:is |are |was |were )?loaded|"
+          r"loads? (?:fine|ok|successfully)|加载完|加载成功|加载后|载入完",
+          ("after the model", "after the weight", "after model", "after weight", "after loading", "after load",
+           "after it load", "loaded", "loads fine", "load fine", "loads ok", "load ok", "loads success",
+           "load success", "加载完", "加载成功", "加载后", "载入完"),
+          "the OOM comes right after the weights load", prose=True),
+    _rule("words:serving",
+          r"\binference\b|\bserving\b|when (?:I |we )?send|send(?:ing)? (?:a |the |many |some )?requests?|"
+          r"after (?:some|a) (?:time|while)|after (?:\d+|a few|several) (?:requests|minutes|hours)|during generation|"
+          r"while generating|推理|请求|运行一段时间|运行时|运行中|生成时|服务中|服务期间",
+          ("inference", "serving", "when I send", "when we send", "when send", "send request", "sending request",
+           "send a request", "sending a request", "send the request", "send many", "sending many", "send some",
+           "after some time", "after a while", "requests", "minutes", "hours", "during generation", "while generating",
+           "推理", "请求", "运行一段时间", "运行时", "运行中", "生成时", "服务中", "服务期间"),
+          "it crashes after a while when we send requests", prose=True),
+    _rule("words:started-fine",
+          r"start(?:s|ed)? (?:up )?(?:fine|ok|normally|successfully)|server (?:is |was )?up\b|启动成功|启动正常|正常启动",
+          ("starts fine", "started fine", "start fine", "starts ok", "started ok", "start ok", "normally",
+           "successfully", "server is up", "server was up", "server up", "启动成功", "启动正常", "正常启动"),
+          "the server starts fine, then dies", prose=True),
+    _rule("words:profile", r"\bprofil|dummy (?:run|inputs?|batch)|warm(?:ing)?[- ]?up|预热|显存分析",
+          ("profil", "dummy", "warm", "预热", "显存分析"), "it fails in the profile run", prose=True),
+    _rule("words:capture", r"captur|cuda ?graphs?|cudagraph|图捕获", ("captur", "CUDA graph", "cuda graph", "cudagraph",
+                                                                    "CUDAGraph", "cuda_graph", "图捕获"),
+          "OOM while capturing CUDA graphs", prose=True),
+    _rule("words:kv", r"kv[ _-]?cache|kv[ _-]?缓存|KV 缓存", ("kv cache", "KV cache", "kv_cache", "KV Cache", "kv-cache",
+                                                          "kvcache", "KVCache", "kv缓存", "KV缓存", "KV 缓存", "kv 缓存"),
+          "the kv cache is too small for max_model_len", prose=True),
+    _rule("words:gpu-mem", r"显存|\bVRAM\b|GPU memory|video memory|GPU RAM", ("显存", "VRAM", "GPU memory", "video memory",
+                                                                            "GPU RAM"),
+          "显存不足", prose=True),
+    # --- who printed the log ---------------------------------------------------------------------
+    _rule("comp:ray", r"\bray::|\(raylet\)|RayWorker|ray\.exceptions|\bRay\b|ray_distributed_executor|ray_utils",
+          ("ray::", "raylet", "RayWorker", "ray.exceptions", "Ray ", "Ray:", "Ray'", "Ray.", "Ray,", "ray_distributed",
+           "ray_utils"), "(RayWorkerWrapper pid=4242, ip=10.0.0.2) ERROR", flags=0),
+    _rule("comp:kserve", r"kserve|InferenceService", ("kserve", "KServe", "Kserve", "InferenceService"),
+          "kserve-container"),
+    _rule("comp:gpustack", r"gpustack", ("gpustack", "GPUStack", "GpuStack"), "gpustack worker"),
+    _rule("comp:llm-d", r"\bllm-d\b|llm_d\b", ("llm-d", "llm_d"), "llm-d modelservice"),
+    _rule("comp:rl", r"\bverl\b|openrlhf|\brollout\b|\bGRPO\b|\bPPO\b|\bTRL\b",
+          ("verl", "OpenRLHF", "openrlhf", "rollout", "GRPO", "PPO", "TRL"), "verl rollout worker"),
+    _rule("comp:ascend", r"vllm[_-]ascend|\bNPU\b|\bAscend\b|torch_npu|\bCANN\b|\bHCCL\b",
+          ("ascend", "Ascend", "NPU", "npu", "CANN", "HCCL"), "vllm-ascend on 910B NPU"),
+    _rule("comp:rocm", r"\bROCm\b|\bHIP\b|hipError|\bMI\d{3}X?\b|\bgfx9\d\w*|amdgpu",
+          ("ROCm", "rocm", "HIP", "hipError", "MI2", "MI3", "gfx9", "amdgpu"), "HIP out of memory on MI300X", flags=0),
+    _rule("comp:k8s", r"kubectl|\bpods?\b|kubelet|Kubernetes|\bk8s\b|\bcontainer\b",
+          ("kubectl", "pod", "Pod", "kubelet", "Kubernetes", "kubernetes", "k8s", "container", "Container"),
+          "the pod restarts"),
+    # --- the machine -------------------------------------------------------------------------------
+    _rule("gpu:pre-ampere",
+          r"\bV100\b|\bT4\b|\bP100\b|\bP40\b|\bTesla\b|RTX ?20[678]0|\bGTX\b|\bTitan\b|\bTuring\b|\bVolta\b|"
+          r"compute capability (?:of )?[1-7]\.\d|capability [1-7]\.\d|sm_?7[05]\b",
+          ("V100", "T4", "P100", "P40", "Tesla", "RTX 20", "RTX20", "GTX", "Titan", "TITAN", "Turing", "Volta",
+           "capability", "sm_7", "sm7"), "Tesla V100-SXM2-32GB", flags=0),
+    _rule("cfg:bf16", r"bfloat16|\bbf16\b", ("bfloat16", "bf16", "BFloat16", "Bfloat16", "BF16"),
+          "Bfloat16 is only supported on GPUs with compute capability of at least 8.0"),
+    _rule("cfg:custom-allreduce", r"custom[_ ]?all[_ -]?reduce|custom_ar\b|CustomAllreduce",
+          ("ustom_all", "ustom all", "ustomAll", "custom_ar", "ustom_allreduce"), "custom_all_reduce.cuh:368 'invalid argument'"),
+    _rule("cfg:remote-code", r"trust[_-]remote[_-]code", ("trust_remote_code", "trust-remote-code"),
+          "Please pass the argument `trust_remote_code=True` to allow custom code to be run."),
+    _rule("cfg:tokenizer", r"tokenizer[_-]mode|MistralTokenizer|mistral_common|tekken|tokenizer\.json|tokenizer_config",
+          ("tokenizer_mode", "tokenizer-mode", "MistralTokenizer", "mistral_common", "tekken", "tokenizer.json",
+           "tokenizer_config"), "use --tokenizer-mode mistral"),
+    _rule("cfg:hybrid", r"\bmamba\b|\bhybrid\b|linear[_ ]attention|Qwen3-Next|\bJamba\b|Nemotron-H|granite-4|state blocks",
+          ("amba", "ybrid", "linear_attention", "linear attention", "Qwen3-Next", "Jamba", "Nemotron-H", "granite-4",
+           "state blocks"), "Mamba cache blocks"),
+)
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+# Every keyword of every rule (and of vLLM's message fragments), for the prefilter's table (diagnose/prefilter.py).
+# Spellings the error parsers accept (they compare case-insensitively) that the prefilter's own list lacks.
+_CASE_VARIANTS: tuple[bytes, ...] = (b"OUT OF MEMORY", b"Out Of Memory", b"Out of Memory", b"out of Memory")
+KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys([k for r in TABLE for k in r.keywords] + list(FRAGMENT_KEYWORDS)
+                                                  + list(_CASE_VARIANTS)))
+# A rule is tried only on a line holding one of its keywords: one combined search per line finds them,
+# and the prefilter (which has the same keywords) can never drop a line a rule would match.
+_RULES_BY_KEYWORD: dict[str, tuple[CueRule, ...]] = {}
+for _r in TABLE:
+    for _k in _r.keywords:
+        _RULES_BY_KEYWORD[_k.decode()] = _RULES_BY_KEYWORD.get(_k.decode(), ()) + (_r,)
+_KEYWORD_RX = re.compile("|".join(re.escape(k) for k in sorted(_RULES_BY_KEYWORD, key=len, reverse=True)))
+
+
+def parse_cues(line: LogLine, col: Collector) -> None:
+    """Record every report cue the line carries (first occurrence per feature, and a count)."""
+    if line.kernel:
+        col.note_cue("comp:kernel", line)
+        return
+    msg = line.message
+    found = _KEYWORD_RX.findall(msg + "\n")  # "\n": keywords that end a line (the prefilter sees it too)
+    if not found:
+        return
+    words = line.prose or _CJK.search(msg) is not None
+    tried: set[str] = set()
+    for keyword in found:
+        for rule in _RULES_BY_KEYWORD.get(keyword, ()):
+            if rule.feature in tried or (rule.prose and not words):
+                continue
+            tried.add(rule.feature)
+            if rule.pattern.search(msg):
+                col.note_cue(rule.feature, line)

@@ -1,0 +1,276 @@
+"""The generic path: a plan from the standard config fields, for a model_type no adapter is checked on.
+
+vLLM serves ~390 architectures; oomguard's adapters are checked against vLLM's code for a few dozen
+``model_type``s. For any other config that still reads as a decoder-only transformer (hidden size,
+layers, heads, vocabulary; optional KV heads, head dim, intermediate size, experts, sliding window,
+latent attention) this builds the description a Llama-shaped model with those fields would have,
+and says so: ``coverage = "generic"``, the assumptions it made listed one by one, and the plan
+carries the mark and a range on each estimate (model/coverage.py; the ranges are the distances
+the registry sweep measured between this path and vLLM, docs/models.md).
+
+What it will not guess (refused with the reason, exit 3): encoder-decoder models (cross-attention
+caches sized by the encoder), state-space / Mamba layers and linear attention without Gated
+DeltaNet fields (their state is not a per-token KV cache), per-layer size lists, and configs
+missing one of the four standard sizes.
+"""
+
+from __future__ import annotations
+
+from oomguard.errors import UnsupportedModelError
+from oomguard.model.architectures.common import (
+    KV_HEAD_FIELDS,
+    derive_max_model_len,
+    head_size,
+    max_len_from_keys,
+    model_dtype,
+    num_kv_heads,
+    rope_scaling,
+)
+from oomguard.model.description import AttentionLayer, LayerKind, ModelDescription, MoE
+from oomguard.model.quantization import parse_quantization
+
+MARK = "generic: {model_type} is not checked against vLLM's code for this architecture"
+
+HIDDEN = ("hidden_size", "n_embd", "d_model", "dim")
+LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+HEADS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
+INTERMEDIATE = ("intermediate_size", "ffn_dim", "ffn_hidden_size", "n_inner", "d_ff", "hidden_dim")
+EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+TOP_K = ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts", "moe_k")
+SHARED = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
+# Non-gated MLPs (two matrices): the GPT-2 / OPT / Falcon / BLOOM lineage. Gemma's GeGLU uses
+# gelu_pytorch_tanh and is gated, so only these names count.
+NON_GATED_ACTS = {"gelu", "gelu_new", "relu", "gelu_fast", "gelu_python", "quick_gelu", "gelu_10", "relu2",
+                  "squared_relu", "relu_squared"}
+# model_types whose latent-attention fields vLLM reads as MLA (one latent per token and layer):
+# transformers_utils/model_arch_config_convertor.py::is_deepseek_mla @0.32. Other configs with
+# kv_lora_rank (MiniCPM3) project through a latent but cache full per-head K and V.
+VLLM_MLA_MODEL_TYPES = {
+    "axk1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_v41", "dots3_note", "deepseek_mtp",
+    "k3_dspark", "glm5_next", "glm5_next_text", "glm_moe_dsa", "glm4_moe_lite", "glm4_moe_lite_mtp", "kimi_k2",
+    "kimi_linear", "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp", "bailing_hybrid", "bailing_hybrid_mtp",
+    "bailing_hybrid_v3_mtp", "hy_v4", "hy_v4_mtp",
+}
+# Bidirectional encoders vLLM runs as pooling models with no KV cache (BERT, RoBERTa, XLM-R,
+# ModernBERT, NomicBERT, GTE, CLIP/SigLIP towers): marked by token-type embeddings or their
+# global/local attention schedule, or named by their model_type.
+ENCODER_ONLY_TYPES = {"bert", "roberta", "xlm-roberta", "modernbert", "nomic_bert", "new", "gte", "siglip", "clip",
+                      "siglip_text_model", "clip_text_model", "distilbert", "electra", "deberta", "deberta-v2",
+                      "camembert", "mpnet", "ernie"}
+# Fields that mean layers keep a recurrent state instead of (or besides) a KV cache.
+STATE_FIELDS = ("state_size", "ssm_state_size", "mamba_d_state", "mamba_n_heads", "mamba_expand",
+                "attn_layer_period", "layers_block_type", "hybrid_override_pattern", "ssm_cfg", "mamba_d_conv")
+ENCODER_DECODER_FIELDS = ("encoder_layers", "num_decoder_layers", "decoder_layers")
+LAYER_KINDS = {
+    "full_attention": LayerKind.FULL,
+    "attention": LayerKind.FULL,
+    "global": LayerKind.FULL,
+    "sliding_attention": LayerKind.SLIDING_WINDOW,
+    "sliding_window": LayerKind.SLIDING_WINDOW,
+    "local": LayerKind.SLIDING_WINDOW,
+    "chunked_attention": LayerKind.CHUNKED_LOCAL,
+}
+
+
+def _first(cfg: dict, names: tuple[str, ...]):
+    for n in names:
+        v = cfg.get(n)
+        if v is not None:
+            return n, v
+    return None, None
+
+
+def _int(cfg: dict, names: tuple[str, ...], what: str, mt: str) -> tuple[str, int]:
+    name, v = _first(cfg, names)
+    if v is None:
+        raise UnsupportedModelError(f"model_type {mt!r}: {MARK.format(model_type=mt).split(': ', 1)[1]}, and its config "
+                                    f"has none of {', '.join(names)} ({what}): the generic path needs the standard sizes")
+    if isinstance(v, list):
+        raise UnsupportedModelError(f"model_type {mt!r}: {name} is a per-layer list; the generic path models uniform layers only")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v <= 0:
+        raise UnsupportedModelError(f"model_type {mt!r}: {name} = {v!r} is not a positive size")
+    return name, int(v)
+
+
+def refusal(config: dict, cfg: dict, mt: str) -> str | None:
+    """Why the generic path will not model this config (None: it will)."""
+    if config.get("is_encoder_decoder") or cfg.get("is_encoder_decoder") or any(cfg.get(k) for k in ENCODER_DECODER_FIELDS):
+        return "an encoder-decoder model (cross-attention caches sized by the encoder) is not modelled by the generic path"
+    top = str(config.get("model_type") or "")
+    if (mt in ENCODER_ONLY_TYPES or top in ENCODER_ONLY_TYPES or cfg.get("type_vocab_size")
+            or cfg.get("global_attn_every_n_layers") or cfg.get("is_causal") is False):
+        return ("a bidirectional encoder (vLLM serves it as a pooling model without a KV cache) is not modelled by "
+                "the generic path")
+    lists = [k for k in (*HIDDEN, *LAYERS, *HEADS, *INTERMEDIATE, *KV_HEAD_FIELDS, "head_dim", *EXPERTS)
+             if isinstance(cfg.get(k), list)]
+    if lists:
+        return f"{lists[0]} is a per-layer list; the generic path models uniform layers only"
+    state = [k for k in STATE_FIELDS if cfg.get(k) not in (None, [], "", 0)]
+    if state:
+        return (f"state-space (Mamba-style) layers ({', '.join(state[:3])}) keep a recurrent state, not a per-token KV cache: "
+                "not modelled by the generic path")
+    types = cfg.get("layer_types")
+    if isinstance(types, list):
+        odd = sorted({str(t) for t in types} - set(LAYER_KINDS) - {"linear_attention"})
+        if odd:
+            return f"layer types {', '.join(odd)} are not standard attention: not modelled by the generic path"
+        if "linear_attention" in {str(t) for t in types} and not cfg.get("linear_num_value_heads"):
+            return "linear-attention layers without Gated DeltaNet fields are not modelled by the generic path"
+    return None
+
+
+def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quant: dict | None) -> ModelDescription:
+    mt = str(cfg.get("model_type") or config.get("model_type") or "")
+    why = refusal(config, cfg, mt)
+    if why:
+        raise UnsupportedModelError(f"{source}: model_type {mt or '(missing)'!r}: {why}")
+    latent = bool(cfg.get("kv_lora_rank") and cfg.get("qk_rope_head_dim"))
+    if latent and mt in VLLM_MLA_MODEL_TYPES:
+        return _generic_mla(config, cfg, source=source, name=name, hf_quant=hf_quant, mt=mt)
+    assumptions: list[str] = []
+    hk, hidden = _int(cfg, HIDDEN, "hidden size", mt)
+    lk, n = _int(cfg, LAYERS, "layer count", mt)
+    qk, heads = _int(cfg, HEADS, "attention heads", mt)
+    _, vocab = _int(cfg, ("vocab_size", "padded_vocab_size"), "vocabulary size", mt)
+    # Falcon / GPT-BigCode multi-query: one KV head unless Falcon's new decoder architecture
+    # (model_arch_config_convertor.py::FalconModelArchConfigConvertor @0.32).
+    if cfg.get("multi_query") and not cfg.get("new_decoder_architecture"):
+        kv = 1
+    else:
+        kv = num_kv_heads(cfg, heads)
+    hd = head_size(cfg, hidden, heads) if not cfg.get("kv_channels") else int(cfg["kv_channels"])
+    hd_v = hd
+    if latent:  # a latent projection that still caches full per-head K and V (MiniCPM3)
+        kv = heads
+        hd = int(cfg["qk_rope_head_dim"]) + int(cfg.get("qk_nope_head_dim") or 0)
+        hd_v = int(cfg.get("v_head_dim") or hd)
+        assumptions.append(f"kv_lora_rank without MLA in vLLM for {mt!r}: full K ({hd}) and V ({hd_v}) cached per head")
+    assumptions.append(f"attention: {heads} query heads, {kv} KV heads of size {hd} on every layer "
+                       f"({'from head_dim' if cfg.get('head_dim') else 'hidden / heads'}), K and V both cached")
+    ik, inter = _first(cfg, INTERMEDIATE)
+    if inter is None:
+        inter = 4 * hidden
+        assumptions.append(f"MLP width: none of {', '.join(INTERMEDIATE)}; 4 × hidden = {inter} assumed")
+    inter = int(inter)
+    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "silu")
+    gated = act not in NON_GATED_ACTS
+    assumptions.append(f"MLP: {'gated, 3' if gated else 'not gated (' + act + '), 2'} matrices of {hidden} × {inter}")
+    layers_kind = _layer_kinds(cfg, n, assumptions)
+    moe, is_moe = _moe(cfg, n, inter, assumptions)
+    window = cfg.get("sliding_window")
+    chunk = cfg.get("attention_chunk_size")
+    layers = []
+    for i, kind in enumerate(layers_kind):
+        if kind is LayerKind.SLIDING_WINDOW:
+            layers.append(AttentionLayer(kind, kv, hd, hd_v, sliding_window=int(window), moe=is_moe[i]))
+        elif kind is LayerKind.CHUNKED_LOCAL:
+            layers.append(AttentionLayer(kind, kv, hd, hd_v, chunk_size=int(chunk or 8192), moe=is_moe[i]))
+        elif kind is LayerKind.MAMBA:
+            from oomguard.model.architectures.decoder import _gdn_state
+
+            layers.append(AttentionLayer(LayerKind.MAMBA, mamba=_gdn_state(cfg, mt, model_dtype(config, cfg)), moe=is_moe[i]))
+        else:
+            layers.append(AttentionLayer(LayerKind.FULL, kv, hd, hd_v, moe=is_moe[i]))
+    tie_raw = cfg.get("tie_word_embeddings", config.get("tie_word_embeddings"))
+    if tie_raw is None:
+        assumptions.append("tie_word_embeddings not stated: PreTrainedConfig's default (tied) assumed")
+    tie = True if tie_raw is None else bool(tie_raw)
+    bias = bool(cfg.get("attention_bias") or cfg.get("qkv_bias") or cfg.get("bias") or cfg.get("use_bias"))
+    vision = "vision_config" in config or "audio_config" in config
+    if vision:
+        assumptions.append("vision/audio tower: ViT-style parameter estimate (depth × (4·h² + 2·h·i)); encoder profile not modelled")
+    assumptions.append("norms, rotary caches and biases as in a Llama layer; no extra projections")
+    rope = rope_scaling(cfg)
+    base = max_len_from_keys(cfg)
+    from oomguard.model.architectures.vision import vision_params
+
+    return ModelDescription(
+        name=name,
+        source=source,
+        model_type=mt,
+        architecture=(config.get("architectures") or [""])[0],
+        family="generic",
+        hidden_size=hidden,
+        num_layers=n,
+        num_attention_heads=heads,
+        num_kv_heads=kv,
+        head_size=hd,
+        intermediate_size=inter if gated else inter * 2 // 3,
+        vocab_size=vocab,
+        tie_word_embeddings=tie,
+        dtype=model_dtype(config, cfg),
+        layers=tuple(layers),
+        max_position_embeddings=base,
+        derived_max_model_len=derive_max_model_len(base, rope, mt),
+        rope_scaling=rope,
+        moe=moe,
+        quantization=parse_quantization(config, hf_quant, cfg),
+        qkv_bias=bias,
+        is_multimodal=vision,
+        vision_params=vision_params(config) if vision else 0,
+        num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or cfg.get("mtp_num_hidden_layers") or 0),
+        coverage="generic",
+        assumptions=tuple(assumptions),
+    )
+
+
+def _layer_kinds(cfg: dict, n: int, assumptions: list[str]) -> list[LayerKind]:
+    types = cfg.get("layer_types")
+    window = cfg.get("sliding_window")
+    if isinstance(types, list) and len(types) >= n:
+        kinds = [LAYER_KINDS.get(str(t), LayerKind.MAMBA) for t in types[:n]]
+        if LayerKind.SLIDING_WINDOW in kinds and not window:
+            kinds = [LayerKind.FULL if k is LayerKind.SLIDING_WINDOW else k for k in kinds]
+            assumptions.append("sliding layers without a sliding_window size: treated as full attention")
+        assumptions.append("layer kinds from layer_types")
+        return kinds
+    interval = cfg.get("full_attention_interval")
+    if isinstance(interval, int) and interval > 0 and cfg.get("linear_num_value_heads"):
+        assumptions.append(f"Gated DeltaNet layers with full attention every {interval} layers (full_attention_interval)")
+        return [LayerKind.FULL if (i + 1) % interval == 0 else LayerKind.MAMBA for i in range(n)]
+    if isinstance(window, int) and window > 0 and cfg.get("use_sliding_window", True) is not False:
+        assumptions.append(f"sliding_window {window} with no layer_types: every layer slides")
+        return [LayerKind.SLIDING_WINDOW] * n
+    return [LayerKind.FULL] * n
+
+
+def _moe(cfg: dict, n: int, inter: int, assumptions: list[str]) -> tuple[MoE | None, list[bool]]:
+    _, experts = _first(cfg, EXPERTS)
+    if not experts or isinstance(experts, list) or int(experts) <= 1:
+        return None, [False] * n
+    _, top_k = _first(cfg, TOP_K)
+    if top_k is None:
+        top_k = 2
+        assumptions.append("experts per token not stated: 2 assumed")
+    ei = int(cfg.get("moe_intermediate_size") or cfg.get("expert_intermediate_size") or inter)
+    shared = int(cfg.get("shared_expert_intermediate_size") or 0)
+    _, n_shared = _first(cfg, SHARED)
+    if not shared and n_shared:
+        shared = int(n_shared) * ei
+    first_dense = int(cfg.get("first_k_dense_replace") or 0)
+    only_mlp = set(cfg.get("mlp_only_layers") or [])
+    step = int(cfg.get("decoder_sparse_step") or cfg.get("interleave_moe_layer_step") or cfg.get("moe_layer_freq") or 1)
+    is_moe = [i >= first_dense and i not in only_mlp and (i + 1) % step == 0 for i in range(n)]
+    assumptions.append(f"experts: {int(experts)} of width {ei}, top-{int(top_k)}"
+                       + (f", shared {shared}" if shared else "")
+                       + f", on {sum(is_moe)} of {n} layers (first_k_dense_replace / mlp_only_layers / sparse step)")
+    moe = MoE(num_experts=int(experts), top_k=int(top_k), expert_intermediate_size=ei, shared_intermediate_size=shared,
+              num_moe_layers=sum(is_moe), num_dense_layers=n - sum(is_moe), dense_intermediate_size=inter)
+    return moe, is_moe
+
+
+def _generic_mla(config: dict, cfg: dict, *, source: str, name: str, hf_quant: dict | None, mt: str) -> ModelDescription:
+    """Latent-attention fields: the DeepSeek-V2/V3 adapter's reading, marked generic."""
+    from dataclasses import replace
+
+    from oomguard.model.architectures.mla import describe_mla
+
+    cfg = dict(cfg)
+    cfg.setdefault("model_type", mt)
+    desc = describe_mla(config, cfg, source=source, name=name, hf_quant=hf_quant)
+    assumptions = (
+        "latent attention read as DeepSeek-V2/V3 MLA: one kv_lora_rank + qk_rope_head_dim latent per token and layer",
+        "experts as DeepSeek-V3 (n_routed_experts, first_k_dense_replace, moe_layer_freq)",
+        "no sparse-attention indexer cache",
+    )
+    return replace(desc, family="generic", coverage="generic", assumptions=assumptions)

@@ -1,0 +1,132 @@
+"""The generic path: a model_type no adapter is checked on gets a plan, marked, with assumptions and
+ranges, through every command that plans; what it cannot read is refused with the reason (exit 3)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+MARK = "generic: acme_lm is not checked against vLLM's code for this architecture"
+ACME = {
+    "model_type": "acme_lm", "architectures": ["AcmeForCausalLM"], "hidden_size": 2048, "num_hidden_layers": 24,
+    "num_attention_heads": 16, "num_key_value_heads": 4, "vocab_size": 50304, "intermediate_size": 5632,
+    "max_position_embeddings": 8192, "torch_dtype": "bfloat16", "tie_word_embeddings": False,
+}
+
+
+@pytest.fixture
+def acme(tmp_path):
+    d = tmp_path / "acme"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(ACME))
+    return d
+
+
+def _describe(config: dict, **kw):
+    from oomguard.inputs.model_config import describe_config
+
+    return describe_config(config, source="test.json", **kw)
+
+
+def test_standard_fields_become_a_generic_description_with_its_assumptions():
+    m = _describe(ACME)
+    assert m.family == "generic" and m.coverage == "generic"
+    assert (m.hidden_size, m.num_layers, m.num_attention_heads, m.num_kv_heads, m.head_size) == (2048, 24, 16, 4, 128)
+    assert len(m.layers) == 24 and all(layer.kind.value == "full" for layer in m.layers)
+    assert any("4 KV heads of size 128" in a for a in m.assumptions)
+    assert any("gated, 3 matrices" in a for a in m.assumptions)
+    assert (m.coverage_detail or {}).get("level") == "generic"
+
+
+def test_generic_reads_experts_windows_and_multi_query():
+    moe = _describe(dict(ACME, num_experts=64, num_experts_per_tok=6, moe_intermediate_size=1024, first_k_dense_replace=1,
+                         sliding_window=4096))
+    assert moe.moe.num_experts == 64 and moe.moe.top_k == 6 and moe.moe.num_moe_layers == 23
+    assert all(layer.kind.value == "sliding_window" and layer.sliding_window == 4096 for layer in moe.layers)
+    mqa = _describe(dict(ACME, multi_query=True, num_key_value_heads=None))
+    assert mqa.num_kv_heads == 1
+    relu2 = _describe(dict(ACME, hidden_act="relu2"))
+    assert any("not gated (relu2), 2" in a for a in relu2.assumptions)
+
+
+@pytest.mark.parametrize("extra,needle", [
+    ({"state_size": 16, "conv_kernel": 4}, "state-space"),
+    ({"is_encoder_decoder": True, "encoder_layers": 6}, "encoder-decoder"),
+    ({"type_vocab_size": 2}, "bidirectional encoder"),
+    ({"num_key_value_heads": [4] * 24}, "per-layer list"),
+    ({"layer_types": ["mamba"] * 24}, "not standard attention"),
+])
+def test_what_generic_cannot_read_is_refused_with_the_reason(tmp_path, extra, needle):
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(dict(ACME, **extra)))
+    out = run_cli("plan", "--model", str(d), "--gpu", "H100")
+    assert out.returncode == 3, out.stderr
+    line = out.stderr.strip()
+    assert "\n" not in line and needle in line and "Traceback" not in line
+
+
+def test_missing_standard_size_is_refused_not_guessed():
+    from oomguard.errors import UnsupportedModelError
+
+    with pytest.raises(UnsupportedModelError, match="none of hidden_size"):
+        _describe({k: v for k, v in ACME.items() if k != "hidden_size"})
+
+
+def test_plan_text_and_json_carry_the_mark_assumptions_and_ranges(acme):
+    out = run_cli("plan", "--model", str(acme), "--gpu", "H100", "--max-model-len", "8192")
+    assert out.returncode == 0, out.stderr
+    assert MARK in out.stdout and "assumptions:" in out.stdout and "ranges:" in out.stdout
+    js = run_cli("plan", "--model", str(acme), "--gpu", "H100", "--max-model-len", "8192", "--json")
+    assert js.returncode == 0
+    plan = json.loads(js.stdout)
+    cov = plan["coverage"]
+    assert cov["level"] == "generic" and cov["mark"] == MARK and cov["assumptions"]
+    rg = cov["ranges"]
+    assert rg["kv_cache_tokens"][0] <= plan["kv_cache_tokens"] <= rg["kv_cache_tokens"][1]
+    assert rg["weights_gib"][0] <= plan["per_gpu"]["weights_gib"] <= rg["weights_gib"][1]
+    weights = next(t for t in plan["per_gpu"]["terms"] if t["name"] == "weights")
+    assert weights["estimate"] is True  # a generic weight count is never presented as exact
+
+
+def test_check_fit_and_diagnose_show_the_mark(acme, tmp_path):
+    chk = run_cli("check", "--model", str(acme), "--gpu", "H100", "--format", "json", "--", "vllm", "serve", str(acme),
+                  "--max-model-len", "8192")
+    assert chk.returncode in (0, 1), chk.stderr
+    report = json.loads(chk.stdout)
+    assert report["coverage"]["mark"] == MARK
+    assert any(n.startswith(MARK) for n in report["notes"])
+    txt = run_cli("check", "--model", str(acme), "--gpu", "H100", "--", "vllm", "serve", str(acme), "--max-model-len", "8192")
+    assert MARK in txt.stdout + txt.stderr
+    fit = run_cli("fit", "--model", str(acme), "--gpu", "H100", "--context", "8192", "--format", "json")
+    assert fit.returncode in (0, 1), fit.stderr
+    assert any(MARK in n for n in json.loads(fit.stdout)["notes"])
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "INFO 01-01 00:00:00 [api_server.py:1] non-default args: {'model': '%s', 'max_model_len': 8192}\n"
+        "ERROR 01-01 00:00:05 [core.py:1] ValueError: To serve at least one request with the models's max seq len "
+        "(8192), (0.38 GiB KV cache is needed, which is larger than the available KV cache memory (0.10 GiB). "
+        "Based on the available memory, the estimated maximum model length is 2048. Try increasing "
+        "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.\n" % acme)
+    diag = run_cli("diagnose", str(log), "--model", str(acme), "--gpu", "H100", "--format", "json")
+    assert diag.returncode in (0, 1), diag.stderr
+    assert MARK in diag.stdout
+
+
+def test_the_generic_path_on_a_native_architecture_is_close_to_the_adapter():
+    """force_generic: what the sweep measures on every architecture. On a Llama-shaped model the
+    generic reading and the adapter agree on the KV cache."""
+    from oomguard.inputs.model_config import load_model
+    from oomguard.model.kv_spec import layer_kv_specs, per_token_bytes
+
+    native = load_model("Qwen/Qwen3-8B", allow_hub=False)
+    import json as _json
+    from pathlib import Path
+
+    cfg = _json.loads((Path(__file__).resolve().parents[3] / "src/oomguard/data/models/Qwen__Qwen3-8B/config.json").read_text())
+    generic = _describe(cfg, force_generic=True)
+    assert generic.coverage == "generic" and native.coverage == "native"
+    assert per_token_bytes(layer_kv_specs(generic)) == per_token_bytes(layer_kv_specs(native))
