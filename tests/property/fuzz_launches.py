@@ -51,7 +51,8 @@ _BOMB = ('a: &a ["x","x","x","x","x","x","x","x","x"]\nb: &b [*a,*a,*a,*a,*a,*a,
 _GOOD_ARGS = ["Qwen/Qwen3-8B", "--max-model-len", "8192", "--tensor-parallel-size", "1",
               "--gpu-memory-utilization", "0.9", "--max-num-seqs", "16"]
 _JSON_FLAGS = ["--hf-overrides", "--kv-transfer-config", "--compilation-config", "--speculative-config"]
-_ARG_WORDS = _GOOD_ARGS + _JSON_FLAGS + ["--api-key", fuzzlib.SECRET_API_KEY, "--max-model-len=$(LEN)", "-tp", "2",
+# (a secret only where it is one: a bare word may become the model id, which is not secret)
+_ARG_WORDS = _GOOD_ARGS + _JSON_FLAGS + ["--api-key=" + fuzzlib.SECRET_API_KEY, "--max-model-len=$(LEN)", "-tp", "2",
                                          "--no-such-flag", "--kv-cache-dtype", "fp8", "--enforce-eager", "2>&1", "|"]
 
 

@@ -231,3 +231,16 @@ def test_explicit_yaml_tags_in_a_config(tmp_path):
         with pytest.raises(InputError) as e:
             read_launch(y)
         assert "\n" not in str(e.value) and (line is None or f"c.yaml:{line}:" in str(e.value)), str(e.value)
+
+
+@pytest.mark.parametrize("name, text", [
+    ("m.yaml", "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n    - name: &a [*a]\n      image: vllm/vllm-openai\n"),
+    ("values.yaml", "servingEngineSpec:\n  modelSpec:\n  - name: a\n    modelURL: m\n    env:\n    - name: &a [*a]\n"),
+    ("c.yaml", "model: m\nmax-model-len: &a [*a]\n"),
+])
+def test_an_alias_inside_its_own_anchor_is_refused(tmp_path, name, text):
+    """&a [*a] composes to a cycle; expanding it never ended (found by benchmarks/fuzz_launches.py)."""
+    t0 = time.process_time()
+    with pytest.raises(InputError, match="refers to itself through an alias"):
+        read_launch(_write(tmp_path, text, name))
+    assert time.process_time() - t0 < 2.0
