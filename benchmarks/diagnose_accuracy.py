@@ -12,7 +12,7 @@ Also prints accuracy by expected class, and the false-alarm count on the healthy
 any failure verdict there is a false alarm; an "incomplete" (no ready line in an excerpt) is not.
 
 With ``--cv`` (needs numpy: ``pip install -e '.[train]'``) it prints the figure that counts: the
-leave-one-thread-out cross-validated class accuracy over the whole corpus (no thread in both the
+cross-validated class accuracy (folds grouped by thread; --folds 0 leaves one thread out) over the whole corpus (no thread in both the
 fit and the test; the weights are refitted for every held-out thread with scripts/train_diagnose.py),
 the fix-flag rate, accuracy by class and by record file, the confusion matrix, a calibration table
 (confidence against accuracy), and the healthy false-alarm count.
@@ -190,13 +190,14 @@ def _flag_named(record: dict, verdict) -> bool | None:  # noqa: ANN001
 
 
 def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as_json: bool = False,
-                     log_only: bool = False) -> int:
+                     log_only: bool = False, folds: int | None = None) -> int:
     """Leave-one-thread-out CV of the scorer over the corpus; prints (or returns as JSON) the figures."""
     import numpy as np
 
     from oomguard.diagnose.diagnosis import conclude
 
     train = _trainer()
+    folds = train.FOLDS if folds is None else folds
     files = files or train.failure_files()
     priors = train.scoring.load(str(train.scoring.PRIORS_FILE))
     records = train.load_corpus(files)
@@ -216,9 +217,9 @@ def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as
                               "fix_named": _flag_named(s.record, top)}
 
     shipped = train.scoring.load()
-    train.cross_validate(d, samples, full=full, on_fold=on_fold)
+    train.cross_validate(d, samples, full=full, on_fold=on_fold, folds=folds)
     report: dict = {"records": len(records), "threads": len({s.thread for s in samples}),
-                    "files": [p.name for p in files], "modes": {}}
+                    "folds": len(train.thread_folds(samples, folds)), "files": [p.name for p in files], "modes": {}}
     for with_context in ([False] if log_only else [False, True]):
         rows = [(s, results[id(s)]) for s in samples if s.with_context == with_context]
         report["modes"]["with context" if with_context else "log only"] = _cv_figures(rows)
@@ -226,8 +227,8 @@ def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as
     if as_json:
         print(json.dumps(report, indent=2, default=str))
         return 0
-    print(f"leave-one-thread-out cross-validation: {report['records']} records from {report['threads']} threads "
-          f"({', '.join(report['files'])})")
+    print(f"cross-validation grouped by thread ({report['folds']} folds; no thread in both the fit and the test): "
+          f"{report['records']} records from {report['threads']} threads ({', '.join(report['files'])})")
     for mode, fig in report["modes"].items():
         print(f"\n== {mode} ==")
         print(f"class accuracy: {fig['accuracy']:.1%} ({fig['correct']}/{fig['records']}); high-confidence records: "
@@ -307,9 +308,11 @@ def main() -> int:
     parser.add_argument("--summary", action="store_true", help="print only the summary lines, not each record")
     parser.add_argument("--cv", action="store_true", help="leave-one-thread-out cross-validation over the corpus "
                         "(--records files, default every failure file), with the confusion matrix")
+    parser.add_argument("--folds", type=int, default=None, metavar="N", help="with --cv: folds grouped by thread "
+                        "(default 20; 0 = leave one thread out)")
     args = parser.parse_args()
     if args.cv:
-        return cross_validation(args.records, args.healthy, as_json=args.json, log_only=args.log_only)
+        return cross_validation(args.records, args.healthy, as_json=args.json, log_only=args.log_only, folds=args.folds)
     modes = [False] if args.log_only else [False, True]
     files = args.records or [RECORDS, PUBLIC_RECORDS] + sorted(BATCH_FAILURES.glob("*.jsonl"))
     report = {}

@@ -1,19 +1,25 @@
-"""Throughput and peak memory of ``oomguard diagnose`` on a large synthetic vLLM log.
+"""Throughput and peak memory of ``oomguard diagnose`` on a large synthetic vLLM log, beside ``grep -E``.
 
-Generates (once, cached) a log of ``--size-mb`` megabytes in /tmp: a V1 start-up,
-then serving traffic (throughput lines, HTTP access lines, request bookkeeping,
-the odd warning), then a CUDA OOM while serving near the end. Runs the real
-CLI as a separate process (``python -m oomguard.cli.main diagnose --format json``),
-so the figures include interpreter start-up and imports, and reports:
+Generates (once, cached) a log of ``--size-mb`` megabytes in /tmp, of one of these kinds (``--log``):
 
-- MB/s for the whole process (target >= 200 MB/s),
-- peak RSS of that process (target < 200 MB),
-- that the failure near the end was found (runtime-oom).
+- ``serving``: a V1 start-up, then serving traffic (throughput lines, HTTP access lines, request
+  bookkeeping, the odd warning), then a CUDA OOM while serving near the end (expects runtime-oom);
+- ``crash-loop``: thousands of repeated start-ups (a supervisor restarting vLLM), each dying of a CUDA
+  OOM in the profile run, with their own pids and times (expects profile-oom);
+- ``distinct-errors``: a start-up, then error and warning lines that are all different (request ids,
+  words, numbers), then a CUDA OOM while serving (expects runtime-oom);
+- ``random-text``: random printable text (the "1 GB of random text" bad-input case): no verdict
+  expected, only bounded time and memory.
 
-With ``--random-text`` the file is random printable text instead (the "1 GB of
-random text" bad-input case): no verdict is expected, only bounded time and memory.
+Runs the real CLI as a separate process (``python -m oomguard.cli.main diagnose --format json``), so
+the figures include interpreter start-up and imports, and reports per run: MB/s of the whole process
+(wall clock and per CPU-second), peak RSS, the top verdict, and the load average at that moment (the
+machine is shared: take the best or the median of several runs). With ``--vs-grep`` each run is paired
+with ``grep -E -c`` over the same file with the prefilter's keywords as one extended regex (``LC_ALL=C``,
+grep's fastest mode), run right after it: the issue's target is diagnose's MB/s >= grep's.
 
-Usage: .venv/bin/python benchmarks/diagnose_throughput.py [--size-mb 1024] [--runs 3] [--keep] [--random-text]
+Usage: .venv/bin/python benchmarks/diagnose_throughput.py [--log serving|crash-loop|distinct-errors|random-text]
+       [--size-mb 1024] [--runs 5] [--vs-grep] [--engine hyperscan|re2|re] [--keep]
 The generated file is never committed; it is removed unless --keep is given.
 """
 
@@ -23,14 +29,18 @@ import argparse
 import json
 import os
 import random
+import re
 import resource
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 MB = 1_000_000
-DEFAULT_PATH = Path("/tmp/oomguard-bench/vllm-1gb.log")
+BENCH_DIR = Path("/tmp/oomguard-bench")
+ROOT = Path(__file__).resolve().parents[1]
+EXPECTED = {"serving": "runtime-oom", "crash-loop": "profile-oom", "distinct-errors": "runtime-oom", "random-text": None}
 
 STARTUP = """\
 (APIServer pid=1) INFO 05-01 19:00:01 [api_server.py:1951] vLLM API server version 0.20.0
@@ -132,12 +142,149 @@ def generate_random_text(path: Path, size_mb: int, seed: int = 11) -> Path:
     return path
 
 
-def run_once(path: Path) -> dict:
+# One start-up that dies in the profile run (a real V1 start-up and failure, from the fixtures).
+_RESTART = ((ROOT / "tests/fixtures/logs/healthy/v0.9.2-v1-profile.log").read_text().splitlines(keepends=True)[:12]
+            + (ROOT / "tests/fixtures/logs/v1-profile-oom.log").read_text().splitlines(keepends=True)[2:])
+_PID = re.compile(r"pid=\d+")
+_STAMP = re.compile(r"\b\d\d-\d\d \d\d:\d\d:\d\d\b")
+
+
+def generate_crash_loop(path: Path, size_mb: int, seed: int = 3) -> Path:
+    """Start-ups repeated until the size is reached, each with new pids and times: a supervisor's crash loop."""
+    target = size_mb * MB
+    if path.exists() and abs(path.stat().st_size - target) < 4 * MB:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    unit = "".join(_RESTART)
+    tmp = path.with_suffix(".part")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        written = 0
+        while written < target:
+            pids = {}
+            stamp = f"{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}"
+            text = _PID.sub(lambda m: pids.setdefault(m.group(), f"pid={rng.randint(100, 99999)}"), unit)
+            text = _STAMP.sub(lambda m: f"{stamp}:{rng.randint(0, 59):02d}", text)
+            fh.write(text)
+            written += len(text)
+    tmp.replace(path)
+    return path
+
+
+_WORDS = ("alpha beta gamma delta request worker tokenizer sampler scheduler connection timeout reset peer stream "
+          "chunk decode prompt template schema grammar tool json detokenize abort cancel").split()
+
+
+def generate_distinct_errors(path: Path, size_mb: int, seed: int = 5) -> Path:
+    """A start-up, then error and warning lines no two alike (ids, words, numbers), then a CUDA OOM."""
+    target = size_mb * MB
+    if path.exists() and abs(path.stat().st_size - target) < 4 * MB:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    tmp = path.with_suffix(".part")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(STARTUP)
+        written = len(STARTUP)
+        lines: list[str] = []
+        while written < target - len(FAILURE):
+            rid = f"{rng.getrandbits(64):016x}"
+            t = f"05-0{rng.randint(1, 3)} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}"
+            words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(2, 7)))
+            k = rng.random()
+            if k < 0.4:
+                line = (f"(APIServer pid=1) ERROR {t} [serving_chat.py:{rng.randint(1, 999)}] Error in request "
+                        f"chatcmpl-{rid}: {words} {rng.randint(0, 10**9)}\n")
+            elif k < 0.7:
+                line = f"(APIServer pid=1) ERROR {t} [launcher.py:{rng.randint(1, 99)}] Exception in ASGI application {rid}: {words}\n"
+            else:
+                line = (f"(APIServer pid=1) WARNING {t} [protocol.py:{rng.randint(1, 99)}] The following fields were "
+                        f"present in the request but ignored: {{'{rng.choice(_WORDS)}_{rid}'}}\n")
+            lines.append(line)
+            written += len(line)
+            if len(lines) >= 10000:
+                fh.write("".join(lines))
+                lines.clear()
+        fh.write("".join(lines))
+        fh.write(FAILURE)
+    tmp.replace(path)
+    return path
+
+
+def generate_log(kind: str, size_mb: int, directory: Path = BENCH_DIR) -> Path:
+    path = directory / f"{kind}-{size_mb}mb.log"
+    if kind == "serving":
+        return generate(path, size_mb)
+    if kind == "crash-loop":
+        return generate_crash_loop(path, size_mb)
+    if kind == "distinct-errors":
+        return generate_distinct_errors(path, size_mb)
+    return generate_random_text(path, size_mb)
+
+
+def grep_pattern() -> str:
+    """The prefilter's keywords as one POSIX extended regex (caseless ones spelled with [xX] classes)."""
+    from oomguard.diagnose.prefilter import CASELESS, KEYWORDS
+
+    def ere(word: bytes, caseless: bool) -> str:
+        text = word.decode("utf-8")
+        end = "$" if text.endswith("\n") else ""
+        out = []
+        for ch in text.rstrip("\n"):
+            if caseless and ch.isalpha():
+                out.append(f"[{ch.lower()}{ch.upper()}]")
+            elif ch in ".^$*+?()[]{}|\\":
+                out.append("\\" + ch)
+            else:
+                out.append(ch)
+        return "".join(out) + end
+
+    return "|".join([ere(k, False) for k in KEYWORDS] + [ere(k, True) for k in CASELESS])
+
+
+def run_grep(path: Path, pattern: str) -> dict:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_before = usage.ru_utime + usage.ru_stime
+    start = time.perf_counter()
+    proc = subprocess.run(["grep", "-E", "-c", "-e", pattern, str(path)], capture_output=True, text=True,
+                          env={**os.environ, "LC_ALL": "C"})
+    wall = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = usage.ru_utime + usage.ru_stime - cpu_before
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"grep failed (exit {proc.returncode}): {proc.stderr[-500:]}")
+    size = path.stat().st_size / MB
+    return {"seconds": wall, "mb_per_s": size / wall, "cpu_seconds": cpu, "mb_per_cpu_s": size / cpu if cpu else 0.0,
+            "lines": int(proc.stdout.strip() or 0)}
+
+
+def child_env(engine: str | None = None) -> dict[str, str]:
+    """The CLI's environment: bytecode caching on (an installed package has its .pyc files; a sandbox that sets
+    PYTHONDONTWRITEBYTECODE would otherwise recompile every module in every run), the engine if forced."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if engine:
+        env["OOMGUARD_PREFILTER_ENGINE"] = engine
+    return env
+
+
+def warm_up(engine: str | None = None) -> None:
+    """One untimed run on a tiny log: writes the bytecode caches, as an installed package has them."""
+    tiny = BENCH_DIR / "warm-up.log"
+    tiny.parent.mkdir(parents=True, exist_ok=True)
+    tiny.write_text(STARTUP, encoding="utf-8")
+    subprocess.run([sys.executable, "-m", "oomguard.cli.main", "diagnose", "--format", "json", str(tiny)],
+                   capture_output=True, env=child_env(engine))
+    tiny.unlink()
+
+
+def run_once(path: Path, engine: str | None = None) -> dict:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     before, cpu_before = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
+    env = child_env(engine)
+    load = os.getloadavg()[0]
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "oomguard.cli.main", "diagnose", "--format", "json", str(path)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     peak_kib = usage.ru_maxrss
@@ -157,47 +304,69 @@ def run_once(path: Path) -> dict:
         "peak_rss_mib": max(peak_kib, before) / 1024,
         "top_class": data["verdicts"][0]["class"] if data["verdicts"] else None,
         "exit": proc.returncode,
+        "load": load,
+        "notes": data["inputs"][0]["notes"] if data.get("inputs") else [],
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--log", choices=sorted(EXPECTED), default="serving", help="which synthetic log")
     parser.add_argument("--size-mb", type=int, default=1024)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--path", type=Path, default=DEFAULT_PATH)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--dir", type=Path, default=BENCH_DIR, help="where the generated log is kept")
     parser.add_argument("--keep", action="store_true", help="keep the generated log for later runs")
-    parser.add_argument("--random-text", action="store_true", help="random printable text instead of a vLLM log")
+    parser.add_argument("--random-text", action="store_true", help="same as --log random-text")
+    parser.add_argument("--vs-grep", action="store_true", help="time grep -E -c on the same file after each run")
+    parser.add_argument("--engine", choices=("hyperscan", "re2", "re"), help="force a prefilter engine")
     args = parser.parse_args()
+    kind = "random-text" if args.random_text else args.log
     t0 = time.perf_counter()
-    if args.random_text:
-        path = generate_random_text(args.path.with_name("random-1gb.txt"), args.size_mb)
-    else:
-        path = generate(args.path, args.size_mb)
-    print(f"log: {path} ({path.stat().st_size / MB:.0f} MB, generated/checked in {time.perf_counter() - t0:.1f} s)")
-    from oomguard.diagnose.prefilter import compiled
+    path = generate_log(kind, args.size_mb, args.dir)
+    size = path.stat().st_size / MB
+    print(f"log: {path} ({kind}, {size:.0f} MB, generated/checked in {time.perf_counter() - t0:.1f} s)")
+    from oomguard.diagnose.prefilter import engine
 
-    print(f"prefilter engine: {compiled()[1]}; cpus: {os.cpu_count()}; load average: {os.getloadavg()[0]:.2f}")
-    results = []
+    print(f"prefilter engine: {args.engine or engine().name}; cpus: {os.cpu_count()}; "
+          f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    pattern = grep_pattern() if args.vs_grep else ""
+    warm_up(args.engine)
+    results, greps = [], []
     try:
         for i in range(args.runs):
-            r = run_once(path)
+            r = run_once(path, args.engine)
             results.append(r)
-            print(f"run {i + 1}: {r['seconds']:.2f} s wall ({r['mb_per_s']:.0f} MB/s), {r['cpu_seconds']:.2f} CPU-s "
-                  f"({r['mb_per_cpu_s']:.0f} MB per CPU-second), peak RSS {r['peak_rss_mib']:.0f} MiB, "
-                  f"top verdict {r['top_class']} (exit {r['exit']})")
+            line = (f"run {i + 1}: diagnose {r['seconds']:.2f} s ({r['mb_per_s']:.0f} MB/s, {r['mb_per_cpu_s']:.0f} MB per "
+                    f"CPU-s), peak RSS {r['peak_rss_mib']:.0f} MiB, top verdict {r['top_class']} (exit {r['exit']})")
+            if args.vs_grep:
+                g = run_grep(path, pattern)
+                greps.append(g)
+                line += (f" | grep -E {g['seconds']:.2f} s ({g['mb_per_s']:.0f} MB/s, {g['mb_per_cpu_s']:.0f} MB per CPU-s, "
+                         f"{g['lines']:,} lines)")
+            print(line + f" | load {r['load']:.2f}")
     finally:
         if not args.keep:
             path.unlink(missing_ok=True)
+    for note in results[-1]["notes"]:
+        print(f"note: {note}")
     best = max(results, key=lambda r: r["mb_per_s"])
-    if args.random_text:
-        print(f"random text: {best['mb_per_s']:.0f} MB/s, peak RSS {best['peak_rss_mib']:.0f} MiB, verdict "
-              f"{best['top_class']} (expected none)")
-        return 0 if best["top_class"] is None else 1
-    print(f"best: {best['mb_per_s']:.0f} MB/s whole process wall clock, "
-          f"{max(r['mb_per_cpu_s'] for r in results):.0f} MB per CPU-second (target >= 200), "
-          f"peak RSS {best['peak_rss_mib']:.0f} MiB "
-          f"(target < 200); failure near the end found: {best['top_class'] == 'runtime-oom'}")
-    return 0 if best["top_class"] == "runtime-oom" else 1
+    median = statistics.median(r["mb_per_s"] for r in results)
+    summary = (f"diagnose: best {best['mb_per_s']:.0f} MB/s, median {median:.0f} MB/s (whole process, wall clock), "
+               f"{max(r['mb_per_cpu_s'] for r in results):.0f} MB per CPU-second, "
+               f"peak RSS {max(r['peak_rss_mib'] for r in results):.0f} MiB")
+    if greps:
+        gbest = max(g["mb_per_s"] for g in greps)
+        gmedian = statistics.median(g["mb_per_s"] for g in greps)
+        pairs = [r["mb_per_s"] / g["mb_per_s"] for r, g in zip(results, greps)]
+        gcpu = max(g["mb_per_cpu_s"] for g in greps)
+        summary += (f"; grep -E: best {gbest:.0f} MB/s, median {gmedian:.0f} MB/s, {gcpu:.0f} MB per CPU-second; "
+                    f"diagnose/grep per run: median {statistics.median(pairs):.2f}x, best-vs-best "
+                    f"{best['mb_per_s'] / gbest:.2f}x, per CPU-second {max(r['mb_per_cpu_s'] for r in results) / gcpu:.2f}x")
+    print(summary)
+    expected = EXPECTED[kind]
+    found = all(r["top_class"] == expected for r in results)
+    print(f"expected top verdict {expected}: {'found' if found else 'NOT found'} in every run")
+    return 0 if found else 1
 
 
 if __name__ == "__main__":

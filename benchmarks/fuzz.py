@@ -4,12 +4,12 @@ The generators are the property tests' (``tests/property/fuzzlib.py``: launch sc
 YAML configs, config.json, vLLM logs, nvidia-smi CSV, ``nvidia-smi topo -m``, HTTP responses
 for ``probe``). Each drawn input is written to a file and one ``oomguard`` command runs on it in
 a fresh interpreter, so a hang is killed at the time limit and the peak RSS is that run's own.
-A run is judged as in the tests: exit code in {0, 1, 2, 3}, no traceback, at most 30 s and
-1 GiB, no planted secret in stdout or stderr.
+A run is judged as in the tests: exit code in {0, 1, 2, 3}, no traceback, no ``internal error``
+(a crash the CLI caught), at most 30 s and 1 GiB, no planted secret in stdout or stderr.
 
     python benchmarks/fuzz.py [--examples 40] [--seed 0] [--case NAME ...] [--failures fuzz-failures.jsonl]
 
-Prints per case: runs, tracebacks, bad exit codes, over-time, over-memory, leaks; and the first
+Prints per case: runs, tracebacks, caught crashes, bad exit codes, over-time, over-memory, leaks; the first
 example of each problem. Exit status 1 when any problem was found.
 """
 
@@ -47,12 +47,23 @@ sys.exit(rc)
 """
 
 
+# The child's address space is capped (3x the judged 1 GiB): a runaway input fails in its own
+# process with MemoryError (counted as over-memory) instead of waking the machine's OOM killer.
+CHILD_ADDRESS_SPACE_BYTES = 3 * fuzzlib.MEMORY_LIMIT_BYTES
+
+
+def _cap_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (CHILD_ADDRESS_SPACE_BYTES, CHILD_ADDRESS_SPACE_BYTES))
+
+
 def run_child(argv: list[str], env: dict[str, str]) -> fuzzlib.Outcome:
     full_env = {**os.environ, **env, "PYTHONPATH": str(ROOT / "src")}
     t0 = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(argv)], capture_output=True, text=True,
-                              errors="replace", env=full_env, timeout=fuzzlib.TIME_LIMIT_S + 5)
+                              errors="replace", env=full_env, timeout=fuzzlib.TIME_LIMIT_S + 5, preexec_fn=_cap_memory)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
@@ -72,8 +83,9 @@ def run_child(argv: list[str], env: dict[str, str]) -> fuzzlib.Outcome:
 
 
 def kind_of(problem: str) -> str:
-    for word, kind in (("traceback", "tracebacks"), ("exit code", "bad-exit"), ("over time", "over-time"),
-                       ("RSS", "over-memory"), ("secret", "leaks")):
+    for word, kind in (("caught crash", "caught-crashes"), ("traceback", "tracebacks"), ("exit code", "bad-exit"),
+                       ("over time", "over-time"), ("over memory", "over-memory"), ("RSS", "over-memory"),
+                       ("secret", "leaks")):
         if word in problem:
             return kind
     return "other"
@@ -129,16 +141,16 @@ def main() -> int:
         cases = [c for c in cases if c[0] in args.case]
     failures: list[dict] = []
     total: Counter = Counter()
-    cols = ("runs", "tracebacks", "bad-exit", "over-time", "over-memory", "leaks")
-    print(f"{'case':<22}" + "".join(f"{c:>12}" for c in cols) + f"{'seconds':>10}")
+    cols = ("runs", "tracebacks", "caught-crashes", "bad-exit", "over-time", "over-memory", "leaks")
+    print(f"{'case':<22}" + "".join(f"{c:>15}" for c in cols) + f"{'seconds':>10}")
     t_all = time.perf_counter()
     for name, strategy, build in cases:
         t0 = time.perf_counter()
         counts = campaign(name, strategy, build, args.examples, args.seed, failures)
         total.update(counts)
-        print(f"{name:<22}" + "".join(f"{counts.get(c, 0):>12}" for c in cols) + f"{time.perf_counter() - t0:>10.0f}",
+        print(f"{name:<22}" + "".join(f"{counts.get(c, 0):>15}" for c in cols) + f"{time.perf_counter() - t0:>10.0f}",
               flush=True)
-    print(f"{'TOTAL':<22}" + "".join(f"{total.get(c, 0):>12}" for c in cols) + f"{time.perf_counter() - t_all:>10.0f}")
+    print(f"{'TOTAL':<22}" + "".join(f"{total.get(c, 0):>15}" for c in cols) + f"{time.perf_counter() - t_all:>10.0f}")
     with open(args.failures, "w", encoding="utf-8") as fh:
         for f in failures:
             fh.write(json.dumps(f) + "\n")

@@ -213,7 +213,7 @@ def case_config(case: dict) -> dict:
     (scripts/vllm_kv_oracle.py step 4: the retry records quantization_stripped)."""
     import json
 
-    config = case["config"]
+    config = (case.get("vllm") or {}).get("config_used") or case["config"]  # the sweep's CPU fallback
     if (case.get("vllm") or {}).get("quantization_stripped"):
         config = json.loads(json.dumps(config))
         for holder in (config, config.get("text_config") or {}):

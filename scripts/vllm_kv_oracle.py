@@ -394,11 +394,14 @@ def inspect_config(
     strip_quantization: bool = False,
     engine_kwargs: dict | None = None,
     after=None,
+    device: str = "meta",
 ) -> dict:
     """One config through vLLM's engine config, meta-device model construction and KV grouping
     (module docstring, steps 1-6). ``engine_kwargs`` adds EngineArgs fields; ``after(vllm_config,
     model, specs, record)`` runs on the constructed model before it is dropped (the registry sweep
-    counts weights and the pinned-pool concurrency there) and records its own errors."""
+    counts weights and the pinned-pool concurrency there) and records its own errors. ``device``:
+    "meta" (no memory); "cpu" for a model whose constructor reads a tensor's value (the sweep's
+    fallback, on a small-vocabulary variant)."""
     import torch
 
     record: dict = {"platform": platform_variant}
@@ -458,7 +461,7 @@ def inspect_config(
 
         _init_fake_tp(vllm_config, tp)
         _ensure_ep_group(vllm_config)
-        with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
+        with set_default_torch_dtype(model_config.dtype), torch.device(device):
             model = initialize_model(vllm_config)
 
         attn_layers = get_layers_from_vllm_config(vllm_config, AttentionLayerBase)

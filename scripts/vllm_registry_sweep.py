@@ -390,10 +390,49 @@ def _alarm(signum, frame):
     raise _CaseTimeout(f"no result after {CASE_TIMEOUT_S} s")
 
 
+# A constructor that reads a tensor's value (ALiBi slopes, a learned activation's parameter) cannot
+# run on the meta device; such a case is rebuilt on the CPU, with the vocabulary cut to 4096 and
+# experts to 8 so it fits in memory (vllm_activation_oracle._variant_config), and the config vLLM
+# built is recorded (``config_used``) for the comparison.
+_META_ERRORS = ("meta tensor", "Cannot copy out of meta")
+CPU_FALLBACK_MAX_PARAMS = 600_000_000
+
+
+def _cpu_fallback(case: dict, first: dict) -> dict:
+    from vllm_activation_oracle import _variant_config
+    from vllm_kv_oracle import inspect_config
+
+    config, over = _variant_config(json.loads(json.dumps(case["config"])))
+    if _rough_params(config) > CPU_FALLBACK_MAX_PARAMS:
+        return first
+    rec = inspect_config(config, 1, "auto", "cuda_sim", after=_after, device="cpu")
+    if "error" in rec:
+        return first
+    rec.update(device="cpu", config_used=config, error_on_meta=first["error"], cpu_overrides=over)
+    return rec
+
+
+def _rough_params(cfg: dict) -> float:
+    """Parameters of a config's language model, roughly (12·h² per layer + embeddings): only to
+    keep the CPU fallback inside this host's memory."""
+    total = 0.0
+    for h in (cfg, *(cfg.get(k) for k in LM_HOLDERS)):
+        if not isinstance(h, dict):
+            continue
+        hidden = h.get("hidden_size") or h.get("n_embd") or h.get("d_model") or 0
+        layers = next((h[k] for k in LAYER_KEYS if isinstance(h.get(k), int)), 0)
+        vocab = h.get("vocab_size") or 0
+        if isinstance(hidden, int) and isinstance(vocab, int):
+            total += 12 * hidden * hidden * layers + 2 * vocab * hidden
+    return total
+
+
 def run_kv_case(case: dict) -> dict:
     from vllm_kv_oracle import _QUANT_KERNEL_ERRORS, inspect_config
 
     rec = inspect_config(case["config"], 1, "auto", "cuda_sim", after=_after)
+    if "error" in rec and any(k in rec["error"] for k in _META_ERRORS):
+        return _cpu_fallback(case, rec)
     if "error" in rec and case["config"] and any(k in rec["error"] for k in _QUANT_KERNEL_ERRORS) and _quant_method(case["config"]):
         retry = inspect_config(case["config"], 1, "auto", "cuda_sim", strip_quantization=True, after=_after)
         if "quantization_stripped" in retry:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 
 from oomguard.errors import InputError
 
@@ -48,6 +47,11 @@ MAX_CHARS = 64
 # 2**63 - 4096 for "unlimited"), and the same for floats so that a later int() never overflows.
 INT_LIMIT = (1 << 63) - 1
 FLOAT_LIMIT = float(1 << 63)
+
+# The most GPUs one launch can span (TP x PP x DP, and --num-gpus): vLLM's largest published
+# deployments use a few thousand; a larger count is a typo, and searches and per-stage ledgers
+# are sized by it, so it is refused rather than walked.
+MAX_GPUS = 65536
 
 _DIGITS = r"[0-9](?:_?[0-9])*"
 _INT = re.compile(rf"[+-]?{_DIGITS}")
@@ -73,7 +77,7 @@ class NumberError(ValueError):
 
 
 def _why_not(s: str, kind: str) -> str:
-    if any(not ch.isascii() and unicodedata.category(ch) == "Nd" for ch in s):
+    if any(not ch.isascii() and ch.isdecimal() for ch in s):  # Unicode category Nd: ١٢٣, １２
         return f"is not {kind} (write it with ASCII digits 0-9)"
     if re.fullmatch(r"[+-]?0[xXoObB][0-9a-fA-F_]+", s):
         return f"is not {kind} (hexadecimal, octal and binary are not accepted; write it in decimal)"
@@ -108,6 +112,11 @@ def parse_int(text: str, *, lo: int | None = -INT_LIMIT, hi: int | None = INT_LI
     """A whole number written as text ('8192', '+5', '1_000'; '1,478' with ``thousands``)."""
     if not isinstance(text, str):
         raise TypeError(f"parse_int expects text, got {type(text).__name__}")
+    s = text.strip()
+    if s.isdigit() and s.isascii() and len(s) <= 18:  # the common case, without the regexes
+        value = int(s)
+        _range(value, text, lo, hi)
+        return value
     s = _clean(text, thousands)
     if len(s) > MAX_CHARS:
         raise NumberError(text, f"has too many digits (more than {MAX_CHARS})")
@@ -123,6 +132,11 @@ def parse_float(text: str, *, lo: float | None = -FLOAT_LIMIT, hi: float | None 
     """A finite number written as text ('0.9', '1e-3', '.5', '12'); NaN and infinities refused."""
     if not isinstance(text, str):
         raise TypeError(f"parse_float expects text, got {type(text).__name__}")
+    s = text.strip()
+    if s.isdigit() and s.isascii() and len(s) <= 18:  # the common case, without the regexes
+        value = float(s)
+        _range(value, text, lo, hi)
+        return value
     s = _clean(text, thousands)
     if len(s) > MAX_CHARS:
         raise NumberError(text, f"has too many digits (more than {MAX_CHARS})")

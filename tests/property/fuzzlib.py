@@ -44,16 +44,27 @@ MODEL_CONFIG = {
 
 # -- building blocks ------------------------------------------------------------------------
 
-_WEIRD_NUMBERS = ["0", "-1", "1e999", "nan", "inf", "-inf", "1.2.3", ".", "", "9" * 400, "0x10", "1_000",
-                  "2**40", "1e-320", "  7 ", "八", "١٢٣"]
+# Numerals every reader must take or refuse in one line: huge (past int()'s 4,300-digit limit,
+# past int64, overflowing a double), tiny, NaN/inf, negative, Python-only spellings, non-ASCII
+# digits (Arabic-Indic, fullwidth, CJK), and absurd parallel sizes.
+HOSTILE_NUMERALS = [
+    "0", "-1", "-0", "+5", "1_000", "0x10", "0o17", "1e999", "-1e999", "1e308", "-1e308", "1e-320", "nan", "NaN",
+    "inf", "-inf", "Infinity", "9" * 5000, "9" * 400, "18446744073709551616", "9223372036854775808", "100000",
+    "1000000", "1.2.3", ".", "", "  7 ", "٣", "١٢٣", "１２", "八", "2**40", "1,000", "12.5", "1e3", "-9" * 30,
+]
+# The handful the per-reader matrix test feeds each slot (one of each kind above).
+MATRIX_NUMERALS = ["-1", "+5", "1_000", "0x10", "1e999", "1e308", "1e-320", "nan", "-inf", "9" * 5000,
+                   "18446744073709551616", "1000000", "1.2.3", "", "١٢٣", "１２", "12.5", "1,000"]
+_WEIRD_NUMBERS = HOSTILE_NUMERALS
 _NUMBERS = st.one_of(st.integers(-10, 1 << 40).map(str), st.floats(allow_nan=True, allow_infinity=True).map(repr),
-                     st.sampled_from(_WEIRD_NUMBERS))
+                     st.sampled_from(HOSTILE_NUMERALS), st.integers(-(10 ** 30), 10 ** 30).map(str))
 _WORDS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
 _FLAGS = ["--max-model-len", "--gpu-memory-utilization", "--tensor-parallel-size", "--max-num-seqs",
           "--max-num-batched-tokens", "--kv-cache-dtype", "--block-size", "--swap-space", "--cpu-offload-gb",
           "--dtype", "--quantization", "--pipeline-parallel-size", "--enforce-eager", "--enable-prefix-caching",
           "--kv-cache-memory-bytes", "--served-model-name", "--port", "--no-such-flag", "--max-model-len=",
-          "-tp", "--limit-mm-per-prompt", "--hf-overrides", "--speculative-config"]
+          "-tp", "--limit-mm-per-prompt", "--hf-overrides", "--speculative-config", "--data-parallel-size",
+          "--num-gpu-blocks-override", "--kv-cache-memory", "--max-seq-len-to-capture", "-pp"]
 
 _SECRET_BITS = [
     f"--api-key {SECRET_API_KEY}",
@@ -110,7 +121,10 @@ def yaml_configs(draw) -> str:
     key = draw(st.sampled_from(["max-model-len", "gpu-memory-utilization", "tensor-parallel-size", "max_num_seqs",
                                 "kv-cache-dtype", "api-key", "model", "unknown-key"]))
     value = draw(st.one_of(_NUMBERS, st.sampled_from(["[1, 2]", "{a: 1}", "2024-01-01", "null", "true", "~",
-                                                      "&a [*a]", "!!python/object:os.system x", "'" + SECRET_API_KEY + "'"])))
+                                                      "&a [*a]", "!!python/object:os.system x", ".nan", "-.inf",
+                                                      "1.0e999", "0x10", "0o17", "1_000", "1:30:00", "+5"])))
+    if key == "api-key" and draw(st.booleans()):
+        value = "'" + SECRET_API_KEY + "'"  # a secret by its key's name: never printed
     body = [f"model: Qwen/Qwen3-8B", f"{key}: {value}"]
     if draw(st.booleans()):
         body.append(f"api-key: {SECRET_API_KEY}")
@@ -189,6 +203,189 @@ def topo_texts(draw) -> str:
     for i in range(draw(st.integers(0, n + 2))):
         rows.append(f"GPU{i}\t" + "\t".join(draw(st.sampled_from(cells)) for _ in range(n)) + f"\t{draw(_NUMBERS)}\t{draw(_NUMBERS)}")
     return "\n".join(rows) + "\n"
+
+
+_MORE_LOG_LINES = [
+    "INFO 05-01 10:00:01 [gpu_worker.py:1] Available KV cache memory: {n} GiB",
+    "INFO 05-01 10:00:01 [kv_cache_utils.py:1] # GPU blocks: {n}, # CPU blocks: {n}",
+    "INFO 05-01 10:00:00 [api_server.py:1] non-default args: {{'max_model_len': {n}, 'tensor_parallel_size': {n}, "
+    "'gpu_memory_utilization': {n}}}",
+    "INFO 05-01 10:00:02 [gpu_model_runner.py:1] Graph capturing finished in {n} secs, took {n} GiB",
+    "INFO 05-01 10:00:02 [worker.py:1] Memory profiling takes {n} seconds",
+    "(EngineCore_DP0 pid={n}) ERROR 05-01 10:00:03 [core.py:1] EngineCore failed to start.",
+    "[{n}] Memory cgroup out of memory: Killed process {n} (python3) total-vm:{n}kB, anon-rss:{n}kB, file-rss:0kB",
+    "[{n}] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),task_memcg=/x,task=python3,pid={n},uid=0",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {n} MiB. GPU {n} has a total capacity of {n} GiB "
+    "of which {n} GiB is free. Including non-PyTorch memory, this process has {n} GiB memory in use.",
+    "INFO 05-01 10:00:00 [__init__.py:1] vLLM API server version {n}",
+    "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version {n}",
+    "ValueError: The model's max seq len ({n}) is larger than the maximum number of tokens that can be stored in KV "
+    "cache ({n}). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+]
+_LOG_LINES.extend(_MORE_LOG_LINES)
+
+
+@st.composite
+def numbered(draw, template: str) -> str:
+    """``template`` with every ``{n}`` replaced by its own drawn numeral."""
+    parts = template.split("{n}")
+    out = parts[0]
+    for p in parts[1:]:
+        out += draw(_NUMBERS) + p
+    return out
+
+
+# -- JSON-valued flags ------------------------------------------------------------------------
+
+_JSON_SCALARS = ["NaN", "Infinity", "-Infinity", "1e999", "1e308", "-1", "0", "9" * 5000, "18446744073709551616",
+                 "1.5", "true", "null", '"8192"', '"x"', "[]", "{}", '[1, "a", null]', '{"a": {"b": NaN}}']
+_JSON_FLAGS = {
+    "--hf-overrides": ["rope_scaling", "rope_scaling.factor", "rope_scaling.original_max_position_embeddings",
+                       "rope_scaling.rope_type", "max_position_embeddings", "num_hidden_layers", "num_key_value_heads",
+                       "text_config.max_position_embeddings", "text_config.rope_scaling", "rope_theta"],
+    "--kv-transfer-config": ["kv_connector", "kv_role", "kv_buffer_size", "kv_connector_extra_config",
+                             "kv_connector_extra_config.cpu_bytes_to_use", "kv_parallel_size"],
+    "--compilation-config": ["cudagraph_capture_sizes", "cudagraph_mode", "max_capture_size", "level", "mode",
+                             "max_cudagraph_capture_size", "full_cuda_graph"],
+    "--speculative-config": ["method", "num_speculative_tokens", "model", "draft_tensor_parallel_size",
+                             "max_model_len"],
+    "--limit-mm-per-prompt": ["image", "video", "audio"],
+    "--kv-offloading-size": [],
+    "--rope-scaling": ["factor", "rope_type", "original_max_position_embeddings"],
+}
+
+
+def _json_text(pairs: list[tuple[str, str]]) -> str:
+    """A JSON object from dotted keys and raw value texts (raw: NaN, 5000-digit ints stay literal)."""
+    tree: dict = {}
+    for key, raw in pairs:
+        node = tree
+        parts = key.split(".")
+        for k in parts[:-1]:
+            nxt = node.get(k)
+            if not isinstance(nxt, dict):
+                nxt = node[k] = {}
+            node = nxt
+        node[parts[-1]] = raw
+
+    def render(n) -> str:
+        if isinstance(n, dict):
+            return "{" + ", ".join(f"{json.dumps(k)}: {render(v)}" for k, v in n.items()) + "}"
+        return n
+
+    return render(tree)
+
+
+@st.composite
+def json_flag_launches(draw) -> str:
+    """A start_api.sh whose JSON-valued flags hold values of the wrong type and hostile numbers."""
+    parts = []
+    for _ in range(draw(st.integers(1, 3))):
+        flag = draw(st.sampled_from(sorted(_JSON_FLAGS)))
+        keys = _JSON_FLAGS[flag]
+        if not keys or draw(st.integers(0, 5)) == 0:
+            text = draw(st.sampled_from(_JSON_SCALARS + ["{", "[[[[", '{"a":1,}']))
+        else:
+            pairs = []
+            for _ in range(draw(st.integers(1, 4))):
+                value = draw(st.one_of(st.sampled_from(_JSON_SCALARS), _NUMBERS.map(
+                    lambda t: t if t and t.lstrip("-").replace(".", "", 1).isdigit() else json.dumps(t))))
+                pairs.append((draw(st.sampled_from(keys)), value))
+            text = _json_text(pairs)
+        parts.append(f"{flag} '{text}'")
+    if draw(st.booleans()):
+        parts.append(draw(flag_words()))
+    return "#!/bin/bash\nvllm serve Qwen/Qwen3-8B " + " ".join(parts) + "\n"
+
+
+# -- host: /proc and /sys trees, nvidia-smi CSV for host, nvidia-smi tables ------------------
+
+
+@st.composite
+def proc_trees(draw) -> dict:
+    """A fake root's /proc and /sys files with hostile numbers in every numeric field."""
+    n = lambda: draw(_NUMBERS)  # noqa: E731
+    tree = {
+        "proc/meminfo": "".join(f"{k}: {n() if draw(st.booleans()) else '1000'} kB\n" for k in
+                                ("MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached", "SwapTotal",
+                                 "SwapFree", "CommitLimit", "Committed_AS"))
+                        + (f"HugePages_Total: {n()}\n" if draw(st.booleans()) else ""),
+        "proc/swaps": "Filename\tType\tSize\tUsed\tPriority\n" + (
+            f"/swapfile file {n()} {n()} {n()}\n" if draw(st.booleans()) else ""),
+        "proc/sys/vm/overcommit_memory": n() + "\n",
+        "proc/sys/vm/max_map_count": n() + "\n",
+        "proc/sys/vm/overcommit_ratio": n() + "\n",
+        "proc/mounts": "tmpfs /dev/shm tmpfs rw,nosuid,nodev,size=" + draw(st.sampled_from(
+            [n() + "k", n() + "%", n(), n() + "G", "64g"])) + " 0 0\n",
+        "proc/self/limits": f"Max open files            {n()}                 {n()}                 files\n",
+        "proc/self/cgroup": "0::/vllm.service\n",
+        "sys/fs/cgroup/cgroup.controllers": "cpu memory\n",
+        "sys/fs/cgroup/vllm.service/memory.max": draw(st.sampled_from(["max", n(), n()])) + "\n",
+        "sys/fs/cgroup/vllm.service/memory.current": n() + "\n",
+        "sys/devices/system/node/node0/cpulist": draw(st.sampled_from(
+            ["0-31", f"0-{n()}", f"{n()}-3", n(), "3-1", "0-99999999999", "0,,2"])) + "\n",
+        "sys/devices/system/node/node0/meminfo": f"Node 0 MemTotal: {n()} kB\nNode 0 MemFree: {n()} kB\n",
+    }
+    if draw(st.booleans()):
+        pid = draw(st.sampled_from(["4242", "9" * 30, "١٢", "0"]))
+        tree[f"proc/{pid}/cmdline"] = "python3\x00-m\x00vllm.entrypoints.openai.api_server\x00"
+        tree[f"proc/{pid}/oom_score_adj"] = n() + "\n"
+    if draw(st.booleans()):  # a cgroup v1 layout instead
+        tree["proc/self/cgroup"] = "4:memory:/docker/abc\n"
+        tree["sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes"] = n() + "\n"
+        tree["sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes"] = n() + "\n"
+    return tree
+
+
+@st.composite
+def host_smi_csvs(draw) -> str:
+    """The CSV `oomguard host --nvidia-smi` reads: GPU rows and process rows, hostile cells."""
+    rows = ["index, uuid, name, memory.total [MiB], memory.used [MiB]"]
+    for _ in range(draw(st.integers(0, 6))):
+        rows.append(f"{draw(_NUMBERS)}, GPU-{draw(st.integers(0, 3))}, NVIDIA H100, {draw(_NUMBERS)} MiB, "
+                    f"{draw(_NUMBERS)} MiB")
+    if draw(st.booleans()):
+        rows.append("gpu_uuid, pid, process_name, used_gpu_memory [MiB]")
+        for _ in range(draw(st.integers(0, 4))):
+            rows.append(f"GPU-{draw(st.integers(0, 3))}, {draw(_NUMBERS)}, python3, {draw(_NUMBERS)} MiB")
+    if draw(st.booleans()):
+        rows.append(draw(_WORDS))
+    return "\n".join(rows) + "\n"
+
+
+@st.composite
+def smi_tables(draw) -> str:
+    """The default `nvidia-smi` table with hostile numbers in the GPU, memory and process lines."""
+    n = lambda: draw(_NUMBERS)  # noqa: E731
+    lines = ["+-----------------------------------------------------------------------------+",
+             f"| NVIDIA-SMI {n()}       Driver Version: {n()}       CUDA Version: {n()}     |",
+             "|===============================+======================+======================|"]
+    for _ in range(draw(st.integers(0, 4))):
+        lines.append(f"|   {n()}  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |   0 |")
+        lines.append(f"| N/A   34C    P0   113W /  700W |   {n()}MiB /  {n()}MiB |   {n()}%   Default |")
+    lines.append("| Processes:                                                                  |")
+    for _ in range(draw(st.integers(0, 3))):
+        lines.append(f"|    {n()}   N/A  N/A     {n()}      C   python3      {n()}MiB |")
+    return "\n".join(lines) + "\n"
+
+
+# -- oomguard's own numeric options -----------------------------------------------------------
+
+_OPTION_SLOTS = [
+    ("plan", "--gpu-memory-gib"), ("plan", "--num-gpus"), ("plan", "--other-gpu-use-gib"),
+    ("fit", "--context"), ("fit", "--concurrency"), ("fit", "--host-ram-gib"), ("fit", "--margin-gib"),
+    ("fit", "--avg-input-len"), ("fit", "--peak-limit-gib"), ("fit", "--top"), ("check", "--host-ram-gib"),
+    ("diagnose", "--num-gpus"), ("export-alerts", "--kv-threshold"), ("export-alerts", "--kv-for"),
+    ("probe", "--max-model-len"), ("probe", "--duration"), ("probe", "--concurrency"), ("watch", "--interval"),
+    ("watch", "--alert-kv"), ("watch", "--duration"),
+]
+
+
+@st.composite
+def option_values(draw) -> str:
+    """``COMMAND OPTION VALUE`` for one of oomguard's numeric options, as one line of text."""
+    command, option = draw(st.sampled_from(_OPTION_SLOTS))
+    return f"{command}\t{option}\t{draw(_NUMBERS)}"
 
 
 # -- running and judging ------------------------------------------------------------------------
@@ -271,8 +468,14 @@ def judge(o: Outcome, *, secrets: tuple[str, ...] = SECRETS) -> Outcome:
         o.problems.append(f"exit code {o.code!r} not in {sorted(allowed)}")
     if "Traceback (most recent call last)" in o.err + o.out:
         o.problems.append("a traceback was printed")
+    if "internal error" in o.err:
+        # A caught crash is still a crash: the CLI's last line of defence fired (exit 3).
+        line = next((ln for ln in o.err.splitlines() if "internal error" in ln), "")
+        o.problems.append("caught crash: " + line.strip()[:200])
     if o.seconds > o.time_limit_s:
         o.problems.append(f"over time: took {o.seconds:.1f}s (> {o.time_limit_s:.0f}s)")
+    if "error: out of memory" in o.err:  # the CLI caught a MemoryError: bounded only by the machine
+        o.problems.append("over memory: MemoryError caught (peak RSS grew past what the process could get)")
     if o.grew_bytes > MEMORY_LIMIT_BYTES:
         o.problems.append(f"peak RSS grew {o.grew_bytes >> 20} MiB (> 1 GiB)")
     for s in secrets:
@@ -296,6 +499,7 @@ def model_dir(dirpath: Path, config_text: str | None = None) -> Path:
 
 # Each case: (name, strategy, build(tmpdir, text) -> argv). Commands never reach the network:
 # models are local config dirs, HF_HUB_OFFLINE is set, probe only talks to loopback.
+HOST_ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "host" / "roots" / "two_numa_4x4090"
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OOMGUARD_LLM_BASE_URL": ""}
 
 
@@ -338,6 +542,51 @@ def cases():
     def host_launch(d, t):
         return ["host", "--root", str(d), "--launch", str(write(d, "start_api.sh", t))]
 
+    def plan_json_flags(d, t):
+        return ["plan", str(write(d, "start_api.sh", t)), "--gpu", "H100", "--format", "json"]
+
+    def check_json_flags(d, t):
+        return ["check", str(write(d, "start_api.sh", t)), "--gpu", "H100", "--format", "json"]
+
+    def fit_json_flags(d, t):
+        return ["fit", "--from", str(write(d, "start_api.sh", t)), "--gpu", "H100"]
+
+    def plan_yaml(d, t):
+        return ["plan", str(write(d, "config.yaml", t)), "--model", str(model_dir(d)), "--gpu", "H100"]
+
+    def host_proc(d, tree):
+        root = d / "root"
+        for rel, text in tree.items():
+            f = root / rel
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(text)
+        return ["host", "--root", str(root), "--format", "json"]
+
+    def host_smi(d, t):
+        return ["host", "--root", str(HOST_ROOT), "--nvidia-smi", str(write(d, "gpus.csv", t)), "--format", "json"]
+
+    def check_smi(d, t):
+        return ["check", "--gpu", "A100-80GB", "--nvidia-smi", str(write(d, "gpus.csv", t)), "--", "vllm", "serve",
+                str(model_dir(d))]
+
+    def diagnose_table(d, t):
+        return ["diagnose", str(write(d, "nvidia-smi.txt", t))]
+
+    def options(d, line):
+        command, option, value = line.split("\t")
+        base = {
+            "plan": ["plan", "--model", str(model_dir(d)), "--gpu", "H100"],
+            "fit": ["fit", "--model", str(model_dir(d)), "--gpu", "H100"],
+            "check": ["check", "--gpu", "H100", "--", "vllm", "serve", str(model_dir(d))],
+            "diagnose": ["diagnose", str(write(d, "vllm.log", "INFO x\n"))],
+            "export-alerts": ["export", "alerts"],
+            # nothing listens on port 9: connection refused at once, never the network
+            "probe": ["probe", "--base-url", "http://127.0.0.1:9", "--no-local", "--no-progress", "--timeout", "1"],
+            "watch": ["watch", "--base-url", "http://127.0.0.1:9", "--remote", "--gone-after", "1s", "--duration", "1"],
+        }[command]
+        at = base.index("--") if "--" in base else len(base)
+        return base[:at] + [f"{option}={value}"] + base[at:]
+
     return [
         ("plan-launch", launch_scripts(), plan),
         ("check-launch", launch_scripts(), check),
@@ -351,6 +600,15 @@ def cases():
         ("check-topo", topo_texts(), check_topo),
         ("export-launch", launch_scripts(), export_launch),
         ("host-launch", launch_scripts(), host_launch),
+        ("plan-json-flags", json_flag_launches(), plan_json_flags),
+        ("check-json-flags", json_flag_launches(), check_json_flags),
+        ("fit-json-flags", json_flag_launches(), fit_json_flags),
+        ("plan-yaml", yaml_configs(), plan_yaml),
+        ("host-proc", proc_trees(), host_proc),
+        ("host-nvidia-smi", host_smi_csvs(), host_smi),
+        ("check-nvidia-smi", nvidia_smi_texts(), check_smi),
+        ("diagnose-smi-table", smi_tables(), diagnose_table),
+        ("cli-options", option_values(), options),
     ]
 
 
@@ -406,7 +664,8 @@ def http_responses(draw) -> Response:
 class ResponseServer:
     """Loopback HTTP/1.1 server that answers every request with one drawn response."""
 
-    def __init__(self, response: Response):
+    def __init__(self, response: Response, host: str = "127.0.0.1"):
+        import socket
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -444,12 +703,14 @@ class ResponseServer:
 
         class Quiet(ThreadingHTTPServer):
             daemon_threads = True
+            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
             def handle_error(self, request, client_address):
                 return None
 
-        self._httpd = Quiet(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self._httpd = Quiet((host, 0), Handler)
+        shown = f"[{host}]" if ":" in host else host
+        self.base_url = f"http://{shown}:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def __enter__(self):

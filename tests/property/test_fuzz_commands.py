@@ -19,22 +19,7 @@ from tests.property import fuzzlib
 EXAMPLES = 10
 # In CI a run may take 10 s (the campaign's bound is 30 s); a hang is cut there by SIGALRM.
 CI_TIME_LIMIT_S = 10.0
-# Failures found in other areas, listed with the owner (issue 13 items 1-2 are "harden-inputs",
-# the diagnose parsers "diagnose"). Not strict: a fixed budget may or may not draw the input.
-KNOWN = {
-    "check-yaml": "harden-inputs (13.2): YAML values of the wrong type (a list where a number is expected) "
-                  "reach int() in check/context.py",
-    "plan-config-json": "harden-inputs (13.2): config.json nested thousands deep raises RecursionError",
-    "diagnose-log": "diagnose / harden-inputs (13.2): numbers captured from log lines ('1.2.3', '1e999') "
-                    "converted without a guard",
-    "bundle-log": "diagnose / harden-inputs (13.2): the same unguarded log-number conversions as diagnose",
-    "diagnose-nvidia-smi": "harden-inputs (13.2): nvidia-smi memory columns converted without a guard",
-}
-CASES = [
-    pytest.param(name, strategy, build, id=name,
-                 marks=[pytest.mark.xfail(reason=KNOWN[name], strict=False)] if name in KNOWN else [])
-    for name, strategy, build in fuzzlib.cases()
-]
+CASES = [pytest.param(name, strategy, build, id=name) for name, strategy, build in fuzzlib.cases()]
 
 
 @pytest.mark.parametrize("name, strategy, build", CASES)

@@ -152,7 +152,8 @@ V25 = ["--vllm-version", "0.25"]
 def s3():
     return {
         "check": _json("check", *S3, *V25, "--format", "json", rc=1)[1],
-        "fit": _json("fit", "--from", *S3, *V25, "--lenient", "--format", "json", rc=0)[1],
+        # exit 1: the shown edit keeps as much of 750,000 as fits, so the goal itself is not met
+        "fit": _json("fit", "--from", *S3, *V25, "--lenient", "--format", "json", rc=1)[1],
     }
 
 

@@ -229,10 +229,10 @@ def _freeze(d: dict) -> tuple:
 def json_value(value: Any) -> Any:
     """A JSON flag's value as data (some flags, like --hf-overrides, are typed as strings)."""
     if isinstance(value, str) and value.strip()[:1] in ("{", "["):
-        import json
+        from oomguard.numbers import json_loads
 
-        try:
-            return json.loads(value)
+        try:  # NaN, 1e999 and 5000-digit numbers are refused (the flag's own finding says so)
+            return json_loads(value)
         except ValueError:
             return value
     return value
@@ -255,11 +255,15 @@ def rope_override(flags: dict, launch: Launch | None = None) -> dict | None:
     if launch is not None:
         for p in launch.problems:
             if p.option.lstrip("-").replace("_", "-") == "rope-scaling" and p.value_word is not None:
-                import json
+                from oomguard.errors import InputError
+                from oomguard.inputs.jsonflags import check_fields
+                from oomguard.numbers import json_loads
 
-                try:
-                    val = json.loads(p.value_word.text)
-                except ValueError:
+                try:  # a flag this release lost: its JSON is still read safely and checked like config.json
+                    val = json_loads(p.value_word.text)
+                    if isinstance(val, dict):
+                        check_fields("rope_scaling", val, option="--rope-scaling")
+                except (ValueError, InputError):
                     return None
                 return val if isinstance(val, dict) else None
     return None

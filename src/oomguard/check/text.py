@@ -10,11 +10,10 @@ import textwrap
 
 from oomguard.units import GiB
 
-_WIDTH = 100
-
-
 def _wrap(text: str, indent: str = "    ") -> str:
-    return textwrap.fill(text, width=_WIDTH, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
+    from oomguard.textwidth import output_width
+
+    return textwrap.fill(text, width=output_width(), initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
 
 
 def _where(f) -> str:

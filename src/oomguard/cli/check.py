@@ -16,7 +16,9 @@ import sys
 from oomguard.cli import common
 
 ACCEPTS_VLLM_FLAGS = True
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_BAD_INPUT, EXIT_INCOMPLETE = 0, 1, 2, 3
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_OK as EXIT_CLEAN  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_CLEAN: "clean", EXIT_FINDINGS: "errors (or warnings with --strict)", EXIT_INCOMPLETE: "rules that could not run (OG001) and no error"}
 
 _PARSER: argparse.ArgumentParser | None = None
 
@@ -25,9 +27,7 @@ _EPILOG = """examples:
   oomguard check config.yaml --gpu H100 --num-gpus 2 --format json
   oomguard check --gpu RTX-4090 --num-gpus 4 --host-ram-gib 256 --avg-input-len 32768 -- vllm serve MODEL --tensor-parallel-size 4
   oomguard check start_api.sh --gpu A100-80GB --fix          # writes start_api.fixed.sh
-  oomguard check --explain OG101
-
-exit codes: 0 clean, 1 errors (or warnings with --strict), 2 bad input, 3 rules that could not run (OG001)"""
+  oomguard check --explain OG101"""
 
 
 def register(sub, name: str, help_text: str) -> None:
@@ -63,6 +63,9 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--no-diff", action="store_true", help="text format: print the corrected launch instead of a diff")
     p.add_argument("--explain", nargs="?", const="", metavar="RULE", help="print a rule's documentation (all rules without an id)")
     p.add_argument("--verbose", action="store_true", help="list every skipped rule")
+    p.add_argument("--hook", action="store_true",
+                   help="pre-commit mode: check each FILE that holds a vLLM launch (sniffed by content) with the "
+                   "settings of its path in .oomguard.yaml (see .pre-commit-hooks.yaml)")
     _PARSER = p
 
 

@@ -8,17 +8,39 @@ list ourselves: argparse would swallow a vLLM flag's value as our positional.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from oomguard.numbers import MAX_GPUS  # one bound for TP x PP x DP and --num-gpus
+
+# Exit codes: one table for every command (README "Commands"; each command's --help prints it).
+EXIT_OK = 0  # ok: starts, fits, clean, passed, no alert
+EXIT_FINDINGS = 1  # findings / will not start / does not fit / failed / alerts fired
+EXIT_BAD_INPUT = 2  # bad input: one line naming the file, line and problem
+EXIT_INCOMPLETE = 3  # could not complete: an unmodelled architecture, rules that could not run,
+#                      a server unreachable or gone, a log that stops early, an export not verified
+EXIT_PIPE = 141  # the reader closed the output pipe (`oomguard plan ... | head`): 128 + SIGPIPE, as `yes | head`
+EXIT_MEANINGS = {
+    EXIT_OK: "ok",
+    EXIT_FINDINGS: "findings / will not start / does not fit / failed",
+    EXIT_BAD_INPUT: "bad input",
+    EXIT_INCOMPLETE: "could not complete",
+    EXIT_PIPE: "the output pipe closed (e.g. | head)",
+}
+
+
+def exit_epilog(own: dict[int, str] | None = None) -> str:
+    """The exit-code paragraph of a command's --help: the shared table, each code said the command's way."""
+    parts = [f"{code} {(own or {}).get(code, meaning)}" for code, meaning in EXIT_MEANINGS.items()]
+    return "exit codes (the same for every oomguard command): " + "; ".join(parts) + "."
+
+
 # The largest GPU memory we accept anywhere (the biggest card today holds 288 GB, B300): past this a
 # number is a typo or an attack on our arithmetic, not a GPU.
 MAX_GPU_GIB = 4096.0
-MAX_GPUS = 65536  # vLLM's largest published deployments use a few thousand
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -38,21 +60,13 @@ def number(*, integer: bool = False, minimum: float | None = None, maximum: floa
     """An argparse ``type=`` for a finite number in range (``above``: strictly greater than)."""
 
     def convert(text: str) -> Any:
+        from oomguard.numbers import NumberError, parse_float, parse_int
+
         raw = text.strip()
         try:
-            if integer:
-                if not re.fullmatch(r"[+-]?\d{1,18}", raw):
-                    raise ValueError
-                value: Any = int(raw)
-            else:
-                if len(raw) > 64:
-                    raise ValueError
-                value = float(raw)
-        except ValueError:
-            shown = raw if len(raw) <= 40 else raw[:40] + "…"
-            raise argparse.ArgumentTypeError(f"{shown!r} is not {'an integer' if integer else 'a number'}") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{raw!r} is not a finite number")
+            value: Any = parse_int(raw) if integer else parse_float(raw)
+        except NumberError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
         if above is not None and not value > above:
             raise argparse.ArgumentTypeError(f"must be greater than {_fmt(above)}, got {raw}")
         if minimum is not None and value < minimum:
@@ -300,16 +314,39 @@ def _config_path_of(model):
 
 def _carry_removed_flags(launch) -> None:
     """Honour removed flags whose meaning survives elsewhere (lenient mode only)."""
-    import json
+    from oomguard.errors import InputError
+    from oomguard.inputs.jsonflags import check_fields
+    from oomguard.numbers import json_loads
 
-    for opt, value, _file, _line in getattr(launch, "unknown", []):
+    for opt, value, file, line in getattr(launch, "unknown", []):
         if opt.replace("_", "-") == "--rope-scaling" and value:
             try:
-                rope = json.loads(value)
+                rope = json_loads(value)
             except ValueError:
                 continue
+            if isinstance(rope, dict):  # checked like config.json: NaN, 1e308 factors are bad input
+                try:
+                    check_fields("rope_scaling", rope, option=opt)
+                except InputError as exc:
+                    raise InputError(exc.message, file=file, line=line) from None
             if isinstance(rope, dict):
                 over = dict(launch.flags.get("hf_overrides") or {})
                 over.setdefault("rope_scaling", rope)
                 launch.flags["hf_overrides"] = over
                 launch.notes.append("--rope-scaling applied as --hf-overrides '{\"rope_scaling\": ...}' for the plan")
+
+
+def check_model_option(spec: str | None, hint: str = "") -> None:
+    """``--model`` names a model config in every command: an unknown one is bad input (with the
+    did-you-mean of ``load_model``), never silently ignored where the command would not use it."""
+    if not spec:
+        return
+    from oomguard.errors import InputError, UnsupportedModelError
+    from oomguard.inputs.model_config import load_model
+
+    try:
+        load_model(spec)
+    except UnsupportedModelError:
+        return  # a real config oomguard cannot model: the command says so where it plans
+    except InputError as exc:
+        raise InputError(f"--model: {exc}{hint}") from None

@@ -12,10 +12,9 @@ import sys
 
 from oomguard.cli import common
 
-EXIT_CLEAN = 0
-EXIT_FAILURE_FOUND = 1
-EXIT_BAD_INPUT = 2
-EXIT_INCOMPLETE = 3
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS as EXIT_FAILURE_FOUND, EXIT_INCOMPLETE, EXIT_OK as EXIT_CLEAN  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_CLEAN: "clean", EXIT_FAILURE_FOUND: "a failure was found", EXIT_INCOMPLETE: "the log stops early"}
 
 
 def add_common_options(p: argparse.ArgumentParser) -> None:
@@ -32,7 +31,7 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
     p = subparsers.add_parser(
-        name, help=help_text, description=help_text + ". Exit status: 0 clean, 1 failure found, 2 bad input, 3 incomplete log.",
+        name, help=help_text, description=help_text + ".",
     )
     add_common_options(p)
     p.add_argument("--format", choices=["text", "json", "markdown"], default="text", help="output format (default text)")
@@ -45,6 +44,9 @@ def run_diagnosis(args: argparse.Namespace):  # -> Diagnosis
     from oomguard.diagnose.planning import apply_plan, check_diagnosis, make_plan_callback
     from oomguard.errors import InputError
 
+    from oomguard.cli.common import check_model_option
+
+    check_model_option(args.model)
     files = list(args.files or [])
     launch_text = None
     if args.launch:

@@ -22,9 +22,9 @@ import sys
 
 from oomguard.cli import common
 
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
-EXIT_NOT_VERIFIED = 3
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_INCOMPLETE as EXIT_NOT_VERIFIED, EXIT_OK  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_OK: "written", EXIT_NOT_VERIFIED: "written but not verified (promtool missing or refused it)"}
 
 
 def _duration(text: str) -> str:
@@ -37,7 +37,9 @@ def _duration(text: str) -> str:
 
 def _fraction(text: str) -> float:
     try:
-        v = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+        from oomguard.numbers import parse_float
+
+        v = parse_float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0 < v <= 1:
@@ -120,6 +122,7 @@ def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) 
 def run(args: argparse.Namespace) -> int:
     if args.what == "alerts":
         return _alerts(args)
+    common.check_model_option(getattr(args, "og_model", None))
     return _launch(args)
 
 

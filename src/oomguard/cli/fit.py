@@ -8,7 +8,9 @@ import sys
 
 from oomguard.cli import common
 
-EXIT_FOUND, EXIT_NONE_FITS, EXIT_BAD_INPUT = 0, 1, 2
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS as EXIT_NONE_FITS, EXIT_INCOMPLETE, EXIT_OK as EXIT_FOUND  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_FOUND: "the first launch shown meets the goal", EXIT_NONE_FITS: "nothing meets the goal (none found, or the shown edits lower it)", EXIT_INCOMPLETE: "the architecture is not modelled"}
 
 
 def register(sub, name: str, help_text: str) -> None:
@@ -35,7 +37,7 @@ def register(sub, name: str, help_text: str) -> None:
     add_target_options(p, positional=False)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--context", metavar="L", help="max-model-len the launch must serve (default: the launch's, else the model's)")
-    g.add_argument("--max-context", action="store_true", help="find the largest max-model-len that fits")
+    g.add_argument("--max-context", action="store_true", help="find the largest max-model-len the KV pool holds (within the model's maximum, or its RoPE recipe's)")
     p.add_argument("--concurrency", type=common.COUNT, metavar="C", help="requests that must fit in the KV cache together")
     p.add_argument("--avg-input-len", metavar="I", help="their average length in tokens (default: the full context)")
     p.add_argument(
@@ -61,7 +63,7 @@ def _length(text: str | None, option: str) -> int | None:
     if text is None:
         return None
     try:
-        n = int(text) if str(text).strip().isdigit() else parse_size(text)
+        n = parse_size(text)  # a plain count too; length-capped (oomguard.numbers)
     except ValueError:
         raise InputError(f"{option}: {text!r} is not a token count (e.g. 131072, 128K, 1M, 750k)") from None
     if n <= 0:
@@ -242,8 +244,9 @@ def run(args: argparse.Namespace) -> int:
         from oomguard.fit.render import render_fit
 
         buf = io.StringIO()
-        console = Console(file=buf, highlight=False, force_terminal=sys.stdout.isatty(),
-                          width=Console().width if sys.stdout.isatty() else None)
+        from oomguard.textwidth import output_width
+
+        console = Console(file=buf, highlight=False, force_terminal=sys.stdout.isatty(), width=output_width())
         render_fit(result, console=console)
         sys.stdout.write(redact.text(buf.getvalue()))
-    return EXIT_FOUND if result.found else EXIT_NONE_FITS
+    return EXIT_FOUND if result.goal_met else EXIT_NONE_FITS

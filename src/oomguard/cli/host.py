@@ -11,9 +11,9 @@ import sys
 
 from oomguard.cli import common
 
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_BAD_INPUT = 2
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_OK: "no error finding", EXIT_FINDINGS: "error findings"}
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
@@ -67,7 +67,9 @@ def _host_flags(launch) -> tuple[dict, list[str]]:
         option, value = entry[0], entry[1]
         if option == "--swap-space" and value is not None:
             try:
-                flags["swap_space"] = float(value)
+                from oomguard.numbers import parse_float
+
+                flags["swap_space"] = parse_float(value, lo=0, hi=1 << 20)  # GiB
             except ValueError:
                 continue
             notes.append("--swap-space counted: a launch that passes it runs vLLM <= 0.17 (removed in 0.18)")

@@ -11,9 +11,9 @@ import argparse
 import importlib
 import sys
 
-# Exit codes shared by every command: 0 ok, 1 findings / does not fit / failed, 2 bad input,
-# 3 could not complete (an unmodelled architecture, a server gone, a log that stops early).
-EXIT_INCOMPLETE = 3
+# Exit codes shared by every command: cli/common.py (0 ok, 1 findings / does not fit / failed,
+# 2 bad input, 3 could not complete, 141 the output pipe closed).
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_INCOMPLETE, EXIT_PIPE  # noqa: E402
 
 # name -> (module, one-line help). Order is the order shown in --help.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -30,7 +30,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser; ``only``: register just that subcommand (start-up: importing and
+    registering all ten costs more than planning a launch)."""
     from oomguard import __version__
 
     from oomguard.cli.common import OneLineParser
@@ -42,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"oomguard {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        if only is not None and name != only:
+            continue
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:  # a subcommand not built yet
@@ -49,21 +53,29 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(sub, name, help_text)
+        _add_exit_codes(sub.choices.get(name), getattr(module, "EXIT_MEANINGS", None))
     return parser
 
 
+def _add_exit_codes(p, own) -> None:
+    """Every command's --help ends with the one exit-code table (cli/common.py), in its own words."""
+    if p is None:
+        return
+    from oomguard.cli.common import exit_epilog
+
+    text = exit_epilog(own)
+    p.epilog = (p.epilog.rstrip() + "\n\n" + text) if p.epilog else text
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        _default_sigpipe()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         parsed = _parse(argv)
     except SystemExit as exc:  # argparse: --help, --version, or a one-line error (OneLineParser)
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-        if code == 2:  # a bad option value is bad input: the command's own code for it (check: 3)
-            command = next((a for a in argv[: argv.index("--") if "--" in argv else len(argv)]
-                            if not a.startswith("-")), None)
-            if command in SUBCOMMANDS:
-                code = getattr(importlib.import_module(SUBCOMMANDS[command][0]), "EXIT_BAD_INPUT", 2)
-        return code
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_BAD_INPUT)
+        return EXIT_BAD_INPUT if code == 2 else code  # a bad option value is bad input, in every command
     if isinstance(parsed, int):
         return parsed
     module, args = parsed
@@ -72,13 +84,22 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parse(argv: list[str]):
     """(module, args) for the command line, or an exit status when there is nothing to run."""
-    parser = build_parser()
     # Everything after a bare "--" is a launch command, not ours to parse.
     tail: list[str] = []
     if "--" in argv:
         i = argv.index("--")
         argv, tail = argv[:i], argv[i + 1 :]
     command = next((a for a in argv if not a.startswith("-")), None)
+    if command == "check" and "--hook" in argv:
+        # the pre-commit hook: several files, per-path settings (cli/hook.py)
+        from oomguard.cli import hook
+
+        rest = argv[argv.index("check") + 1 :]
+        rest.remove("--hook")
+        args = hook.parse(rest)
+        args.launch_tail, args.unknown = tail, []
+        return hook, args
+    parser = build_parser(only=command if command in SUBCOMMANDS else None)
     module = importlib.import_module(SUBCOMMANDS[command][0]) if command in SUBCOMMANDS else None
     if module is not None and getattr(module, "ACCEPTS_VLLM_FLAGS", False):
         # Our options and vLLM's share the command line: split them ourselves.
@@ -106,12 +127,36 @@ def _parse(argv: list[str]):
     return module, args
 
 
+def _default_sigpipe() -> None:
+    """The command line: a reader that closes the pipe early (``oomguard plan ... | head``) ends the
+    process quietly with SIGPIPE, which the shell reports as 141 (128 + 13), as ``yes | head`` does:
+    never a traceback, and never 1, which would read as "will not start"."""
+    import signal
+
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+
+
+def _closed_pipe() -> int:
+    """In-process callers (no SIGPIPE default): stop writing, exit as the pipe convention says."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return EXIT_PIPE
+
+
 def _run(module, args: argparse.Namespace) -> int:
     from oomguard.errors import OomguardError, UnsupportedModelError
 
-    bad_input = getattr(module, "EXIT_BAD_INPUT", 2)
+    bad_input = EXIT_BAD_INPUT
     try:
-        return int(module.run(args) or 0)
+        code = int(module.run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at interpreter exit
+        return code
     except UnsupportedModelError as exc:
         # Not bad input: the config is fine, the planner cannot model it yet ("could not complete").
         print(f"oomguard {args.command}: error: {_error_text(exc)}", file=sys.stderr)
@@ -122,7 +167,7 @@ def _run(module, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        return 0
+        return _closed_pipe()
     # The last line of defence: an input that reached a path with no check of its own still gets
     # one line naming what failed, never a traceback (OOMGUARD_DEBUG=1 shows it).
     except OSError as exc:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-EXIT_OK = 0
-EXIT_NO_MATCH = 1
-EXIT_BAD_INPUT = 2
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS as EXIT_NO_MATCH, EXIT_OK  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_OK: "listed", EXIT_NO_MATCH: "no bundled model matches"}
 
 
 def register(subparsers: argparse._SubParsersAction, name: str, help_text: str) -> None:
@@ -71,9 +71,9 @@ def run(args: argparse.Namespace) -> int:
     needle = (args.filter or "").lower()
     ids = [i for i in catalog_ids() if needle in i.lower()]
     if not ids:
-        import difflib
+        from oomguard.inputs.suggest import close_matches
 
-        close = difflib.get_close_matches(args.filter, catalog_ids(), n=5, cutoff=0.4)
+        close = close_matches(args.filter, catalog_ids(), n=5, cutoff=0.4)
         hint = f"; close: {', '.join(close)}" if close else ""
         print(f"oomguard models: no catalog id contains {args.filter!r}{hint}", file=sys.stderr)
         return EXIT_NO_MATCH

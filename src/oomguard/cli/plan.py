@@ -7,7 +7,9 @@ import json
 import sys
 
 ACCEPTS_VLLM_FLAGS = True
-EXIT_STARTS, EXIT_FAILS, EXIT_BAD_INPUT = 0, 1, 2
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS as EXIT_FAILS, EXIT_INCOMPLETE, EXIT_OK as EXIT_STARTS  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_STARTS: "every launch is predicted to start", EXIT_FAILS: "a launch will not start", EXIT_INCOMPLETE: "the architecture is not modelled"}
 
 _PARSER: argparse.ArgumentParser | None = None
 

@@ -1,6 +1,6 @@
 """``oomguard probe``: verify a live OpenAI-compatible server, then load it while watching memory.
 
-Exit codes: 0 pass, 1 fail (the class and evidence are printed), 2 bad input.
+Exit codes (cli/common.py): 0 pass, 1 fail (the class and evidence are printed), 2 bad input, 3 the server is unreachable.
 The API key is read from the environment variable named by ``--api-key-env``
 and never printed: every output (text, JSON, HTML) passes through one redactor.
 """
@@ -12,7 +12,9 @@ import os
 import sys
 from typing import Any
 
-EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS as EXIT_FAIL, EXIT_INCOMPLETE, EXIT_OK as EXIT_PASS  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_PASS: "passed", EXIT_FAIL: "failed (a memory or client failure)", EXIT_INCOMPLETE: "the server is unreachable (nothing could be probed)"}
 # The longest any one bound may be: a day. A probe is a test run, and an unbounded one
 # (``inf``) would never end; ``nan`` compares false with everything and would disable a bound.
 MAX_SECONDS = 86400.0
@@ -162,6 +164,8 @@ def _plan_numbers(args: argparse.Namespace, launch: Any, notes: list[str]) -> An
     if args.kv_cache_tokens:
         return PlanNumbers(args.kv_cache_tokens, None, args.block_size, "--kv-cache-tokens")
     if launch is None:
+        if args.plan_model:
+            notes.append("no plan comparison: --model is planned with the flags of --launch and --gpu")
         return None
     if not (args.gpu or args.gpu_memory_gib):
         notes.append("no plan comparison: give --gpu NAME (or --gpu-memory-gib) with --launch")
@@ -172,7 +176,7 @@ def _plan_numbers(args: argparse.Namespace, launch: Any, notes: list[str]) -> An
 
     spec = args.plan_model or launch.model
     if not spec:
-        notes.append("no plan comparison: the launch names no model (use --plan-model)")
+        notes.append("no plan comparison: the launch names no model (use --model)")
         return None
     plan = plan_launch(load_model(spec), lookup_gpu(args.gpu, args.gpu_memory_gib), launch.flags, launch.env, version=launch.version)
     if not plan.starts:
@@ -251,6 +255,11 @@ def run(args: argparse.Namespace) -> int:
 
             raise InputError("--http-transport aiohttp needs httpx-aiohttp: pip install httpx-aiohttp (an oomguard dependency)")
     url = normalize_base_url(args.base_url)
+    from oomguard.cli.common import check_model_option
+
+    check_model_option(args.plan_model, hint=(
+        f"; if {args.plan_model!r} is the id the server answers to, that is --served-model-name "
+        f"{args.plan_model} (--model is a model config, as in plan/check/fit)") if args.plan_model else "")
     api_key = _api_key(args.api_key_env)
     if args.server_log:
         _readable(args.server_log)
@@ -319,4 +328,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render_text(result, color=sys.stdout.isatty()))
         if args.report:
             sys.stdout.write(f"report: {safe_terminal_text(redact(args.report))}\n")
+    if verdict.cls is not None and verdict.cls.value == "unreachable":
+        return EXIT_INCOMPLETE  # nothing could be probed: "could not complete", as watch says of it
     return EXIT_PASS if verdict.passed else EXIT_FAIL

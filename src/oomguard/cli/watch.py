@@ -16,7 +16,9 @@ import sys
 
 ACCEPTS_VLLM_FLAGS = True  # plan flags for the drift comparison may follow our options
 # The shared codes: an unreachable server and one that went away are both "could not complete".
-EXIT_OK, EXIT_ALERTS, EXIT_BAD_INPUT, EXIT_SERVER_GONE = 0, 1, 2, 3
+from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS as EXIT_ALERTS, EXIT_INCOMPLETE as EXIT_SERVER_GONE, EXIT_OK  # noqa: F401  (one table: cli/common.py)
+
+EXIT_MEANINGS = {EXIT_OK: "no alert", EXIT_ALERTS: "alerts fired", EXIT_SERVER_GONE: "the server is unreachable or went away"}
 EXIT_UNREACHABLE = EXIT_SERVER_GONE
 
 _PARSER: argparse.ArgumentParser | None = None
@@ -82,7 +84,9 @@ def _level(text: str, option: str) -> float | None:
     if str(text).lower() in ("off", "none", "no"):
         return None
     try:
-        v = float(str(text).rstrip("%")) / (100 if str(text).endswith("%") else 1)
+        from oomguard.numbers import parse_float
+
+        v = parse_float(str(text).rstrip("%")) / (100 if str(text).endswith("%") else 1)
     except ValueError:
         raise InputError(f"{option} {text!r} is not a number (0..1, e.g. 0.9) or 'off'") from None
     if not 0 < v <= 1:
@@ -195,8 +199,11 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
+    from oomguard.cli.common import check_model_option
     from oomguard.watch.monitor import EndReason
     from oomguard.watch.summary import summary_json, summary_text
+
+    check_model_option(getattr(args, "og_model", None))
 
     config = _config(args)
     result = asyncio.run(_run(config, args))

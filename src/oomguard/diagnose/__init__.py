@@ -1,6 +1,7 @@
 """Read what a dead vLLM server left behind and say which failure it was, why, and what to change.
 
-Pipeline: ``readers`` (kind detection, streaming keyword scan) -> ``lines`` (prefix stripping)
+Pipeline: ``readers`` (kind detection) -> ``scanner`` (one keyword pass, see ``prefilter``; repeated
+stretches counted) -> ``lines`` (prefix stripping)
 -> ``parsers`` (facts and signals on a ``facts.Collector``) -> ``classifier`` (verdicts) ->
 ``fixes`` (summaries, numbers, flag edits) -> ``planning`` (optional predicted effects) ->
 ``render`` / ``bundle``. Entry point: ``diagnose(paths, ...)`` returning a ``Diagnosis``.

@@ -32,7 +32,7 @@ SECONDARY_MIN = 0.5
 # Words, not vLLM messages (parsers/paraphrase.py): at most this sure, however clear the sentence.
 PARAPHRASE_CAP = 0.5
 _PROSE_ANCHORS = frozenset({"sig:oom-prose", "sig:host-prose", "sig:kv-prose"})
-_WORD_PREFIXES = ("para:", "words:", "hint:")
+_WORD_PREFIXES = ("para:", "words:", "hint:", "fail:")
 GPU_OOM_CLASSES = (FC.WEIGHTS_OOM, FC.PROFILE_OOM, FC.CUDAGRAPH_OOM, FC.RUNTIME_OOM)
 _SETTLE = {
     "gpu-oom": "the log lines before the error (vLLM's 'Loading weights', 'Model loading took', 'Capturing CUDA "
@@ -59,6 +59,11 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
     cues = feat.extract(col, ctx)
     anchors = [c for c in cues if c.anchor]
     if not anchors:
+        return []
+    if all(c.feature.startswith("fail:") for c in anchors) and any(
+            p >= Phase.READY for p in col.paste_phase.values()):
+        # Complaints in words about a server that came up and answered (a 404, the output's quality): the server
+        # itself did not fail.
         return []
     active = {c.feature for c in cues}
     scores = scoring.score(active, weights)

@@ -13,13 +13,13 @@ model is connected (see ``planning``), its numbers replace these.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import BadNumber, integer, num
+from oomguard.numbers import MAX_GPUS, NumberError, as_float, as_int
 
 # GPUs the catalog (src/oomguard/data/gpus.json) does not list, in GiB as PyTorch reports them;
 # catalog GPUs are looked up there (one place for each card's memory).
@@ -124,9 +124,9 @@ class Context:
     @property
     def tensor_parallel_size(self) -> int:
         value = self.arg("tensor_parallel_size") or self.arg("tp") or 1
-        try:
-            return max(1, int(value))
-        except (TypeError, ValueError):
+        try:  # a logged value: 1e999, 'abc' or 10**30 are not a TP size
+            return as_int(value, lo=1, hi=MAX_GPUS, strings=True)
+        except NumberError:
             return 1
 
     @property
@@ -137,12 +137,10 @@ class Context:
     @property
     def gpu_memory_utilization(self) -> float | None:
         value = self.arg("gpu_memory_utilization")
-        try:
-            number = float(value) if value is not None else None
-        except (TypeError, ValueError):
+        try:  # NaN or 1e999 from a log are not a utilization
+            return as_float(value, lo=0, hi=1, strings=True) if value is not None else None
+        except NumberError:
             return None
-        # nan / inf from a launch or a log line is no utilization at all
-        return number if number is not None and math.isfinite(number) else None
 
     def version_tuple(self) -> tuple[int, int] | None:
         if not self.version:

@@ -73,6 +73,7 @@ class CueHit:
     text: str
     run: int
     count: int = 1
+    error: bool = False  # seen on an error record (ERROR / CRITICAL, an exception line), not only in prose
 
 
 @dataclass
@@ -256,12 +257,14 @@ class Collector:
         self.timeline.append(entry)
 
     # --- report cues ---------------------------------------------------
-    def note_cue(self, feature: str, line: LogLine) -> None:
+    def note_cue(self, feature: str, line: LogLine, *, error: bool = False) -> None:
         hit = self.cues.get(feature)
         if hit is None:
-            self.cues[feature] = CueHit(feature, line.file, line.line, line.raw.strip()[:300], self.run)
+            self.cues[feature] = CueHit(feature, line.file, line.line, line.raw.strip()[:300], self.run, error=error)
         else:
             hit.count += 1
+            if error and not hit.error:
+                hit.file, hit.line, hit.text, hit.error = line.file, line.line, line.raw.strip()[:300], True
 
     # --- signals -------------------------------------------------------
     def signal(

@@ -70,7 +70,7 @@ _STARTUP_EXCEPTIONS = {"ValueError", "AssertionError", "NotImplementedError", "T
 # Larger single allocations are activations.
 LARGEST_WEIGHT_TENSOR_GIB = 2.5
 # Cues of parsers/cues.py that state a failure on their own (the others only say more about one).
-_ANCHOR_CUES = frozenset({"host:memory-monitor", "host:oomkilled"})
+_ANCHOR_CUES = frozenset({"host:memory-monitor", "host:oomkilled", "fail:title", "fail:words", "fail:exception"})
 
 
 def frame_group(frames: tuple[str, ...] | list[str]) -> tuple[str, str] | None:
@@ -105,9 +105,21 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
         cues.append(Cue("exit:137", f"exit status {ctx.exit_code} = SIGKILL, the kernel OOM killer's signal",
                         "--exit-code", 0, f"exit status {ctx.exit_code}", anchor=True))
     cues += _context_cues(col, ctx)
+    from oomguard.diagnose.parsers.cues import FAILURE_WORDS
+
     for hit in col.cues.values():
         cues.append(Cue(hit.feature, _CUE_WHY.get(hit.feature.split(":")[0], "report cue") + f" ({hit.feature})",
-                        hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES))
+                        hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES or (hit.error and hit.feature in FAILURE_WORDS)))
+    if not any(c.anchor for c in cues) or not any(c.event is not None for c in cues):
+        # A traceback whose error line is missing (cut, or not pasted): the frames still say where it failed.
+        for (file, _run), frames in col.paste_frames.items():
+            group = frame_group(tuple(frames))
+            cues.append(Cue("fail:traceback", "a traceback (its error line is missing)", file, 0, " > ".join(frames[-4:]),
+                            anchor=True))
+            if group is not None:
+                cues.append(Cue(f"paste-frame:{group[0]}", f"the traceback passes through {group[1]}()", file, 0,
+                                group[1]))
+            break
     if not any(c.anchor and c.feature in _GPU_OOM_ANCHORS for c in cues):
         # When (and under what load) a GPU OOM happened says nothing about an argparse error or a crash:
         # these cues only bear on the phase of a GPU OOM, so they only count when there is one.
@@ -281,4 +293,5 @@ _SIGNAL_WHY = {
     Signal.NCCL_ERROR: "NCCL failed", Signal.RAY_PLACEMENT: "Ray could not place the GPUs",
 }
 _CUE_WHY = {"host": "host-memory cue", "req": "request-time cue", "words": "the reporter's words",
+            "fail": "the report says something failed",
             "comp": "the component that printed the log", "gpu": "the GPU", "cfg": "a configuration cue"}

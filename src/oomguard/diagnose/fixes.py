@@ -18,7 +18,17 @@ from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.fixes_env import _chat_template, _missing_dependency, _nccl, _ray
-from oomguard.diagnose.fixes_config import _bad_arg, _config, _ima, _mamba, _max_len, _unknown, family_fixes
+from oomguard.diagnose.fixes_config import (
+    NAMED_SETTING_CLASSES,
+    _bad_arg,
+    _config,
+    _ima,
+    _mamba,
+    _max_len,
+    _unknown,
+    family_fixes,
+    named_setting_fixes,
+)
 from oomguard.diagnose.fixes_memory import _cudagraph, _host, _kv_small, _no_kv, _profile, _runtime, _startup_free, _weights
 
 
@@ -30,6 +40,10 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context) -> None:
         family = [f for f in family_fixes(v, members, col, ctx) if f.flag not in {x.flag for x in v.fix[:1]}]
         if family:
             v.fix = family + [f for f in v.fix if f.flag not in {x.flag for x in family}]
+        if v.cls.value in NAMED_SETTING_CLASSES:
+            # The setting the error names: first for a configuration error, after the class's own fixes otherwise.
+            named = [f for f in named_setting_fixes(v, members, col) if f.flag not in {x.flag for x in v.fix}]
+            v.fix = (family + named + v.fix[len(family):]) if v.cls == FC.CONFIG_ERROR else v.fix + named
         if v.cls in _GPU_OOM and v.settle:
             v.summary += (" The phase is the most likely one from the rest of the report (no phase marker or "
                           f"traceback frame places the error): {v.settle}.")

@@ -7,6 +7,7 @@ configuration errors are mapped to the flag they name where possible.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from oomguard.diagnose.context import Context
@@ -251,4 +252,48 @@ def family_fixes(v: Verdict, members: list[Any], col: Collector, ctx: Context) -
             continue
         if re.search(pattern, text, re.IGNORECASE) or cue_names & (cues | combos):
             out.append(Fix(flag, value(ctx) if callable(value) else value, why))
+    return out
+
+
+# --- the setting the message names --------------------------------------------------------------
+# vLLM's errors name the setting at fault, as a flag ("--limit-mm-per-prompt") or a config field
+# ("max_lora_rank", "swap_space"): a configuration error's fix is that setting, with its value left to the
+# reader when the message gives none. Settings that never fix anything (addresses, names) are left out.
+_MENTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]{2,50})|\b([a-z][a-z0-9]*(?:_[a-z0-9]+){1,5})\b")
+_NOT_A_FIX = {"--model", "--host", "--port", "--served-model-name", "--api-key", "--tokenizer", "--revision",
+              "--download-dir", "--seed", "--help", "--config", "--device", "--load-format", "--trust-remote-code"}
+NAMED_SETTING_CLASSES = frozenset({"config-error", "unknown", "max-len-exceeds-model", "bad-argument", "host-oom",
+                                   "startup-free-memory"})
+
+
+@lru_cache(maxsize=2048)
+def _is_vllm_flag(flag: str) -> bool:
+    from oomguard.diagnose.flags import versions_with_flag
+
+    try:
+        from oomguard.versions import get_release
+
+        if get_release(None).has_option(flag):
+            return True
+    except Exception:  # noqa: BLE001 - no table: fall back to the history
+        pass
+    return versions_with_flag(flag) is not None
+
+
+def named_setting_fixes(v: Verdict, members: list[Any], col: Collector) -> list[Fix]:
+    """A fix for every vLLM setting the verdict's error lines (or the report's failure words) name, in order."""
+    texts = [m.event.text for m in members] + [e.text for e in v.evidence]
+    texts += [hit.text for hit in col.cues.values() if hit.feature.startswith(("fail:", "words:limit", "words:not"))]
+    out: list[Fix] = []
+    seen: set[str] = set()
+    for text in texts:
+        for m in _MENTION.finditer(text):
+            flag = "--" + (m.group(1) or m.group(2)).replace("_", "-")
+            if flag in seen or flag in _NOT_A_FIX:
+                continue
+            seen.add(flag)
+            if _is_vllm_flag(flag):
+                out.append(Fix(flag, "<a value the message allows>", "the error names this setting"))
+            if len(out) >= 3:
+                return out
     return out

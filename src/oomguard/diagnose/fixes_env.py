@@ -95,7 +95,8 @@ def _ray(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
         v.summary = f"Ray could not place the {requested} GPUs the launch asks for{wait} (see `ray status`)."
     else:
         v.summary = "Ray could not place the GPUs the launch asks for (see `ray status`)."
-    tp = ctx.tensor_parallel_size
+    # The TP size that ran; when the log does not print it, the GPUs the placement asked for stand for it.
+    tp = ctx.tensor_parallel_size if ctx.arg("tensor_parallel_size") else int(requested or 1)
     pp = ctx.arg("pipeline_parallel_size") or 1
     if available:
         if tp > available:

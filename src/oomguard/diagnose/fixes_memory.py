@@ -349,8 +349,11 @@ def _host(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
             break
     version = ctx.version_tuple()
     swap = ctx.arg("swap_space")
-    if swap not in (None, 0, 0.0) or (swap is None and version is not None and version < (0, 18) and ctx.engine != "V1"):
-        v.fix.append(Fix("--swap-space", 0, "V0 pins swap_space GiB of host RAM per GPU for preempted sequences"))
+    v0_default = swap is None and ctx.engine != "V1" and (version is None or version < (0, 18))
+    if swap not in (None, 0, 0.0) or v0_default or "host:offload" in col.cues:
+        # V0 (and V1 before 0.18 reads it too) pins swap_space GiB of host RAM per GPU, 4 by default.
+        v.fix.append(Fix("--swap-space", 0, "V0 pins swap_space GiB of host RAM per GPU for preempted sequences "
+                         "(4 GiB each by default; releases from 0.18 drop the flag)"))
     if ctx.arg("cpu_offload_gb"):
         v.fix.append(Fix("--cpu-offload-gb", None, "offloaded weights live in host RAM"))
     if ctx.arg("kv_offloading_size"):

@@ -7,8 +7,9 @@ unreadable (empty, binary). Log-like kinds all go through the same scanner,
 because real files mix them (journalctl with both vLLM and kernel lines,
 a pasted issue with a log inside).
 
-The scanner works on large blocks of bytes: one keyword search per block
-(see ``prefilter``), then only the matching lines are decoded and parsed.
+Log-like kinds go through ``scanner.scan``: one multi-keyword pass over the
+bytes, only matching lines decoded and parsed, stretches that only repeat what
+was parsed counted instead.
 """
 
 from __future__ import annotations
@@ -18,16 +19,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from oomguard.diagnose import parsers
-from oomguard.diagnose.classes import InputKind, Phase
+from oomguard.diagnose.classes import InputKind
 from oomguard.diagnose.facts import Collector
-from oomguard.diagnose.lines import parse_line
-from oomguard.diagnose.prefilter import FREQUENT, compiled
+from oomguard.diagnose.scanner import every_line, scan
 from oomguard.inputs import logs
 from oomguard.inputs.nvidia_smi import NvidiaSmiParser, looks_like_csv, looks_like_table
 
-_FOLLOW_LINES = 2
-_FOLLOW_BYTES = 2048
+__all__ = ["InputReport", "detect_kind", "every_line", "read_input", "scan"]
+
 _TOPO_RAW_BYTES = 8192
 
 
@@ -113,7 +112,7 @@ def read_input(path: str, col: Collector) -> tuple[InputReport, str | None]:
             # Scanned as well: a wrongly detected log must not lose its errors.
             report.matched_lines = scan(io.BufferedReader(io.BytesIO(raw)), name, col, notes)
         else:
-            report.matched_lines = scan(stream, name, col, notes)
+            report.matched_lines = scan(stream, name, col, notes, direct=path != "-")
         report.bytes_read = notes.bytes_read
         report.lines = notes.lines
         if notes.gzip:
@@ -125,120 +124,6 @@ def read_input(path: str, col: Collector) -> tuple[InputReport, str | None]:
     finally:
         if path != "-":
             stream.close()
-
-
-def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes) -> int:
-    """The fast path over a log: keyword search per block, parse only matching lines."""
-    matcher, _engine = compiled()
-    matched = 0
-    seen: set[bytes] = set()
-    for block in logs.iter_blocks(stream, notes):
-        data = block.data
-        if block.long_line_piece:
-            m = matcher.search(data)
-            if m:
-                matched += 1
-                start = max(0, m.start() - logs.MAX_LINE_BYTES // 2)
-                text = logs.decode_line(data[start:start + logs.MAX_LINE_BYTES], block.first_line, notes)
-                parsers.feed(parse_line(name, block.first_line, text, truncated=True), col)
-            continue
-        cursor = _Cursor(block)
-        gap_start = 0
-        pos = 0
-        size = block.end
-        while pos < size:
-            m = matcher.search(data, pos, size)
-            if m is None:
-                break
-            hit = m.start()
-            line_start = data.rfind(b"\n", 0, hit) + 1
-            line_end = data.find(b"\n", hit, size)
-            if line_end < 0:
-                line_end = size
-            if line_start > gap_start:
-                _frequent(data, gap_start, line_start, name, cursor, col, notes, seen)
-            line_no = cursor.line_at(line_start)
-            raw = data[line_start:line_end]
-            if len(raw) > logs.MAX_LINE_BYTES:
-                # Show the part of a huge line around the keyword, not its first bytes.
-                start = max(line_start, hit - logs.MAX_LINE_BYTES // 2)
-                raw = data[start:min(line_end, start + logs.MAX_LINE_BYTES)]
-                notes.truncated_lines += 1
-            text = logs.decode_line(raw, line_no, notes)
-            matched += 1
-            parsers.feed(parse_line(name, line_no, text, following=_following(data, line_end, size),
-                                    truncated=line_end - line_start > logs.MAX_LINE_BYTES), col)
-            # Continue after this line: other keywords on it add nothing.
-            pos = gap_start = line_end + 1
-        if gap_start < size:
-            _frequent(data, gap_start, size, name, cursor, col, notes, seen)
-    return matched
-
-
-class _Cursor:
-    """Line numbers for positions in a block, counted incrementally (positions only move forward).
-
-    It records its progress on the block, so the reader only counts the rest of it.
-    """
-
-    __slots__ = ("block",)
-
-    def __init__(self, block: logs.Block):
-        self.block = block
-
-    def line_at(self, line_start: int) -> int:
-        b = self.block
-        if line_start > b.counted_to:
-            b.counted_lines += b.data.count(b"\n", b.counted_to, line_start)
-            b.counted_to = line_start
-        return b.first_line + b.counted_lines
-
-
-def _following(data: bytes, line_end: int, size: int) -> str:
-    """The next couple of lines (for messages wrapped by a terminal or a paste)."""
-    if line_end >= size:
-        return ""
-    end = line_end + 1
-    for _ in range(_FOLLOW_LINES):
-        nxt = data.find(b"\n", end, size)
-        if nxt < 0:
-            end = size
-            break
-        end = nxt + 1
-    chunk = data[line_end + 1:min(end, line_end + 1 + _FOLLOW_BYTES)]
-    return " ".join(part.strip() for part in chunk.decode("utf-8", errors="replace").splitlines())
-
-
-_TAIL_WINDOW = 64 * 1024
-
-
-def _frequent(data: bytes, start: int, end: int, name: str, cursor: _Cursor, col: Collector, notes: logs.ReadNotes,
-              seen: set[bytes]) -> None:
-    """Between two hits: feed only the last serving line of each frequent kind, in file order.
-
-    The last such line is almost always near the end of the gap, so only the tail is searched first; the
-    whole gap is searched for a kind already seen in this file, or while nothing has been seen yet (a kind a
-    server never prints, like V0's "Added request" in a V1 log, then costs one block, not the whole file).
-    """
-    found = []
-    tail = max(start, end - _TAIL_WINDOW)
-    serving = col.state.phase == Phase.SERVING
-    for needle in FREQUENT:
-        if serving and needle != FREQUENT[0]:
-            continue  # request lines only say "serving", which is known; the metrics line still counts requests
-        pos = data.rfind(needle, tail, end)
-        if pos < 0 and tail > start and (needle in seen or not seen):
-            pos = data.rfind(needle, start, tail + len(needle))
-        if pos >= 0:
-            seen.add(needle)
-            found.append(data.rfind(b"\n", 0, pos) + 1)
-    for line_start in sorted(set(found)):
-        line_end = data.find(b"\n", line_start, end)
-        if line_end < 0:
-            line_end = end
-        line_no = cursor.line_at(line_start)
-        text = logs.decode_line(data[line_start:line_end], line_no, notes)
-        parsers.feed(parse_line(name, line_no, text), col)
 
 
 def _read_nvidia_smi(stream: BinaryIO, kind: InputKind, name: str, col: Collector, notes: logs.ReadNotes) -> None:

@@ -52,10 +52,12 @@ def round_util(value: float) -> float:
 
 
 def int_arg(ctx: Context, name: str) -> int | None:
+    from oomguard.numbers import NumberError, as_int
+
     value = ctx.arg(name)
-    try:
-        return int(value) if value is not None and not isinstance(value, bool) else None
-    except (TypeError, ValueError, OverflowError):  # "abc", nan, inf from a launch or a log
+    try:  # "abc", nan, inf, 10**400 from a launch or a log: not a number to build a fix on
+        return as_int(value, strings=True) if value is not None and not isinstance(value, bool) else None
+    except NumberError:
         return None
 
 

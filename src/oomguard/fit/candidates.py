@@ -151,7 +151,7 @@ class CandidatesMixin:
         if not program.startswith("python -m"):
             program = "vllm serve"
         shown_env = {k: v for k, v in env.items() if k in self._env_to_print(env)}
-        command = cmd.render(self.model_name, flags, shown_env, version=self.v, program=program)
+        command = cmd.render(self.model_name, flags, shown_env, version=self.v, program=program, launch_flags=self.lf if self.launch is not None else None)
         return Candidate(flags, env, command, plan, lines, estimates, summary, changes if self.launch is not None else None, offload)
 
     def _env_to_print(self, env: dict) -> set:
@@ -183,7 +183,7 @@ class CandidatesMixin:
         if not program.startswith("python -m"):
             program = "vllm serve"
         shown_env = {k: v for k, v in env.items() if k in self._env_to_print(env)}
-        command = cmd.render(self.model_name, flags, shown_env, version=self.v, program=program)
+        command = cmd.render(self.model_name, flags, shown_env, version=self.v, program=program, launch_flags=self.lf if self.launch is not None else None)
         t = plan.tight_rank
         peak = plan.gpu.total_bytes - option.headroom_bytes - self.req.other_gpu_use_bytes
         summary = {

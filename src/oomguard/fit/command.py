@@ -68,17 +68,30 @@ def flag_words(dest: str, value: Any, version: tuple[int, int, int] = (0, 33, 0)
     return flags_to_argv(None, {dest: value}, version=".".join(map(str, version)))
 
 
-def render(model: str, flags: dict, env: dict | None = None, *, version: tuple[int, int, int] = (0, 33, 0), program: str = "vllm serve") -> str:
-    """``[ENV=..] vllm serve MODEL --flag value ...`` with the searched flags first, shell-quoted.
+def render(model: str, flags: dict, env: dict | None = None, *, version: tuple[int, int, int] = (0, 33, 0), program: str = "vllm serve",
+           launch_flags: dict | None = None) -> str:
+    """``[ENV=..] vllm serve MODEL --flag value ...``, shell-quoted.
 
+    A ``--from`` edit keeps the launch's own order and spelling (``launch_flags``: the flags as the
+    launch wrote them, in its order): its flags where they were, a changed value in place, added
+    flags after them. A launch fit builds from nothing lists the searched flags first.
     Spellings come from the version's flag table (``oomguard.inputs.render``).
     Credentials (``--api-key`` …) are never written: the command reads them
     from an environment variable (vLLM itself reads ``VLLM_API_KEY``).
     """
     from oomguard.inputs.render import flags_to_argv, is_secret_dest, secret_env_for
 
-    keys = [k for k in _ORDER if k in flags] + sorted(k for k in flags if k not in _ORDER)
-    ordered = {k: (size_text(flags[k]) if k in _SIZE_FLAGS and isinstance(flags[k], int) else flags[k]) for k in keys}
+    own = [k for k in (launch_flags or {}) if k in flags]
+    keys = own + [k for k in _ORDER if k in flags and k not in own] + sorted(k for k in flags if k not in _ORDER and k not in own)
+    same = launch_flags or {}
+
+    def shown(k):
+        v = flags[k]
+        if k in _SIZE_FLAGS and isinstance(v, int) and same.get(k) != v:
+            return size_text(v)  # a size fit chose reads as one; the launch's own number stays as written
+        return v
+
+    ordered = {k: shown(k) for k in keys}
     secrets = [k for k in ordered if is_secret_dest(k)]
     argv = flags_to_argv(None, ordered, version=".".join(map(str, version)), drop_secrets=True)
     envs = [f"{k}={shlex.quote(str(val))}" for k, val in sorted((env or {}).items())]

@@ -96,7 +96,7 @@ def analyse(
     shortfall = max(0, int((length - gpu_max_len) * cpu_bytes_per_token))
     lines = [
         f"one full {length:,}-token request needs {_g(one)} GiB of KV ({cpu_bytes_per_token:,.0f} B/token over {world_size} GPU(s)), "
-        f"{_g(per_gpu)} GiB per GPU; the GPUs hold at most {gpu_max_len:,} tokens ({gpu_max_desc})",
+        f"{_g(per_gpu)} GiB per GPU; the GPUs' KV pool holds one request of at most {gpu_max_len:,} tokens ({gpu_max_desc})",
     ]
     if length > gpu_max_len:
         lines.append(

@@ -36,7 +36,10 @@ def render_fit(result, *, console=None) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    console = console or Console(highlight=False)
+    if console is None:
+        from oomguard.textwidth import output_width
+
+        console = Console(highlight=False, width=output_width())
     g = result.goal
     goal = []
     if g.get("max_context"):

@@ -69,16 +69,24 @@ class FitResult:
     elapsed_s: float = 0.0
     from_launch: bool = False
     checkpoints: list[Candidate] = field(default_factory=list)  # the best launch of each quantized checkpoint of the model
+    goal_lowered: bool = False  # the shown launches meet the goal only with a lower max-model-len
 
     @property
     def found(self) -> bool:
         return bool(self.candidates)
+
+    @property
+    def goal_met(self) -> bool:
+        """The first launch shown meets the goal as stated: what the exit code says, the same for
+        ``--from`` (whose edit may lower the length) and ``--model`` (whose closest launches do)."""
+        return bool(self.candidates) and not self.goal_lowered
 
     def to_dict(self) -> dict:
         d = {
             "candidates": [c.to_dict() for c in self.candidates],
             "searched": self.searched,
             "goal": _jsonable(self.goal),
+            "goal_met": self.goal_met,
             "notes": list(self.notes),
             "rejected": dict(self.rejected),
             "elapsed_s": round(self.elapsed_s, 3),

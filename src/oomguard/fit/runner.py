@@ -449,6 +449,7 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
             launch_plan=self.launch_plan,
             elapsed_s=time.perf_counter() - t0,
             from_launch=from_launch,
+            goal_lowered=bool(candidates) and (relaxed if not goal_opts else not goal_opts[0].keeps_goal),
         )
 
 

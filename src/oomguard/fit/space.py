@@ -16,6 +16,7 @@ nothing" is a candidate and the smallest edit can be measured against it.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 
 from oomguard.units import GiB, MiB
@@ -32,6 +33,9 @@ DEFAULT_MARGIN_BYTES = 1 * GiB  # card memory left free at the prefill peak for 
 HEADROOM_FLOOR_BYTES = 512 * MiB
 HEADROOM_FLOOR_SHARE = 0.02
 FP8_KV = "fp8"
+# Tensor/pipeline splits searched at most (each costs a plan per structure); a 65,536-GPU MLA
+# search has ~20 valid splits, real searches 1-6.
+MAX_SPLITS = 12
 
 
 class Objective(str, enum.Enum):
@@ -112,22 +116,28 @@ def _valid_tp(model, tp: int) -> bool:
     return not (tp > model.num_kv_heads and tp % model.num_kv_heads)
 
 
+def _tp_candidates(model, most: int) -> list[int]:
+    """The tensor-parallel sizes vLLM accepts for this model, up to ``most``: divisors of the
+    attention heads (MLA: any size). A short list: the search never counts up to ``most``."""
+    if model.family == "mla":
+        return list(range(1, most + 1))
+    heads = model.num_attention_heads
+    divisors = {d for i in range(1, math.isqrt(heads) + 1) if heads % i == 0 for d in (i, heads // i)}
+    return sorted(tp for tp in divisors if tp <= most and _valid_tp(model, tp))
+
+
 def parallel_splits(model, num_gpus: int, launched: tuple[int, int] | None = None) -> list[tuple[int, int]]:
     """(TP, PP) pairs that divide the model and use all ``num_gpus``; smaller worlds only if none does.
 
     vLLM needs the attention heads divisible by TP (and TP a multiple of the KV
-    heads when it exceeds them) and at least one layer per pipeline stage.
+    heads when it exceeds them) and at least one layer per pipeline stage. The
+    largest usable world is found from the valid TP sizes directly (each reaches
+    TP x min(layers, num_gpus // TP)), so the work is bounded by the number of
+    TP sizes, not by ``num_gpus``.
     """
-    out: list[tuple[int, int]] = []
-    for world in range(num_gpus, 0, -1):
-        for tp in range(1, world + 1):
-            if world % tp:
-                continue
-            pp = world // tp
-            if _valid_tp(model, tp) and pp <= model.num_layers:
-                out.append((tp, pp))
-        if out:
-            break
+    tps = _tp_candidates(model, num_gpus)
+    best = max((tp * min(model.num_layers, num_gpus // tp) for tp in tps), default=0)
+    out = [(tp, best // tp) for tp in tps if best % tp == 0 and 1 <= best // tp <= model.num_layers]
     if launched and launched not in out and launched[0] * launched[1] <= num_gpus:
         out.append(launched)
     # Prefer TP within a node before PP: fewer bubbles, lower latency.
@@ -180,6 +190,15 @@ def build_space(
     notes: list[str] = []
     launched_split = (ls.tensor_parallel_size, ls.pipeline_parallel_size) if ls is not None else None
     splits = parallel_splits(model, num_gpus, launched_split)
+    if len(splits) > MAX_SPLITS:
+        # Sized before it is walked: each split is a plan per KV dtype x eager x chunking. The
+        # preferred ones (least pipeline, then most TP) and the launch's own are kept.
+        kept = splits[:MAX_SPLITS]
+        if launched_split in splits and launched_split not in kept:
+            kept[-1] = launched_split
+        notes.append(f"{len(splits)} tensor/pipeline splits use {num_gpus} GPUs; searched the {len(kept)} with the "
+                     f"fewest pipeline stages ({', '.join(f'TP {t} PP {p}' for t, p in kept)})")
+        splits = kept
     kv = kv_dtypes(model, gpu, lf.get("kv_cache_dtype"))
     eager_opts = (False, True)
     # A launch without chunked prefill must fit its whole max-model-len in one step; turning it on is an edit.

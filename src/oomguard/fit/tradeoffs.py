@@ -119,7 +119,9 @@ def graphs(c: Context) -> str:
             f"--enforce-eager: no CUDA graphs, so no graph memory and start-up is faster, but every decode step pays "
             f"~{per_step:.1f} ms of kernel launches ({LABEL}); keep it while debugging, drop it in production"
         )
-    return f"CUDA graphs ({c.cudagraph_mode}) cost ~{_g(c.graphs_bytes)} GiB per GPU (estimate) and make decode steps faster than --enforce-eager"
+    from oomguard.model.engine import graphs_label
+
+    return f"CUDA graphs ({graphs_label(c.cudagraph_mode)}) cost ~{_g(c.graphs_bytes)} GiB per GPU (estimate) and make decode steps faster than --enforce-eager"
 
 
 def memory_budget(c: Context) -> str:

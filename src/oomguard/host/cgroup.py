@@ -72,10 +72,13 @@ def _value(root: Root, path: str, v1: bool = False) -> int | None:
     value = text.strip()
     if value == "max":
         return None
+    from oomguard.numbers import NumberError, parse_int
+
     try:
-        number = int(value)
-    except ValueError:
-        raise InputError(f"expected a byte count or 'max', found {value[:40]!r}", file=root.display(path), line=1) from None
+        number = parse_int(value, lo=0, hi=(1 << 64) - 1)
+    except NumberError as exc:
+        raise InputError(f"expected a byte count or 'max', found {value[:40]!r} ({exc.why})",
+                         file=root.display(path), line=1) from None
     if v1 and number >= _V1_UNLIMITED:
         return None
     return number

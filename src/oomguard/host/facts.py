@@ -8,6 +8,7 @@ malformed is bad input (InputError naming the file and line).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -28,6 +29,7 @@ from oomguard.host.procfs import (
 from oomguard.host.root import Root
 from oomguard.inputs import files as input_files
 from oomguard.inputs.topology import Topology, parse_cpulist, parse_topology
+from oomguard.numbers import int_or_none
 
 __all__ = ["HostFacts", "NumaNode", "ShmInfo", "VllmProcess", "read_host_facts"]
 
@@ -201,7 +203,8 @@ def _read_vllm_processes(root: Root) -> tuple[VllmProcess, ...]:
     own = os.getpid() if root.is_real else None
     found = []
     for entry in input_files.list_dir(proc, "process list"):
-        if not entry.name.isdigit() or int(entry.name) == own:
+        pid = int_or_none(entry.name, lo=1, hi=1 << 32) if entry.name.isascii() else None
+        if pid is None or pid == own:
             continue
         raw = root.read_text(f"/proc/{entry.name}/cmdline")
         if not raw:
@@ -210,18 +213,36 @@ def _read_vllm_processes(root: Root) -> tuple[VllmProcess, ...]:
         if not _is_vllm(argv):
             continue
         adj_text = root.read_text(f"/proc/{entry.name}/oom_score_adj")
-        try:
-            adj = int(adj_text.strip()) if adj_text else None
-        except ValueError:
-            adj = None
-        found.append(VllmProcess(int(entry.name), redact_argv(argv), adj))
+        adj = int_or_none(adj_text, lo=-1000, hi=1000) if adj_text else None
+        found.append(VllmProcess(pid, redact_argv(argv), adj))
     return tuple(sorted(found, key=lambda p: p.pid))
+
+
+@contextlib.contextmanager
+def _lines(path: str, what: str):
+    """(line_no, text) of a capture file, streamed with the log reader's bounds (long lines cut)."""
+    from oomguard.inputs.logs import ReadNotes, iter_text_lines
+
+    stream = input_files.open_stream(path, what=what, limit=input_files.CAPTURE_BYTES)
+    try:
+        yield iter_text_lines(stream, ReadNotes())
+    finally:
+        stream.close()
 
 
 def _read_gpus(root: Root, nvidia_smi_file: str | None, notes: list[str]) -> GpuSnapshot | None:
     if nvidia_smi_file:
-        text = input_files.read_text(nvidia_smi_file, limit=input_files.CAPTURE_BYTES, what="nvidia-smi output")
-        return parse_nvidia_smi_csv(text, nvidia_smi_file)
+        # Streamed: a series (nvidia-smi -l 1 for days) is kept as one entry per GPU and process.
+        with _lines(nvidia_smi_file, "nvidia-smi output") as lines:
+            snap = parse_nvidia_smi_csv(lines, nvidia_smi_file)
+        series = [d for d in snap.devices if d.samples > 1]
+        if series:
+            notes.append(f"{nvidia_smi_file}: a series of {max(d.samples for d in series):,} samples per GPU; "
+                         "the last sample is the GPUs' state, the peak is in the JSON (peak_used_bytes)")
+        if snap.processes_dropped:
+            notes.append(f"{nvidia_smi_file}: {snap.processes_dropped:,} process rows past the first "
+                         f"{len(snap.processes):,} distinct processes not kept")
+        return snap
     if not root.is_real:
         notes.append("GPUs not queried under a fake root; pass --nvidia-smi FILE")
         return None
@@ -242,8 +263,8 @@ def _read_gpus(root: Root, nvidia_smi_file: str | None, notes: list[str]) -> Gpu
 
 def _read_topology(root: Root, topo_file: str | None, notes: list[str]) -> Topology | None:
     if topo_file:
-        text = input_files.read_text(topo_file, limit=input_files.CAPTURE_BYTES, what="topology output")
-        return parse_topology(text, topo_file)
+        with _lines(topo_file, "topology output") as lines:
+            return parse_topology(lines, topo_file)
     if root.is_real and NvidiaSmiSource.available():
         try:
             return parse_topology(NvidiaSmiSource().topology_text(), "nvidia-smi topo -m")

@@ -10,7 +10,17 @@ import re
 from dataclasses import dataclass
 
 from oomguard.errors import InputError
+from oomguard.numbers import input_int
 from oomguard.units import KiB, parse_size
+
+# The kernel prints unsigned 64-bit counters; a kB figure past 2**53 would be over 8 EiB of
+# bytes, and anything longer than oomguard.numbers.MAX_CHARS digits is refused before int().
+_KB_MAX = 1 << 53
+_COUNT_MAX = (1 << 64) - 1
+
+
+def _kernel_int(text: str, source: str, line: int | None, field: str, hi: int = _COUNT_MAX) -> int:
+    return input_int(text, field=field, file=source, line=line, lo=0, hi=hi)
 
 __all__ = [
     "MemInfo",
@@ -57,7 +67,10 @@ def _kv_kib(text: str, source: str) -> dict[str, int]:
             raise InputError(f"not a meminfo line: {line.strip()[:60]!r}", file=source, line=no)
         key, number = m.groups()
         # Values with a kB unit are KiB; unit-less ones (HugePages_Total) are counts.
-        values[key] = int(number) * KiB if line.rstrip().endswith("kB") else int(number)
+        if line.rstrip().endswith("kB"):
+            values[key] = _kernel_int(number, source, no, key, _KB_MAX) * KiB
+        else:
+            values[key] = _kernel_int(number, source, no, key)
     return values
 
 
@@ -95,13 +108,14 @@ def read_available_ram(path: str = "/proc/meminfo") -> tuple[int, str]:
 def parse_node_meminfo(text: str, source: str) -> tuple[int | None, int | None]:
     """MemTotal and MemFree of a NUMA node's meminfo ('Node 0 MemTotal:  123 kB')."""
     total = free = None
-    for line in text.splitlines():
+    for no, line in enumerate(text.splitlines(), start=1):
         m = re.match(r"^Node\s+\d+\s+(MemTotal|MemFree):\s+(\d+)\s*kB", line.strip())
         if m:
+            value = _kernel_int(m.group(2), source, no, m.group(1), _KB_MAX) * KiB
             if m.group(1) == "MemTotal":
-                total = int(m.group(2)) * KiB
+                total = value
             else:
-                free = int(m.group(2)) * KiB
+                free = value
     return total, free
 
 
@@ -113,10 +127,9 @@ def parse_swaps(text: str, source: str = "/proc/swaps") -> tuple[SwapArea, ...]:
         cells = line.split()
         if len(cells) < 5:
             raise InputError(f"expected 5 columns, found {len(cells)}", file=source, line=no)
-        try:
-            size, used, prio = int(cells[2]), int(cells[3]), int(cells[4])
-        except ValueError:
-            raise InputError(f"not a swap line: {line.strip()[:60]!r}", file=source, line=no) from None
+        size = _kernel_int(cells[2], source, no, "swap Size", _KB_MAX)
+        used = _kernel_int(cells[3], source, no, "swap Used", _KB_MAX)
+        prio = input_int(cells[4], field="swap Priority", file=source, line=no, lo=-(1 << 31), hi=1 << 31)
         # Paths with spaces are escaped by the kernel (\040), so cells[0] is whole.
         areas.append(SwapArea(cells[0], cells[1], size * KiB, used * KiB, prio))
     return tuple(areas)
@@ -136,10 +149,7 @@ def parse_limits_nofile(text: str, source: str = "/proc/self/limits") -> tuple[i
 def _limit(cell: str, source: str, line: int) -> int | None:
     if cell == "unlimited":
         return None
-    try:
-        return int(cell)
-    except ValueError:
-        raise InputError(f"not a limit: {cell!r}", file=source, line=line) from None
+    return _kernel_int(cell, source, line, "Max open files")
 
 
 def parse_shm_mount(text: str, mem_total_bytes: int, source: str = "/proc/mounts") -> int | None:
@@ -160,7 +170,7 @@ def parse_shm_mount(text: str, mem_total_bytes: int, source: str = "/proc/mounts
         if not raw:
             size = mem_total_bytes // 2
         elif raw.endswith("%"):
-            size = mem_total_bytes * int(raw[:-1]) // 100
+            size = mem_total_bytes * input_int(raw[:-1], field="tmpfs size=%", file=source, line=no, lo=0, hi=1 << 20) // 100
         else:
             try:
                 # mount(8) suffixes are binary whatever their case.

@@ -47,6 +47,11 @@ def _range(lo: int, hi: int) -> str:
     return f"{lo / GiB:.1f}-{hi / GiB:.1f} GiB"
 
 
+def _known(value) -> str:
+    """A fact as text; one this machine did not show (no /proc/sys entry, no permission) says so."""
+    return "not readable here" if value is None else str(value)
+
+
 def fact_rows(facts: HostFacts) -> list[tuple[str, str]]:
     m = facts.meminfo
     rows = [
@@ -60,8 +65,8 @@ def fact_rows(facts: HostFacts) -> list[tuple[str, str]]:
         rows.append((f"cgroup {cg.version.value}", f"{limit}{extra}{used} ({cg.path})"))
     rows.append(("container", facts.container.value))
     rows.append(("RAM budget", _gib(facts.ram_budget_bytes) + (" (--host-ram-gib)" if facts.host_ram_override_bytes is not None else "")))
-    rows.append(("vm.overcommit_memory", str(facts.overcommit_memory)))
-    rows.append(("vm.max_map_count", str(facts.max_map_count)))
+    rows.append(("vm.overcommit_memory", _known(facts.overcommit_memory)))
+    rows.append(("vm.max_map_count", _known(facts.max_map_count)))
     rows.append(("swap", _gib(facts.swap_total_bytes) if facts.swap_total_bytes else "off"))
     rows.append(("/dev/shm", _gib(facts.shm.size_bytes) if facts.shm.size_bytes is not None else facts.shm.source))
     rows.append(("open files (soft/hard)", f"{facts.nofile_soft or 'unlimited'} / {facts.nofile_hard or 'unlimited'}"))
@@ -80,7 +85,7 @@ def fact_rows(facts: HostFacts) -> list[tuple[str, str]]:
         kinds = sorted({str(topo.link(a, b)) for a in topo.gpus for b in topo.gpus if a < b})
         rows.append(("GPU links", ", ".join(kinds) or "single GPU"))
     for p in facts.vllm_processes:
-        rows.append((f"vLLM pid {p.pid}", f"oom_score_adj {p.oom_score_adj}"))
+        rows.append((f"vLLM pid {p.pid}", f"oom_score_adj {_known(p.oom_score_adj)}"))
     return rows
 
 
@@ -92,9 +97,9 @@ def render_text(facts: HostFacts, findings: list[Finding], launch: LaunchView | 
     from rich.table import Table
     from rich.text import Text
 
-    # Piped output gets a fixed width wide enough for the RAM table; a terminal keeps its own.
-    width = None if getattr(file, "isatty", lambda: False)() else 120
-    console = Console(file=file, highlight=False, soft_wrap=False, width=width)
+    from oomguard.textwidth import output_width
+
+    console = Console(file=file, highlight=False, soft_wrap=False, width=output_width(file))
     table = Table(title="host facts", show_header=False, title_justify="left")
     table.add_column("fact", style="bold")
     table.add_column("value")

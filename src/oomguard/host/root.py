@@ -46,11 +46,13 @@ class Root:
         text = self.read_text(path)
         if text is None:
             return None
+        from oomguard.numbers import NumberError, parse_int
+
         value = text.strip()
         try:
-            return int(value)
-        except ValueError:
-            raise InputError(f"expected an integer, found {value[:40]!r}", file=self.display(path), line=1) from None
+            return parse_int(value)
+        except NumberError as exc:
+            raise InputError(f"expected an integer, found {value[:40]!r} ({exc.why})", file=self.display(path), line=1) from None
 
     def exists(self, path: str) -> bool:
         return self.file(path).exists()

@@ -96,6 +96,8 @@ def convert_value(flag, text: str, *, file: str | None, line: int | None, option
     t = _type(flag)
     if getattr(flag, "accepts_auto", False) and text.strip().lower() == "auto":
         return "auto"
+    if getattr(flag, "accepts_auto", False) and text.strip() == "-1":
+        return -1  # vLLM's human_readable_int_or_auto: '-1' and 'auto' both mean auto-fit
     if t in ("int", "size", "float") and len(text.strip()) > _MAX_NUMBER_CHARS:
         raise InputError(f"{option}: {_shown(text)!r} is not a number vLLM takes (more than {_MAX_NUMBER_CHARS} characters)",
                          file=file, line=line)
@@ -325,7 +327,10 @@ def parse_flag_words(
                 value_text, vw = (inline if eq else attached), w
                 i += 1
             else:
-                if nxt is None:
+                if nxt is None or (_is_option(nxt.text) and " " not in nxt.text):
+                    # argparse does not take the next option as a value: `--hf-overrides --api-key K` is
+                    # "expected one argument" in vLLM (and K must not become the model, to be printed);
+                    # like argparse's _parse_optional, a word with a space ("- a b") is a value
                     walk.problem(FlagProblem(ProblemKind.MISSING_VALUE, opt, f"{opt} expects a value", file, line, option_word=w, dest=flag.dest))
                     i += 1
                     continue

@@ -319,6 +319,10 @@ class _Capped(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def fileno(self) -> int:
+        # For a reader that maps a regular file instead of reading it (diagnose's scanner).
+        return self._raw.fileno()
+
     def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
         try:
             n = self._raw.readinto(b)  # type: ignore[attr-defined]

@@ -13,7 +13,6 @@ vendor's words (NVIDIA, GeForce, Tesla, AMD, Instinct, Intel) too, and common al
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import re
@@ -195,7 +194,9 @@ def lookup_gpu(name: str | None, memory_gib: float | None = None) -> GPU:
                 break
     if e is None:
         keys = list(_index())
-        close = difflib.get_close_matches(key, keys, n=5, cutoff=0.5)
+        from oomguard.inputs.suggest import close_matches
+
+        close = close_matches(key, keys, n=5, cutoff=0.5)
         names = sorted({_index()[k]["name"] for k in close})
         hint = f"; did you mean {', '.join(names)}?" if names else "; docs/gpus.md lists the catalog"
         raise UnknownGPUError(f"unknown GPU {name!r}{hint} (or give --gpu-memory-gib with the total your log prints)")

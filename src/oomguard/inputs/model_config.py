@@ -332,12 +332,14 @@ def load_model(spec: str, *, allow_hub: bool = True) -> ModelDescription:
 def close_catalog_ids(spec: str, n: int = 3) -> list[str]:
     """Catalog ids that look like ``spec``. Shared name tokens count most ("3.1", "70b",
     "instruct"), so a size or version match beats a near-identical spelling of another size."""
-    import difflib
     import re
+
+    from oomguard.inputs.suggest import clip, ratio as similarity
 
     def tokens(text: str) -> set[str]:
         return set(re.findall(r"\d+(?:\.\d+)*[a-z]?|[a-z]+", text.lower()))
 
+    spec = clip(spec)  # bounded: difflib is quadratic in the length
     want = tokens(spec)
     want_name = spec.split("/", 1)[-1].lower()
     scored = []
@@ -346,7 +348,7 @@ def close_catalog_ids(spec: str, n: int = 3) -> list[str]:
         overlap = len(want & have) / max(1, len(want | have))
         sizes = {t for t in want if re.fullmatch(r"\d+(?:\.\d+)?b", t)}
         size_bonus = 0.3 if sizes and sizes <= have else (-0.3 if sizes else 0.0)
-        ratio = difflib.SequenceMatcher(None, want_name, cid.split("/", 1)[-1].lower()).ratio()
+        ratio = similarity(want_name, cid.split("/", 1)[-1].lower())
         scored.append((overlap + size_bonus + 0.5 * ratio, cid))
     scored.sort(reverse=True)
     return [cid for score, cid in scored[:n] if score >= 0.6]

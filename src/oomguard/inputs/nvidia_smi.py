@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from oomguard.numbers import float_or_none, int_or_none
+
 MiB = 1 << 20
 
 # |   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |   0 |
@@ -99,15 +101,29 @@ class NvidiaSmiReport:
         return max(peaks) if peaks else None
 
 
+# No GPU has 2**40 MiB; a larger cell is not a reading (and would overflow as bytes).
+_MAX_MIB = float(1 << 40)
+
+
 def _mib(text: str) -> int | None:
+    """A memory cell ('1234 MiB', '1.5 GiB', '1234') in bytes; None when it is not a reading."""
     text = text.strip()
     m = _NUMBER_UNIT.match(text)
     if not m:
         return None
-    value = float(m.group(1))
     unit = m.group(2) or "MiB"
     scale = {"MiB": MiB, "GiB": 1 << 30, "KiB": 1 << 10}.get(unit, MiB)
-    return int(value * scale)
+    value = float_or_none(m.group(1), lo=0, hi=_MAX_MIB * MiB / scale)
+    return None if value is None else int(value * scale)
+
+
+def _small(text: str, hi: int = 1 << 32) -> int | None:
+    """A GPU index or a pid as printed; None for what no nvidia-smi prints (5000 digits, '١')."""
+    return int_or_none(text, lo=0, hi=hi)
+
+
+def _pct(text: str) -> float | None:
+    return float_or_none(text, lo=0, hi=1000)
 
 
 class NvidiaSmiParser:
@@ -166,17 +182,19 @@ class NvidiaSmiParser:
             m = _TABLE_PROC.match(text)
             if m:
                 gpu, pid, kind, name, used = m.groups()
-                key = (int(gpu), int(pid))
+                gpu_i, pid_i = _small(gpu, 1 << 16), _small(pid)
+                used_b = None if used == "N/A" else _mib(used)
+                if gpu_i is None or pid_i is None:
+                    return  # not a row nvidia-smi printed
+                key = (gpu_i, pid_i)
                 if key not in self._seen_pids and len(self._seen_pids) < 1000:
                     self._seen_pids.add(key)
-                    self._report.processes.append(
-                        GpuProcess(int(gpu), int(pid), name.strip(), None if used == "N/A" else int(used) * MiB, kind)
-                    )
+                    self._report.processes.append(GpuProcess(gpu_i, pid_i, name.strip(), used_b, kind))
             return
         m = _TABLE_GPU.match(text)
-        if m:
+        if m and _small(m.group(1), 1 << 16) is not None:
             self._pending = GpuSample(
-                index=int(m.group(1)), name=m.group(2).strip(), bus_id=m.group(4),
+                index=_small(m.group(1), 1 << 16), name=m.group(2).strip(), bus_id=m.group(4),
                 timestamp=self._timestamp, source_line=line_no,
             )
             return
@@ -184,12 +202,15 @@ class NvidiaSmiParser:
             m = _TABLE_MEM.search(text)
             if m:
                 sample = self._pending
-                sample.memory_used_bytes = int(m.group(1)) * MiB
-                sample.memory_total_bytes = int(m.group(2)) * MiB
-                sample.memory_free_bytes = sample.memory_total_bytes - sample.memory_used_bytes
-                if m.group(3):
-                    sample.utilization_pct = float(m.group(3))
                 self._pending = None
+                used, total = _mib(m.group(1)), _mib(m.group(2))
+                if used is None or total is None:
+                    return  # a hostile figure: not a reading
+                sample.memory_used_bytes = used
+                sample.memory_total_bytes = total
+                sample.memory_free_bytes = total - used
+                if m.group(3):
+                    sample.utilization_pct = _pct(m.group(3))
                 self._add(sample)
 
     # --- csv -----------------------------------------------------------
@@ -214,9 +235,8 @@ class NvidiaSmiParser:
         row = {name: value for (name, _unit), value in zip(fields, cells)}
         if "pid" in row and ("used_gpu_memory" in row or "used_memory" in row):
             used = row.get("used_gpu_memory") or row.get("used_memory") or ""
-            try:
-                pid = int(row["pid"])
-            except ValueError:
+            pid = _small(row["pid"])
+            if pid is None:
                 return
             key = (None, pid)
             if key not in self._seen_pids and len(self._seen_pids) < 1000:
@@ -225,10 +245,7 @@ class NvidiaSmiParser:
             return
         sample = GpuSample(timestamp=row.get("timestamp"), name=row.get("name"), source_line=line_no)
         if "index" in row:
-            try:
-                sample.index = int(row["index"])
-            except ValueError:
-                pass
+            sample.index = _small(row["index"], 1 << 16)
         sample.memory_used_bytes = _mib(row["memory.used"]) if "memory.used" in row else None
         sample.memory_total_bytes = _mib(row["memory.total"]) if "memory.total" in row else None
         sample.memory_free_bytes = _mib(row["memory.free"]) if "memory.free" in row else None
@@ -238,7 +255,7 @@ class NvidiaSmiParser:
         if util:
             m = _NUMBER_UNIT.match(util)
             if m:
-                sample.utilization_pct = float(m.group(1))
+                sample.utilization_pct = _pct(m.group(1))
         if sample.memory_used_bytes is None and sample.memory_total_bytes is None:
             return
         self._report.num_snapshots += 1

@@ -22,10 +22,11 @@ consecutive in that order; ``tp_groups`` and ``tp_groups_crossing`` follow that.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from oomguard.errors import InputError
 
@@ -86,16 +87,22 @@ class Link:
 
     @classmethod
     def parse(cls, cell: str) -> Link:
-        text = cell.strip().upper()
-        m = re.fullmatch(r"NV(\d+)", text)
-        if m:
-            return cls(LinkKind.NVLINK, int(m.group(1)))
-        if text == "SOC":  # the pre-2017 spelling of SYS
-            return cls(LinkKind.SYS)
-        try:
-            return cls(LinkKind(text))
-        except ValueError:
-            raise ValueError(f"unknown link kind {cell.strip()!r}") from None
+        return _parse_link(cell.strip().upper())
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_link(text: str) -> Link:
+    # Cached: a matrix holds a handful of distinct cells, and one shared Link per kind keeps a
+    # large matrix small.
+    m = re.fullmatch(r"NV(\d{1,3})", text)
+    if m:
+        return Link(LinkKind.NVLINK, int(m.group(1)))
+    if text == "SOC":  # the pre-2017 spelling of SYS
+        return Link(LinkKind.SYS)
+    try:
+        return Link(LinkKind(text))
+    except ValueError:
+        raise ValueError(f"unknown link kind {text[:20]!r}") from None
 
 
 @dataclass(frozen=True)
@@ -200,23 +207,38 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # Multi-word headers after the matrix, longest first so that "GPU NUMA ID" is
 # not read as a device called "GPU".
 _AFFINITY_HEADERS = ("GPU NUMA ID", "CPU Affinity", "NUMA Affinity")
-_GPU_NAME = re.compile(r"GPU(\d+)$")
+_GPU_NAME = re.compile(r"GPU(0|[1-9][0-9]{0,4})$")  # canonical: GPU01 would alias GPU1
+# Linux's NR_CPUS is at most 8192; a CPU or NUMA id past this is not from a real machine, and
+# '0-99999999999' would otherwise build a set of 10^11 ints.
+MAX_CPU_ID = 1 << 16
+# The most devices (GPUs and NICs) a matrix may have. Hosts have at most 8-16 GPUs and a few
+# NICs; the matrix is read in O(devices^2) time and memory, so the cap is the bound.
+MAX_DEVICES = 256
+# Lines scanned for the header before giving up: a terminal capture has some prelude, not MBs.
+MAX_HEADER_SCAN_LINES = 100_000
 
 
 def parse_cpulist(text: str | None) -> frozenset[int]:
     """Parse a Linux cpulist ('0-31,64-95', '3', 'N/A' -> empty)."""
     if not text or text.strip().upper() in ("N/A", "NA", "-"):
         return frozenset()
+    from oomguard.numbers import parse_int
+
     cpus: set[int] = set()
     for part in text.strip().split(","):
         part = part.strip()
         if not part:
             continue
         lo, _, hi = part.partition("-")
+        # parse_int raises NumberError (a ValueError) for what no kernel prints: the callers' contract.
+        first = parse_int(lo, lo=0, hi=MAX_CPU_ID)
         if hi:
-            cpus.update(range(int(lo), int(hi) + 1))
+            last = parse_int(hi, lo=0, hi=MAX_CPU_ID)
+            if last < first:
+                raise ValueError(f"cpulist range {part!r} runs backwards")
+            cpus.update(range(first, last + 1))
         else:
-            cpus.add(int(lo))
+            cpus.add(first)
     return frozenset(cpus)
 
 
@@ -245,19 +267,31 @@ def _split_header(line: str) -> tuple[list[str], list[str]]:
     return devices, [name for _, name in found]
 
 
-def parse_topology(text: str, source: str | None = None) -> Topology:
-    """Parse ``nvidia-smi topo -m`` output; raise InputError naming the line on bad input."""
-    lines = [_ANSI.sub("", ln).rstrip("\r\n") for ln in text.splitlines()]
-    header_no = next(
-        (i for i, ln in enumerate(lines) if re.match(r"^\s+GPU0\b", ln) or re.match(r"^GPU0\s+GPU1\b", ln)),
-        None,
-    )
+def parse_topology(text: str | Iterable[tuple[int, str]], source: str | None = None) -> Topology:
+    """Parse ``nvidia-smi topo -m`` output; raise InputError naming the line on bad input.
+
+    ``text`` is the whole text or ``(line_no, line)`` pairs of a streamed file: reading stops at
+    the end of the matrix, so what follows it (a legend, a pasted log) is never read.
+    """
+    numbered = enumerate(text.splitlines(), start=1) if isinstance(text, str) else iter(text)
+    header_no = header = None
+    for scanned, (no, raw) in enumerate(numbered):
+        ln = _ANSI.sub("", raw).rstrip("\r\n")
+        if re.match(r"^\s+GPU0\b", ln) or re.match(r"^GPU0\s+GPU1\b", ln):
+            header_no, header = no - 1, ln
+            break
+        if scanned >= MAX_HEADER_SCAN_LINES:
+            break
     if header_no is None:
         raise InputError(
             "no 'nvidia-smi topo -m' matrix found (expected a header line starting with GPU0)",
             file=source,
         )
-    devices, affinity_headers = _split_header(lines[header_no])
+    devices, affinity_headers = _split_header(header)
+    if len(devices) > MAX_DEVICES:
+        raise InputError(f"the topology matrix has more than {MAX_DEVICES} devices, the most "
+                         "oomguard reads (a host has at most a few dozen GPUs and NICs)",
+                         file=source, line=header_no + 1)
     if len(set(devices)) != len(devices):
         raise InputError("duplicate device names in the topology header", file=source, line=header_no + 1)
 
@@ -266,8 +300,10 @@ def parse_topology(text: str, source: str | None = None) -> Topology:
     numa_affinity: dict[int, tuple[int, ...] | None] = {}
     gpus: list[int] = []
     seen_rows: set[str] = set()
+    device_set = set(devices)
 
-    for offset, raw in enumerate(lines[header_no + 1 :], start=header_no + 2):
+    for offset, raw in numbered:
+        raw = _ANSI.sub("", raw).rstrip("\r\n") if "\x1b" in raw else raw.rstrip("\r\n")
         if not raw.strip():
             if seen_rows:
                 break  # the blank line before the legend
@@ -276,10 +312,12 @@ def parse_topology(text: str, source: str | None = None) -> Topology:
         name = cells[0]
         if name.rstrip(":").lower() in ("legend", "nic"):
             break
-        if name not in devices:
+        if name not in device_set:
             if seen_rows:
                 break
-            raise InputError(f"row {name!r} is not a device of the header", file=source, line=offset)
+            raise InputError(f"row {name[:40]!r} is not a device of the header", file=source, line=offset)
+        if name in seen_rows:
+            raise InputError(f"row {name} appears twice in the topology matrix", file=source, line=offset)
         if len(cells) < 1 + len(devices):
             raise InputError(
                 f"row {name} has {len(cells) - 1} cells, expected {len(devices)} link kinds",
@@ -299,6 +337,11 @@ def parse_topology(text: str, source: str | None = None) -> Topology:
             rest = cells[1 + len(devices) :]
             values = dict(zip(affinity_headers, rest, strict=False))  # trailing cells may be missing
             cpu_affinity[gpu] = _na(values.get("CPU Affinity"))
+            try:  # checked here: Topology.cpus() parses it again when a check asks
+                parse_cpulist(cpu_affinity[gpu])
+            except ValueError as exc:
+                raise InputError(f"GPU{gpu}: CPU Affinity {cpu_affinity[gpu][:40]!r} is not a cpulist ({exc})",
+                                 file=source, line=offset) from None
             numa_affinity[gpu] = _parse_nodes(_na(values.get("NUMA Affinity")))
 
     if not gpus:

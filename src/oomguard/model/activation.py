@@ -83,11 +83,17 @@ def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool 
         + (f" incl. retained {', '.join(kept)} GiB" if kept else "")
         + (f" + {base // MiB} MiB allowance" if base else "")
     )
-    source = (
-        "docs/memory-model.md §Activation peak: phases, §Sampler warm-up; "
-        "v1/worker/gpu_model_runner.py::profile_run/_dummy_sampler_run, "
-        "v1/worker/gpu/model_runner.py::profile_run, v1/sample/ops/topk_topp_sampler.py"
-    )
+    if e.engine == "V0":  # V0's own profile run: its model runner and sampler, not V1's
+        source = (
+            "docs/memory-model.md §Activation peak: phases, §Sampler warm-up; "
+            "worker/model_runner.py::GPUModelRunnerBase.profile_run (V0), model_executor/layers/sampler.py"
+        )
+    else:
+        source = (
+            "docs/memory-model.md §Activation peak: phases, §Sampler warm-up; "
+            "v1/worker/gpu_model_runner.py::profile_run/_dummy_sampler_run, "
+            "v1/worker/gpu/model_runner.py::profile_run, v1/sample/ops/topk_topp_sampler.py"
+        )
     assumption = (samp.assumption if samp else "not the last PP stage: no sampler") + (
         "; layer shapes are CUDA's (fused silu_and_mul, in-place add-norm, Triton MoE workspaces: "
         "derived from source, the CPU oracle checks the CPU build's variant)"

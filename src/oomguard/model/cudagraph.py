@@ -38,13 +38,20 @@ def cudagraph_estimate(m: ModelDescription, e: EngineSettings) -> Term:
     n = e.num_capture_sizes
     val = GRAPH_POOL_BASE + n * per
     charged = "subtracted from the KV budget (profiler estimate)" if e.estimate_cudagraphs else "captured after the KV pool, outside the budget"
+    if e.engine == "V0":
+        what = "V0 decode-step graphs"
+        src = ("docs/memory-model.md#cuda-graphs; worker/model_runner.py::GPUModelRunnerBase.capture_model (V0) "
+               "(per-graph size fitted on logged 'Graph capturing finished ... took X GiB')")
+    else:
+        what = e.cudagraph_mode
+        src = ("docs/memory-model.md#cuda-graphs; v1/worker/gpu_model_runner.py::profile_cudagraph_memory, capture_model "
+               "(per-graph size fitted on logged 'Graph capturing finished ... took X GiB')")
     return Term(
         "CUDA graphs",
         int(val),
         f"{GRAPH_POOL_BASE // MiB} MiB + {n} capture sizes × {per / MiB:.1f} MiB (fitted; max size {e.max_cudagraph_capture_size}, "
-        f"{e.cudagraph_mode}); {charged}",
-        "docs/memory-model.md#cuda-graphs; v1/worker/gpu_model_runner.py::profile_cudagraph_memory, capture_model "
-        "(per-graph size fitted on logged 'Graph capturing finished ... took X GiB')",
+        f"{what}); {charged}",
+        src,
         exact=False,
         low=int(val * 0.4),
         high=int(val * 2.5),

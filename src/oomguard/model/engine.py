@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.errors import InputError
+from oomguard.numbers import MAX_GPUS, NumberError, as_int, parse_int
 from oomguard.model.description import LayerKind, ModelDescription
 from oomguard.units import GiB
 
@@ -27,7 +28,7 @@ def parse_version(v: str | None) -> tuple[int, int, int]:
     parts = str(v).lstrip("v").split("+")[0].split(".")
     nums = []
     for p in parts[:3]:
-        digits = "".join(ch for ch in p if ch.isdigit())
+        digits = "".join(ch for ch in p if "0" <= ch <= "9")[:9]  # ASCII, bounded: no release number is longer
         nums.append(int(digits) if digits else 0)
     while len(nums) < 3:
         nums.append(0)
@@ -135,15 +136,34 @@ def num_capture_sizes(max_size: int, tokens: int) -> int:
     return n + (1 if tokens <= m and not listed else 0)
 
 
+# A CUDA-graph capture size is a batch size: vLLM's defaults stop at 512-1024; a list of sizes is
+# built up to the largest, so it is bounded (a max of 10^12 would build 6 * 10^10 sizes).
+MAX_CAPTURE_SIZE = 1 << 20
+MAX_CAPTURE_SIZES = 4096
+MAX_SPECULATIVE_TOKENS = 1024
+
+
+def _config_int(value: Any, where: str, *, lo: int, hi: int) -> int:
+    """A number from a JSON-valued flag (the launch reader types the JSON, not its fields)."""
+    try:
+        return as_int(value, lo=lo, hi=hi, strings=True)
+    except NumberError as exc:
+        raise InputError(f"{where}: {exc}") from None
+
+
 def _int_list(value: Any) -> list[int] | None:
     """A size list as argparse, JSON or a shell string gives it ("1 2 4", "1,2,4", [1, 2, 4])."""
     if value in (None, "", [], ()):
         return None
     items = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").replace("[", " ").replace("]", " ").split()
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:60] + "…"
+    if len(items) > MAX_CAPTURE_SIZES:
+        raise InputError(f"CUDA-graph capture sizes {shown}: more than {MAX_CAPTURE_SIZES} sizes")
     try:
-        out = sorted({int(x) for x in items})
-    except (TypeError, ValueError):
-        raise InputError(f"CUDA-graph capture sizes {value!r}: not a list of integers") from None
+        out = sorted({as_int(x, lo=1, hi=MAX_CAPTURE_SIZE, strings=True) for x in items})
+    except (TypeError, NumberError) as exc:
+        raise InputError(f"CUDA-graph capture sizes {shown}: not a list of integers from 1 to "
+                         f"{MAX_CAPTURE_SIZE:,} ({exc})") from None
     return out or None
 
 
@@ -157,6 +177,31 @@ def _json(value: Any) -> dict:
             return {}
         return out if isinstance(out, dict) else {}
     return {}
+
+
+def check_world(model: ModelDescription, tp: int, pp: int, dp: int, partition: str | None = None) -> None:
+    """Refuse, before any per-stage work, a parallel layout no deployment has: more than
+    ``MAX_GPUS`` GPUs in all, more pipeline stages than layers, or a VLLM_PP_LAYER_PARTITION
+    that vLLM itself rejects (distributed/utils.py::get_pp_indices)."""
+    world = tp * pp * max(1, dp)
+    if world > MAX_GPUS:
+        raise InputError(f"--tensor-parallel-size {tp} × --pipeline-parallel-size {pp} × --data-parallel-size {dp} "
+                         f"= {world:,} GPUs, more than the {MAX_GPUS:,} oomguard plans for "
+                         "(vLLM's largest deployments use a few thousand)")
+    if pp > model.num_layers:
+        raise InputError(f"--pipeline-parallel-size {pp} is more than the model's {model.num_layers} layers "
+                         "(vLLM gives each pipeline stage a share of the layers: distributed/utils.py::get_pp_indices)")
+    if partition:
+        try:
+            parts = [parse_int(x, lo=0, hi=model.num_layers) for x in partition.split(",")]
+        except NumberError as exc:
+            raise InputError(f"VLLM_PP_LAYER_PARTITION={partition[:60]!r}: invalid partition string ({exc})") from None
+        if len(parts) != pp:
+            raise InputError(f"VLLM_PP_LAYER_PARTITION has {len(parts)} entries but --pipeline-parallel-size is {pp} "
+                             "(vLLM: len(partitions) does not match pp_size)")
+        if sum(parts) != model.num_layers:
+            raise InputError(f"VLLM_PP_LAYER_PARTITION sums to {sum(parts)} layers but the model has {model.num_layers} "
+                             "(vLLM: sum(partitions) does not match num_hidden_layers)")
 
 
 def engine_for(v: tuple[int, int, int], env, *, gpu_cc: tuple[int, int] | None = None, quantization: str | None = None) -> tuple[str, str | None]:
@@ -204,6 +249,7 @@ def resolve(
     dp = int(flags.get("data_parallel_size") or 1)
     if tp < 1 or pp < 1:
         raise InputError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1")
+    check_world(model, tp, pp, dp, env.get("VLLM_PP_LAYER_PARTITION"))
     engine, why = engine_for(v, env, gpu_cc=gpu_cc if getattr(gpu, "platform", "cuda") == "cuda" else None,
                              quantization=model.quantization.method)
     if why:
@@ -227,7 +273,8 @@ def resolve(
         max_len, len_src = int(raw_len), "--max-model-len"
 
     spec = _json(flags.get("speculative_config"))
-    num_spec = int(spec.get("num_speculative_tokens") or 0)
+    num_spec = _config_int(spec.get("num_speculative_tokens") or 0, "--speculative-config num_speculative_tokens",
+                           lo=0, hi=MAX_SPECULATIVE_TOKENS)
     spec_method = spec.get("method") or (spec.get("model") and "draft") or None
 
     chunked_flag = flags.get("enable_chunked_prefill")
@@ -262,6 +309,10 @@ def resolve(
     mode = str(comp.get("cudagraph_mode") or ("NONE" if eager else ("PIECEWISE" if v < (0, 11, 0) else "FULL_AND_PIECEWISE"))).upper()
     if eager:
         mode = "NONE"
+    elif engine == "V0":
+        # V0 has no cudagraph modes: its model runner captures whole decode-step graphs
+        # (worker/model_runner.py::capture_model, batch sizes up to max_num_seqs)
+        mode = V0_GRAPHS
     q = 1 + num_spec
     max_cap = comp.get("max_cudagraph_capture_size") or flags.get("max_cudagraph_capture_size")
     # An explicit size list (--cudagraph-capture-sizes, 0.10-0.11 --cuda-graph-sizes, or the
@@ -276,10 +327,10 @@ def resolve(
     if not max_cap:
         cap_limit = 1024 if gpu_cc[0] == 10 else 512
         max_cap = min(T, min(S * q * 2, cap_limit)) if v >= (0, 11, 0) else min(S, 512)
-    max_cap = int(max_cap)
+    max_cap = _config_int(max_cap, "max_cudagraph_capture_size", lo=1, hi=MAX_CAPTURE_SIZE)
     if v >= (0, 11, 0):
-        # vLLM caps the largest capture size at the token budget (config/vllm.py::_set_cudagraph_sizes:
-        # max_cudagraph_capture_size = min(max_num_tokens, max_cudagraph_capture_size))
+        # vLLM caps the largest capture size at the token budget, an explicit one too
+        # (config/vllm.py::_set_cudagraph_sizes: min(max_num_batched_tokens, max_cudagraph_capture_size))
         max_cap = max(1, min(max_cap, T))
     n_sizes = 0 if mode == "NONE" else (len(explicit) if explicit else num_capture_sizes(max_cap, T))
     est_env = env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
@@ -347,6 +398,13 @@ NO_FLOAT16_TYPES = ("gemma2", "gemma3", "gemma3_text", "glm4")
 # platform's first supported dtype (_resolve_auto_dtype).
 AUTO_DTYPE_BY_PLATFORM = (0, 9, 1)
 
+
+V0_GRAPHS = "V0_DECODE"  # the V0 engine's whole decode-step graphs (no piecewise/FULL modes)
+
+
+def graphs_label(mode: str) -> str:
+    """How a plan names its CUDA graphs: V1's cudagraph_mode, or V0's decode-step graphs."""
+    return "V0 decode-step graphs" if mode == V0_GRAPHS else mode
 
 # platforms/interface.py::Platform.supported_dtypes: the default every platform starts from
 # (CUDA narrows it by compute capability; the GPU catalog lists each target's own).

@@ -127,7 +127,8 @@ class Plan:
             "num_gpu_blocks": self.num_gpu_blocks,
             "blocks_per_request": self.blocks_per_request,
             "max_concurrency": round(self.max_concurrency, 2),
-            "max_fitting_model_len": self.max_fitting_len,
+            "max_fitting_model_len": self.max_fitting_len,  # the KV limit: the longest one request the pool holds
+            "derived_max_model_len": derive_len(self.model, self.settings.version),  # the position limit
             "one_request_kv_gib": round(self.one_request_bytes / GiB, 2),
             "kv_groups": [{"kind": g.kind, "layers": len(g.specs), "group_size": g.group_size, "page_size_bytes": g.page_size_bytes, "block_size": g.block_size} for g in self.layout.groups],
             "starts": self.starts,
@@ -204,6 +205,12 @@ def plan_launch(
     # --- configuration errors vLLM raises before touching memory
     if world > gpus:
         fail(FailureClass.CONFIG_ERROR, f"tensor_parallel_size × pipeline_parallel_size = {world} but only {gpus} GPU(s) are available")
+    # Data-parallel ranks on this node each need their own TP × PP GPUs (data_parallel_size_local
+    # defaults to data_parallel_size); checked against the GPUs the user said there are.
+    dp_local = int(flags.get("data_parallel_size_local") or s.data_parallel_size or 1)
+    if num_gpus and dp_local > 1 and world * dp_local > num_gpus:
+        fail(FailureClass.CONFIG_ERROR, f"tensor_parallel_size × pipeline_parallel_size × data_parallel_size = "
+                                        f"{world * dp_local} but only {num_gpus} GPU(s) are available")
     if model.family != "mla" and model.num_attention_heads % tp:
         fail(FailureClass.CONFIG_ERROR, f"Total number of attention heads ({model.num_attention_heads}) must be divisible by tensor parallel size ({tp}).")
     if model.family != "mla" and tp > model.num_kv_heads and tp % model.num_kv_heads:

@@ -9,14 +9,29 @@ def _g(b: float) -> str:
     return f"{b / GiB:,.2f}"
 
 
+def kv_limit_text(plan) -> str:
+    """The two length limits, named apart: what the KV pool holds (memory) and the model's maximum
+    (positions, what vLLM derives from the config)."""
+    from oomguard.model.engine import derive_len
+
+    derived = derive_len(plan.model, plan.settings.version)
+    upper = max(plan.settings.max_model_len, derived)
+    kv = plan.max_fitting_len or 0
+    held = (f"the KV pool holds one request of at least {kv:,} tokens" if kv >= upper
+            else f"the KV pool holds one request of at most {kv:,} tokens")
+    return f"{held}; the model's maximum length (derived max_model_len) is {derived:,}"
+
+
 def render_plan(plan, *, explain: bool = False, notes: list[str] | None = None, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     if console is None:
-        import shutil
+        from oomguard.textwidth import output_width
 
-        console = Console(highlight=False, width=max(110, shutil.get_terminal_size((110, 40)).columns))
+        console = Console(highlight=False, width=output_width())
+    from oomguard.model.engine import graphs_label
+
     s = plan.settings
     m = plan.model
     head = (
@@ -36,7 +51,7 @@ def render_plan(plan, *, explain: bool = False, notes: list[str] | None = None, 
     console.print(
         f"max_model_len {s.max_model_len:,} ({s.max_model_len_source})  max_num_batched_tokens {s.max_num_batched_tokens:,}  "
         f"max_num_seqs {s.max_num_seqs}  util {s.gpu_memory_utilization}  dtype {s.dtype}  kv dtype {s.kv_cache_dtype}  "
-        f"{'eager' if s.enforce_eager else 'CUDA graphs ' + s.cudagraph_mode}"
+        f"{'eager' if s.enforce_eager else 'CUDA graphs ' + graphs_label(s.cudagraph_mode)}"
     )
     for r in plan.ranks:
         t = Table(title=f"per GPU (stage {r.stage})" if len(plan.ranks) > 1 else "per GPU", show_edge=False, pad_edge=False)
@@ -61,7 +76,7 @@ def render_plan(plan, *, explain: bool = False, notes: list[str] | None = None, 
     console.print(
         f"KV: {plan.kv_bytes_per_token:,.0f} B/token/GPU, block {plan.block_size} tokens, {len(plan.layout.groups)} group(s), "
         f"{plan.num_gpu_blocks:,} blocks; one {s.max_model_len:,}-token request needs {_g(plan.one_request_bytes)} GiB; "
-        f"largest max-model-len that fits: {plan.max_fitting_len:,}"
+        + kv_limit_text(plan)
     )
     if plan.starts:
         console.print(f"[green bold]STARTS[/]: {plan.kv_cache_tokens:,} tokens of KV cache, {plan.max_concurrency:.2f}x concurrency at {s.max_model_len:,} tokens")

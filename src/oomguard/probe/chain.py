@@ -10,7 +10,6 @@ is refused) stops the chain.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -571,7 +570,9 @@ def _closest(name: str, choices: list[str]) -> str:
     for key, value in low.items():
         if key == tail or key.endswith("/" + tail):
             return value
-    match = difflib.get_close_matches(tail, list(low), n=1, cutoff=0.0)
+    from oomguard.inputs.suggest import close_matches
+
+    match = close_matches(tail, list(low), n=1, cutoff=0.0)
     return low[match[0]] if match else choices[0]
 
 

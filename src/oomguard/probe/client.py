@@ -80,7 +80,11 @@ def normalize_base_url(text: str) -> ServerURL:
     if "://" not in raw:
         raw = "http://" + raw
         notes.append("no scheme given; assumed http://")
-    parts = urlsplit(raw)
+    try:
+        parts = urlsplit(raw)
+    except ValueError as exc:  # "Invalid IPv6 URL": an unclosed [ ... ]
+        raise InputError(f"--base-url {text!r}: {exc} (an IPv6 address is written in brackets, "
+                         "http://[::1]:8000)") from None
     if parts.scheme not in ("http", "https"):
         raise InputError(f"--base-url {text!r}: scheme must be http or https")
     if not parts.hostname:
@@ -102,9 +106,8 @@ def normalize_base_url(text: str) -> ServerURL:
         n_v1 += 1
     prefix = "/" + "/".join(segments) if segments else ""
     # Drop user:password@ from what we keep; it must never reach output.
-    netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
-    if ":" in (parts.hostname or "") and not netloc.startswith("["):
-        netloc = f"[{parts.hostname}]" + (f":{parts.port}" if parts.port else "")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # IPv6 keeps its brackets
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
     root = urlunsplit((parts.scheme, netloc, prefix, "", ""))
     given = urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
     return ServerURL(

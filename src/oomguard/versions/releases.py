@@ -27,9 +27,10 @@ from oomguard.errors import InputError
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "flags"
 
+# Version components are bounded ({1,9}): a 5000-digit "release" must not reach int().
 _VERSION = re.compile(
-    r"^v?(?P<major>\d+)\.(?P<minor>\d+)(?:\.(?P<patch>\d+))?(?:\.(?P<sub>\d+))?"
-    r"(?:[.-]?post(?P<post>\d+))?(?:[.-]?(?P<pre>rc|dev|a|b)(?P<prenum>\d*))?"
+    r"^v?(?P<major>\d{1,9})\.(?P<minor>\d{1,9})(?:\.(?P<patch>\d{1,9}))?(?:\.(?P<sub>\d{1,9}))?"
+    r"(?:[.-]?post(?P<post>\d{1,9}))?(?:[.-]?(?P<pre>rc|dev|a|b)(?P<prenum>\d{0,9}))?"
     r"(?:\+[\w.]+)?$",
     re.IGNORECASE,
 )

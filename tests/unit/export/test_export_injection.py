@@ -253,7 +253,9 @@ def value_of(argv: list[str], option: str) -> str:
 def _script(values: dict[str, str]) -> str:
     env_ok = {k: v for k, v in values.items() if not re.search(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", v)}
     lines = [f"export VLLM_X_{k.upper().replace('-', '_')}={shlex.quote(v)}" for k, v in env_ok.items()]
-    words = [f"{flag} {_ansi(v)}" for flag, v in zip(STRING_FLAGS, values.values())]
+    # A value that argparse would read as an option ("---") is attached with "=", as vLLM needs it.
+    words = [f"{flag}={_ansi(v)}" if v.startswith("-") and " " not in v else f"{flag} {_ansi(v)}"
+             for flag, v in zip(STRING_FLAGS, values.values())]
     return "\n".join(lines) + "\nvllm serve m \\\n  " + " \\\n  ".join(words) + "\n"
 
 

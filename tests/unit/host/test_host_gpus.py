@@ -123,3 +123,36 @@ def test_nvidia_smi_source_runs_the_two_queries():
     assert seen[1][1].startswith("--query-compute-apps=")
     assert snap.source == "nvidia-smi"
     assert snap.processes[0].gpu_index == 0
+
+
+def test_csv_series_is_kept_as_one_entry_per_gpu_and_process():
+    """`nvidia-smi --query-gpu=... -l 1` repeats every GPU each sample: the device keeps its last
+    row (the state now), the peak and the count; processes repeat too and are kept once."""
+    rows = ["index, uuid, name, memory.total [MiB], memory.used [MiB]"]
+    for used in (100, 5000, 300):
+        rows += [f"0, GPU-a, H100, 81559 MiB, {used} MiB", f"1, GPU-b, H100, 81559 MiB, {used + 1} MiB"]
+    rows += ["gpu_uuid, pid, process_name, used_gpu_memory [MiB]"]
+    rows += ["GPU-a, 42, python3, 200 MiB", "GPU-a, 42, python3, 4000 MiB", "GPU-b, 43, python3, [N/A]"]
+    snap = parse_nvidia_smi_csv(iter(enumerate(rows, start=1)), "series.csv")  # a streamed file's lines
+    assert [(d.index, d.used_bytes, d.peak_used_bytes, d.samples) for d in snap.devices] == [
+        (0, 300 * MiB, 5000 * MiB, 3), (1, 301 * MiB, 5001 * MiB, 3)]
+    assert [(p.pid, p.gpu_index, p.used_bytes) for p in snap.processes] == [(42, 0, 4000 * MiB), (43, 1, None)]
+    assert snap.to_dict()["devices"][0]["peak_used_bytes"] == 5000 * MiB
+
+
+@pytest.mark.parametrize("cell, needle", [
+    ("9" * 5000 + " MiB", "too many digits"), ("nan MiB", "finite"), ("1e999 MiB", "infinity"),
+    ("١٢٣ MiB", "ASCII"), ("99999999999 MiB", "at most"), ("0 MiB", "missing or 0"),
+])
+def test_csv_hostile_memory_cells_are_one_line_errors(cell, needle):
+    text = f"index, uuid, name, memory.total [MiB], memory.used [MiB]\n0, GPU-x, A100, {cell}, 3 MiB\n"
+    with pytest.raises(InputError, match=needle):
+        parse_nvidia_smi_csv(text, "f")
+
+
+def test_csv_hostile_index_and_pid():
+    with pytest.raises(InputError, match="f:2: not a GPU index"):
+        parse_nvidia_smi_csv("index, uuid, name, memory.total [MiB], memory.used [MiB]\n" + "9" * 5000
+                             + ", GPU-x, A100, 1 MiB, 1 MiB\n", "f")
+    with pytest.raises(InputError, match="f:2: not a pid"):
+        parse_nvidia_smi_csv("gpu_uuid, pid, process_name, used_gpu_memory [MiB]\nGPU-x, 1e9, p, 1 MiB\n", "f")

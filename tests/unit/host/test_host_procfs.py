@@ -82,3 +82,20 @@ def test_shm_last_mount_wins_and_absent_is_none():
 
 def test_node_meminfo():
     assert parse_node_meminfo("Node 1 MemTotal:  2048 kB\nNode 1 MemFree:  1024 kB\n", "n") == (2 * MiB, MiB)
+
+
+@pytest.mark.parametrize("value, needle", [("9" * 5000, "too many digits"), ("١٢٣", "ASCII"),
+                                           (str(1 << 60), "out of range")])
+def test_meminfo_numbers_are_read_safely(value, needle):
+    # int() of a 5000-digit run raised ValueError (internal error); a kB figure past 2**53 is no RAM.
+    with pytest.raises(InputError, match=f"meminfo:1: MemTotal: .*{needle}"):
+        parse_meminfo(f"MemTotal: {value} kB\nMemAvailable: 1 kB\n", "meminfo")
+
+
+def test_swaps_limits_and_node_meminfo_numbers_are_read_safely():
+    with pytest.raises(InputError, match="swaps:2: swap Size"):
+        parse_swaps("Filename Type Size Used Priority\n/swap file " + "9" * 5000 + " 0 -2\n", "swaps")
+    with pytest.raises(InputError, match="limits:1: Max open files"):
+        parse_limits_nofile("Max open files            " + "9" * 5000 + "   1   files\n", "limits")
+    with pytest.raises(InputError, match="node0/meminfo:1: MemTotal"):
+        parse_node_meminfo("Node 0 MemTotal: " + "9" * 100 + " kB\n", "node0/meminfo")

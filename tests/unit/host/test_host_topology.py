@@ -126,3 +126,42 @@ def test_unknown_link_names_file_and_line():
 def test_malformed_matrices(text, words):
     with pytest.raises(InputError, match=words):
         parse_topology(text, "t.txt")
+
+
+def _matrix(n: int, tail: str = "") -> str:
+    head = "\t" + "\t".join(f"GPU{i}" for i in range(n)) + "\tCPU Affinity\tNUMA Affinity\n"
+    rows = "".join(f"GPU{i}\t" + "\t".join("X" if i == j else "SYS" for j in range(n)) + "\t0-3\t0\n" for i in range(n))
+    return head + rows + tail
+
+
+def test_a_matrix_with_more_devices_than_any_host_is_refused():
+    with pytest.raises(InputError, match="more than 256 devices"):
+        parse_topology(_matrix(300), "topo.txt")
+
+
+def test_reading_stops_at_the_end_of_the_matrix():
+    """A streamed file: the lines after the matrix (a legend, a pasted log) are never consumed."""
+    consumed = []
+
+    def lines():
+        for no, line in enumerate((_matrix(2, "\nLegend:\n") + "junk\n" * 1000).splitlines(), start=1):
+            consumed.append(no)
+            yield no, line
+
+    topo = parse_topology(lines(), "topo.txt")
+    assert topo.gpus == (0, 1) and max(consumed) <= 5
+
+
+@pytest.mark.parametrize("affinity, needle", [("0-99999999999", "at most 65,536"), ("3-1", "backwards"),
+                                              ("٣", "ASCII"), ("0-" + "9" * 5000, "too many digits")])
+def test_cpu_affinity_is_checked_when_read(affinity, needle):
+    text = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV4\t0-3\t0\nGPU1\tNV4\t X \t" + affinity + "\t0\n"
+    with pytest.raises(InputError, match=needle):
+        parse_topology(text, "topo.txt")
+
+
+def test_duplicate_rows_and_aliased_gpu_names_are_refused():
+    with pytest.raises(InputError, match="appears twice"):
+        parse_topology("\tGPU0\tGPU1\nGPU0\t X \tSYS\nGPU0\t X \tSYS\nGPU1\tSYS\t X \n", "t")
+    with pytest.raises(InputError, match="unknown link kind"):
+        parse_topology("\tGPU0\tGPU1\nGPU0\t X \tNV" + "9" * 5000 + "\nGPU1\tSYS\t X \n", "t")

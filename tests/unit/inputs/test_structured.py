@@ -67,3 +67,19 @@ def test_values_and_marks_from_one_parse():
 def test_unsafe_tags_stay_refused():
     with pytest.raises(InputError, match="invalid YAML"):
         structured.load_yaml("a: !!python/object/apply:os.system ['true']\n")
+
+
+@pytest.mark.parametrize("text", [
+    "a: &x [*x]\n",
+    "a: &x {k: *x}\n",
+    "a: &b {x: &c [1, *c], y: 2}\nc: *b\n",
+])
+def test_a_recursive_alias_is_refused_not_walked_forever(text):
+    # The alias-expansion count used to loop (and grow its stack) forever on these; the fuzz
+    # campaign's `gpu-memory-utilization: &a [*a]` ran past 30 s and a run reached 16 GB.
+    with pytest.raises(InputError, match="refers to itself"):
+        structured.load_yaml("model: m\n" + text, file="c.yaml")
+
+
+def test_shared_aliases_that_are_not_recursive_still_load():
+    assert structured.load_yaml("a: &b [1, 2]\nc: [*b, *b]\nd: {e: *b}\n") == {"a": [1, 2], "c": [[1, 2], [1, 2]], "d": {"e": [1, 2]}}

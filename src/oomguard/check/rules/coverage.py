@@ -50,8 +50,8 @@ def what_to_pass(ctx) -> list[str]:
     why="""A check that skips its memory rules and prints "no findings" reads like a clean bill
     of health for a launch that may not start: without the model's config the token-budget, KV
     capacity and GPU-budget rules cannot compute anything. This finding lists the rules that did
-    not run and what to pass so they can; `check` exits 1 while it is present, with or without
-    `--strict`.""",
+    not run and what to pass so they can; while it is present `check` exits 3 (could not
+    complete), with or without `--strict`, unless an error finding makes it 1.""",
     fix="""Pass what is missing: `--model PATH/config.json` (or an HF id in the local cache or the
     bundled catalog) when the launch's model path is not on this machine, and `--gpu NAME`. For an
     architecture oomguard does not model yet, the flag, version, host and syntax rules still run.""",

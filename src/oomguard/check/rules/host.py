@@ -19,7 +19,9 @@ from oomguard.check.rules.common import gib, set_json_key
 from oomguard.model.failures import FailureClass as F
 from oomguard.units import GiB
 
-# The host-RAM policy (when tight, what a fix may propose) is ram_model's, shared with fit and host.
+# The host-RAM policy (when tight, what a fix may propose) is ram_model's, shared with fit and host
+# (re-exported here for the callers that read it from check, export/resources.py).
+from oomguard.host.ram_model import FIX_SHARE, TIGHT_SHARE  # noqa: E402,F401
 
 
 def host_need(ctx):

@@ -114,7 +114,7 @@ def kv_too_small(ctx):
     yield r.finding(
         ctx,
         f"one {L:,}-token request needs {gib(plan.one_request_bytes)} of KV cache per GPU but the pool has {gib(avail)} "
-        f"({plan.kv_cache_tokens:,} tokens): vLLM will stop at start-up. Largest max-model-len that fits: {plan.max_fitting_len:,}."
+        f"({plan.kv_cache_tokens:,} tokens): vLLM will stop at start-up. Largest max-model-len the KV pool holds: {plan.max_fitting_len:,}."
         + (f" Use --max-model-len {new_len:,}." if new_len else "")
         + alt,
         dests=["max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes"] if ctx.is_set("max_model_len") else ["gpu_memory_utilization", "kv_cache_memory_bytes"],

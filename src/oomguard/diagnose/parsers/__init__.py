@@ -8,6 +8,8 @@ thorough.
 
 from __future__ import annotations
 
+import re
+
 from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.cues import parse_cues
@@ -22,9 +24,21 @@ MAX_NUMBER_NOTES = 10
 __all__ = ["feed"]
 
 
+_QUOTE = re.compile(r"^(?:>\s?)+")
+
+
 def feed(line: LogLine, col: Collector) -> None:
     if not line.message:
         return
+    if line.prose and line.message.startswith(">"):
+        # A quote in an issue reply ("> ERROR 03-13 09:07:24 [core.py:330] ..."): read what is quoted as it was.
+        from oomguard.diagnose.lines import parse_line
+
+        quoted = _QUOTE.sub("", line.raw.lstrip())
+        if quoted.strip():
+            line = parse_line(line.file, line.line, quoted, following=line.following, truncated=line.truncated)
+            if not line.message:
+                return
     if REQUEST_ECHO.search(line.message):
         # A prompt can say anything ("my pod was OOMKilled"): only the serving phase is read from it.
         parse_identity(line, col)

@@ -33,11 +33,12 @@ class CueRule:
     keywords: tuple[bytes, ...]  # every line the pattern matches contains one of these (prefilter)
     prose: bool  # only lines people wrote (not log records) or CJK text count
     example: str
+    failure: bool = False  # prose, CJK, or an error record (ERROR / CRITICAL, an exception line): words of a failure
 
 
 def _rule(feature: str, pattern: str, keywords: tuple[str, ...], example: str, *, prose: bool = False,
-          flags: int = re.IGNORECASE) -> CueRule:
-    return CueRule(feature, re.compile(pattern, flags), tuple(k.encode() for k in keywords), prose, example)
+          failure: bool = False, flags: int = re.IGNORECASE) -> CueRule:
+    return CueRule(feature, re.compile(pattern, flags), tuple(k.encode() for k in keywords), prose, example, failure)
 
 
 TABLE: tuple[CueRule, ...] = (
@@ -52,7 +53,8 @@ TABLE: tuple[CueRule, ...] = (
           ("memory.max", "memory.limit", "limits:", "limits.memory", "memory limit", "Memory limit", "MemoryMax",
            "--memory", "mem_limit", "memory: ", "内存限制"), "resources: limits: memory: 64Gi"),
     _rule("host:oomkilled", r"\bOOMKilled\b|exit(?:ed)?(?: with)? (?:code|status)[: ]*137\b|exitCode: 137|code 137",
-          ("OOMKilled", "137"), "Last State: Terminated  Reason: OOMKilled  Exit Code: 137", flags=0),
+          ("OOMKilled", "code 137", "code: 137", "status 137", "status: 137", "exitCode: 137"),
+          "Last State: Terminated  Reason: OOMKilled  Exit Code: 137", flags=0),
     _rule("host:memory-monitor",
           r"memory monitor|running low on memory|due to memory pressure|memory usage threshold|"
           r"ray\.exceptions\.OutOfMemoryError|killed due to (?:the )?(?:node|high memory)",
@@ -63,7 +65,7 @@ TABLE: tuple[CueRule, ...] = (
           ("RSS", "RAM", "host memory", "system memory", "CPU memory", "swap", "内存"),
           "the RSS of the process grows to 120 GB of RAM", prose=True),
     _rule("host:offload", r"pin_memory|pinned memory|cpu[_-]offload|swap[_-]space|kv[_-]offloading|--swap-space",
-          ("pin_memory", "pinned memory", "offload", "swap_space", "swap-space"), "--cpu-offload-gb 64"),
+          ("pin_memory", "pinned memory", "offload", "swap_space", "swap-space"), "--cpu-offload-gb 64", failure=True),
     _rule("host:cpu-backend", r"VLLM_CPU_KVCACHE_SPACE|\bCPU backend\b|cpu_worker\.py|--device[= ]cpu|device_config=cpu",
           ("VLLM_CPU", "CPU backend", "cpu_worker", "device cpu", "device=cpu", "device_config=cpu"),
           "VLLM_CPU_KVCACHE_SPACE=40"),
@@ -86,8 +88,10 @@ TABLE: tuple[CueRule, ...] = (
           "sending 8 images per request", prose=True),
     _rule("req:spec-decode", r"speculative|spec[_ -]decod|draft model|\beagle\b|\bMTP\b|num_speculative_tokens|投机",
           ("peculative", "spec_decod", "spec decod", "spec-decod", "draft model", "eagle", "EAGLE", "Eagle", "MTP",
-           "投机"), "--speculative-config '{\"method\": \"eagle\"}'"),
-    _rule("req:lora", r"\bLoRA\b|lora_modules|enable[-_]lora|max_loras", ("LoRA", "lora"), "--enable-lora --max-loras 4"),
+           "投机"), "--speculative-config '{\"method\": \"eagle\"}'", failure=True),
+    _rule("req:lora", r"\bLoRA\b|lora_modules|enable[-_]lora|max_loras|--lora", ("LoRA", "lora_modules", "enable-lora",
+                                                                            "enable_lora", "max_loras", "--lora"),
+          "--enable-lora --max-loras 4", failure=True),
     # --- the phase, in the reporter's words (prose and CJK only) --------------------------------
     _rule("words:startup",
           r"\b(?:at|on|during) start(?:-?up)?\b|when (?:starting|launching)|while starting|(?:fails?|failed) to start|"
@@ -109,7 +113,7 @@ TABLE: tuple[CueRule, ...] = (
           r"\binference\b|\bserving\b|when (?:I |we )?send|send(?:ing)? (?:a |the |many |some )?requests?|"
           r"after (?:some|a) (?:time|while)|after (?:\d+|a few|several) (?:requests|minutes|hours)|during generation|"
           r"while generating|推理|请求|运行一段时间|运行时|运行中|生成时|服务中|服务期间",
-          ("inference", "serving", "when I send", "when we send", "when send", "send request", "sending request",
+          ("inference", " serving", "Serving", "when I send", "when we send", "when send", "send request", "sending request",
            "send a request", "sending a request", "send the request", "send many", "sending many", "send some",
            "after some time", "after a while", "requests", "minutes", "hours", "during generation", "while generating",
            "推理", "请求", "运行一段时间", "运行时", "运行中", "生成时", "服务中", "服务期间"),
@@ -124,8 +128,10 @@ TABLE: tuple[CueRule, ...] = (
     _rule("words:capture", r"captur|cuda ?graphs?|cudagraph|图捕获", ("captur", "CUDA graph", "cuda graph", "cudagraph",
                                                                     "CUDAGraph", "cuda_graph", "图捕获"),
           "OOM while capturing CUDA graphs", prose=True),
-    _rule("words:kv", r"kv[ _-]?cache|kv[ _-]?缓存|KV 缓存", ("kv cache", "KV cache", "kv_cache", "KV Cache", "kv-cache",
-                                                          "kvcache", "KVCache", "kv缓存", "KV缓存", "KV 缓存", "kv 缓存"),
+    # Not "KV cache" alone: every throughput line says "GPU KV cache usage" (the prefilter would select them all).
+    _rule("words:kv", r"kv[ _-]?cache|kv[ _-]?缓存|KV 缓存",
+          ("kv cache", "kv-cache", "kvcache", "KVCache", "KV cache is", "KV cache was", "KV cache too", "the KV cache",
+           "enough KV cache", "KV cache not", "KV cache size is", "KV cache for", "kv缓存", "KV缓存", "KV 缓存", "kv 缓存"),
           "the kv cache is too small for max_model_len", prose=True),
     _rule("words:gpu-mem", r"显存|\bVRAM\b|GPU memory|video memory|GPU RAM", ("显存", "VRAM", "GPU memory", "video memory",
                                                                             "GPU RAM"),
@@ -153,21 +159,101 @@ TABLE: tuple[CueRule, ...] = (
           r"compute capability (?:of )?[1-7]\.\d|capability [1-7]\.\d|sm_?7[05]\b",
           ("V100", "T4", "P100", "P40", "Tesla", "RTX 20", "RTX20", "GTX", "Titan", "TITAN", "Turing", "Volta",
            "capability", "sm_7", "sm7"), "Tesla V100-SXM2-32GB", flags=0),
-    _rule("cfg:bf16", r"bfloat16|\bbf16\b", ("bfloat16", "bf16", "BFloat16", "Bfloat16", "BF16"),
-          "Bfloat16 is only supported on GPUs with compute capability of at least 8.0"),
+    # Not "bf16" alone: request ids are hex ("chatcmpl-...0bf16a...").
+    _rule("cfg:bf16", r"bfloat16|\bbf16\b", ("bfloat16", " bf16", "=bf16", "`bf16", "BFloat16", "Bfloat16", "BF16"),
+          "Bfloat16 is only supported on GPUs with compute capability of at least 8.0", failure=True),
     _rule("cfg:custom-allreduce", r"custom[_ ]?all[_ -]?reduce|custom_ar\b|CustomAllreduce",
-          ("ustom_all", "ustom all", "ustomAll", "custom_ar", "ustom_allreduce"), "custom_all_reduce.cuh:368 'invalid argument'"),
+          ("ustom_all", "ustom all", "ustomAll", "custom_ar", "ustom_allreduce"), "custom_all_reduce.cuh:368 'invalid argument'", failure=True),
     _rule("cfg:remote-code", r"trust[_-]remote[_-]code", ("trust_remote_code", "trust-remote-code"),
-          "Please pass the argument `trust_remote_code=True` to allow custom code to be run."),
+          "Please pass the argument `trust_remote_code=True` to allow custom code to be run.", failure=True),
     _rule("cfg:tokenizer", r"tokenizer[_-]mode|MistralTokenizer|mistral_common|tekken|tokenizer\.json|tokenizer_config",
           ("tokenizer_mode", "tokenizer-mode", "MistralTokenizer", "mistral_common", "tekken", "tokenizer.json",
-           "tokenizer_config"), "use --tokenizer-mode mistral"),
+           "tokenizer_config"), "use --tokenizer-mode mistral", failure=True),
     _rule("cfg:hybrid", r"\bmamba\b|\bhybrid\b|linear[_ ]attention|Qwen3-Next|\bJamba\b|Nemotron-H|granite-4|state blocks",
           ("amba", "ybrid", "linear_attention", "linear attention", "Qwen3-Next", "Jamba", "Nemotron-H", "granite-4",
-           "state blocks"), "Mamba cache blocks"),
+           "state blocks"), "Mamba cache blocks", failure=True),
+    # --- a failure stated in words (anchors: a report that says something failed is never "none") -----
+    _rule("fail:title", r"^\s*#*\s*\[(?:Bug|Usage|Issue|Error|Help|Installation|Question)\]\s*[:：]?",
+          ("[Bug]", "[Usage]", "[Issue]", "[Error]", "[Help]", "[Installation]", "[Question]"),
+          "[Bug]: vLLM crashes when loading Qwen3", prose=True, flags=0),
+    _rule("fail:words",
+          r"\b(?:errors?|fails?|failed|failing|failure|crash(?:es|ed|ing)?|exceptions?|killed|dies|died|freez(?:es|ing)|"
+          r"hangs|stuck|unable to|won'?t (?:start|run|load|work)|does(?:n'?t| not) work)\b|报错|错误|失败|崩溃|挂掉|卡死|"
+          r"被杀|异常|エラー|失敗|[\u3400-\u9fff]\s*kill|kill\s*[\u3400-\u9fff]",
+          ("error", "Error", "fail", "Fail", "crash", "Crash", "xception", "killed", "Killed", "dies", "died", "freez",
+           "hangs", "stuck", "unable to", "Unable to", "t start", "t run", "t load", "t work", "not work", "报错", "错误",
+           "失败", "崩溃", "挂掉", "卡死", "被杀", "异常", "エラー", "失敗", "kill"),
+          "it fails with an error when I start it", prose=True),
+    _rule("fail:exception", r"\b[A-Z]\w*(?:Error|Exception)\b(?!\s*=)", ("Error", "Exception"),
+          "> ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0", prose=True, flags=0),
+    # --- words of a failure that bear on its class (prose, or an error record) ---------------------
+    _rule("words:not-supported",
+          r"not (?:yet )?supported|unsupported|only supported|not compatible|incompatible|no kernel image|does(?:n'?t| not) "
+          r"support|is not available (?:for|on)|不支持",
+          ("supported", "Supported", "compatible", "no kernel image", "support", "not available", "不支持"),
+          "The quantization method awq is not supported for the current GPU", failure=True),
+    _rule("words:capability", r"compute capability|\bsm_\d{2,3}\b|Minimum capability|Current capability|"
+                              r"architectures? (?:\w+ )?(?:is |are )?not|unsupported architecture",
+          ("capability", "sm_", "rchitecture"), "Minimum capability: 75. Current capability: 70.", failure=True),
+    _rule("words:quantization", r"quantiz|\bawq\b|\bgptq\b|\bgguf\b|\bnvfp4\b|\bmxfp4\b|bitsandbytes",
+          ("quantiz", "Quantiz", "awq", "AWQ", "gptq", "GPTQ", "gguf", "GGUF", "nvfp4", "NVFP4", "mxfp4", "MXFP4",
+           "bitsandbytes"), "Found unknown quantization", failure=True),
+    _rule("words:divisible", r"divis(?:i)?ble by|not divis", ("divisible", "divisble", "not divis"),
+          "the number of attention heads is not divisible by 3", failure=True),
+    _rule("words:memory-growth",
+          r"memory leak|\bleak(?:s|ing|age)?\b|内存泄[漏露]|泄[漏露]|(?:memory|RAM|RSS)(?: usage)?(?: keeps?)? "
+          r"(?:grow|increas|climb|rise)|(?:内存|RAM).{0,6}(?:增长|上涨|一直涨|持续|不自动清理|不释放)",
+          ("leak", "Leak", "泄漏", "泄露", "memory grow", "memory increas", "memory keeps", "memory usage", "RAM grow",
+           "RAM increas", "RAM keeps", "RSS grow", "RSS increas", "memory climb", "memory rise", "RAM usage",
+           "增长", "上涨", "一直涨", "持续", "不自动清理", "不释放"),
+          "the RAM usage keeps growing until the process is killed", failure=True),
+    _rule("words:host-freeze",
+          r"freez|reboot|unresponsive|power[- ]cycle|host (?:wedges|hangs)|system hangs|死机|重启|\bswap\b",
+          ("freez", "reboot", "unresponsive", "power-cycle", "power cycle", "wedges", "system hangs", "死机", "重启",
+           "swap"), "the whole host freezes and needs a reboot", failure=True),
+    _rule("words:unified-memory", r"unified[- ]memory|\bGB10\b|DGX Spark|Jetson|\bOrin\b|Grace Hopper|\bGH200\b",
+          ("nified memory", "nified-memory", "GB10", "DGX Spark", "Jetson", "Orin", "Grace Hopper", "GH200"),
+          "128 GB unified memory on a DGX Spark (GB10)"),
+    _rule("words:shm", r"/dev/shm|shm[-_]size|--ipc[= ]host", ("/dev/shm", "shm-size", "shm_size", "--ipc"),
+          "System memory request exceeds memory available in /dev/shm", failure=True),
+    _rule("words:timeout", r"timed out|\btimeout\b|TimeoutError|超时", ("timed out", "timeout", "Timeout", "超时"),
+          "RPC call to sample_tokens timed out", failure=True),
+    _rule("words:placement", r"placement[ _]group|ray status|resource (?:request|demand)|\bray start\b|pending nodes",
+          ("placement", "ray status", "resource request", "resource demand", "ray start", "pending nodes"),
+          "waiting for the placement group", failure=True),
+    _rule("words:collective", r"\bNCCL\b|\bRCCL\b|\bHCCL\b|all[_-]?reduce|all[_-]?gather|collective|process ?group",
+          ("NCCL", "RCCL", "HCCL", "llreduce", "ll_reduce", "ll-reduce", "llgather", "ll_gather", "ollective",
+           "process group", "ProcessGroup", "processgroup"), "NCCL all_reduce hangs across two nodes", failure=True),
+    _rule("words:illegal-access", r"illegal (?:memory|instruction|address|CUDA access)|device-side assert|misaligned",
+          ("illegal", "Illegal", "device-side", "misaligned"), "Illegal memory access in flash_attn", failure=True),
+    _rule("words:template", r"chat[_ ]template|jinja|--chat-template|default template", ("chat template", "chat_template",
+                                                                                       "Chat template", "jinja", "Jinja",
+                                                                                       "default template"),
+          "Unable to use default template", failure=True),
+    _rule("words:import", r"No module named|ModuleNotFoundError|ImportError|pip install|not installed|cannot import",
+          ("No module", "ModuleNotFound", "ImportError", "pip install", "not installed", "cannot import"),
+          "ModuleNotFoundError: No module named 'flash_attn'", failure=True),
+    _rule("words:argument", r"unrecognized arguments?|invalid choice|error:? argument|unexpected keyword|"
+                            r"invalid loads value|ambiguous option",
+          ("unrecognized argument", "invalid choice", "error: argument", "error argument", "unexpected keyword",
+           "invalid loads value", "ambiguous option"), "api_server.py error argument --foo invalid loads value",
+          failure=True),
+    _rule("words:context-length", r"max[_-]model[_-]len|max_position_embeddings|context (?:length|window)|"
+                                  r"maximum (?:model|sequence) length|max seq len|上下文长度",
+          ("max_model_len", "max-model-len", "max_position", "context length", "context window", "maximum model length",
+           "maximum sequence length", "max seq len", "上下文长度"), "max_model_len is larger than the context length",
+          failure=True),
+    _rule("words:limit-exceeded", r"is greater than (?:the )?max_|cannot be higher than|exceeds the pre-allocated|"
+                                  r"must be (?:less|lower|smaller) than|is too (?:large|big|high)",
+          ("is greater than", "cannot be higher", "exceeds the pre-allocated", "must be less", "must be lower",
+           "must be smaller", "is too large", "is too big", "is too high"),
+          "LoRA rank 64 is greater than max_lora_rank 16", failure=True),
 )
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
+_ERROR_RECORD = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
+# Words of a failure (counted only in prose or error records): on an error record they state a failure.
+FAILURE_WORDS: frozenset[str] = frozenset(r.feature for r in TABLE if r.failure and r.feature.startswith("words:"))
 # Every keyword of every rule (and of vLLM's message fragments), for the prefilter's table (diagnose/prefilter.py).
 # Spellings the error parsers accept (they compare case-insensitively) that the prefilter's own list lacks.
 _CASE_VARIANTS: tuple[bytes, ...] = (b"OUT OF MEMORY", b"Out Of Memory", b"Out of Memory", b"out of Memory")
@@ -192,11 +278,13 @@ def parse_cues(line: LogLine, col: Collector) -> None:
     if not found:
         return
     words = line.prose or _CJK.search(msg) is not None
+    error = line.level in ("ERROR", "CRITICAL") or _ERROR_RECORD.match(msg) is not None
+    failure = words or error
     tried: set[str] = set()
     for keyword in found:
         for rule in _RULES_BY_KEYWORD.get(keyword, ()):
-            if rule.feature in tried or (rule.prose and not words):
+            if rule.feature in tried or (rule.prose and not words) or (rule.failure and not failure):
                 continue
             tried.add(rule.feature)
             if rule.pattern.search(msg):
-                col.note_cue(rule.feature, line)
+                col.note_cue(rule.feature, line, error=error)

@@ -55,6 +55,7 @@ _NCCL_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collec
 _PLACEMENT = re.compile(r"Cannot provide a placement group of placement_group_specs=(\[.{0,4000}?\])"
                         r"(?:\s*within (\d{1,9}) seconds)?")
 _PLACEMENT_OTHER = ("required GPUs exceeds the total number of available GPUs in the placement group",
+                    "exceeds available GPUs",  # ray_utils: "Tensor parallel size (16) exceeds available GPUs (8)"
                     "Ray does not allocate any GPUs on the driver node",
                     "Current node has no GPU available", "No available node types can fulfill resource request")
 _GPU_SPEC = re.compile(r"['\"]GPU['\"]:\s*([\d.]{1,12})")
@@ -62,6 +63,8 @@ _AVAILABLE = re.compile(r"(?:available GPUs|GPUs available)\s*\(?(\d{1,6})\)?|cu
                         r"([\d.]{1,12})|['\"]GPU['\"]:\s*([\d.]{1,12})\}?\s*(?:available|in the cluster)", re.IGNORECASE)
 
 
+_TP_EXCEEDS = re.compile(r"(?:Tensor parallel size|world size)\s*\((\d{1,6})\) exceeds available GPUs \((\d{1,6})\)",
+                         re.IGNORECASE)
 # `ray status`: " 0.0/4.0 GPU" (used/total in the cluster); recorded as the available count for placement.
 _RAY_STATUS_GPU = re.compile(r"^\s*([\d.]{1,12})/([\d.]{1,12}) GPU\b")
 
@@ -170,6 +173,12 @@ def _ray(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         numbers["bundles"] = m.group(1).count("{")
         if m.group(2):
             numbers["timeout_s"] = integer(m.group(2))
+    t = _TP_EXCEEDS.search(msg)
+    if t:
+        numbers["requested_gpus"] = integer(t.group(1))
+        numbers["available_gpus"] = integer(t.group(2))
+        col.signal(Signal.RAY_PLACEMENT, line, numbers=numbers)
+        return True
     a = _AVAILABLE.search(joined)
     if col.ray_gpus is not None and not a:
         numbers["available_gpus"] = col.ray_gpus

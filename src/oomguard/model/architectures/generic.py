@@ -40,7 +40,7 @@ TOP_K = ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts"
 SHARED = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
 # Non-gated MLPs (two matrices): the GPT-2 / OPT / Falcon / BLOOM lineage. Gemma's GeGLU uses
 # gelu_pytorch_tanh and is gated, so only these names count.
-NON_GATED_ACTS = {"gelu", "gelu_new", "relu", "gelu_fast", "gelu_python", "quick_gelu", "gelu_10", "relu2",
+NON_GATED_ACTS = {"gelu", "gelu_new", "relu", "gelu_fast", "gelu_python", "quick_gelu", "gelu_10", "relu2", "xielu",
                   "squared_relu", "relu_squared"}
 # model_types whose latent-attention fields vLLM reads as MLA (one latent per token and layer):
 # transformers_utils/model_arch_config_convertor.py::is_deepseek_mla @0.32. Other configs with

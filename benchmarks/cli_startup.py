@@ -1,0 +1,97 @@
+"""Start-up cost of the CLI: plan --json, check, diagnose and fit beside a bare `python -c pass`.
+
+Each command runs as a fresh process of the same interpreter, N times; the median wall time and
+the median CPU time (user + system, from the kernel's child accounting) are printed with their
+ratio to `python -c pass`. CPU time is the steadier figure on a shared machine (wall time includes
+waiting for a core); the issue's target is plan --json within 5x python -c pass.
+
+Bytecode is cached in a temporary prefix (an installed package has its .pyc files; this tree's
+environment sets PYTHONDONTWRITEBYTECODE), so the figures are those of an installed oomguard.
+
+    .venv/bin/python benchmarks/cli_startup.py [-n 15] [--imports]
+
+``--imports`` also prints the slowest imports of ``plan --json`` (python -X importtime, cumulative).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LOG = REPO / "tests" / "fixtures" / "logs" / "v1-clean-start.log"
+SCRIPT = REPO / "tests" / "scenarios" / "s1" / "start_api.sh"
+MODEL = REPO / "tests" / "scenarios" / "s1" / "model"
+
+CASES = {
+    "python -c pass": ["-c", "pass"],
+    "plan --json": ["-m", "oomguard.cli.main", "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--json"],
+    "plan S1 script --json": ["-m", "oomguard.cli.main", "plan", str(SCRIPT), "--model", str(MODEL), "--gpu",
+                              "A100-80GB", "--json"],
+    "check S1 script": ["-m", "oomguard.cli.main", "check", str(SCRIPT), "--model", str(MODEL), "--gpu", "A100-80GB",
+                        "--format", "json"],
+    "diagnose log": ["-m", "oomguard.cli.main", "diagnose", str(LOG), "--format", "json"],
+    "fit": ["-m", "oomguard.cli.main", "fit", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--context", "32768",
+            "--format", "json"],
+    "--help": ["-m", "oomguard.cli.main", "--help"],
+}
+
+
+def _run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, *args], capture_output=True, env=env)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(args)} exited {done.returncode}: {done.stderr.decode()[-400:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=15, help="runs per case (default 15)")
+    ap.add_argument("--imports", action="store_true", help="print the slowest imports of plan --json")
+    opts = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="oomguard-pyc-") as cache:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(PYTHONPYCACHEPREFIX=cache, HF_HUB_OFFLINE="1")
+        for args in CASES.values():  # warm: write the bytecode, fill the page cache
+            _run(args, env)
+        results = {}
+        # Interleaved rounds: a burst of load on the machine hits every case alike.
+        samples: dict[str, list[tuple[float, float]]] = {k: [] for k in CASES}
+        for _ in range(opts.n):
+            for name, args in CASES.items():
+                samples[name].append(_run(args, env))
+        for name, runs in samples.items():
+            results[name] = (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
+        base_wall, base_cpu = results["python -c pass"]
+        print(f"{'case':24} {'wall ms':>8} {'x pass':>7} {'cpu ms':>7} {'x pass':>7}   (median of {opts.n})")
+        for name, (wall, cpu) in results.items():
+            print(f"{name:24} {wall * 1000:8.0f} {wall / base_wall:7.1f} {cpu * 1000:7.0f} "
+                  f"{cpu / base_cpu if base_cpu else float('nan'):7.1f}")
+        if opts.imports:
+            done = subprocess.run([sys.executable, "-X", "importtime", *CASES["plan --json"]], capture_output=True,
+                                  env=env, text=True)
+            rows = []
+            for line in done.stderr.splitlines():
+                parts = line[len("import time:"):].split("|") if line.startswith("import time:") else []
+                if len(parts) == 3 and parts[0].strip().isdigit():
+                    rows.append((int(parts[1]), int(parts[0]), parts[2].rstrip()))
+            print("\nslowest imports of plan --json (cumulative us, self us):")
+            for cum, self_us, name in sorted(rows, reverse=True)[:25]:
+                print(f"  {cum:8} {self_us:8}  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
