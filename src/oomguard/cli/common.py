@@ -270,12 +270,13 @@ def read_target(args: argparse.Namespace, vllm_args: list[str]):
     """The one launch of the target (``FILE#NAME`` picks one of a file holding several)."""
     from oomguard.errors import InputError
     from oomguard.inputs.files import display
+    from oomguard.inputs.reader import short_name
 
     launches = read_targets(args, vllm_args)
     if len(launches) > 1:
         path = getattr(args, "launch_file", "") or ""
         names = ", ".join(x.name or "?" for x in launches)
-        first = (launches[0].name or "").split(" ", 1)[-1].split("/")[-1] or "NAME"
+        first = short_name(launches[0]) or "NAME"
         raise InputError(f"{len(launches)} vLLM launches here ({names}): name one as {path}#{first}", file=display(path))
     return launches[0]
 

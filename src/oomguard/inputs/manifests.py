@@ -205,7 +205,7 @@ class _Builder:
         for k, (v, node, key) in env.items():
             if RELEVANT_ENV.match(k):
                 launch.env[k] = v
-                launch.env_sites[k] = FlagSite(k, self.path, self.n.line(node), column=self.n.column(node), key=key, origin=self.fmt)
+                launch.env_sites[k] = FlagSite(k, self.path, self.n.line(node), column=self.n.column(node), yaml_path=key, origin=self.fmt)
         # sh -c "vllm serve ...": the script is one word; read it as a script
         script = _script_word(words)
         if script is not None:
@@ -253,7 +253,7 @@ class _Builder:
                     k, _, v = w.text.partition("=")
                     if RELEVANT_ENV.match(k):
                         launch.env[k] = v
-                        launch.env_sites[k] = FlagSite(k, self.path, w.line or None, column=w.column or None, key=w.key, origin=self.fmt)
+                        launch.env_sites[k] = FlagSite(k, self.path, w.line or None, column=w.column or None, yaml_path=w.key, origin=self.fmt)
             flag_words = words[start:]
             launch.command = Command(list(words), self.n.line(command_node) or 1, {})
             launch.flag_start = start
@@ -482,7 +482,7 @@ def _kserve_words(n: Nodes, b: _Builder, c: Any, where: str, words: list[NodeWor
         if opt in _KSERVE_OWN:
             takes_next = not eq and i + 1 < len(words) and not words[i + 1].text.startswith("-")
             value = val if eq else (words[i + 1].text if takes_next else "")
-            if opt.replace("-", "_") == "--model_id":
+            if opt.lstrip("-").replace("-", "_") == "model_id":
                 model = NodeWord(value, value, w.line, -1, -1, column=w.column, key=w.key, node=None)
             i += 2 if takes_next else 1
             continue

@@ -172,6 +172,18 @@ def capture_sizes(max_size: int, num_seqs: int, tokens: int) -> list[int]:
     return sorted(set(sizes))
 
 
+def num_capture_sizes(max_size: int, tokens: int) -> int:
+    """``len(capture_sizes(max_size, _, tokens))`` in closed form: a size from a flag or a JSON config
+    may be 2**53, and the list itself would not fit in memory."""
+    m = max(0, int(max_size))
+    n = sum(1 for s in (1, 2, 4) if s <= m)
+    n += min(m, 255) // 8 if m >= 8 else 0  # 8, 16, ..., up to 248
+    n += (m - 256) // 16 + 1 if m >= 256 else 0  # 256, 272, ..., up to m
+    listed = (tokens in (1, 2, 4) and tokens <= m) or (8 <= tokens <= min(m, 255) and tokens % 8 == 0) \
+        or (256 <= tokens <= m and (tokens - 256) % 16 == 0)
+    return n + (1 if tokens <= m and not listed else 0)
+
+
 # A CUDA-graph capture size is a batch size: vLLM's defaults stop at 512-1024; a list of sizes is
 # built up to the largest, so it is bounded (a max of 10^12 would build 6 * 10^10 sizes).
 MAX_CAPTURE_SIZE = 1 << 20
@@ -364,7 +376,11 @@ def resolve(
         cap_limit = 1024 if gpu_cc[0] == 10 else 512
         max_cap = min(T, min(S * q * 2, cap_limit)) if v >= (0, 11, 0) else min(S, 512)
     max_cap = _config_int(max_cap, "max_cudagraph_capture_size", lo=1, hi=MAX_CAPTURE_SIZE)
-    n_sizes = 0 if mode == "NONE" else (len(explicit) if explicit else len(capture_sizes(max_cap, S, T)))
+    if v >= (0, 11, 0):
+        # vLLM caps the largest capture size at the token budget, an explicit one too
+        # (config/vllm.py::_set_cudagraph_sizes: min(max_num_batched_tokens, max_cudagraph_capture_size))
+        max_cap = max(1, min(max_cap, T))
+    n_sizes = 0 if mode == "NONE" else (len(explicit) if explicit else num_capture_sizes(max_cap, T))
     est_env = env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
     estimate = v >= (0, 20, 0) if est_env is None else str(est_env) == "1" and v >= (0, 18, 0)
     mrv2_env = env.get("VLLM_USE_V2_MODEL_RUNNER")
