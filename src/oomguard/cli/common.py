@@ -366,3 +366,19 @@ def check_model_option(spec: str | None, hint: str = "") -> None:
         return  # a real config oomguard cannot model: the command says so where it plans
     except InputError as exc:
         raise InputError(f"--model: {exc}{hint}") from None
+
+
+def token_count(text: str | None, option: str) -> int | None:
+    """A token count as users write it (131072, 128K, 1M) for --context and its kin."""
+    from oomguard.errors import InputError
+    from oomguard.units import parse_size
+
+    if text is None:
+        return None
+    try:
+        n = parse_size(text)  # a plain count too; length-capped (oomguard.numbers)
+    except ValueError:
+        raise InputError(f"{option}: {text!r} is not a token count (e.g. 131072, 128K, 1M, 750k)") from None
+    if n <= 0:
+        raise InputError(f"{option} must be positive, got {text}")
+    return n

@@ -7,6 +7,7 @@ import json
 import sys
 
 from oomguard.cli import common
+from oomguard.cli.common import token_count
 
 from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS as EXIT_NONE_FITS, EXIT_INCOMPLETE, EXIT_OK as EXIT_FOUND  # noqa: F401  (one table: cli/common.py)
 
@@ -69,21 +70,6 @@ def register(sub, name: str, help_text: str) -> None:
                    help="another server on the same GPU set (a launch file, or a model id with its max-model-len, e.g. "
                         "Qwen/Qwen3-0.6B@8192; repeatable): fit searches the split of the GPUs between them")
     del add_same_gpu_option
-
-
-def _length(text: str | None, option: str) -> int | None:
-    from oomguard.errors import InputError
-    from oomguard.units import parse_size
-
-    if text is None:
-        return None
-    try:
-        n = parse_size(text)  # a plain count too; length-capped (oomguard.numbers)
-    except ValueError:
-        raise InputError(f"{option}: {text!r} is not a token count (e.g. 131072, 128K, 1M, 750k)") from None
-    if n <= 0:
-        raise InputError(f"{option} must be positive, got {text}")
-    return n
 
 
 def build_request(args: argparse.Namespace):
@@ -160,10 +146,10 @@ def build_request(args: argparse.Namespace):
     margin = int(args.margin_gib * GiB) if args.margin_gib is not None else headroom_floor(gpu.total_bytes, args.margin_share if args.margin_share is not None else HEADROOM_FLOOR_SHARE)
     objective = Objective(args.objective) if args.objective else (Objective.MAX_CONTEXT if args.max_context else Objective.THROUGHPUT)
     goal = Goal(
-        context=_length(args.context, "--context"),
+        context=token_count(args.context, "--context"),
         max_context=bool(args.max_context or objective is Objective.MAX_CONTEXT and not args.context),
         concurrency=args.concurrency,
-        avg_input_len=_length(args.avg_input_len, "--avg-input-len"),
+        avg_input_len=token_count(args.avg_input_len, "--avg-input-len"),
         objective=objective,
         explicit_objective=bool(args.objective),
         margin_bytes=margin,
@@ -217,7 +203,7 @@ def check_first_edit(args: argparse.Namespace, launch, model_spec: str | None):
         other_gpu_use_gib=args.other_gpu_use_gib or None,
         usage=args.usage,
         concurrency=args.concurrency,
-        avg_input_len=_length(args.avg_input_len, "--avg-input-len"),
+        avg_input_len=token_count(args.avg_input_len, "--avg-input-len"),
         calibration=common.calibration_of(args),
     )
     tail = getattr(args, "launch_tail", None) or []

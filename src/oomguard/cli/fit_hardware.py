@@ -26,7 +26,7 @@ def _gpus(args: argparse.Namespace, prices) -> list:
 
 def run_hardware(args: argparse.Namespace) -> int:
     from oomguard.cli.common import calibration_of
-    from oomguard.cli.fit import _length
+    from oomguard.cli.common import token_count
     from oomguard.errors import InputError
     from oomguard.fit import prices as price_table
     from oomguard.fit.hardware import search
@@ -43,11 +43,11 @@ def run_hardware(args: argparse.Namespace) -> int:
     model = load_model(args.og_model)
     prices = price_table.load(args.prices)
     gpus = _gpus(args, prices)
-    context = _length(args.context, "--context") or model.derived_max_model_len
+    context = token_count(args.context, "--context") or model.derived_max_model_len
     goal = Goal(
         context=context,
         concurrency=args.concurrency,
-        avg_input_len=_length(args.avg_input_len, "--avg-input-len"),
+        avg_input_len=token_count(args.avg_input_len, "--avg-input-len"),
         objective=Objective(args.objective) if args.objective else Objective.THROUGHPUT,
         explicit_objective=bool(args.objective),
         margin_bytes=int(args.margin_gib * GiB) if args.margin_gib is not None else 0,  # each card's floor applies

@@ -192,9 +192,9 @@ def fit_split(args: argparse.Namespace) -> int:
     elif args.og_model:
         flags = {}
         if args.context:
-            from oomguard.cli.fit import _length
+            from oomguard.cli.common import token_count
 
-            flags["max_model_len"] = _length(args.context, "--context")
+            flags["max_model_len"] = token_count(args.context, "--context")
         launch = Launch("flags", None, args.og_model, flags=flags)
         servers.append(server_of(args.og_model, load_model(args.og_model), launch, version, cal))
     else:
