@@ -75,3 +75,24 @@ def test_a_missing_launch_file_is_no_such_file(tmp_path):
 def test_a_pipe_is_bounded_like_a_file():
     p = run(["plan", "-", "--gpu", "H100"], stdin="vllm serve m " + "--x y " * 300_000)
     assert p.returncode == 2 and "too large for a launch file" in p.stderr
+
+
+def test_fit_from_stdin_gives_the_answer_of_the_file():
+    """fit --from reads its launch twice (the launch, then check's fixes of it; a third time when the
+    model is matched by name): a pipe gives its text once, so every read must see the same text.
+    Before, the second read met an empty pipe: check's first edit was silently lost (another answer
+    than for the file), and a Deployment whose model is not here was 'empty file'."""
+    import json
+
+    docker = ROOT / "tests" / "fixtures" / "launch" / "docker_run.sh"
+
+    def answer(p):
+        assert p.returncode in (0, 1), p.stderr
+        best = json.loads(p.stdout)["candidates"][0]
+        return best["command"], best["flags"]
+
+    from_file = answer(run(["fit", "--from", str(docker), "--gpu", "H100", "--format", "json"]))
+    from_pipe = answer(run(["fit", "--from", "-", "--gpu", "H100", "--format", "json"], stdin=docker.read_text()))
+    assert from_pipe == from_file
+    p = run(["fit", "--from", "-", "--gpu", "RTX-4090", "--num-gpus", "4"], stdin=DEPLOY.read_text())
+    assert "empty file" not in p.stderr and "model path does not exist" in p.stderr and p.returncode == 2

@@ -352,6 +352,26 @@ def _carry_removed_flags(launch) -> None:
                 launch.notes.append("--rope-scaling applied as --hf-overrides '{\"rope_scaling\": ...}' for the plan")
 
 
+def rope_scaling_flags(text: str | None) -> dict | None:
+    """fit's ``--rope-scaling JSON`` as the flags every candidate carries (``--hf-overrides``), checked
+    like a config.json's rope_scaling (NaN, 1e308 or a negative factor is bad input); None without it."""
+    if not text:
+        return None
+    from oomguard.errors import InputError
+    from oomguard.inputs.jsonflags import check_fields
+    from oomguard.inputs.structured import load_json
+    from oomguard.numbers import nonfinite_at
+
+    rope = load_json(text, file="--rope-scaling")
+    if not isinstance(rope, dict) or "factor" not in rope:
+        raise InputError("--rope-scaling: expected a JSON object with rope_type and factor (as vLLM's --hf-overrides rope_scaling)")
+    bad = nonfinite_at(rope)
+    if bad is not None:
+        raise InputError(f"--rope-scaling: {bad[0]} is {bad[1]!r}, not a finite number")
+    check_fields("rope_scaling", rope, option="--rope-scaling")
+    return {"hf_overrides": {"rope_scaling": rope}}
+
+
 def check_model_option(spec: str | None, hint: str = "") -> None:
     """``--model`` names a model config in every command: an unknown one is bad input (with the
     did-you-mean of ``load_model``), never silently ignored where the command would not use it."""

@@ -176,6 +176,7 @@ def build_request(args: argparse.Namespace):
         top=args.top,
         first_edit=first,
         calibration=common.calibration_of(args),
+        fixed_flags=common.rope_scaling_flags(getattr(args, "rope_scaling", None)),
     )
 
 
