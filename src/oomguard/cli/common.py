@@ -203,6 +203,10 @@ def add_calibration_option(p: argparse.ArgumentParser) -> None:
 
 def calibration_of(args: argparse.Namespace):
     """The calibration profile of ``--calibration`` or ``$OOMGUARD_CALIBRATION`` (None when neither)."""
+    import os
+
+    if not getattr(args, "calibration", None) and not os.environ.get("OOMGUARD_CALIBRATION"):
+        return None  # start-up: the profile reader (and model.calibration) load only when one is named
     from oomguard.calibrate.profile import from_option
 
     return from_option(getattr(args, "calibration", None))
@@ -210,6 +214,7 @@ def calibration_of(args: argparse.Namespace):
 
 @dataclass
 class Context:
+    """What every launch command works on: the launch read once, its model, GPU and vLLM release."""
     launch: Any
     model: Any
     gpu: Any

@@ -152,6 +152,7 @@ class Unresolved:
 
 @dataclass
 class Launch:
+    """One vLLM launch as read from a script, a --config YAML, a unit or a manifest, with the source of every value."""
     kind: str  # "script" | "yaml" | "command" | "flags" | "manifest"
     path: str | None
     model: str | None
