@@ -96,3 +96,26 @@ def test_fit_from_stdin_gives_the_answer_of_the_file():
     assert from_pipe == from_file
     p = run(["fit", "--from", "-", "--gpu", "RTX-4090", "--num-gpus", "4"], stdin=DEPLOY.read_text())
     assert "empty file" not in p.stderr and "model path does not exist" in p.stderr and p.returncode == 2
+
+
+COMPOSE_ONE_GPU = """services:
+  vllm:
+    image: vllm/vllm-openai:v0.11.0
+    command: ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192", "--tensor-parallel-size", "2"]
+    gpus:
+      - driver: nvidia
+        count: 1
+        capabilities: [gpu]
+"""
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["check", "-", "--gpu", "H100"], "(the manifest's GPU limit)"),
+    (["plan", "-", "--gpu", "H100"], "WILL NOT START (config-error)"),
+])
+def test_the_gpus_a_manifest_gives_are_the_gpus_planned(argv, expect):
+    """A compose service (or Deployment) that gives one GPU to a TP 2 launch does not start; check
+    and plan said nothing (they planned TP x PP GPUs whatever the manifest gave)."""
+    p = run(argv, stdin=COMPOSE_ONE_GPU)
+    assert p.returncode == 1, p.stderr
+    assert expect in p.stdout + p.stderr

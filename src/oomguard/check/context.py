@@ -369,7 +369,7 @@ def build_check_context(launch: Launch, options: CheckOptions) -> CheckContext:
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None and re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", cvd or ""):
         ctx.visible_gpus = [int(x) for x in cvd.split(",")]
-    ctx.num_gpus = options.num_gpus
+    ctx.num_gpus = options.num_gpus if options.num_gpus is not None else launch.manifest_gpus()
     if ctx.num_gpus is None and ctx.visible_gpus is not None:
         ctx.num_gpus = len(ctx.visible_gpus)
     if ctx.num_gpus is None and ctx.smi is not None:

@@ -319,7 +319,8 @@ def context_for(args: argparse.Namespace, launch, *, need_gpu: bool = True) -> C
         launch.flags, engine_version = merge_engine_defaults(launch.flags, resolved)
         version = version or engine_version.split("+")[0] or None
         launch.notes.append(f"defaults resolved by vLLM {engine_version} ({resolved.get('platform')}) via --engine-python")
-    return Context(launch, model, gpu, version, args.num_gpus, int(args.other_gpu_use_gib * GiB), args.usage, calibration_of(args))
+    num_gpus = args.num_gpus if args.num_gpus is not None else launch.manifest_gpus()
+    return Context(launch, model, gpu, version, num_gpus, int(args.other_gpu_use_gib * GiB), args.usage, calibration_of(args))
 
 
 def _config_path_of(model):
