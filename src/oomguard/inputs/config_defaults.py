@@ -65,6 +65,9 @@ PLAN_FIELDS = (
     "linear_value_head_dim", "mamba_ssm_dtype", "state_size", "ssm_state_size", "mamba_d_state",
     "conv_kernel", "mamba_d_conv", "expand", "mamba_expand", "mamba_n_heads", "mamba_head_dim",
     "mamba_n_groups", "n_groups", "attn_layer_period", "attn_layer_offset",
+    # vision / audio towers and projectors (architectures/vision.py, the OPT extras)
+    "deepstack_visual_indexes", "num_position_embeddings", "encoder_ffn_dim",
+    "max_source_positions", "num_mel_bins", "output_dim", "word_embed_proj_dim", "vision_feature_layer",
     # speculative heads in the checkpoint
     "num_nextn_predict_layers", "mtp_num_hidden_layers",
     # encoder-decoder markers
@@ -300,6 +303,15 @@ def _fill(cfg: dict, model_type: str, prefix: str, applied: list[str]) -> None:
         for k in _INHERITED:  # an explicit top-level value is what the wrapper passes down
             if k not in sub and k in explicit:
                 sub[k] = cfg[k]
+        if key in _TEXT_KEYS and "tie_word_embeddings" in explicit and sub.get("tie_word_embeddings") != cfg["tie_word_embeddings"]:
+            # vLLM 0.32 config/vllm.py with_hf_config: a multimodal model's language model takes
+            # the wrapper's tie_word_embeddings, whatever its own config says (transformers 5 keeps
+            # the tie on the class that sees both layers). Only an explicit one: a class default
+            # on the wrapper is what maybe_untie_word_embeddings overrides when the checkpoint
+            # ships an lm_head, as published untied checkpoints (Mistral-Small-3.x) do.
+            applied.append(f"{prefix}{key}.tie_word_embeddings = {cfg['tie_word_embeddings']!r} "
+                           f"(the wrapper's, as vLLM's with_hf_config passes it down)")
+            sub["tie_word_embeddings"] = cfg["tie_word_embeddings"]
         # A fixed sub-config class is built whatever model_type the nested dict names (Qwen2-VL
         # files carry "model_type": "qwen2_vl" in vision_config); an AutoConfig one follows it.
         auto = key in (e.get("auto_sub_configs") or ())
