@@ -47,6 +47,7 @@ PLAN_FIELDS = (
     # context length
     "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
     "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len",
+    "original_max_position_embeddings",
     # attention pattern
     "sliding_window", "use_sliding_window", "sliding_window_pattern", "_sliding_window_pattern",
     "max_window_layers", "attention_chunk_size", "full_attention_interval", "global_head_dim",

@@ -228,6 +228,7 @@ def describe_decoder(config: dict, cfg: dict, *, source: str, name: str, hf_quan
         num_mtp_layers=int(cfg.get("mtp_num_hidden_layers") or cfg.get("num_nextn_predict_layers") or 0),
         mrope=mrope,
         pooling=_pooling_architecture((config.get("architectures") or [""])[0]),
+        notes=_runner_notes((config.get("architectures") or [""])[0]),
         gated_mlp=model_type not in UNGATED_MLP,
         extra_params=_opt_extras(cfg, hidden) if model_type == "opt" else None,
     )
@@ -245,10 +246,30 @@ def _opt_extras(cfg: dict, hidden: int) -> dict:
     return {"unquantized": [extra, False]}
 
 
+# Bare backbones vLLM 0.32's registry (_EMBEDDING_MODELS) maps to a generative class
+# (LlamaForCausalLM, Qwen2ForCausalLM, Gemma2ForCausalLM): config/model.py
+# _get_default_runner_type finds no pooling class for them, so they run with the generate runner
+# (sampler warm-up, async scheduling) unless the checkpoint ships a Sentence-Transformers pooling
+# config (modules.json), which a config.json does not show. Checked in the registry sweep
+# (runner "generate" recorded for LlamaModel, MistralModel, Gemma2Model).
+GENERATE_BY_DEFAULT = ("LlamaModel", "MistralModel", "Gemma2Model", "Qwen2Model")
+
+
 def _pooling_architecture(arch: str) -> bool:
     """Architectures vLLM serves with the pooling runner (registry _EMBEDDING_MODELS /
     _CROSS_ENCODER_MODELS): sequence classifiers and rerankers, reward models, and the bare
-    ``*Model`` backbones used as embedders (Qwen3-Embedding's Qwen3Model, LlamaModel, ...).
+    ``*Model`` backbones used as embedders (Qwen3-Embedding's Qwen3Model, ...), except those
+    vLLM maps to a generative class (GENERATE_BY_DEFAULT).
     A ``*ForCausalLM`` embedder (Qwen3-Embedding's published config) needs ``--runner pooling``."""
+    if arch in GENERATE_BY_DEFAULT:
+        return False
     return arch.endswith(("ForSequenceClassification", "ForRewardModel", "ForTokenClassification", "ForProcessRewardModel")) or (
         arch.endswith("Model") and not arch.endswith(("LMHeadModel", "PreTrainedModel")))
+
+
+def _runner_notes(arch: str) -> tuple[str, ...]:
+    if arch not in GENERATE_BY_DEFAULT:
+        return ()
+    return (f"vLLM maps {arch} to a generative class and runs it with the generate runner unless the checkpoint "
+            "ships a Sentence-Transformers pooling config (modules.json); for an embedder pass --runner pooling "
+            "(no sampler warm-up, no async scheduling)",)

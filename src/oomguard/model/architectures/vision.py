@@ -32,7 +32,7 @@ def _tower(cfg: dict, *, gated: bool = False) -> int:
     if not depth or not h:
         return 0
     inter = int(cfg.get("intermediate_size") or 0) or int(h * float(cfg.get("mlp_ratio") or 4))
-    patch = int(cfg.get("patch_size") or 14)
+    patch = _side(cfg.get("patch_size"), 14)
     channels = int(cfg.get("in_channels") or cfg.get("num_channels") or 3)
     temporal = int(cfg.get("temporal_patch_size") or 1)
     per_layer = 4 * h * h + (3 if gated else 2) * h * inter + 4 * h
@@ -45,7 +45,21 @@ def _tower(cfg: dict, *, gated: bool = False) -> int:
     deepstack = cfg.get("deepstack_visual_indexes")
     merger *= 1 + (len(deepstack) if isinstance(deepstack, list) else 0)
     pos = int(cfg.get("num_position_embeddings") or 0) * h
+    if not pos and cfg.get("image_size") and not merge and cfg.get("model_type") != "pixtral":  # Pixtral: 2-D RoPE
+        # a learned position per patch (SigLIP, CLIP and InternViT add a class token's)
+        side = _side(cfg["image_size"], 0) // patch
+        pos = (side * side + (1 if cfg.get("model_type") in _CLASS_TOKEN else 0)) * h
     return depth * per_layer + embed + merger + pos
+
+
+_CLASS_TOKEN = ("clip_vision_model", "internvl_vision")
+
+
+def _side(value, default: int) -> int:
+    """A square side from a size field: 448, or [448, 448] ([h, w]: InternVL, Pixtral)."""
+    if isinstance(value, (list, tuple)):
+        value = value[0] if value else None
+    return int(value or default)
 
 
 def _audio_tower(cfg: dict, text_hidden: int) -> int:
@@ -92,6 +106,11 @@ def vision_params(config: dict) -> int:
                 sub = _feature_layers(sub, holder.get("vision_feature_layer"))
             total += _tower(sub, gated=gated)
             vh = int(sub.get("hidden_size") or 0)
+            if wrapper == "internvl" and vh and text_hidden:
+                # models/interns1.py InternS1MultiModalProjector: LayerNorm and linear_1 over the
+                # pixel-shuffled width (vision width / downsample_ratio²), linear_2 LM → LM
+                wide = int(vh / float(holder.get("downsample_ratio") or 0.5) ** 2)
+                total += 2 * wide + wide * text_hidden + text_hidden * text_hidden + 2 * text_hidden
             if wrapper in _LLAVA_PROJECTOR and vh and text_hidden:
                 merge = int(holder.get("spatial_merge_size") or 0) if wrapper == "mistral3" else 0
                 total += vh * text_hidden + text_hidden * text_hidden + 2 * text_hidden + vh * merge * merge * vh
@@ -119,7 +138,7 @@ def vision_profile(config: dict) -> dict | None:
         return None
     inter = int(v.get("intermediate_size") or 0) or int(h * float(v.get("mlp_ratio") or 4))
     merge = int(v.get("spatial_merge_size") or 0)
-    patch = int(v.get("patch_size") or 14)
+    patch = _side(v.get("patch_size"), 14)
     if merge:
         patches = _QWEN_VL_MAX_PATCHES
         tokens = patches // (merge * merge)
