@@ -41,7 +41,7 @@ PLAN_FIELDS = (
     "num_attention_heads", "n_head", "n_heads", "num_heads", "head_dim", "hidden_size_per_head", "kv_channels",
     "num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num", "num_attention_groups",
     "multi_query", "intermediate_size", "ffn_dim", "ffn_hidden_size", "n_inner", "d_ff", "hidden_dim",
-    "vocab_size", "padded_vocab_size", "tie_word_embeddings", "hidden_act", "activation_function",
+    "vocab_size", "padded_vocab_size", "tie_word_embeddings", "hidden_act", "activation_function", "activation",
     "attention_bias", "qkv_bias", "bias", "mlp_bias", "use_bias", "attn_output_gate",
     "torch_dtype", "dtype",
     # context length
@@ -304,9 +304,9 @@ def _fill(cfg: dict, model_type: str, prefix: str, applied: list[str]) -> None:
         for k in _INHERITED:  # an explicit top-level value is what the wrapper passes down
             if k not in sub and k in explicit:
                 sub[k] = cfg[k]
-        if key in _TEXT_KEYS and "tie_word_embeddings" in explicit and sub.get("tie_word_embeddings") != cfg["tie_word_embeddings"]:
+        if not prefix and key in ("text_config", "llm_config", "language_config") and "tie_word_embeddings" in explicit and sub.get("tie_word_embeddings") != cfg["tie_word_embeddings"]:
             # vLLM 0.32 config/vllm.py with_hf_config: a multimodal model's language model takes
-            # the wrapper's tie_word_embeddings, whatever its own config says (transformers 5 keeps
+            # the top-level config's tie_word_embeddings (not a thinker's: Qwen2.5-Omni), whatever its own config says (transformers 5 keeps
             # the tie on the class that sees both layers). Only an explicit one: a class default
             # on the wrapper is what maybe_untie_word_embeddings overrides when the checkpoint
             # ships an lm_head, as published untied checkpoints (Mistral-Small-3.x) do.
