@@ -300,7 +300,7 @@ def _kv_small(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> N
     if tokens is not None and max_len:
         v.numbers.append(f"KV cache holds {int(tokens)} tokens < max_model_len {max_len}")
     if est:
-        v.numbers.append(f"largest max_model_len that fits: {est}")
+        v.numbers.append(f"largest max_model_len the KV cache holds (vLLM's estimate; the model's own maximum is a separate limit): {est}")
     v.summary = (f"The KV cache cannot hold one request of max_model_len {max_len or '(the default)'} tokens"
                  + (f": it fits {fit} tokens." if fit else "."))
     if fit:

@@ -15,6 +15,17 @@ from oomguard.diagnose.diagnosis import Diagnosis
 GiB = 1 << 30
 
 
+def shared_not_checked(fixes: list[dict]) -> str | None:
+    """The one reason every checkable fix of a failure went unchecked ("not checked: no GPU known ..."),
+    said once under the fixes instead of on each; None when the fixes have their own verdicts."""
+    reasons = {f.get("checked") for f in fixes if f.get("checked")}
+    if len(reasons) == 1 and not any(f.get("effect") for f in fixes):
+        reason = next(iter(reasons))
+        if reason.startswith("not checked: "):
+            return reason
+    return None
+
+
 def fmt_value(value: Any) -> str:
     """1032448.0 -> '1,032,448'; 14.2474 -> '14.2474'."""
     if isinstance(value, (int, float)) and float(value).is_integer() and abs(value) >= 1000:
@@ -137,11 +148,14 @@ def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evi
         if v["fix"]:
             lines.append("**Fix**")
             lines.append("")
+            shared = shared_not_checked(v["fix"])
             for f in v["fix"]:
                 effect = f" (predicted: {f['effect']})" if f.get("effect") else ""
-                if f.get("checked") and not f.get("effect"):
+                if f.get("checked") and not f.get("effect") and not shared:
                     effect = f" (planner: {f['checked']})"
                 lines.append(f"- `{fix_text(f)}`: {f['why']}{effect}")
+            if shared:
+                lines.append(f"- planner: {shared}")
             lines.append("")
         if v.get("settle"):
             lines += [f"*What would settle it*: {v['settle']}", ""]
@@ -193,11 +207,14 @@ def render_text(diagnosis: Diagnosis, out: TextIO, *, explain: bool = False) -> 
         console.print(f"   {escape(v['summary'])}")
         for n in v.get("numbers", []):
             console.print(f"   [cyan]numbers:[/] {escape(n)}")
+        shared = shared_not_checked(v["fix"])
         for f in v["fix"]:
             effect = f" [green](predicted: {escape(f['effect'])})[/]" if f.get("effect") else ""
-            if f.get("checked") and not f.get("effect"):
+            if f.get("checked") and not f.get("effect") and not shared:
                 effect = f" [green](planner: {escape(f['checked'])})[/]"
             console.print(f"   [bold green]fix:[/] [bold]{escape(fix_text(f))}[/]  [dim]{escape(f['why'])}[/]{effect}")
+        if shared:
+            console.print(f"   [yellow]planner:[/] {escape(shared)}")
         for e in v["evidence"]:
             console.print(f"   [yellow]{escape(e['file'])}:{e['line']}[/] {escape(e['text'][:300])}")
         if v.get("settle"):
