@@ -221,6 +221,9 @@ def test_the_five_forms_are_one_launch(scenario):
     numbers = {kind: _numbers(s["plan"]) for kind, s in seen.items()}
     assert len(set(numbers.values())) == 1, numbers
     flags = {kind: _flags(s["plan"]["launch"]) for kind, s in seen.items()}
+    if "enable_prefix_caching" not in flags["script"]:
+        # the chart writes --no-enable-prefix-caching when vllmConfig leaves it unset (deployment-vllm-multi.yaml)
+        assert flags["helm"].pop("enable_prefix_caching") is False
     assert all(f == flags["script"] for f in flags.values()), flags
     # check's verdict and its first goal-keeping edit, fit's first launch and host's RAM answer do not depend
     # on the form
@@ -229,11 +232,19 @@ def test_the_five_forms_are_one_launch(scenario):
     assert all(f == first["script"] for f in first.values()), first
     fit_first = {kind: (s["fit"]["candidates"][0]["flags"] if s["fit"]["candidates"] else None,
                         s["fit"]["goal_met"]) for kind, s in seen.items()}
-    assert all(f == fit_first["script"] for f in fit_first.values()), fit_first
+    if fit_first["helm"][0] is not None and "enable_prefix_caching" not in (fit_first["script"][0] or {}):
+        fit_first["helm"][0].pop("enable_prefix_caching", None)  # the chart's switch, as above
+    diff = {kind: {k: v for k, v in (f[0] or {}).items() if (fit_first["script"][0] or {}).get(k) != v}
+            for kind, f in fit_first.items()}
+    assert all(f == fit_first["script"] for f in fit_first.values()), diff
     ram = {kind: s["host"]["host_ram"] for kind, s in seen.items()}
     assert all(r == ram["script"] for r in ram.values()), ram
     errors = {kind: {f["rule"] for f in s["check"]["findings"] if f["severity"] == "error"} for kind, s in seen.items()}
-    assert all(e == errors["script"] for e in errors.values()), errors
+    # a container's /dev/shm is its own (64 MiB by default) and these files size none: a CPU tier there is an
+    # error (OG405) where a script on the host is told to check the machine's (info)
+    shm = {kind for kind, e in errors.items() if "OG405" in e}
+    assert shm == ({"deployment", "compose", "helm"} if name == "s3" else set()), errors
+    assert all(e - {"OG405"} == errors["script"] for e in errors.values()), errors
 
 
 def test_the_scenarios_say_what_the_issue_walked(scenario):
@@ -251,7 +262,7 @@ def test_the_scenarios_say_what_the_issue_walked(scenario):
         # 240 GiB of CPU tier on a 256 GiB host: check, fit and host all say it does not fit, and propose 201 GiB
         assert check["host_ram"]["parts"]["kv_cpu_tier"] == 240.0 and check["host_ram"]["needed_gib"] > 256
         assert "OG401" in {f["rule"] for f in check["findings"]}
-        assert "HOST010" in {f["rule"] for f in host["findings"]}
+        assert "HOST010" in {f["id"] for f in host["findings"]}
         tier = fit["cpu_tier"]
         assert tier["host_status"] and "not" in tier["host_status"].lower() or tier["host_need_bytes"] > 256 << 30
         assert tier["largest_fit_bytes"] // (1 << 30) == 201
