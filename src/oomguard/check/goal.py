@@ -73,10 +73,9 @@ def findings_for_fix(ctx, findings: list[Finding], options: list) -> list[Findin
     return [carrier] + _without_length_edits(ctx, rest, best)
 
 
-# What only a max-model-len beyond the model's own maximum needs (OG501's fixes): a RoPE scaling, the env
-# override of vLLM's length check.
-_LENGTH_DESTS = {"hf_overrides", "rope_scaling"}
-_LENGTH_ENV = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN"}
+# The rule whose fixes only a max-model-len beyond the model's own maximum needs (a RoPE scaling, the env
+# override of vLLM's length check); a flag respelled (--rope-scaling -> --hf-overrides, OG602) stays.
+_LENGTH_RULES = {"OG501"}
 
 
 def _without_length_edits(ctx, findings: list[Finding], best) -> list[Finding]:
@@ -97,11 +96,7 @@ def _without_length_edits(ctx, findings: list[Finding], best) -> list[Finding]:
         return findings
     if not native or int(new_len) > native:
         return findings
-    out = []
-    for f in findings:
-        kept = [e for e in f.fix if not (e.dest in _LENGTH_DESTS or e.is_env and e.flag in _LENGTH_ENV)]
-        out.append(f if len(kept) == len(f.fix) else replace(f, fix=kept))
-    return out
+    return [replace(f, fix=[]) if f.rule in _LENGTH_RULES and f.fix else f for f in findings]
 
 
 def options_to_dict(ctx, options: list) -> list[dict]:
