@@ -49,3 +49,14 @@ def test_no_summary_ends_on_a_colon(tmp_path):
                 if v.summary.rstrip().endswith(":"):
                     bad.append((rec["id"], v.summary))
     assert bad == []
+
+
+def test_a_named_setting_without_a_value_reads_as_a_change_and_paste_cues_name_no_line_zero(tmp_path):
+    from tests.conftest import run_cli
+
+    (rec,) = [r for r in _records("C06") if r["id"] == "C06-6"]  # a RayTaskError cut before its ValueError
+    log = tmp_path / "report.log"
+    log.write_text(rec["log_excerpt"], encoding="utf-8")
+    out = run_cli("diagnose", str(log)).stdout
+    assert "change --data-parallel-size (to a value the message allows)" in out
+    assert "'<a value" not in out and f"{log}:0 " not in out
