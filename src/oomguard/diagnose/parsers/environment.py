@@ -69,6 +69,10 @@ _TP_EXCEEDS = re.compile(r"(?:Tensor parallel size|world size)\s*\((\d{1,6})\) e
 _RAY_STATUS_GPU = re.compile(r"^\s*([\d.]{1,12})/([\d.]{1,12}) GPU\b")
 
 
+_TRANSFORMERS_TOO_OLD = ("Transformers does not recognize this architecture", "requires a newer version of transformers")
+_NCCL_WARN = "NCCL WARN"
+
+
 def _is_error_record(line: LogLine, msg: str) -> bool:
     return line.level in ("ERROR", "CRITICAL") or bool(re.match(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b", msg))
 
@@ -105,7 +109,7 @@ def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> b
             numbers.update(name=mm.group(1), module=mm.group(2), mismatch=True)
         col.signal(Signal.MISSING_DEPENDENCY, line, numbers=numbers)
         return True
-    if "Transformers does not recognize this architecture" in msg or "requires a newer version of transformers" in msg \
+    if any(w in msg for w in _TRANSFORMERS_TOO_OLD) \
             or ("KeyError" in msg and "model_type" in joined and "transformers" in joined.lower()):
         if _is_error_record(line, msg) or line.prose:
             col.signal(Signal.MISSING_DEPENDENCY, line, numbers={"package": "transformers", "upgrade": True,
@@ -124,7 +128,7 @@ def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> b
 
 
 def _nccl(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
-    warn = "NCCL WARN" in msg
+    warn = _NCCL_WARN in msg
     if warn:
         cause = _nccl_cause(msg)
         if cause is None:
@@ -188,3 +192,9 @@ def _ray(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         numbers["available_gpus"] = 0
     col.signal(Signal.RAY_PLACEMENT, line, numbers=numbers)
     return True
+
+
+# What diagnose's byte scan looks for on this parser's behalf (see parsers/memory.py's SCAN). "KeyError" is the
+# message side of the transformers check (its other words may be on the lines after it).
+SCAN = (_RAY_STATUS_GPU, _NCCL_WARN, _PG_INIT_TIMEOUT, _NCCL_ERROR, _NCCL_TIMEOUT, _PLACEMENT, *_PLACEMENT_OTHER,
+        _IMPORT, _IMPORT_ANYWHERE, _PLEASE_INSTALL, *_TRANSFORMERS_TOO_OLD, "KeyError", _TEMPLATE_STRONG, _TEMPLATE_RX)

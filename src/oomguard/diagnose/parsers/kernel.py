@@ -115,3 +115,8 @@ def _merge_context(col: Collector, kill: KernelKill) -> None:
             kill.constraint = kill.constraint or event.get("constraint")
             kill.cgroup = kill.cgroup or event.get("cgroup")
             break
+
+
+# What diagnose's byte scan looks for on this parser's behalf (see parsers/memory.py's SCAN). Kernel lines
+# as such (the comp:kernel cue) are found by their prefixes: diagnose/lines.py's KERNEL_SCAN.
+SCAN = (_KILLED, "invoked oom-killer", _OOM_KILL, _USAGE, _SYSTEMD_RX)

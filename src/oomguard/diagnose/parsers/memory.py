@@ -189,3 +189,11 @@ def _check_negative_kv(line: LogLine, col: Collector) -> None:
     fact = col.latest("kv_reserved")
     if fact is not None and fact.line == line.line and fact.value < 0:
         col.signal(Signal.NEGATIVE_KV, line, numbers={"kv_available_gib": fact.value})
+
+
+# What diagnose's byte scan looks for on this parser's behalf (diagnose/prefilter.py compiles these into one
+# Hyperscan database): every line this parser records something from matches one of them. The parser's own
+# patterns, and the literal where a substring test alone decides.
+SCAN = (_WEIGHTS, _CG_CAPTURED, _V0_PROFILE_ONE_LINE, _CAN_USE, *_V0_PIECES.values(), _V0_UTIL, *_V1_PROFILE.values(),
+        _AVAILABLE_KV, _KV_OVERRIDE, _CG_ESTIMATE, _CG_POOL, _CG_UTIL, _BLOCKS, _BARE_BLOCKS, _KV_SIZE, _CONCURRENCY,
+        _SUGGESTION, _CACHE_INFO_BLOCKS, "Graph capturing finished", _CAPTURING_RX)

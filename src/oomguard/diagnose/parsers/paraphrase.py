@@ -70,3 +70,7 @@ def parse_paraphrase(line: LogLine, col: Collector, msg: str, joined: str) -> bo
         col.signal(Signal.OOM_PROSE, line, numbers=numbers, hints=phase_hints(joined))
         return True
     return False
+
+
+# What diagnose's byte scan looks for on this parser's behalf (see parsers/memory.py's SCAN).
+SCAN = (_CORESIDENT, _HOST, _KV, _GPU)
