@@ -190,7 +190,7 @@ def _flag_named(record: dict, verdict) -> bool | None:  # noqa: ANN001
 
 
 def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as_json: bool = False,
-                     log_only: bool = False, folds: int | None = None) -> int:
+                     log_only: bool = False, folds: int | None = None, phase: bool = True) -> int:
     """Leave-one-thread-out CV of the scorer over the corpus; prints (or returns as JSON) the figures."""
     import numpy as np
 
@@ -203,21 +203,22 @@ def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as
     records = train.load_corpus(files)
     samples = train.featurise(records)
     d = train.design(priors, samples)
-    anchored = [s for s in samples if s.anchored]
-    x, y = train.matrix(d, anchored)
-    full = train.fit(d, x, y, train.sample_weights(anchored))
+    pd = train.phase_design(priors, d) if phase else None
+    full = train.fit_model(d, pd, samples)
     results: dict[int, dict] = {}
+    shipped = train.scoring.load()
+    phase_t = shipped.phase.temperature if shipped.phase is not None else 1.0
 
-    def on_fold(held, w, b):  # noqa: ANN001, ANN202
-        weights = train.to_weights(d, w, b, shipped.temperature, {})
+    def on_fold(held, model):  # noqa: ANN001, ANN202
+        weights = train.weights_for_fold(d, model, shipped.temperature, phase_t)
         for s in held:
             diagnosis = conclude(s.prepared, weights=weights)
             top = diagnosis.verdicts[0] if diagnosis.verdicts else None
             results[id(s)] = {"got": top.cls.value if top else "(none)", "confidence": top.confidence if top else 0.0,
-                              "fix_named": _flag_named(s.record, top)}
+                              "fix_named": _flag_named(s.record, top),
+                              "fixes": [f.flag for f in top.fix[:3]] if top else []}
 
-    shipped = train.scoring.load()
-    train.cross_validate(d, samples, full=full, on_fold=on_fold, folds=folds)
+    train.cross_validate(d, samples, full=full, on_fold=on_fold, folds=folds, pd=pd)
     report: dict = {"records": len(records), "threads": len({s.thread for s in samples}),
                     "folds": len(train.thread_folds(samples, folds)), "files": [p.name for p in files], "modes": {}}
     for with_context in ([False] if log_only else [False, True]):
@@ -310,9 +311,12 @@ def main() -> int:
                         "(--records files, default every failure file), with the confusion matrix")
     parser.add_argument("--folds", type=int, default=None, metavar="N", help="with --cv: folds grouped by thread "
                         "(default 20; 0 = leave one thread out)")
+    parser.add_argument("--no-phase-model", action="store_true", help="with --cv: score a GPU OOM's phase with the "
+                        "main model only (to compare)")
     args = parser.parse_args()
     if args.cv:
-        return cross_validation(args.records, args.healthy, as_json=args.json, log_only=args.log_only, folds=args.folds)
+        return cross_validation(args.records, args.healthy, as_json=args.json, log_only=args.log_only, folds=args.folds,
+                                phase=not args.no_phase_model)
     modes = [False] if args.log_only else [False, True]
     files = args.records or [RECORDS, PUBLIC_RECORDS] + sorted(BATCH_FAILURES.glob("*.jsonl"))
     report = {}

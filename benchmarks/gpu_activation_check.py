@@ -142,7 +142,7 @@ def main(argv=None) -> int:
         k = torch.full((N,), V - 1, device="cuda")
         p = torch.full((N,), 0.9, device="cuda")
         rows.append({"what": "sampler sort", "N": N, "V": V, "measured": _peak(sort_path, logits, k, p),
-                     "oomguard": sampler.sort_path_bytes(N, V, 2)})
+                     "oomguard": sampler.sort_path_bytes(N, V, 2, platform="cuda")})
         tri = sampler.triton_path_bytes(N, V, 2, sms) - min(1 << (N - 1).bit_length(), sms) * V * 4
         rows.append({"what": "sampler fp32 copy + probs + noise (Triton shape, buffer excluded)", "N": N, "V": V,
                      "measured": _peak(copy_softmax_noise, logits), "oomguard": tri})

@@ -46,6 +46,7 @@ SPEC_KIND = {
     "FullAttentionSpec": "full",
     "SinkFullAttentionSpec": "full",
     "SlidingWindowSpec": "sliding_window",
+    "SlidingWindowMLASpec": "sliding_window",  # DeepSeek-V4 sliding-window / compressor-state caches
     "ChunkedLocalAttentionSpec": "chunked_local",
     "MLAAttentionSpec": "mla",
     "MambaSpec": "mamba",

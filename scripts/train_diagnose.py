@@ -45,6 +45,8 @@ BATCHES = ROOT / "tests" / "data" / "diagnose"
 # L2 strength toward the priors, per sample-weighted record (chosen by CV: see --lambdas).
 LAMBDA = 5.0
 LAMBDA_BIAS = 20.0
+# The phase model's biases are the phases' base rates among GPU OOMs with no other cue: held only loosely.
+LAMBDA_PHASE_BIAS = float(os.environ.get("DE2_LPB", "20.0"))
 STEPS = 400
 LEARNING_RATE = 0.1
 # Cross-validation folds, grouped by thread (every thread in exactly one test fold, never in its training part).
@@ -155,6 +157,25 @@ def design(priors: scoring.Weights, samples: list[Sample]) -> Design:
     return Design(classes, names, w0, b0, {f: i for i, f in enumerate(names)})
 
 
+def phase_design(priors: scoring.Weights, d: Design) -> Design:
+    """The phase model's design: the main design's phase cues (scoring.bears_on_phase) over the GPU-OOM classes,
+    its priors the main priors' weights of those cues for those classes."""
+    import numpy as np
+
+    classes = [c for c in scoring.PHASE_CLASSES if c in d.classes]
+    names = [f for f in d.features if scoring.bears_on_phase(f)]
+    w0 = np.zeros((len(names), len(classes)))
+    for i, f in enumerate(names):
+        for j, c in enumerate(classes):
+            w0[i, j] = priors.features.get(f, {}).get(c, 0.0)
+    b0 = np.array([priors.bias.get(c, 0.0) for c in classes])
+    return Design(classes, names, w0, b0, {f: i for i, f in enumerate(names)})
+
+
+def is_phase_sample(s: Sample) -> bool:
+    return s.label in scoring.PHASE_CLASSES and bool(scoring.GPU_OOM_ANCHORS & s.features)
+
+
 def matrix(d: Design, samples: list[Sample]):  # noqa: ANN201 - numpy arrays
     import numpy as np
 
@@ -201,13 +222,63 @@ def fit(d: Design, x, y, sample_weight, *, lam: float = LAMBDA, lam_b: float = L
     return w, b
 
 
-def to_weights(d: Design, w, b, temperature: float, meta: dict) -> scoring.Weights:  # noqa: ANN001
-    features: dict[str, dict[str, float]] = {}
-    for i, f in enumerate(d.features):
-        row = {c: round(float(w[i, j]), 3) for j, c in enumerate(d.classes) if abs(w[i, j]) >= 0.005}
-        features[f] = row
+def _rows(d: Design, w) -> dict[str, dict[str, float]]:  # noqa: ANN001
+    return {f: {c: round(float(w[i, j]), 3) for j, c in enumerate(d.classes) if abs(w[i, j]) >= 0.005}
+            for i, f in enumerate(d.features)}
+
+
+@dataclass
+class Model:
+    """The fitted parameters: the main model and the phase model (``phase`` None when there is none)."""
+
+    w: Any
+    b: Any
+    phase: tuple | None = None  # (pd, pw, pb): the phase design and its weights
+    votes: dict = field(default_factory=dict)  # class -> flag -> threads whose fix it was (fixes.rank_fixes)
+
+
+def fix_votes(samples: list[Sample]) -> dict[str, dict[str, int]]:
+    """class -> flag -> how many records of the class the thread's fix_flag names (each record once)."""
+    votes: dict[str, dict[str, int]] = {}
+    seen = set()
+    for s in samples:
+        key = id(s.record)
+        flag = s.record.get("fix_flag")
+        if not flag or key in seen:
+            continue
+        seen.add(key)
+        row = votes.setdefault(s.label, {})
+        name = "--" + str(flag).lstrip("-").replace("_", "-")
+        row[name] = row.get(name, 0) + 1
+    return {c: dict(sorted(row.items())) for c, row in sorted(votes.items())}
+
+
+def to_weights(d: Design, w, b, temperature: float, meta: dict, phase: tuple | None = None,  # noqa: ANN001
+               phase_temperature: float = 1.0, votes: dict | None = None) -> scoring.Weights:
     bias = {c: round(float(b[j]), 3) for j, c in enumerate(d.classes)}
-    return scoring.Weights(tuple(d.classes), bias, features, round(temperature, 3), meta)
+    phase_model = None
+    if phase is not None:
+        pd, pw, pb = phase
+        phase_model = scoring.PhaseModel(tuple(pd.classes), {c: round(float(pb[j]), 3) for j, c in enumerate(pd.classes)},
+                                         _rows(pd, pw), round(phase_temperature, 3))
+    return scoring.Weights(tuple(d.classes), bias, _rows(d, w), round(temperature, 3), meta, phase_model, votes or {})
+
+
+def fit_model(d: Design, pd: Design | None, samples: list[Sample], *, lam: float = LAMBDA, steps: int = STEPS,
+              init: Model | None = None) -> Model:
+    """Fit the main model on the anchored samples and the phase model on the GPU-OOM ones."""
+    train = [s for s in samples if s.anchored]
+    x, y = matrix(d, train)
+    w, b = fit(d, x, y, sample_weights(train), lam=lam, steps=steps, init=(init.w, init.b) if init else None)
+    phase = None
+    if pd is not None:
+        ps = [s for s in train if is_phase_sample(s)]
+        if ps:
+            px, py = matrix(pd, ps)
+            pinit = (init.phase[1], init.phase[2]) if init is not None and init.phase is not None else None
+            pw, pb = fit(pd, px, py, sample_weights(ps), lam=lam, lam_b=LAMBDA_PHASE_BIAS, steps=steps, init=pinit)
+            phase = (pd, pw, pb)
+    return Model(w, b, phase, fix_votes(samples))
 
 
 def sample_weights(samples: list[Sample]):  # noqa: ANN201
@@ -222,6 +293,7 @@ def sample_weights(samples: list[Sample]):  # noqa: ANN201
 class Fold:
     sample: Sample
     logits: Any  # out-of-fold scores (before the temperature)
+    phase_logits: Any = None  # out-of-fold phase-model scores (GPU-OOM samples), before its temperature
 
 
 def thread_folds(samples: list[Sample], folds: int = FOLDS) -> list[set[str]]:
@@ -235,38 +307,49 @@ def thread_folds(samples: list[Sample], folds: int = FOLDS) -> list[set[str]]:
     return [g for g in groups if g]
 
 
-def cross_validate(d: Design, samples: list[Sample], *, lam: float = LAMBDA, full: tuple | None = None,
-                   steps: int = 150, on_fold=None, folds: int = FOLDS) -> list[Fold]:  # noqa: ANN001
+def cross_validate(d: Design, samples: list[Sample], *, lam: float = LAMBDA, full: Model | None = None,
+                   steps: int = 150, on_fold=None, folds: int = FOLDS, pd: Design | None = None) -> list[Fold]:  # noqa: ANN001
     """Cross-validation grouped by thread: fit on the other threads (warm-started from the full fit), score the
     held-out ones; no thread is ever in both. ``folds`` groups (0 = leave one thread out).
 
-    ``on_fold(held_samples, w, b)`` is called for every fold (the benchmark concludes the held-out records
+    ``on_fold(held_samples, model)`` is called for every fold (the benchmark concludes the held-out records
     with the fold's weights to measure their fixes)."""
     import numpy as np
 
-    train = [s for s in samples if s.anchored]
-    x, y = matrix(d, train)
-    sw = sample_weights(train)
-    init = full or fit(d, x, y, sw, lam=lam)
+    init = full or fit_model(d, pd, samples, lam=lam)
     out: list[Fold] = []
     for group in thread_folds(samples, folds):
         held = [s for s in samples if s.thread in group]
-        keep = np.array([s.thread not in group for s in train])
-        w, b = fit(d, x[keep], y[keep], sw[keep], lam=lam, steps=steps, init=init) if keep.any() else init
+        rest = [s for s in samples if s.thread not in group]
+        model = fit_model(d, pd, rest, lam=lam, steps=steps, init=init) if any(s.anchored for s in rest) else init
         xh, _ = matrix(d, held)
-        logits = xh @ w + b
-        for s, row in zip(held, logits):
-            out.append(Fold(s, row))
+        logits = xh @ model.w + model.b
+        phase_logits = None
+        if model.phase is not None:
+            ppd, pw, pb = model.phase
+            phx, _ = matrix(ppd, [s if s.label in ppd.classes else _relabel(s, ppd.classes[0]) for s in held])
+            phase_logits = phx @ pw + pb
+        for k, (s, row) in enumerate(zip(held, logits)):
+            out.append(Fold(s, row, phase_logits[k] if phase_logits is not None and is_phase_sample(s) else None))
         if on_fold is not None:
-            on_fold(held, w, b)
+            on_fold(held, model)
     return out
 
 
-def fit_temperature(d: Design, folds: list[Fold]) -> float:
+def _relabel(s: Sample, label: str) -> Sample:
+    """A copy with another label (only to build a feature matrix over a design that lacks the sample's class)."""
+    return Sample({**s.record, "class": label}, s.with_context, s.prepared, s.features, s.anchored, s.thread)
+
+
+def fit_temperature(d: Design, folds: list[Fold], *, phase: bool = False) -> float:
     """The temperature that minimises the out-of-fold NLL (a grid; calibration, not accuracy)."""
     import numpy as np
 
-    rows = [(f.logits, d.classes.index(f.sample.label)) for f in folds if f.sample.anchored]
+    if phase:
+        rows = [(f.phase_logits, d.classes.index(f.sample.label)) for f in folds
+                if f.phase_logits is not None and f.sample.label in d.classes]
+    else:
+        rows = [(f.logits, d.classes.index(f.sample.label)) for f in folds if f.sample.anchored]
     if not rows:
         return 1.0
     best, best_t = float("inf"), 1.0
@@ -281,38 +364,43 @@ def fit_temperature(d: Design, folds: list[Fold]) -> float:
     return best_t
 
 
-def weights_for_fold(d: Design, w, b, temperature: float) -> scoring.Weights:  # noqa: ANN001
-    return to_weights(d, w, b, temperature, {})
+def weights_for_fold(d: Design, model: Model, temperature: float, phase_temperature: float = 1.0) -> scoring.Weights:
+    return to_weights(d, model.w, model.b, temperature, {}, model.phase, phase_temperature, model.votes)
 
 
 def priors_digest() -> str:
     return hashlib.sha256(scoring.PRIORS_FILE.read_bytes()).hexdigest()[:16]
 
 
-def train(files: list[Path] | None = None, *, lam: float = LAMBDA, log=print) -> tuple[scoring.Weights, dict]:  # noqa: ANN001
+def train(files: list[Path] | None = None, *, lam: float = LAMBDA, log=print, folds: int = FOLDS,
+          phase: bool = True) -> tuple[scoring.Weights, dict]:  # noqa: ANN001
     import numpy as np
 
     priors = scoring.load(str(scoring.PRIORS_FILE))
     records = load_corpus(files)
     samples = featurise(records)
     d = design(priors, samples)
+    pd = phase_design(priors, d) if phase else None
     unknown = sorted(set(d.features) - set(priors.features))
     if unknown:
         log(f"features without a prior (fitted from 0): {', '.join(unknown)}")
-    train_samples = [s for s in samples if s.anchored]
-    x, y = matrix(d, train_samples)
-    w, b = fit(d, x, y, sample_weights(train_samples), lam=lam)
-    folds = cross_validate(d, samples, lam=lam, full=(w, b))
-    temperature = fit_temperature(d, folds)
-    correct = sum(1 for f in folds if f.sample.anchored and d.classes[int(np.argmax(f.logits))] == f.sample.label)
+    model = fit_model(d, pd, samples, lam=lam)
+    cv = cross_validate(d, samples, lam=lam, full=model, folds=folds, pd=pd)
+    temperature = fit_temperature(d, cv)
+    phase_temperature = fit_temperature(pd, cv, phase=True) if pd is not None else 1.0
+    correct = sum(1 for f in cv if f.sample.anchored and d.classes[int(np.argmax(f.logits))] == f.sample.label)
     meta = {
         "fitted_by": "scripts/train_diagnose.py", "lambda": lam, "priors_sha256_16": priors_digest(),
         "records": len(records), "threads": len({s.thread for s in samples}),
         "files": [p.name for p in (files or failure_files())],
-        "cv_class_accuracy_anchored": round(correct / max(1, len(folds)), 4),
-        "note": "FITTED: weights fitted on the records above; the temperature on their leave-one-thread-out scores",
+        "phase_records": sum(1 for s in samples if s.with_context and s.anchored and is_phase_sample(s)),
+        "cv_class_accuracy_anchored": round(correct / max(1, len(cv)), 4),
+        "note": "FITTED: weights fitted on the records above; the temperatures on their cross-validated "
+                "(grouped by thread) scores",
     }
-    return to_weights(d, w, b, temperature, meta), {"design": d, "samples": samples, "folds": folds}
+    weights = to_weights(d, model.w, model.b, temperature, meta, model.phase, phase_temperature, model.votes)
+    return weights, {"design": d, "phase_design": pd, "samples": samples, "folds": cv, "model": model,
+                     "phase_temperature": phase_temperature}
 
 
 def write_weights(weights: scoring.Weights, path: Path = scoring.WEIGHTS_FILE) -> None:
@@ -324,7 +412,22 @@ def write_weights(weights: scoring.Weights, path: Path = scoring.WEIGHTS_FILE) -
     items = list(data["features"].items())
     for i, (f, row) in enumerate(items):
         lines.append(f"    {json.dumps(f)}: {json.dumps(row, sort_keys=True)}" + ("," if i < len(items) - 1 else ""))
-    lines += ["  }", "}"]
+    lines.append("  }")
+    if "phase" in data:
+        phase = data["phase"]
+        lines[-1] += ","
+        lines.append('  "phase": {')
+        for key in ("classes", "bias", "temperature"):
+            lines.append(f'    "{key}": {json.dumps(phase[key], sort_keys=True)},')
+        lines.append('    "features": {')
+        pitems = [(f, row) for f, row in phase["features"].items() if row]
+        for i, (f, row) in enumerate(pitems):
+            lines.append(f"      {json.dumps(f)}: {json.dumps(row, sort_keys=True)}" + ("," if i < len(pitems) - 1 else ""))
+        lines += ["    }", "  }"]
+    if data.get("fix_votes"):
+        lines[-1] += ","
+        lines.append(f'  "fix_votes": {json.dumps(data["fix_votes"], sort_keys=True)}')
+    lines += ["}"]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

@@ -89,6 +89,14 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODELS_DIR = REPO_ROOT / "src" / "oomguard" / "data" / "models"
 DEFAULT_OUT = REPO_ROOT / "tests" / "data" / "oracle" / "kv_specs_vllm-0.32.0.json"
+# Slugs "test:<dir>" name oracle-only configs (tests/data/oracle/configs/README.md), not catalog entries.
+TEST_CONFIGS_DIR = REPO_ROOT / "tests" / "data" / "oracle" / "configs"
+
+
+def config_path(models_dir: Path, slug: str) -> Path:
+    if slug.startswith("test:"):
+        return TEST_CONFIGS_DIR / slug[len("test:"):] / "config.json"
+    return models_dir / slug / "config.json"
 VLLM_VERSION = "0.32.0"
 PLATFORMS = ("cpu", "cuda_sim")
 
@@ -137,8 +145,42 @@ CASES: list[tuple[str, int, str]] = [
     # special paths: weight-quantized (stripped), KV sharing, sparse MLA, cross-attention
     ("Qwen__Qwen3-30B-A3B-FP8", 1, "auto"),
     ("google__gemma-4-E2B-it", 1, "auto"),
+    ("google__gemma-4-E4B-it", 1, "auto"),
     ("deepseek-ai__DeepSeek-V3.2", 1, "auto"),
     ("meta-llama__Llama-3.2-11B-Vision-Instruct", 1, "auto"),
+    # Mamba and attention hybrids (test: = tests/data/oracle/configs, transformers defaults)
+    ("test:transformers-mamba-defaults", 1, "auto"),
+    ("test:transformers-mamba2-defaults", 2, "auto"),
+    ("test:transformers-jamba-defaults", 1, "auto"),
+    ("test:transformers-jamba-defaults", 2, "fp8"),
+    ("test:transformers-granitemoehybrid-defaults", 4, "auto"),
+    # (Nemotron-3 MoE hybrids: the CPU build cannot construct their relu2 experts)
+    ("test:nvidia-Nemotron-H-56B-Base-8K-no-time_step_limit", 1, "auto"),
+    ("test:nvidia-Nemotron-H-56B-Base-8K-no-time_step_limit", 4, "fp8"),
+    # Llama-4: chunked local attention (3 of 4 layers), interleaved MoE
+    ("meta-llama__Llama-4-Scout-17B-16E-Instruct", 1, "auto"),
+    ("meta-llama__Llama-4-Scout-17B-16E-Instruct", 4, "fp8"),
+    ("meta-llama__Llama-4-Maverick-17B-128E-Instruct", 8, "auto"),
+    # dense / MoE families on the decoder adapter (transformers defaults)
+    ("test:transformers-ernie4_5-defaults", 1, "auto"),
+    ("test:transformers-ernie4_5_moe-defaults", 2, "auto"),
+    ("test:transformers-seed_oss-defaults", 1, "auto"),
+    ("test:transformers-smollm3-defaults", 1, "auto"),
+    ("test:transformers-cohere2-defaults", 2, "auto"),
+    ("test:transformers-olmo3-defaults", 1, "auto"),
+    # multimodal wrappers around a decoder text model
+    ("test:transformers-llava-defaults", 1, "auto"),
+    ("test:transformers-mistral3-defaults", 2, "auto"),
+    ("test:transformers-internvl-defaults", 1, "auto"),
+    ("test:transformers-glm4v-defaults", 1, "auto"),
+    ("test:transformers-glm4v_moe-defaults", 2, "auto"),
+    ("test:transformers-qwen2_5_omni-defaults", 1, "auto"),
+    # encoder-only pooling models
+    ("test:transformers-bert-defaults", 1, "auto"),
+    # DeepSeek-V4: SWA + compressed MLA + compressor-state + indexer caches in packed groups
+    ("deepseek-ai__DeepSeek-V4-Flash", 1, "auto"),
+    ("deepseek-ai__DeepSeek-V4-Flash", 4, "fp8"),
+    ("deepseek-ai__DeepSeek-V4-Pro", 8, "auto"),
 ]
 
 LAYER_INDEX_RE = re.compile(r"(?:^|\.)layers\.(\d+)\.")
@@ -149,7 +191,7 @@ def case_id(slug: str, tp: int, kv_dtype: str) -> str:
 
 
 def parse_case(text: str) -> tuple[str, int, str]:
-    parts = text.split(":")
+    parts = text.rsplit(":", 2)
     if len(parts) != 3 or not parts[1].isdigit():
         raise SystemExit(f"bad --case {text!r}; expected SLUG:TP:KV_DTYPE")
     return parts[0], int(parts[1]), parts[2]
@@ -240,8 +282,21 @@ def _compress_layers(layers: list[dict]) -> list[dict]:
                 "count": 1,
             }
         )
-    out = []
+    # Models whose layers alternate (DeepSeek-V4: C4 / C128 layers, several caches each) give no
+    # consecutive runs; runs of one spec and name pattern are merged into "layer_ranges".
+    merged: dict[str, dict] = {}
     for run in runs:
+        k = json.dumps([run["name_pattern"], run["_body"]], sort_keys=True)
+        if k in merged and run["layer_indices"][0] is not None:
+            m = merged[k]
+            if "layer_ranges" not in m:
+                m["layer_ranges"] = [m.pop("layer_indices")]
+            m["layer_ranges"].append(run["layer_indices"])
+            m["count"] += run["count"]
+        else:
+            merged[k] = run
+    out = []
+    for run in merged.values():
         body = run.pop("_body")
         out.append({**run, **body})
     return out
@@ -361,6 +416,26 @@ def _cuda_sim_backend(layer, kv_cache_dtype: str):
     return AttentionBackendEnum.FLASH_ATTN.get_class()
 
 
+def _install_cpu_shims() -> None:
+    """Construction-only stand-ins for CUDA objects a model's ``__init__`` creates.
+
+    vLLM 0.32's DeepSeek-V4 attention builds ``torch.cuda.Event()`` objects in ``__init__``
+    (models/deepseek_v4/attention.py); its CPU port defines a ``_NoOpEvent`` for exactly this
+    (cpu/cpu_sparse.py) but never installs it, so on a CPU-only torch construction raises
+    "Tried to instantiate dummy base class Event". Events are never recorded here (no forward
+    runs), so an inert class changes no KV spec."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+
+    class _InertEvent:
+        def __init__(self, *args, **kwargs):
+            pass
+
+    torch.cuda.Event = _InertEvent  # type: ignore[misc, assignment]
+
+
 def run_case(
     slug: str,
     tp: int,
@@ -369,8 +444,25 @@ def run_case(
     models_dir: Path,
     strip_quantization: bool = False,
 ) -> dict:
-    config = json.loads((models_dir / slug / "config.json").read_text())
-    return inspect_config(config, tp, kv_dtype, platform_variant, strip_quantization=strip_quantization)
+    config = json.loads(config_path(models_dir, slug).read_text())
+    return inspect_config(config, tp, kv_dtype, platform_variant, strip_quantization=strip_quantization,
+                          after=_oracle_extras)
+
+
+def _oracle_extras(vllm_config, model, specs, record) -> None:
+    """What this oracle records beyond the registry sweep's shared steps: the parameter numel per
+    category on this rank (_weight_record) and vLLM's bytes per block for the groups it formed
+    (kv_cache_utils.py::_get_kv_cache_bytes_per_block, packed layouts included)."""
+    record["weights_rank0"] = _weight_record(model)
+    if "groups" not in record or not specs:
+        return
+    from vllm.distributed.kv_transfer.kv_connector.utils import get_current_attn_backends
+    from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
+    from vllm.v1.core.kv_cache_utils import _get_kv_cache_bytes_per_block, get_kv_cache_groups
+
+    layouts = [layout.name for layout in get_supported_kv_cache_layouts(get_current_attn_backends(vllm_config))]
+    layout = resolve_kv_cache_layout(vllm_config, [layouts], list(specs.values()))
+    record["bytes_per_block"] = _get_kv_cache_bytes_per_block(get_kv_cache_groups(vllm_config, dict(specs)), layout)
 
 
 def _ensure_ep_group(vllm_config) -> None:
@@ -405,6 +497,7 @@ def inspect_config(
     import torch
 
     record: dict = {"platform": platform_variant}
+    _install_cpu_shims()
     _install_platform_hook()
     _HOOK_STATE["variant"] = platform_variant
     _HOOK_STATE["before"] = None
@@ -535,6 +628,48 @@ def inspect_config(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return record
+
+
+# Parameter-name fragments -> category, first match wins (the categories oomguard's weight
+# model prices separately). Counted on TP rank 0 as constructed: numel is exact for the layout
+# vLLM builds; bytes are the constructed dtypes (quantized where the CPU build can construct the
+# quantized layer, else the stripped bf16 layout, see quantization_stripped).
+_WEIGHT_CATEGORIES = (
+    ("shared_expert", "shared_experts"),
+    ("experts", "experts"),
+    ("embed", "embed"),
+    ("lm_head", "lm_head"),
+    ("vision", "vision"),
+    ("visual", "vision"),
+    ("audio", "vision"),
+    ("multi_modal_projector", "vision"),
+    ("mixer", "linear_attn"),
+    ("linear_attn", "linear_attn"),
+    ("mamba", "linear_attn"),
+    ("attn", "attn"),
+    ("attention", "attn"),
+    ("mlp", "mlp"),
+    ("feed_forward", "mlp"),
+    ("ffn", "mlp"),
+)
+
+
+def _weight_record(model) -> dict:
+    """Parameter numel and bytes on this rank, in total and by category."""
+    numel: dict[str, int] = {}
+    nbytes: dict[str, int] = {}
+    seen = set()
+    for name, p in model.named_parameters():
+        if id(p) in seen:
+            continue  # tied weights count once
+        seen.add(id(p))
+        cat = next((c for frag, c in _WEIGHT_CATEGORIES if frag in name), "other")
+        numel[cat] = numel.get(cat, 0) + p.numel()
+        nbytes[cat] = nbytes.get(cat, 0) + p.numel() * p.element_size()
+    buffers = [b for b in model.buffers() if id(b) not in seen]
+    return {"numel": sum(numel.values()), "bytes": sum(nbytes.values()),
+            "numel_by_category": dict(sorted(numel.items())), "bytes_by_category": dict(sorted(nbytes.items())),
+            "buffer_bytes": sum(b.numel() * b.element_size() for b in buffers)}
 
 
 def _bytes_per_token(specs: dict) -> int | None:
@@ -803,8 +938,8 @@ def main(argv: list[str] | None = None) -> int:
 
     cases = [parse_case(c) for c in args.case] if args.case else CASES
     for slug, _, _ in cases:
-        if not (models_dir / slug / "config.json").is_file():
-            raise SystemExit(f"{models_dir / slug / 'config.json'}: not found")
+        if not config_path(models_dir, slug).is_file():
+            raise SystemExit(f"{config_path(models_dir, slug)}: not found")
     try:
         results = run_cases(cases, models_dir, args.jobs)
     finally:

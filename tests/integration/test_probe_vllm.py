@@ -143,9 +143,9 @@ def test_engine_core_killed_under_load_is_an_engine_crash_with_the_log_diagnosed
         with open(out, "w") as fh:
             probe = subprocess.Popen(
                 [sys.executable, "-m", "oomguard.cli.main", "probe", "--format", "json", "--base-url", server.base_url,
-                 # a load long enough (4 waves of 900-token completions) that the kill lands inside it
-                 # on an idle machine too, where the tiny model decodes fast
-                 "--concurrency", "2", "--waves", "4", "--output-tokens", "900", "--prompt-tokens", "64", "--server-log",
+                 # a load far longer than the wait for it (40 waves of 900-token completions): the kill
+                 # ends it; CI's fast clean machine finished 4 waves before the metrics poll saw one
+                 "--concurrency", "2", "--waves", "40", "--output-tokens", "900", "--prompt-tokens", "64", "--server-log",
                  str(server.log_path), "--sample-interval", "0.2", "--timeout", "30", "--duration", "120",
                  "--no-progress"],
                 stdout=fh, stderr=subprocess.PIPE, text=True)

@@ -43,7 +43,7 @@ def test_plan_verbose_shows_term_sources():
 
 
 def test_unmodelled_architecture_is_could_not_complete_not_bad_input():
-    out = run_cli("plan", "--model", "deepseek-ai/DeepSeek-V4-Flash", "--gpu", "H200")
+    out = run_cli("plan", "--model", "meta-llama/Llama-3.2-11B-Vision-Instruct", "--gpu", "H200")
     assert out.returncode == 3
     assert "not modelled" in out.stderr and "Traceback" not in out.stderr
 

@@ -41,6 +41,7 @@ class CheckOptions:
     nvidia_smi: str | None = None  # path
     topo: str | None = None  # path
     meminfo_path: str = "/proc/meminfo"
+    calibration: Any = None  # model.calibration.Calibration (--calibration / $OOMGUARD_CALIBRATION)
 
 
 @dataclass
@@ -188,6 +189,7 @@ class CheckContext:
                 num_gpus=self.num_gpus,
                 other_gpu_use_bytes=self.other_gpu_use_bytes,
                 usage=self.options.usage,
+                calibration=self.options.calibration,
             )
             self._plans[key] = hit
         return hit
@@ -425,6 +427,10 @@ def build_check_context(launch: Launch, options: CheckOptions) -> CheckContext:
         if v is not None and v <= 0:
             raise InputError(f"--{name.replace('_', '-')} must be positive")
     _validate_ranges(ctx)
+    if options.calibration is not None and ctx.model is not None and ctx.gpu is not None:
+        from oomguard.model.calibration import group_key
+
+        ctx.notes += options.calibration.lookup(group_key(ctx.gpu, ctx.version_tuple, ctx.model))[1]
     return ctx
 
 

@@ -233,11 +233,13 @@ def read_target(*, path: str | None = None, command: list[str] | None = None, fl
     """The one launch of the target (``PATH#NAME`` picks one of several)."""
     from oomguard.errors import InputError
     from oomguard.inputs import files
+    from oomguard.inputs.reader import short_name
 
     launches = read_targets(path=path, command=command, flags=flags, model=model, version=version)
     if len(launches) > 1:
         names = ", ".join(x.name or "?" for x in launches)
-        raise InputError(f"{len(launches)} vLLM launches here ({names}): name one as {path}#NAME", file=files.display(path or ""))
+        raise InputError(f"{len(launches)} vLLM launches here ({names}): name one as {path}#{short_name(launches[0]) or 'NAME'}",
+                         file=files.display(path or ""))
     return launches[0]
 
 

@@ -55,6 +55,10 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--concurrency", type=common.COUNT, metavar="C", help="concurrent requests the deployment must hold")
     p.add_argument("--nvidia-smi", metavar="FILE", help="`nvidia-smi` output taken before the server starts (GPU, memory used by others)")
     p.add_argument("--topo", metavar="FILE", help="`nvidia-smi topo -m` output")
+    common.add_calibration_option(p)
+    from oomguard.cli.same_gpu import add_same_gpu_option
+
+    add_same_gpu_option(p)
     p.add_argument("--format", choices=["text", "json", "sarif", "github"], default="text", help="output format (default text)")
     p.add_argument("--strict", action="store_true", help="exit 1 when there are warnings (and no errors)")
     p.add_argument("--ignore", action="append", default=[], metavar="ID[,ID]", help="silence rules by id or name (repeatable)")
@@ -86,6 +90,7 @@ def _options(args):
         concurrency=args.concurrency,
         nvidia_smi=args.nvidia_smi,
         topo=args.topo,
+        calibration=common.calibration_of(args),
     )
 
 
@@ -144,13 +149,23 @@ def run(args: argparse.Namespace) -> int:
     if args.launch_file is None and flags and not flags[0].startswith("-"):
         # the dispatcher leaves a TARGET that does not exist among vLLM's words
         raise InputError("no such file", file=flags[0])
+    options = _options(args)
     run_ = check_run(
-        _options(args),
+        options,
         path=args.launch_file,
         command=tail or None,
         flags=flags or None,
         ignore=ignore,
     )
+    from oomguard.cli.same_gpu import shared_for_check
+
+    if args.same_gpu:
+        if args.fix:
+            raise InputError("--fix corrects one launch file at a time: run it per file (the shared plan gives each its flags)")
+        for path in args.same_gpu:
+            run_.reports += check_run(options, path=path, ignore=ignore).reports
+    # launches on one GPU set (--same-gpu, or one file pinning several to the same devices): planned together
+    shared = shared_for_check(run_.reports, explicit=bool(args.same_gpu))
     report = run_.single
     fmt = args.format
     # Secrets in the launch (--api-key, HF_TOKEN=..., keys nested in JSON-valued flags) stay in
@@ -164,7 +179,10 @@ def run(args: argparse.Namespace) -> int:
         secrets += secret_values(launch.flags, launch.env) + secrets_in_text(launch.text or "")
     redact = Redactor(secrets)
     if fmt == "json":
-        json.dump(redact.data(json.loads(json.dumps(run_.to_dict(), default=str))), sys.stdout, indent=2)
+        doc = run_.to_dict()
+        if shared:
+            doc["shared_gpu"] = [sp.to_dict() for _g, sp in shared]
+        json.dump(redact.data(json.loads(json.dumps(doc, default=str))), sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif fmt == "sarif":
         from oomguard.check.sarif import to_sarif
@@ -182,6 +200,13 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(redact.text(render_report(report, show_diff=not args.no_diff, verbose=args.verbose)))
         else:
             sys.stdout.write(redact.text(render_run(run_, show_diff=not args.no_diff, verbose=args.verbose)))
+        if shared:
+            from oomguard.cli.same_gpu import render_text
+
+            sys.stdout.write("\n" + redact.text(render_text(shared)))
     if args.fix:
         _write_fix(run_, args.in_place)
-    return int(run_.exit_code(args.strict))
+    code = int(run_.exit_code(args.strict))
+    if shared and not all(sp.ok for _g, sp in shared) and code == EXIT_CLEAN:
+        code = EXIT_FINDINGS  # one of the servers fails next to the others: a finding like any other
+    return code

@@ -192,6 +192,20 @@ def add_target_options(p: argparse.ArgumentParser, *, positional: bool = True) -
     p.add_argument("--usage", choices=["serve", "llm"], default="serve", help="vllm serve (default) or the LLM class")
     p.add_argument("--engine-python", metavar="PATH", help="python of an installed vLLM: ask it for its exact resolved defaults")
     p.add_argument("--lenient", action="store_true", help="skip flags this vLLM version does not know (reported as notes) instead of failing")
+    add_calibration_option(p)
+
+
+def add_calibration_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--calibration", metavar="PROFILE.yaml",
+                   help="offsets measured by `oomguard calibrate --write` on your own logs (default: $OOMGUARD_CALIBRATION); "
+                        "each adjusted term says so, with its uncalibrated figure")
+
+
+def calibration_of(args: argparse.Namespace):
+    """The calibration profile of ``--calibration`` or ``$OOMGUARD_CALIBRATION`` (None when neither)."""
+    from oomguard.calibrate.profile import from_option
+
+    return from_option(getattr(args, "calibration", None))
 
 
 @dataclass
@@ -203,6 +217,7 @@ class Context:
     num_gpus: int | None
     other_gpu_use_bytes: int
     usage: str
+    calibration: Any = None  # model.calibration.Calibration from --calibration / $OOMGUARD_CALIBRATION
 
     def plan(self, flags: dict | None = None, env: dict | None = None):
         from oomguard.model.planner import plan_launch
@@ -216,6 +231,7 @@ class Context:
             num_gpus=self.num_gpus,
             other_gpu_use_bytes=self.other_gpu_use_bytes,
             usage=self.usage,
+            calibration=self.calibration,
         )
 
 
@@ -254,12 +270,13 @@ def read_target(args: argparse.Namespace, vllm_args: list[str]):
     """The one launch of the target (``FILE#NAME`` picks one of a file holding several)."""
     from oomguard.errors import InputError
     from oomguard.inputs.files import display
+    from oomguard.inputs.reader import short_name
 
     launches = read_targets(args, vllm_args)
     if len(launches) > 1:
         path = getattr(args, "launch_file", "") or ""
         names = ", ".join(x.name or "?" for x in launches)
-        first = (launches[0].name or "").split(" ", 1)[-1].split("/")[-1] or "NAME"
+        first = short_name(launches[0]) or "NAME"
         raise InputError(f"{len(launches)} vLLM launches here ({names}): name one as {path}#{first}", file=display(path))
     return launches[0]
 
@@ -297,7 +314,7 @@ def context_for(args: argparse.Namespace, launch, *, need_gpu: bool = True) -> C
         launch.flags, engine_version = merge_engine_defaults(launch.flags, resolved)
         version = version or engine_version.split("+")[0] or None
         launch.notes.append(f"defaults resolved by vLLM {engine_version} ({resolved.get('platform')}) via --engine-python")
-    return Context(launch, model, gpu, version, args.num_gpus, int(args.other_gpu_use_gib * GiB), args.usage)
+    return Context(launch, model, gpu, version, args.num_gpus, int(args.other_gpu_use_gib * GiB), args.usage, calibration_of(args))
 
 
 def _config_path_of(model):
@@ -349,3 +366,19 @@ def check_model_option(spec: str | None, hint: str = "") -> None:
         return  # a real config oomguard cannot model: the command says so where it plans
     except InputError as exc:
         raise InputError(f"--model: {exc}{hint}") from None
+
+
+def token_count(text: str | None, option: str) -> int | None:
+    """A token count as users write it (131072, 128K, 1M) for --context and its kin."""
+    from oomguard.errors import InputError
+    from oomguard.units import parse_size
+
+    if text is None:
+        return None
+    try:
+        n = parse_size(text)  # a plain count too; length-capped (oomguard.numbers)
+    except ValueError:
+        raise InputError(f"{option}: {text!r} is not a token count (e.g. 131072, 128K, 1M, 750k)") from None
+    if n <= 0:
+        raise InputError(f"{option} must be positive, got {text}")
+    return n

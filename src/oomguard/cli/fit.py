@@ -7,6 +7,7 @@ import json
 import sys
 
 from oomguard.cli import common
+from oomguard.cli.common import token_count
 
 from oomguard.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS as EXIT_NONE_FITS, EXIT_INCOMPLETE, EXIT_OK as EXIT_FOUND  # noqa: F401  (one table: cli/common.py)
 
@@ -54,21 +55,21 @@ def register(sub, name: str, help_text: str) -> None:
     p.add_argument("--peak-limit-gib", type=common.GPU_GIB, metavar="X", help="cap the per-GPU peak, e.g. what nvidia-smi may show")
     p.add_argument("--top", type=common.number(integer=True, minimum=1, maximum=1000), default=5, metavar="K", help="candidates to show (default 5)")
     p.add_argument("--format", choices=["text", "json"], default="text")
+    from oomguard.cli.same_gpu import add_same_gpu_option
 
-
-def _length(text: str | None, option: str) -> int | None:
-    from oomguard.errors import InputError
-    from oomguard.units import parse_size
-
-    if text is None:
-        return None
-    try:
-        n = parse_size(text)  # a plain count too; length-capped (oomguard.numbers)
-    except ValueError:
-        raise InputError(f"{option}: {text!r} is not a token count (e.g. 131072, 128K, 1M, 750k)") from None
-    if n <= 0:
-        raise InputError(f"{option} must be positive, got {text}")
-    return n
+    h = p.add_argument_group("choose the hardware (no --gpu, --gpu any, or --gpus)")
+    h.add_argument("--gpus", metavar="LIST", help="the cards to compare, e.g. H100,L40S,RTX-4090 (default: every card of the price table)")
+    h.add_argument("--prices", metavar="FILE.yaml", help="your price table (rows: gpu, usd_per_gpu_hour, date, source; owned hardware at 0)")
+    h.add_argument("--max-nodes", type=common.number(integer=True, minimum=1, maximum=64), default=1, metavar="N",
+                   help="also try up to N nodes of 8 GPUs (pipeline stages across nodes) when no single node fits")
+    h.add_argument("--rope-scaling", metavar="JSON", help="a RoPE scaling every candidate carries (as --hf-overrides), for a "
+                   "context beyond the model's own, e.g. '{\"rope_type\":\"yarn\",\"factor\":3.0,\"original_max_position_embeddings\":262144}'")
+    h.add_argument("--interconnect-gbps", type=common.number(above=0, maximum=1e5), default=None, metavar="G",
+                   help="the network between nodes in Gb/s (default 100), for the speed of pipeline stages across nodes")
+    p.add_argument("--same-gpu", action="append", default=[], metavar="LAUNCH|MODEL[@LEN]",
+                   help="another server on the same GPU set (a launch file, or a model id with its max-model-len, e.g. "
+                        "Qwen/Qwen3-0.6B@8192; repeatable): fit searches the split of the GPUs between them")
+    del add_same_gpu_option
 
 
 def build_request(args: argparse.Namespace):
@@ -145,10 +146,10 @@ def build_request(args: argparse.Namespace):
     margin = int(args.margin_gib * GiB) if args.margin_gib is not None else headroom_floor(gpu.total_bytes, args.margin_share if args.margin_share is not None else HEADROOM_FLOOR_SHARE)
     objective = Objective(args.objective) if args.objective else (Objective.MAX_CONTEXT if args.max_context else Objective.THROUGHPUT)
     goal = Goal(
-        context=_length(args.context, "--context"),
+        context=token_count(args.context, "--context"),
         max_context=bool(args.max_context or objective is Objective.MAX_CONTEXT and not args.context),
         concurrency=args.concurrency,
-        avg_input_len=_length(args.avg_input_len, "--avg-input-len"),
+        avg_input_len=token_count(args.avg_input_len, "--avg-input-len"),
         objective=objective,
         explicit_objective=bool(args.objective),
         margin_bytes=margin,
@@ -174,6 +175,7 @@ def build_request(args: argparse.Namespace):
         usage=args.usage,
         top=args.top,
         first_edit=first,
+        calibration=common.calibration_of(args),
     )
 
 
@@ -201,7 +203,8 @@ def check_first_edit(args: argparse.Namespace, launch, model_spec: str | None):
         other_gpu_use_gib=args.other_gpu_use_gib or None,
         usage=args.usage,
         concurrency=args.concurrency,
-        avg_input_len=_length(args.avg_input_len, "--avg-input-len"),
+        avg_input_len=token_count(args.avg_input_len, "--avg-input-len"),
+        calibration=common.calibration_of(args),
     )
     tail = getattr(args, "launch_tail", None) or []
     try:
@@ -221,11 +224,26 @@ def check_first_edit(args: argparse.Namespace, launch, model_spec: str | None):
     return (flags, env) if flags else None
 
 
+def hardware_mode(args: argparse.Namespace) -> bool:
+    """No GPU named (or ``--gpu any`` / ``--gpus``) for a model goal: choose the hardware."""
+    if args.gpus or (args.gpu or "").strip().lower() == "any":
+        return True
+    return not args.gpu and args.gpu_memory_gib is None and not args.launch_file and not (getattr(args, "launch_tail", None) or [])
+
+
 def run(args: argparse.Namespace) -> int:
     from oomguard.fit.runner import fit
 
     from oomguard.redact import Redactor, secret_values, secrets_in_text
 
+    if args.same_gpu:
+        from oomguard.cli.same_gpu import fit_split
+
+        return fit_split(args)
+    if hardware_mode(args):
+        from oomguard.cli.fit_hardware import run_hardware
+
+        return run_hardware(args)
     req = build_request(args)
     result = fit(req)
     # The corrected command repeats the launch's --api-key and JSON-valued flags: secrets are

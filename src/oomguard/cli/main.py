@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("oomguard.cli.bundle", "write a redacted, size-bounded failure report"),
     "probe": ("oomguard.cli.probe", "verify a live OpenAI-compatible server under load"),
     "fit": ("oomguard.cli.fit", "search for the best launch that fits a goal"),
+    "calibrate": ("oomguard.cli.calibrate", "measure the plan against your own start-up logs; write offsets"),
     "host": ("oomguard.cli.host", "check host RAM, kernel settings and topology"),
     "watch": ("oomguard.cli.watch", "monitor a live server with alerts"),
     "export": ("oomguard.cli.export", "export alert rules, dashboards and launch units"),

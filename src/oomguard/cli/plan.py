@@ -29,6 +29,9 @@ def register(sub, name: str, help_text: str) -> None:
         allow_abbrev=False,
     )
     add_target_options(p)
+    from oomguard.cli.same_gpu import add_same_gpu_option
+
+    add_same_gpu_option(p)
     p.add_argument("--format", choices=("text", "json"), default="text", help="text ledger or JSON (docs/json.md)")
     p.add_argument("--json", dest="format", action="store_const", const="json", help="same as --format json")
     p.add_argument("--verbose", action="store_true", help="show every term's formula and source")
@@ -40,7 +43,12 @@ def register(sub, name: str, help_text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from oomguard.cli.common import build_contexts
 
-    contexts = build_contexts(args, list(args.unknown or []))
+    from oomguard.cli.same_gpu import plan_contexts, shared_for_plan
+
+    contexts = plan_contexts(args, build_contexts(args, list(args.unknown or [])))
+    shared = shared_for_plan(args, contexts)  # launches on one GPU set: planned in start order, together
+    if shared:
+        return _run_shared(args, contexts, shared)
     plans = [ctx.plan() for ctx in contexts]
     if args.format == "json":
         docs = []
@@ -60,3 +68,27 @@ def run(args: argparse.Namespace) -> int:
                 print(f"== {ctx.launch.name} ==")
             render_plan(plan, explain=args.verbose, notes=ctx.launch.report_notes())
     return EXIT_STARTS if all(p.starts for p in plans) else EXIT_FAILS
+
+
+def _run_shared(args: argparse.Namespace, contexts: list, shared: list) -> int:
+    from oomguard.cli.same_gpu import render_text
+
+    grouped = {id(c) for g, _sp in shared for c in g}
+    alone = [c for c in contexts if id(c) not in grouped]
+    plans = [c.plan() for c in alone]
+    if args.format == "json":
+        doc = {"shared_gpu": [sp.to_dict() for _g, sp in shared]}
+        if alone:
+            doc["launches"] = [dict(p.to_dict(), launch=c.launch.to_dict()) for c, p in zip(alone, plans)]
+        json.dump(doc, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(shared))
+        if args.verbose or alone:
+            from oomguard.plan.render import render_plan
+
+            for c, p in zip(alone, plans):
+                print(f"== {c.launch.name or c.launch.path} ==")
+                render_plan(p, explain=args.verbose, notes=c.launch.report_notes())
+    ok = all(sp.ok for _g, sp in shared) and all(p.starts for p in plans)
+    return EXIT_STARTS if ok else EXIT_FAILS

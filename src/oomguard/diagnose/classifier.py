@@ -22,6 +22,7 @@ from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Evidence, SignalEvent, Verdict
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.cues import FAILURE_STATEMENTS
 
 MAX_EVIDENCE = 6
 MAX_VERDICTS = 4
@@ -60,7 +61,7 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
     anchors = [c for c in cues if c.anchor]
     if not anchors:
         return []
-    if all(c.feature.startswith("fail:") for c in anchors) and any(
+    if all(c.feature.startswith("fail:") or c.feature in FAILURE_STATEMENTS for c in anchors) and any(
             p >= Phase.READY for p in col.paste_phase.values()):
         # Complaints in words about a server that came up and answered (a 404, the output's quality): the server
         # itself did not fail.

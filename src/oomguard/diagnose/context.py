@@ -111,6 +111,8 @@ class Context:
     num_gpus: int | None = None
     exit_code: int | None = None
     config_multimodal: bool | None = None  # from the model's config.json when it could be read
+    config_heads: int | None = None  # attention heads, from the model's config.json when it could be read
+    config_max_len: int | None = None  # vLLM's derived max_model_len for the config (no user value)
     log_multimodal: bool = False  # the log shows a multimodal encoder being set up or profiled
     # per (file, run): traceback functions and the furthest phase anywhere in the paste (Collector's)
     paste_frames: dict[tuple[str, int], list[str]] = field(default_factory=dict)
@@ -177,8 +179,19 @@ class Context:
         gpus = self.tensor_parallel_size * int(self.arg("pipeline_parallel_size") or 1)
         if gpus == 1 and self.num_gpus and self.arg("tensor_parallel_size") is None:
             gpus = 1  # several GPUs present but no TP given: one GPU holds everything
-        gib = params * 1e9 * bytes_per_param_from_name(self.model) / (1 << 30) / gpus
-        return gib, "estimated from the model name"
+        per_param = bytes_per_param_from_name(self.model)
+        how = "estimated from the model name"
+        quant = str(self.arg("quantization") or "").lower()
+        dtype = str(self.arg("dtype") or "").lower().removeprefix("torch.")
+        if per_param == 2.0 and quant:
+            # a quantization the launch names (the name says nothing): 4-bit methods or 8-bit ones
+            per_param = 1.05 if re.search(r"fp8|int8|w8|8bit|experts_int8", quant) else 0.6
+            how += f" and --quantization {quant}"
+        elif per_param == 2.0 and dtype in ("float", "float32"):
+            per_param = 4.0  # --dtype float: an unquantized checkpoint in fp32, twice the bytes
+            how += " and --dtype float32"
+        gib = params * 1e9 * per_param / (1 << 30) / gpus
+        return gib, how
 
 
 def build_context(

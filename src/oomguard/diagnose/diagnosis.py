@@ -146,7 +146,7 @@ def prepare(paths: list[str], *, launch_text: str | None = None, model: str | No
             launch = parsed
     ctx = build_context(col, launch.args, launch.flags, model=model, gpu=gpu, num_gpus=num_gpus,
                         vllm_version=vllm_version, exit_code=exit_code)
-    ctx.config_multimodal = _config_multimodal(ctx.model)
+    _model_config_facts(ctx)
     return Prepared(col, ctx, reports, launch, gpu)
 
 
@@ -154,7 +154,7 @@ def conclude(prepared: Prepared, *, plan: PlanCallback | None = None, weights: A
     """Score the cues of ``prepared`` into verdicts with fixes (``prepared`` is not changed)."""
     col, ctx, reports, launch = prepared.collector, prepared.context, prepared.inputs, prepared.launch
     verdicts = classify(col, ctx, weights)
-    attach_fixes(verdicts, col, ctx)
+    attach_fixes(verdicts, col, ctx, votes=(weights or _shipped()).fix_votes)
     apply_plan(verdicts, plan)
     incomplete = find_incomplete(col, ctx, reports, bool(verdicts))
     from oomguard.diagnose.story import checks
@@ -163,17 +163,27 @@ def conclude(prepared: Prepared, *, plan: PlanCallback | None = None, weights: A
     return Diagnosis(verdicts, col, ctx, reports, launch, incomplete, agreement)
 
 
-def _config_multimodal(model: str | None) -> bool | None:
-    """Whether the model's config.json (local directory, HF cache or the bundled catalog) has a vision or
-    audio tower; None when no config can be read (no network: never the Hub)."""
-    if not model:
-        return None
+def _shipped() -> Any:
+    from oomguard.diagnose import scoring
+
+    return scoring.load()
+
+
+def _model_config_facts(ctx: Context) -> None:
+    """What the model's config.json says (local directory, HF cache or the bundled catalog; never the Hub): a
+    vision or audio tower, the attention heads (tensor parallelism must divide them), vLLM's derived maximum
+    length. Left unset when no config can be read."""
+    if not ctx.model:
+        return
     try:
         from oomguard.inputs.model_config import load_model
 
-        return bool(load_model(model, allow_hub=False).is_multimodal)
+        description = load_model(ctx.model, allow_hub=False)
     except Exception:  # noqa: BLE001 - any unreadable config: undecided, not a failure of diagnose
-        return None
+        return
+    ctx.config_multimodal = bool(description.is_multimodal)
+    ctx.config_heads = description.num_attention_heads or None
+    ctx.config_max_len = description.derived_max_model_len or None
 
 
 def diagnose_paths(paths: list[str], **options: Any) -> Diagnosis:

@@ -87,6 +87,7 @@ class FileState:
     pending_validation: dict[str, str] = field(default_factory=dict)
     pending_field: dict[str, str] = field(default_factory=dict)
     prog: str | None = None  # argparse program name from a "usage:" line
+    usage_seen: bool = False  # an argparse usage dump was signalled in this file
     last_frames_proc: str | None = None  # the process whose traceback was seen last
 
 

@@ -44,6 +44,7 @@ class Cue:
 # Traceback function names by the start-up step they belong to; innermost strong name decides.
 FRAME_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("capture", ("capture_model", "_capture_cudagraphs", "capture", "_capture", "graph_capture", "capture_graph",
+                 "capture_end", "capture_begin",  # torch.cuda.graph's own frames (torch/cuda/graphs.py)
                  "profile_cudagraph_memory", "_profile_cudagraph_memory", "_estimate_cudagraph_memory")),
     ("sampler", ("_dummy_sampler_run", "_dummy_pooler_run", "_warmup_sampler")),
     ("mm-encoder", ("_execute_mm_encoder", "get_multimodal_embeddings", "embed_multimodal", "_get_mm_dummy_batch",
@@ -57,11 +58,23 @@ FRAME_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "_process_weights_after_loading", "load_weights_and_postprocess")),
     # only real requests ask for prompt logprobs (the dummy runs never do)
     ("logprobs", ("_get_prompt_logprobs_dict", "compute_logprobs", "_compute_prompt_logprobs", "get_logprobs")),
+    # argparse and vLLM's own checks of the parsed command line
+    ("cli-args", ("parse_args", "validate_parsed_serve_args", "_parse_known_args")),
     ("step", ("step", "step_with_batch_queue", "run_busy_loop", "_process_engine_step", "engine_step", "sample_tokens",
               "run_engine_loop", "process_input_queue", "_run_engine")),
 )
+# Among weak frames the one that says most: a dummy run, then the engine's model execution, then a forward pass.
+_WEAK_ORDER = ("dummy-run", "warmup", "execute-model", "forward")
 _FRAME_GROUP = {name: group for group, names in FRAME_GROUPS for name in names}
-_WEAK_FRAMES = {"execute_model": "execute-model", "_dummy_run": "dummy-run"}
+# Frames that only narrow it down: V1's compile_or_warm_up_model runs the compile sizes, the graph capture and the
+# sampler warm-up; execute_model runs for the profile and for requests.
+_WEAK_FRAMES = {"execute_model": "execute-model", "_dummy_run": "dummy-run", "compile_or_warm_up_model": "warmup",
+                "_warmup_and_capture": "warmup", "warm_up_model": "warmup",
+                # a model's forward pass (torch's module call, a layer's or a quantized linear's forward): the
+                # weights were loaded, the model was running (a profile run or requests)
+                "forward": "forward", "_forward": "forward", "forward_cuda": "forward", "forward_native": "forward",
+                "forward_oot": "forward", "apply_weights": "forward", "_call_impl": "forward",
+                "_wrapped_call_impl": "forward"}
 
 GPU_OOM_SIGNALS = frozenset({Signal.CUDA_OOM, Signal.OOM_PROSE, Signal.ALLOCATOR_FAILURE})
 _STARTUP_EXCEPTIONS = {"ValueError", "AssertionError", "NotImplementedError", "TypeError", "KeyError"}
@@ -83,7 +96,7 @@ def frame_group(frames: tuple[str, ...] | list[str]) -> tuple[str, str] | None:
         low = frame.lower()
         if "cudagraph" in low or "cuda_graph" in low:
             return "capture", frame
-        if weak is None and frame in _WEAK_FRAMES:
+        if frame in _WEAK_FRAMES and (weak is None or _WEAK_ORDER.index(_WEAK_FRAMES[frame]) < _WEAK_ORDER.index(weak[0])):
             weak = (_WEAK_FRAMES[frame], frame)
     return weak
 
@@ -105,11 +118,12 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
         cues.append(Cue("exit:137", f"exit status {ctx.exit_code} = SIGKILL, the kernel OOM killer's signal",
                         "--exit-code", 0, f"exit status {ctx.exit_code}", anchor=True))
     cues += _context_cues(col, ctx)
-    from oomguard.diagnose.parsers.cues import FAILURE_WORDS
+    from oomguard.diagnose.parsers.cues import FAILURE_STATEMENTS, FAILURE_WORDS
 
     for hit in col.cues.values():
         cues.append(Cue(hit.feature, _CUE_WHY.get(hit.feature.split(":")[0], "report cue") + f" ({hit.feature})",
-                        hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES or (hit.error and hit.feature in FAILURE_WORDS)))
+                        hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES or hit.feature in FAILURE_STATEMENTS
+                        or (hit.error and hit.feature in FAILURE_WORDS)))
     if not any(c.anchor for c in cues) or not any(c.event is not None for c in cues):
         # A traceback whose error line is missing (cut, or not pasted): the frames still say where it failed.
         for (file, _run), frames in col.paste_frames.items():
@@ -120,6 +134,19 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
                 cues.append(Cue(f"paste-frame:{group[0]}", f"the traceback passes through {group[1]}()", file, 0,
                                 group[1]))
             break
+    elif not any(c.event is not None and c.event.frames for c in cues if c.anchor) and not any(
+            c.event is not None and c.event.signal not in _UNSPECIFIC for c in cues if c.anchor):
+        # The engine died (or an exception oomguard has no class for) with a traceback elsewhere in the paste and
+        # no error line of a class: where that traceback stopped still bears on which failure it was.
+        for (file, _run), frames in col.paste_frames.items():
+            group = frame_group(tuple(frames))
+            if group is not None:
+                cues.append(Cue(f"paste-frame:{group[0]}", f"a traceback in the paste passes through {group[1]}()", file,
+                                0, group[1]))
+                break
+    # The same words counted once: the OOM line's own phase words (hint:) and the report cue read from that line.
+    hinted = {(c.file, c.line, _HINT_WORDS[c.feature]) for c in cues if c.feature in _HINT_WORDS}
+    cues = [c for c in cues if (c.file, c.line, c.feature) not in hinted]
     if not any(c.anchor and c.feature in _GPU_OOM_ANCHORS for c in cues):
         # When (and under what load) a GPU OOM happened says nothing about an argparse error or a crash:
         # these cues only bear on the phase of a GPU OOM, so they only count when there is one.
@@ -127,6 +154,9 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
     return cues
 
 
+_HINT_WORDS = {"hint:loading": "words:loading", "hint:capture": "words:capture", "hint:profile": "words:profile",
+               "hint:warmup": "words:profile", "hint:serving": "words:serving"}
+_UNSPECIFIC = frozenset({Signal.ENGINE_DIED, Signal.GENERIC_EXCEPTION})
 _GPU_OOM_ANCHORS = frozenset({"sig:cuda-oom", "sig:oom-prose", "para:oom-prose", "sig:allocator-failure"})
 _PHASE_ONLY = frozenset({"ctx:served", "ctx:ready", "ctx:weights-exceed-gpu", "ctx:weights-tight", "ctx:weights-fit",
                          "ctx:multimodal", "ctx:multimodal-large-gpu", "ctx:eager", "words:startup", "words:loading",
@@ -144,8 +174,11 @@ def _signal_cues(ev: SignalEvent, col: Collector, ctx: Context, first_error: dic
 
     n = ev.numbers
     words = n.get("tier") == "paraphrase"
-    out = [cue(("para:" if words else "sig:") + ev.signal.value, _SIGNAL_WHY.get(ev.signal, ev.signal.value)
-               + (" (in words, not a vLLM message)" if words else ""), anchor=True)]
+    # A weaker shape of a signal (a usage dump without its error line, Ray's "Waiting for creating a placement
+    # group" line) carries its own feature name, so it gets its own weight.
+    name = n.get("cue") or (("para:" if words else "sig:") + ev.signal.value)
+    out = [cue(name, _SIGNAL_WHY.get(ev.signal, ev.signal.value) + (" (in words, not a vLLM message)" if words else ""),
+               anchor=True)]
     s = ev.signal
     if s == Signal.KERNEL_OOM_KILL:
         if n.get("vllm_process"):
@@ -182,13 +215,13 @@ def _gpu_oom_cues(ev: SignalEvent, col: Collector, ctx: Context, cue) -> list[Cu
     if own is not None:
         group, frame = own
         out.append(cue(f"frame:{group}", f"traceback passes through {frame}()"))
-        placed = group not in ("execute-model", "dummy-run")
+        placed = group not in ("execute-model", "dummy-run", "warmup", "forward")
     else:
         paste = frame_group(tuple(col.paste_frames.get((ev.file, ev.run), ())))
         if paste is not None:
             group, frame = paste
             out.append(cue(f"paste-frame:{group}", f"a traceback in the same paste passes through {frame}()"))
-            placed = group not in ("execute-model", "dummy-run")
+            placed = group not in ("execute-model", "dummy-run", "warmup", "forward")
     if ev.phase != Phase.UNKNOWN:
         label = ev.phase.label
         if ev.phase == Phase.KV_CACHE and ctx.enforce_eager:
@@ -241,8 +274,10 @@ def _gpu_oom_cues(ev: SignalEvent, col: Collector, ctx: Context, cue) -> list[Cu
 def _context_cues(col: Collector, ctx: Context) -> list[Cue]:
     out: list[Cue] = []
 
-    def add(feature: str, why: str) -> None:
-        out.append(Cue(feature, why, "(context)", 0, why))
+    def add(feature: str, why: str, anchor: bool = False) -> None:
+        out.append(Cue(feature, why, "(context)", 0, why, anchor=anchor))
+
+    out += _config_checks(col, ctx)
 
     weights = ctx.weights_per_gpu_gib(col)
     total = ctx.gpu_total_gib
@@ -271,6 +306,39 @@ def _context_cues(col: Collector, ctx: Context) -> list[Cue]:
     elif any(phase >= Phase.READY for phase in col.paste_phase.values()):
         add("ctx:ready", "the server reached its ready line")
     return out
+
+
+def _config_checks(col: Collector, ctx: Context) -> list[Cue]:
+    """Checks vLLM makes at start-up, made here from the model's config and the arguments: a failure even when the
+    paste stops before vLLM's own error line (anchors)."""
+    out: list[Cue] = []
+
+    def add(feature: str, why: str) -> None:
+        out.append(Cue(feature, why, "(context)", 0, why, anchor=True))
+
+    tp = ctx.tensor_parallel_size
+    if ctx.config_heads and tp > 1 and ctx.config_heads % tp:
+        # vLLM's ModelConfig.verify_with_parallel_config: heads must divide by the tensor-parallel size
+        add("cfg:heads-not-divisible", f"the model's {ctx.config_heads} attention heads do not divide by "
+            f"tensor-parallel size {tp} (vLLM refuses this)")
+    asked = _int_arg(ctx, "max_model_len")
+    if asked and ctx.config_max_len and asked > ctx.config_max_len:
+        add("cfg:max-len-above-model", f"--max-model-len {asked} is above the {ctx.config_max_len} vLLM derives from "
+            "the model's config")
+    blocks = col.latest("num_gpu_blocks")
+    limit = asked or ctx.config_max_len
+    if blocks is not None and limit and ctx.engine != "V1":
+        block_size = _int_arg(ctx, "block_size") or 16
+        if 0 < blocks.value * block_size < limit:
+            # V0's _verify_args after the profile: max_seq_len must fit in the GPU blocks
+            add("kv:blocks-below-max-len", f"{int(blocks.value)} GPU blocks x {block_size} tokens = "
+                f"{int(blocks.value) * block_size} tokens, less than max_model_len {limit}")
+    return out
+
+
+def _int_arg(ctx: Context, name: str) -> int | None:
+    value = ctx.arg(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 _SIGNAL_WHY = {

@@ -31,7 +31,9 @@ def _bad_arg(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
     whys = []
     for m in members:
         ev = m.event
-        if ev.signal == Signal.UNRECOGNIZED_ARGS:
+        if ev.signal == Signal.UNRECOGNIZED_ARGS and ev.numbers.get("cue"):
+            whys.append("argparse printed its usage (the error line after it names the rejected flag)")
+        elif ev.signal == Signal.UNRECOGNIZED_ARGS:
             pairs = split_unrecognized(str(ev.numbers.get("args", ""))) or [(str(ev.numbers.get("args", "")), None)]
             if ev.numbers.get("keyword"):
                 pairs = [("--" + str(ev.numbers["args"]).replace("_", "-"), None)]
@@ -92,6 +94,8 @@ def _arg_in(text: str) -> str | None:
 def _max_len(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     asked, derived = num_of(members, "max_model_len"), num_of(members, "derived_max_len")
     source = num_of(members, "derived_from") or "the model config"
+    if not derived and ctx.config_max_len:
+        asked, derived = asked or ctx.arg("max_model_len"), ctx.config_max_len  # the check made from the config
     v.summary = (f"--max-model-len {asked} is above the model's maximum {derived if derived else ''} "
                  f"(from {source}).").replace("  ", " ")
     if asked and derived:
@@ -131,6 +135,9 @@ _MACHINE_FIXES = {
 def _config(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     world, gpus = num_of(members, "world_size"), num_of(members, "available_gpus")
     heads, tp = num_of(members, "heads"), num_of(members, "tensor_parallel_size")
+    if not (heads and tp) and ctx.config_heads and ctx.tensor_parallel_size > 1 \
+            and ctx.config_heads % ctx.tensor_parallel_size:
+        heads, tp = ctx.config_heads, ctx.tensor_parallel_size  # the check made from the model's config
     detail = str(num_of(members, "detail") or (members[0].event.text if members else ""))
     if world and gpus:
         v.summary = f"The launch asks for {world} GPUs but only {gpus} are visible."
@@ -228,6 +235,17 @@ _FAMILIES: tuple[tuple[str, frozenset[str], str, frozenset[str], str, Any, str],
      r"mamba|hybrid|linear[_ ]attention|state (?:cache )?blocks", frozenset({"cfg:hybrid"}), "--max-num-seqs",
      lambda ctx: lower_seqs_for(ctx),
      "a hybrid (Mamba / linear-attention) model needs one state block per running sequence"),
+    ("swap-space", frozenset({"config-error", "host-oom"}),
+     r"Too large swap space|swap space .{0,40}total CPU memory", frozenset(), "--swap-space",
+     lambda ctx: 1, "vLLM (V0) refuses a CPU swap space near the host's RAM (it pins that much per GPU)"),
+    ("data-parallel", frozenset({"config-error"}),
+     r"data parallel(?: mode)? is not supported|Offline data parallel", frozenset(), "--tensor-parallel-size",
+     lambda ctx: max(2, int(ctx.arg("data_parallel_size") or 2)),
+     "this data-parallel mode is refused for the model: split it with tensor parallelism over the same GPUs"),
+    ("long-max-len", frozenset({"illegal-memory-access", "unknown"}),
+     r"VLLM_ALLOW_LONG_MAX_MODEL_LEN", frozenset(), "--max-model-len", lambda ctx: ctx.config_max_len or "<model maximum>",
+     "VLLM_ALLOW_LONG_MAX_MODEL_LEN lets max_model_len pass the model's positions; requests beyond them index out "
+     "of range on the GPU"),
     ("graphs", frozenset({"config-error", "unknown", "illegal-memory-access"}),
      r"cuda ?graph|cudagraph|torch\.compile|inductor|dynamo|torch\._dynamo|piecewise", frozenset(),
      "--enforce-eager", True, "skips torch.compile and CUDA graph capture, where this failure happens"),
@@ -243,7 +261,10 @@ def lower_seqs_for(ctx: Context) -> int:
 def family_fixes(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> list[Fix]:
     """The standard fix of every configuration family the verdict's lines (or the report's cues) name."""
     text = " ".join([e.text for e in v.evidence] + [m.event.text for m in members] +
-                    [str(m.event.numbers.get("detail", "")) for m in members])
+                    [str(m.event.numbers.get("detail", "")) for m in members] +
+                    # the functions of the paste's tracebacks (transformers' resolve_trust_remote_code ...)
+                    [f for frames in col.paste_frames.values() for f in frames] +
+                    [hit.text for hit in col.cues.values() if hit.feature.startswith(("fail:", "words:"))])
     cues = set(col.cues)
     combos = {f"{a}+{b}" for a in cues for b in cues if a != b}
     out = []

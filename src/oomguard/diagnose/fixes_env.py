@@ -20,6 +20,21 @@ _PROVIDES = {"flash_attn": "flash-attn", "flashinfer": "flashinfer-python", "lib
 def _missing_dependency(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     extra, module = num_of(members, "extra"), num_of(members, "module")
     library, package, pip = num_of(members, "library"), num_of(members, "package"), num_of(members, "pip")
+    if num_of(members, "driver"):
+        v.summary = ("The NVIDIA driver is older than the CUDA the installed torch / vLLM wheels were built for: the "
+                     "wrong build is installed for this machine.")
+        v.fix.append(Fix("pip", "install the torch / vLLM build for the CUDA version the driver supports "
+                         "(nvidia-smi shows it), or upgrade the NVIDIA driver", "the driver's CUDA must be at least "
+                         "the wheel's"))
+        return
+    if num_of(members, "mismatch") and not num_of(members, "name"):
+        lib = f" ({library})" if library else ""
+        v.summary = (f"A compiled extension{lib} was built against another torch (undefined symbol): the installed "
+                     "packages do not match each other.")
+        v.fix.append(Fix("pip", f"install --force-reinstall vllm=={ctx.version}" if ctx.version else
+                         "install --force-reinstall vllm", "reinstall vLLM with its pinned torch; rebuild flash-attn "
+                         "and other extensions against that torch"))
+        return
     if num_of(members, "mismatch"):
         v.summary = (f"A broken install: '{num_of(members, 'name')}' cannot be imported from '{module}' (the installed "
                      "package does not match what this vLLM was built against).")

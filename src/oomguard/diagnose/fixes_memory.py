@@ -46,6 +46,10 @@ def _weights(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
                                                                  if num_of(members, "free_gib") is not None else ""))
     v.summary = "CUDA out of memory while loading the weights: the model's weights do not fit on each GPU" + (
         f" ({primary_reason(members)})." if primary_reason(members) not in ("", "message") else ".")
+    dtype = str(ctx.arg("dtype") or "").lower().removeprefix("torch.")
+    if dtype in ("float", "float32"):
+        # --dtype float loads an unquantized checkpoint in fp32: twice the bytes of its bf16 / fp16 weights
+        v.fix.append(Fix("--dtype", "auto", "the weights in the checkpoint's own 16-bit dtype (fp32 doubles them)"))
     v.fix.append(more_tp(ctx, "splits the weights across more GPUs (each holds 1/TP of them)"))
     quant = str(ctx.arg("quantization") or "") + (ctx.model or "")
     if not re.search(r"awq|gptq|fp8|int4|int8|bnb|fp4|gguf", quant, re.IGNORECASE):
@@ -148,6 +152,10 @@ def _profile(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
         v.fix.append(Fix("--limit-mm-per-prompt", '{"image": 1}', "profiles fewer items per prompt "
                          "(0.6-0.9 spell it image=1)"))
         v.fix.append(Fix("--max-num-seqs", lower_seqs(ctx), "fewer dummy sequences (with images) in the profile run"))
+        if re.search(r"qwen[\d.]*-?(?:vl|omni)|qwen3-vl", ctx.model or "", re.IGNORECASE):
+            # Qwen-VL's processor sizes the profile's dummy image at its max_pixels (about 12.8 M pixels)
+            v.fix.append(Fix("--mm-processor-kwargs", '{"max_pixels": 1003520}', "a smaller largest image: the "
+                             "profile's dummy images (and their vision tokens) shrink with it"))
         if max_len and max_len > 16384:
             v.fix.append(Fix("--max-model-len", 8192, "a shorter context shrinks the profiled batch"))
         return
@@ -198,6 +206,18 @@ def _cudagraph(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> 
     util = util_of(ctx, col, run) or default_util(ctx)
     v.fix.append(Fix("--gpu-memory-utilization", round_util(util - 0.05),
                      "a smaller KV pool leaves room for the graphs (raising it makes this worse)"))
+
+
+def _mm_cache_off(ctx: Context) -> Fix:
+    from oomguard.versions import get_release
+
+    try:
+        old = get_release(ctx.version).has_option("--disable-mm-preprocessor-cache") and not get_release(
+            ctx.version).has_option("--mm-processor-cache-gb")
+    except Exception:  # noqa: BLE001 - an unknown release: the current spelling
+        old = False
+    why = "the multimodal processor cache keeps processed images in host RAM"
+    return Fix("--disable-mm-preprocessor-cache", True, why) if old else Fix("--mm-processor-cache-gb", 0, why)
 
 
 def _no_kv(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
@@ -251,9 +271,21 @@ def _no_kv(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None
     else:
         v.fix.append(Fix("--gpu-memory-utilization", round_util(max(cur + 0.05, 0.9)),
                          "a larger budget leaves room for KV blocks after the weights and the profile peak"))
-    v.fix.append(Fix("--max-num-batched-tokens", lower_tokens(ctx), "a smaller profile-run activation peak "
-                     "leaves more of the budget for KV"))
+    tokens_fix = Fix("--max-num-batched-tokens", lower_tokens(ctx), "a smaller profile-run activation peak leaves "
+                     "more of the budget for KV")
+    seqs = int_arg(ctx, "max_num_seqs")
+    if ctx.engine != "V0" and not int_arg(ctx, "max_num_batched_tokens") and (not seqs or seqs > 64):
+        # V1 profiles a dummy batch of max_num_batched_tokens tokens (2048-16384 by default: already small) and warms
+        # the sampler up for max_num_seqs requests (256-1024 by default): the sequences are the larger lever
+        v.fix.append(Fix("--max-num-seqs", lower_seqs(ctx), "a smaller dummy batch and sampler warm-up in the profile "
+                         "(V1's default is 256 to 1024 sequences)"))
+        v.fix.append(tokens_fix)
+    else:
+        v.fix.append(tokens_fix)
     v.fix.append(more_tp(ctx, "weights and activations split across GPUs"))
+    if ctx.engine != "V0" and not ctx.enforce_eager:
+        v.fix.append(Fix("--enforce-eager", True, "no CUDA graphs: V1 counts their memory in the budget before the KV "
+                         "cache"))
 
 
 def _kv_small(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
@@ -303,6 +335,9 @@ def _kv_small(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> N
         v.fix.append(Fix("--gpu-memory-utilization", round_util(max(util + 0.05, 0.9)), "a larger KV budget"))
     if str(ctx.arg("kv_cache_dtype") or "auto").startswith("auto") and ctx.platform != "cpu":
         v.fix.append(Fix("--kv-cache-dtype", "fp8", "FP8 KV cache halves the bytes per token"))
+    if ctx.platform != "cpu" and not int_arg(ctx, "cpu_offload_gb"):
+        v.fix.append(Fix("--cpu-offload-gb", 4, "keeps some weights in host RAM: their GPU memory goes to the KV cache "
+                         "(slower decode)"))
     if ctx.arg("num_gpu_blocks_override") and max_len:
         v.fix.append(Fix("--num-gpu-blocks-override", math.ceil(int(max_len) / 16) + 64, "the block pool must hold "
                          "one max_model_len request (plus a few spare blocks)"))
@@ -319,6 +354,11 @@ def _runtime(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
     reason = primary_reason(members)
     v.summary = ("CUDA out of memory while serving: a step's activations (long prefill, large batch or prompt "
                  f"logprobs) outgrew the memory left outside the KV pool{f' ({reason})' if reason and reason != 'message' else ''}.")
+    version = ctx.version_tuple()
+    if (ctx.engine == "V0" or (version is not None and version < (0, 8))) and not ctx.arg("enable_chunked_prefill"):
+        # V0 without chunked prefill runs a whole prompt in one step (and its prompt logprobs over the vocabulary)
+        v.fix.append(Fix("--enable-chunked-prefill", True, "long prompts are prefilled in max_num_batched_tokens "
+                         "chunks instead of one step"))
     v.fix.append(Fix("--max-num-batched-tokens", lower_tokens(ctx), "bounds the tokens (and activations) of one step"))
     v.fix.append(Fix("--gpu-memory-utilization", round_util((util_of(ctx, col, run_of(members)) or default_util(ctx)) - 0.05),
                      "leaves more headroom outside the KV pool for activation peaks"))
@@ -358,6 +398,9 @@ def _host(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
         v.fix.append(Fix("--cpu-offload-gb", None, "offloaded weights live in host RAM"))
     if ctx.arg("kv_offloading_size"):
         v.fix.append(Fix("--kv-offloading-size", None, "the offloaded KV cache lives in host RAM (or lower it)"))
+    if ctx.multimodal and not ctx.text_only:
+        # the multimodal processor cache (processed images / videos) lives in host RAM, per API-server process
+        v.fix.append(_mm_cache_off(ctx))
     if ctx.platform == "cpu":
         v.fix.append(Fix("VLLM_CPU_KVCACHE_SPACE", 4, "environment variable: GiB of host RAM for the CPU backend's KV cache"))
     if not v.fix:

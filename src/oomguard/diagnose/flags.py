@@ -35,6 +35,23 @@ CHANGES: dict[str, FlagChange] = {c.flag: c for c in (
 SAMPLING = {"--temperature", "--top-p", "--top-k", "--min-p", "--max-tokens", "--presence-penalty",
             "--frequency-penalty", "--repetition-penalty", "--stop", "--n", "--best-of"}
 
+# Options of other tools (vLLM's benchmark client, SGLang, TGI) and near names that people pass to `vllm serve`:
+# the server's own flag for the same thing.
+OTHER_TOOLS: dict[str, tuple[str, str]] = {
+    "--max-concurrency": ("--max-num-seqs", "--max-concurrency is the benchmark client's option (vllm bench serve); "
+                          "the server caps concurrent requests with --max-num-seqs"),
+    "--max-batch-size": ("--max-num-seqs", "the server's batch-size cap is --max-num-seqs"),
+    "--lora-path": ("--lora-modules", "adapters are given as --lora-modules name=path (with --enable-lora)"),
+    "--lora-paths": ("--lora-modules", "adapters are given as --lora-modules name=path (with --enable-lora)"),
+    "--context-length": ("--max-model-len", "the context length is --max-model-len"),
+    "--max-seq-len": ("--max-model-len", "the context length is --max-model-len"),
+    "--max-total-tokens": ("--max-model-len", "TGI's --max-total-tokens is vLLM's --max-model-len"),
+    "--mem-fraction-static": ("--gpu-memory-utilization", "SGLang's --mem-fraction-static is vLLM's "
+                              "--gpu-memory-utilization"),
+    "--tp-size": ("--tensor-parallel-size", "SGLang's --tp-size is vLLM's --tensor-parallel-size"),
+    "--num-shard": ("--tensor-parallel-size", "TGI's --num-shard is vLLM's --tensor-parallel-size"),
+}
+
 # Flags of the OpenAI-compatible server that the demo vllm.entrypoints.api_server lacks.
 OPENAI_SERVER_ONLY = {"--api-key", "--served-model-name", "--chat-template", "--lora-modules", "--response-role",
                       "--enable-auto-tool-choice", "--tool-call-parser", "--reasoning-parser", "--middleware",
@@ -93,6 +110,9 @@ def hint_for(flag: str, *, prog: str | None = None, version: str | None = None) 
         if change.replacement:
             return FlagHint(norm, change.replacement[0], f"{norm} was {change.change}{since}: {change.note}{accepted}")
         return FlagHint(norm, None, f"{norm} was {change.change}{since}: {change.note}{accepted}")
+    if norm in OTHER_TOOLS:
+        flag_, why = OTHER_TOOLS[norm]
+        return FlagHint(norm, flag_, why)
     if norm in SAMPLING:
         return FlagHint(norm, None, f"{norm} is a per-request sampling parameter, not a server flag: send it in the "
                         "request, or set a server default with --override-generation-config "

@@ -261,20 +261,14 @@ def mark_not_checked(verdicts: list[Verdict], why: str) -> None:
 
 
 def _largest_kv_that_starts(checker: PlanChecker, upper: int, companion: dict[str, Any]) -> int | None:
-    """Bisect (128 MiB steps) for the largest pinned KV size the planner says starts; None when none does."""
+    """The largest pinned KV size (128 MiB steps, down from ``upper``) the planner says starts; None when
+    none does. Not a bisection: "starts" is not monotonic in the pool (too small a pool fails with
+    kv-too-small, too large a one does not fit beside the other processes)."""
     step = 1 << 27
-    lo, hi = 0, upper // step
-    best = None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if mid == 0:
-            lo = 1
-            continue
-        if checker.plan({**companion, "--kv-cache-memory-bytes": mid * step}).starts:
-            best, lo = mid * step, mid + 1
-        else:
-            hi = mid - 1
-    return best
+    for n in range(upper // step, 0, -1):
+        if checker.plan({**companion, "--kv-cache-memory-bytes": n * step}).starts:
+            return n * step
+    return None
 
 
 def _check_one(fix: Fix, checker: PlanChecker, before: Any, estimated_max_len: int | None,

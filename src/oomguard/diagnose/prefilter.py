@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
 
+from oomguard.diagnose.parsers.cues import CASELESS_KEYWORDS as CUE_CASELESS
 from oomguard.diagnose.parsers.cues import KEYWORDS as CUE_KEYWORDS
 from oomguard.diagnose.parsers.frames import KEYWORDS as FRAME_KEYWORDS
 
@@ -97,7 +98,7 @@ CASELESS: tuple[bytes, ...] = (
     b"fit on", b"fit in", b"too small", b"too little", b"not big enough", b"cache is full", b"cache full",
     b"exit code", b"exit status", b"exitcode",
     # not "kv cache": every throughput line says "GPU KV cache usage"
-)
+) + CUE_CASELESS  # the report cues matched ignoring case (parsers/cues.py)
 
 # Frequent serving lines, handled with rfind between hits (see module docstring).
 FREQUENT: tuple[bytes, ...] = (

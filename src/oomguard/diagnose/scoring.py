@@ -26,6 +26,53 @@ WEIGHTS_FILE = DATA / "diagnose_weights.json"
 PRIORS_FILE = DATA / "diagnose_priors.json"
 
 
+# The classes a GPU out-of-memory error can be (its phase), and the anchors that say there is one.
+PHASE_CLASSES: tuple[str, ...] = ("weights-oom", "startup-free-memory", "profile-oom", "cudagraph-oom", "runtime-oom")
+GPU_OOM_ANCHORS = frozenset({"sig:cuda-oom", "sig:oom-prose", "para:oom-prose", "sig:allocator-failure"})
+# Cue kinds that bear on when a GPU OOM happened (the phase model's inputs), and single cues besides them.
+_PHASE_KINDS = ("frame:", "paste-frame:", "phase:", "paste-phase:", "hint:", "oom:", "size:", "flag:", "req:",
+                "paste:")
+_PHASE_CUES = frozenset({"ctx:served", "ctx:ready", "ctx:weights-exceed-gpu", "ctx:weights-tight", "ctx:weights-fit",
+                         "ctx:multimodal", "ctx:multimodal-large-gpu", "ctx:eager", "ctx:engine-v0",
+                         "ctx:tensor-parallel", "words:startup", "words:loading", "words:after-load", "words:serving",
+                         "words:started-fine", "words:profile", "words:capture", "words:kv", "cfg:hybrid",
+                         "sig:load-oom", "sig:sampler-warmup-oom", "sig:kv-allocation-oom", "sig:startup-free-memory",
+                         "host:offload"})
+
+
+def bears_on_phase(feature: str) -> bool:
+    return feature.startswith(_PHASE_KINDS) or feature in _PHASE_CUES
+
+
+@dataclass(frozen=True)
+class PhaseModel:
+    """p(phase | phase cues) for a report that holds a GPU OOM (see the module docstring)."""
+
+    classes: tuple[str, ...]
+    bias: dict[str, float]
+    features: dict[str, dict[str, float]]
+    temperature: float = 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"classes": list(self.classes), "bias": self.bias, "temperature": self.temperature,
+                "features": self.features}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PhaseModel:
+        classes = tuple(data["classes"])
+        return cls(classes, {c: float(data.get("bias", {}).get(c, 0.0)) for c in classes},
+                   {str(f): {str(c): float(w) for c, w in row.items() if c in classes}
+                    for f, row in data.get("features", {}).items()}, float(data.get("temperature", 1.0)))
+
+    def probs(self, features: set[str] | frozenset[str], allowed: tuple[str, ...]) -> dict[str, float]:
+        logits = {c: self.bias.get(c, 0.0) for c in self.classes if c in allowed}
+        for f in features:
+            for c, w in self.features.get(f, {}).items():
+                if c in logits:
+                    logits[c] += w
+        return _softmax(logits, self.temperature)
+
+
 @dataclass(frozen=True)
 class Weights:
     classes: tuple[str, ...]
@@ -33,10 +80,18 @@ class Weights:
     features: dict[str, dict[str, float]]  # sparse: feature -> class -> weight
     temperature: float = 1.0
     meta: dict[str, Any] = field(default_factory=dict)
+    phase: PhaseModel | None = None
+    # class -> flag -> how many labelled threads of that class were fixed by that flag (diagnose/fixes.rank_fixes)
+    fix_votes: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"classes": list(self.classes), "bias": self.bias, "temperature": self.temperature,
-                "features": self.features, "meta": self.meta}
+        out = {"classes": list(self.classes), "bias": self.bias, "temperature": self.temperature,
+               "features": self.features, "meta": self.meta}
+        if self.phase is not None:
+            out["phase"] = self.phase.to_dict()
+        if self.fix_votes:
+            out["fix_votes"] = self.fix_votes
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Weights:
@@ -44,7 +99,10 @@ class Weights:
         bias = {c: float(data.get("bias", {}).get(c, 0.0)) for c in classes}
         features = {str(f): {str(c): float(w) for c, w in row.items() if c in classes}
                     for f, row in data.get("features", {}).items()}
-        return cls(classes, bias, features, float(data.get("temperature", 1.0)), dict(data.get("meta", {})))
+        phase = PhaseModel.from_dict(data["phase"]) if data.get("phase") else None
+        votes = {str(c): {str(f): int(n) for f, n in row.items()} for c, row in data.get("fix_votes", {}).items()}
+        return cls(classes, bias, features, float(data.get("temperature", 1.0)), dict(data.get("meta", {})), phase,
+                   votes)
 
 
 @lru_cache(maxsize=4)
@@ -62,9 +120,18 @@ class Scores:
     logits: dict[str, float]
     probs: dict[str, float]
     ranked: list[str]
+    phase: dict[str, float] | None = None  # p(phase | phase cues) when the phase model split a GPU OOM
 
     def contribution(self, weights: Weights, feature: str, cls: str) -> float:
         return weights.features.get(feature, {}).get(cls, 0.0)
+
+
+def _softmax(logits: dict[str, float], temperature: float) -> dict[str, float]:
+    t = temperature if temperature > 0 else 1.0
+    top = max(logits.values())
+    exps = {c: math.exp((v - top) / t) for c, v in logits.items()}
+    total = sum(exps.values())
+    return {c: e / total for c, e in exps.items()}
 
 
 def score(features: set[str] | frozenset[str], weights: Weights, *, classes: tuple[str, ...] | None = None) -> Scores:
@@ -78,10 +145,13 @@ def score(features: set[str] | frozenset[str], weights: Weights, *, classes: tup
         for c, w in row.items():
             if c in logits:
                 logits[c] += w
-    t = weights.temperature if weights.temperature > 0 else 1.0
-    top = max(logits.values())
-    exps = {c: math.exp((v - top) / t) for c, v in logits.items()}
-    total = sum(exps.values())
-    probs = {c: e / total for c, e in exps.items()}
+    probs = _softmax(logits, weights.temperature)
+    phase = None
+    if weights.phase is not None and GPU_OOM_ANCHORS & set(features):
+        family = tuple(c for c in weights.phase.classes if c in probs)
+        if family:
+            mass = sum(probs[c] for c in family)
+            phase = weights.phase.probs({f for f in features if bears_on_phase(f)}, family)
+            probs.update({c: mass * phase[c] for c in family})
     ranked = sorted(probs, key=lambda c: (-probs[c], c))
-    return Scores(logits, probs, ranked)
+    return Scores(logits, probs, ranked, phase)

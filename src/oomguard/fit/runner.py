@@ -47,6 +47,9 @@ class FitRequest:
     # check --fix's memory edits of the --from launch ({dest: value}, {env: value}): shown first, so both
     # commands give the same first choice (None: fit's own goal-keeping ranking decides)
     first_edit: tuple | None = None
+    calibration: object | None = None  # model.calibration.Calibration: every plan and step of the search uses it
+    max_tensor_parallel: int | None = None  # several nodes (fit/hardware.py): TP within a node, PP across nodes
+    fixed_flags: dict | None = None  # no launch: flags every candidate carries (e.g. --hf-overrides with a RoPE scaling)
 
 
 @dataclass(slots=True)
@@ -84,7 +87,8 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         self.v = parse_version(req.version)
         launch = req.launch
         self.launch = launch
-        self.lf = dict(launch.flags) if launch is not None else {}
+        # without a launch: the flags every candidate keeps (fit/hardware.py: the user's RoPE scaling)
+        self.lf = dict(launch.flags) if launch is not None else dict(req.fixed_flags or {})
         if self.lf.get("hf_overrides") is not None:
             self.lf["hf_overrides"] = hf_overrides_of({"hf_overrides": self.lf["hf_overrides"]})  # one shape: a dict
         # the model as vLLM sees it after the launch's --hf-overrides (the planner's one function)
@@ -97,6 +101,10 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         if mark(self.model):  # every candidate is ranked on the generic path's estimates: say so first
             self.notes.append(f"{mark(self.model)}: candidates are ranked on the generic path's estimates "
                               f"({'; '.join(self.model.assumptions)}); each plan's coverage.ranges gives the range")
+        if req.calibration is not None:  # never applied silently: what the profile adjusts, or why not
+            from oomguard.model.calibration import group_key
+
+            self.notes += req.calibration.lookup(group_key(self.gpu, self.v, self.model))[1]
         self.added_flags: dict = {}  # flags fit adds beyond its searched axes (the model's RoPE recipe)
         self._implied_cache: dict = {}
         self.rejected: Counter = Counter()
@@ -111,7 +119,7 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
     # ------------------------------------------------------------------ planning helpers
     def _plan(self, flags: dict, env: dict):
         r = self.req
-        return plan_launch(self.model, self.gpu, flags, env, version=r.version, num_gpus=r.num_gpus, other_gpu_use_bytes=r.other_gpu_use_bytes, usage=r.usage)
+        return plan_launch(self.model, self.gpu, flags, env, version=r.version, num_gpus=r.num_gpus, other_gpu_use_bytes=r.other_gpu_use_bytes, usage=r.usage, calibration=r.calibration)
 
     def _length_goal(self) -> tuple[int | None, int, str]:
         """(fixed max-model-len or None for a search, the search's upper bound, where it came from)."""
@@ -131,7 +139,7 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         r = self.req
         for st in structures:
             flags = {**common, **st.flags(), "max_num_batched_tokens": 2048, "max_num_seqs": 16, "gpu_memory_utilization": 0.9, "max_model_len": length}
-            base = make_base(self.model, self.gpu, flags, self.env, version=r.version, num_gpus=r.num_gpus, other_gpu_use_bytes=r.other_gpu_use_bytes, usage=r.usage)
+            base = make_base(self.model, self.gpu, flags, self.env, version=r.version, num_gpus=r.num_gpus, other_gpu_use_bytes=r.other_gpu_use_bytes, usage=r.usage, calibration=r.calibration)
             if base.config_failure is not None:
                 self.rejected["config-error (" + (base.config_error or "")[:60] + ")"] += 1
                 continue
@@ -146,7 +154,7 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         step = cache.get(key)
         if step is None:
             flags = {**common, "tensor_parallel_size": st.tensor_parallel_size, "pipeline_parallel_size": st.pipeline_parallel_size}
-            step = make_step(self.model, self.gpu, flags, self.env, version=self.req.version, token_budget=T, num_seqs=S, usage=self.req.usage)
+            step = make_step(self.model, self.gpu, flags, self.env, version=self.req.version, token_budget=T, num_seqs=S, usage=self.req.usage, calibration=self.req.calibration)
             cache[key] = step
         return step
 
@@ -160,7 +168,8 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
     def search(self, fixed_len: int | None, cap: int, concurrency: int | None) -> tuple[list[Trial], list[tuple[Structure, Base]], dict]:
         goal = self.goal
         common = {k: v for k, v in self.lf.items() if k not in cmd.SEARCHED}
-        space = build_space(self.model, self.gpu, self.req.num_gpus, launched_flags=self.lf, launched_settings=self.ls, goal=goal, version=self.v)
+        space = build_space(self.model, self.gpu, self.req.num_gpus, launched_flags=self.lf, launched_settings=self.ls, goal=goal, version=self.v,
+                            max_tp=self.req.max_tensor_parallel)
         for n in space.notes:
             if n not in self.notes:
                 self.notes.append(n)
@@ -463,14 +472,15 @@ def _same_edit(a: Candidate, b: Candidate) -> bool:
     return _same_flags(a.flags, b.flags)
 
 
-def fit(req: FitRequest) -> FitResult:
-    """Search the launches of ``req.model`` on ``req.num_gpus`` × ``req.gpu`` and rank those that meet ``req.goal``."""
+def fit(req: FitRequest, *, checkpoints: bool = True) -> FitResult:
+    """Search the launches of ``req.model`` on ``req.num_gpus`` × ``req.gpu`` and rank those that meet ``req.goal``
+    (and, without ``--from``, the best launch of each quantized checkpoint of the model, unless ``checkpoints`` is off)."""
     # The search keeps ~10^5 small objects alive; the cyclic GC rescanning them would dominate the run.
     enabled = gc.isenabled()
     gc.disable()
     try:
         result = _Search(req).run()
-        if req.launch is None:
+        if req.launch is None and checkpoints:
             result.checkpoints = _checkpoint_candidates(req)
         return result
     finally:

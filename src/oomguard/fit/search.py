@@ -161,9 +161,11 @@ def _mamba_blocks(model, s) -> int:
     return mamba_blocks_per_request(model, s)
 
 
-def make_base(model, gpu, flags: dict, env: dict, *, version: str | None, num_gpus: int, other_gpu_use_bytes: int = 0, usage: str = "serve") -> Base:
+def make_base(model, gpu, flags: dict, env: dict, *, version: str | None, num_gpus: int, other_gpu_use_bytes: int = 0, usage: str = "serve",
+              calibration=None) -> Base:
     """Plan ``flags`` once and keep the parts the cheap axes do not change."""
-    plan = plan_launch(model, gpu, flags, env, version=version, num_gpus=num_gpus, other_gpu_use_bytes=other_gpu_use_bytes, usage=usage)
+    plan = plan_launch(model, gpu, flags, env, version=version, num_gpus=num_gpus, other_gpu_use_bytes=other_gpu_use_bytes, usage=usage,
+                       calibration=calibration)
     s = plan.settings
     pp = s.pipeline_parallel_size
     ranks = tuple(RankCost(r.weights.bytes, r.layout.bytes_per_block, i == pp - 1) for i, r in enumerate(plan.ranks))
@@ -193,7 +195,8 @@ def make_base(model, gpu, flags: dict, env: dict, *, version: str | None, num_gp
     )
 
 
-def make_step(model, gpu, flags: dict, env: dict, *, version: str | None, token_budget: int, num_seqs: int, usage: str = "serve") -> Step:
+def make_step(model, gpu, flags: dict, env: dict, *, version: str | None, token_budget: int, num_seqs: int, usage: str = "serve",
+              calibration=None) -> Step:
     """Activation per rank and the CUDA-graph estimate for (T, S), from the memory model's functions."""
     f = dict(flags)
     f["max_num_batched_tokens"] = token_budget
@@ -203,6 +206,15 @@ def make_step(model, gpu, flags: dict, env: dict, *, version: str | None, token_
     pp = s.pipeline_parallel_size
     terms = [act.activation_peak(model, s, last_stage=i == pp - 1) for i in range(pp)]
     g = cudagraph_estimate(model, s)
+    if calibration is not None:  # the same offsets plan_launch applies (model/calibration.py)
+        from oomguard.model.calibration import adjust, group_key
+
+        key = group_key(gpu, s.version, model)
+        use, _notes = calibration.lookup(key)
+        if "activation" in use:
+            terms = [adjust(t, use["activation"], key) for t in terms]
+        if "cuda_graph" in use and g.bytes:
+            g = adjust(g, use["cuda_graph"], key)
     return Step(
         token_budget,
         num_seqs,

@@ -126,7 +126,7 @@ def _tp_candidates(model, most: int) -> list[int]:
     return sorted(tp for tp in divisors if tp <= most and _valid_tp(model, tp))
 
 
-def parallel_splits(model, num_gpus: int, launched: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+def parallel_splits(model, num_gpus: int, launched: tuple[int, int] | None = None, max_tp: int | None = None) -> list[tuple[int, int]]:
     """(TP, PP) pairs that divide the model and use all ``num_gpus``; smaller worlds only if none does.
 
     vLLM needs the attention heads divisible by TP (and TP a multiple of the KV
@@ -135,7 +135,8 @@ def parallel_splits(model, num_gpus: int, launched: tuple[int, int] | None = Non
     TP x min(layers, num_gpus // TP)), so the work is bounded by the number of
     TP sizes, not by ``num_gpus``.
     """
-    tps = _tp_candidates(model, num_gpus)
+    # several nodes (fit/hardware.py): tensor parallelism stays inside one, pipeline stages cross them
+    tps = _tp_candidates(model, num_gpus if max_tp is None else min(num_gpus, max_tp))
     best = max((tp * min(model.num_layers, num_gpus // tp) for tp in tps), default=0)
     out = [(tp, best // tp) for tp in tps if best % tp == 0 and 1 <= best // tp <= model.num_layers]
     if launched and launched not in out and launched[0] * launched[1] <= num_gpus:
@@ -183,13 +184,14 @@ def build_space(
     launched_settings=None,
     goal: Goal,
     version: tuple[int, int, int],
+    max_tp: int | None = None,
 ) -> Space:
     """The axes for ``model`` on ``num_gpus`` × ``gpu``, including a launch's own values."""
     lf = launched_flags or {}
     ls = launched_settings
     notes: list[str] = []
     launched_split = (ls.tensor_parallel_size, ls.pipeline_parallel_size) if ls is not None else None
-    splits = parallel_splits(model, num_gpus, launched_split)
+    splits = parallel_splits(model, num_gpus, launched_split, max_tp)
     if len(splits) > MAX_SPLITS:
         # Sized before it is walked: each split is a plan per KV dtype x eager x chunking. The
         # preferred ones (least pipeline, then most TP) and the launch's own are kept.

@@ -51,7 +51,7 @@ __all__ = [
 
 MAX_LAUNCH_BYTES = files.LAUNCH_BYTES  # a start_api.sh is a few KiB; the cap is also the time bound (~1 MiB/s lexed)
 # Environment variables that change memory behaviour or GPU visibility.
-RELEVANT_ENV = re.compile(r"^(VLLM_[A-Z0-9_]+|LMCACHE_[A-Z0-9_]+|CUDA_VISIBLE_DEVICES|PYTORCH_CUDA_ALLOC_CONF|HF_HUB_OFFLINE|OMP_NUM_THREADS|NCCL_[A-Z_]+)$")
+RELEVANT_ENV = re.compile(r"^(VLLM_[A-Z0-9_]+|LMCACHE_[A-Z0-9_]+|CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES|PYTORCH_CUDA_ALLOC_CONF|HF_HUB_OFFLINE|OMP_NUM_THREADS|NCCL_[A-Z_]+)$")
 _SHELLS = {"sh", "bash", "dash", "zsh", "ash", "ksh"}
 _IGNORE = re.compile(r"#.*?oomguard:\s*ignore\s+([A-Za-z0-9_\-]+(?:\s*[, ]\s*[A-Za-z0-9_\-]+)*)")
 # Names of unknown options that are switches (take no value) in every vLLM we know of.
@@ -189,7 +189,7 @@ class _Walk:
 
     def site(self, opt: str, w: Word | None, line: int | None, **kw) -> FlagSite:
         return FlagSite(opt, self.file, line, option_word=w, column=(w.column or None) if w is not None else None,
-                        key=getattr(w, "key", None), origin=self.origin, **kw)
+                        yaml_path=getattr(w, "key", None), origin=self.origin, **kw)
 
 
 def _flag_errors():
@@ -279,7 +279,7 @@ def parse_flag_words(
                 launch.model = tok
                 launch.model_site = walk.site("MODEL", None, line, value_word=w)
                 launch.model_site.column = w.column or None
-                launch.model_site.key = getattr(w, "key", None)
+                launch.model_site.yaml_path = getattr(w, "key", None)
                 if w.unresolved:
                     launch.unresolved.append(Unresolved("MODEL", tuple(w.unresolved), file, line, "model"))
             else:
@@ -337,8 +337,6 @@ def parse_flag_words(
                 vw = nxt
                 value_text = vw.text
                 site.value_word = vw
-                if getattr(vw, "key", None):
-                    site.key = vw.key
                 i += 2
             quote = vw.quoted
             if vw.unresolved:
@@ -447,7 +445,7 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, release: Any = None, 
         opt = "--" + key.replace("_", "-")
         if key in ("model", "model_tag"):
             launch.model = str(value)
-            launch.model_site = FlagSite(key, file, line, yaml_key=key, column=columns.get(key), key=key, origin="config")
+            launch.model_site = FlagSite(key, file, line, yaml_key=key, column=columns.get(key), yaml_path=key, origin="config")
             continue
         try:
             res = rel.resolve_option(opt)
@@ -470,7 +468,7 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, release: Any = None, 
             continue
         if _type(flag) == "bool" and res.negated and isinstance(value, bool):
             value = not value  # no-enable-prefix-caching: true
-        site = FlagSite(opt, file, line, yaml_key=key, column=columns.get(key), key=key, origin="config")
+        site = FlagSite(opt, file, line, yaml_key=key, column=columns.get(key), yaml_path=key, origin="config")
         prefix = rel._normalise(opt) not in flag.all_options  # noqa: SLF001
         launch.occurrences.append(Occurrence(flag.dest, key, flag.name, site, res.negated, res.deprecated, None, prefix))
         if flag.dest == "model":
@@ -641,7 +639,7 @@ def resolve_version(launch: Launch, version: str | None, *, source: Source | Non
                              file=source.file if source else launch.path, line=source.line if source else None) from None
         launch.version = tagged
         launch.version_source = Source("image-tag", source.file if source else None, source.line if source else None,
-                                       source.column if source else None, source.key if source else None,
+                                       source.column if source else None, source.yaml_path if source else None,
                                        detail=f"the image tag of {launch.image}")
         launch.notes.append(f"vLLM {tagged} from the image tag ({launch.image})"
                             + (f"; {release.note}" if getattr(release, "note", "") else ""))

@@ -72,6 +72,13 @@ PLAN_FIELDS = (
     # vision / audio towers
     "depth", "embed_dim", "patch_size", "image_size", "in_channels", "num_channels", "temporal_patch_size",
     "spatial_merge_size", "out_hidden_size", "mlp_ratio", "mm_tokens_per_image",
+    # read by the native adapters added for issue 18 (architectures/{deepseek_v4,mamba,llama4,encoder}.py,
+    # decoder.py's ERNIE-4.5 MoE)
+    "attention_head_dim", "mamba_num_heads", "mamba_d_head", "mamba_ssm_cache_dtype", "mlp_hidden_act",
+    "expert_layer_offset", "expert_layer_period", "shared_intermediate_size", "moe_shared_expert_intermediate_size",
+    "moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval", "intermediate_size_mlp",
+    "no_rope_layers", "no_rope_layer_interval", "hc_mult", "index_n_heads", "num_hash_layers", "o_groups",
+    "o_lora_rank", "num_labels", "id2label",
 )
 _PLAN_SET = frozenset(PLAN_FIELDS)
 _ROPE_KEYS = ("rope_scaling", "rope_parameters")
@@ -186,15 +193,22 @@ def _installed_transformers() -> str | None:
     """The release of a transformers installed next to oomguard, without importing it."""
     if os.environ.get("OOMGUARD_NO_TRANSFORMERS", "") not in ("", "0"):
         return None
-    try:
-        from importlib.metadata import PackageNotFoundError, version
+    # The installed distribution's metadata directory names its version
+    # (``transformers-4.57.1.dist-info``): what importlib.metadata.version reads, found on
+    # sys.path the same way, without importing importlib.metadata (email, zipfile, csv, ...:
+    # a third of `plan --json`'s start-up when it was imported here).
+    import sys
 
+    for entry in sys.path:
         try:
-            return version("transformers")
-        except PackageNotFoundError:
-            return None
-    except Exception:  # noqa: BLE001 - a broken install is "not installed"
-        return None
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            low = name.lower()
+            if low.startswith("transformers-") and low.endswith((".dist-info", ".egg-info")):
+                return name[len("transformers-"):].rsplit(".", 1)[0].split("-py")[0]
+    return None
 
 
 @lru_cache(maxsize=256)

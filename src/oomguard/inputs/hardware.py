@@ -166,10 +166,68 @@ def _to_gpu(e: dict, total_gib: float | None) -> GPU:
     )
 
 
+@dataclass(frozen=True)
+class MigProfile:
+    """One MIG profile of a card: a GPU of its own size (``gpu``), and the slices it takes."""
+
+    name: str  # "3g.40gb"
+    gpu: GPU
+    compute_slices: int
+    memory_slices: int
+    total_compute_slices: int
+    total_memory_slices: int
+
+
+_MIG_SUFFIX = re.compile(r"^(.*?)[\s:_/-]*(?:mig[\s:_-]*)?(\d+g\.\d+gb)$", re.IGNORECASE)
+
+
+def mig_profiles(gpu: GPU) -> list[MigProfile]:
+    """The card's MIG profiles (data/gpus.json ``mig_profiles``), smallest first; [] without MIG or for a MIG instance."""
+    if " MIG " in gpu.name:
+        return []
+    e = next((x for x in _entries() if x["name"] == gpu.name), None)
+    if e is None or not e.get("mig"):
+        return []
+    spec = _catalog()["mig_profiles"][e["mig"]]
+    out = [_mig_instance(gpu, name, c, m, spec) for name, (c, m) in spec["profiles"].items()]
+    return sorted(out, key=lambda p: (p.memory_slices, p.compute_slices))
+
+
+def _mig_instance(card: GPU, name: str, compute: int, memory: int, spec: dict) -> MigProfile:
+    from dataclasses import replace
+
+    mem_share = memory / spec["memory_slices"]
+    g = replace(
+        card,
+        name=f"{card.name} MIG {name}",
+        total_bytes=int(card.total_bytes * mem_share),
+        total_source=f"derived: {card.name} total × {memory}/{spec['memory_slices']} memory slices ({spec['source']})",
+        bandwidth_gbs=card.bandwidth_gbs * mem_share,
+        bf16_tflops=card.bf16_tflops * compute / spec["compute_slices"],
+        interconnect="none",  # one MIG instance is one device: no NVLink or P2P to another instance
+        p2p=False,
+        nvls=False,
+    )
+    return MigProfile(name, g, compute, memory, spec["compute_slices"], spec["memory_slices"])
+
+
 def lookup_gpu(name: str | None, memory_gib: float | None = None) -> GPU:
-    """Resolve a GPU by name; ``memory_gib`` overrides the catalog total."""
+    """Resolve a GPU by name; ``memory_gib`` overrides the catalog total. ``A100-80GB MIG 3g.40gb`` (or
+    ``A100-80GB:3g.40gb``) is that MIG instance: a GPU of its own size."""
     if memory_gib is not None and memory_gib <= 0:
         raise InputError(f"--gpu-memory-gib must be positive, got {memory_gib}")
+    m = _MIG_SUFFIX.match(name.strip()) if name and re.search(r"\dg\.\d+gb\s*$", name.strip(), re.IGNORECASE) else None
+    if m and m.group(1):
+        card = lookup_gpu(m.group(1), None)
+        prof = next((p for p in mig_profiles(card) if p.name == m.group(2).lower()), None)
+        if prof is None:
+            have = ", ".join(p.name for p in mig_profiles(card)) or "none in the catalog"
+            raise UnknownGPUError(f"{card.name} has no MIG profile {m.group(2)!r} (profiles: {have})")
+        if memory_gib is not None:
+            from dataclasses import replace
+
+            return replace(prof.gpu, total_bytes=int(round(memory_gib * GiB)), total_source="--gpu-memory-gib")
+        return prof.gpu
     if not name:
         if memory_gib is None:
             raise InputError("no GPU given: use --gpu NAME (e.g. --gpu A100-80GB) or --gpu-memory-gib X")

@@ -59,19 +59,19 @@ class Source:
     file: str | None = None
     line: int | None = None
     column: int | None = None
-    key: str | None = None  # YAML path of the value
+    yaml_path: str | None = None  # YAML path of the value
     detail: str = ""
 
     def text(self) -> str:
         where = ""
         if self.file:
             where = self.file + (f":{self.line}" if self.line else "") + (f":{self.column}" if self.line and self.column else "")
-        parts = [p for p in (where, self.key and f"({self.key})", self.detail) if p]
+        parts = [p for p in (where, self.yaml_path and f"({self.yaml_path})", self.detail) if p]
         return " ".join(parts) if parts else self.origin
 
     def to_dict(self) -> dict:
         d: dict[str, Any] = {"origin": self.origin}
-        for k in ("file", "line", "column", "key", "detail"):
+        for k in ("file", "line", "column", "yaml_path", "detail"):
             v = getattr(self, k)
             if v not in (None, ""):
                 d[k] = v
@@ -89,11 +89,11 @@ class FlagSite:
     value_word: Word | None = None
     yaml_key: str | None = None  # the key in a --config YAML / Helm vllmConfig
     column: int | None = None
-    key: str | None = None  # YAML path of the value in a manifest
+    yaml_path: str | None = None  # YAML path of the value in a manifest
     origin: str = ""
 
     def source(self) -> Source:
-        return Source(self.origin or "command", self.file, self.line, self.column, self.key)
+        return Source(self.origin or "command", self.file, self.line, self.column, self.yaml_path)
 
 
 class ProblemKind(str, enum.Enum):

@@ -205,7 +205,7 @@ class _Builder:
         for k, (v, node, key) in env.items():
             if RELEVANT_ENV.match(k):
                 launch.env[k] = v
-                launch.env_sites[k] = FlagSite(k, self.path, self.n.line(node), column=self.n.column(node), key=key, origin=self.fmt)
+                launch.env_sites[k] = FlagSite(k, self.path, self.n.line(node), column=self.n.column(node), yaml_path=key, origin=self.fmt)
         # sh -c "vllm serve ...": the script is one word; read it as a script
         script = _script_word(words)
         if script is not None:
@@ -253,7 +253,7 @@ class _Builder:
                     k, _, v = w.text.partition("=")
                     if RELEVANT_ENV.match(k):
                         launch.env[k] = v
-                        launch.env_sites[k] = FlagSite(k, self.path, w.line or None, column=w.column or None, key=w.key, origin=self.fmt)
+                        launch.env_sites[k] = FlagSite(k, self.path, w.line or None, column=w.column or None, yaml_path=w.key, origin=self.fmt)
             flag_words = words[start:]
             launch.command = Command(list(words), self.n.line(command_node) or 1, {})
             launch.flag_start = start
@@ -458,6 +458,9 @@ def _k8s_container(n: Nodes, b: _Builder, kind: str, obj_name: str | None, c: An
     name = f"{kind} {obj_name or '?'}" + (f"/{cname}" if cname else "")
     deployment = {"kind": kind, "name": obj_name, "container": cname, "gpus": gpus, "memory_limit_bytes": mem_bytes,
                   "shm_bytes": shm, "shm_source": shm_source}
+    node = _pod_node(n, pod, where) if pod is not None else None
+    if node:
+        deployment["node"] = node  # pods pinned to one node share its GPUs when they name the same devices (plan/shared_gpu.py)
     if extra.get("group_size", 1) > 1:
         deployment["pods"] = extra["group_size"]
         notes.append(f"LeaderWorkerSet of {extra['group_size']} pods per group: the leader's container is read; "
@@ -479,7 +482,7 @@ def _kserve_words(n: Nodes, b: _Builder, c: Any, where: str, words: list[NodeWor
         if opt in _KSERVE_OWN:
             takes_next = not eq and i + 1 < len(words) and not words[i + 1].text.startswith("-")
             value = val if eq else (words[i + 1].text if takes_next else "")
-            if opt.replace("-", "_") == "--model_id":
+            if opt.lstrip("-").replace("-", "_") == "model_id":
                 model = NodeWord(value, value, w.line, -1, -1, column=w.column, key=w.key, node=None)
             i += 2 if takes_next else 1
             continue
@@ -492,6 +495,21 @@ def _kserve_words(n: Nodes, b: _Builder, c: Any, where: str, words: list[NodeWor
             notes.append(f"KServe downloads {uri} to /mnt/models: the model is read from there")
     notes.append("KServe's Hugging Face runtime: its own options are not vLLM's and are left out")
     return [b.synthetic("vllm", near=c), b.synthetic("serve", near=c), model, *kept]
+
+
+def _pod_node(n: Nodes, pod: Any, where: str) -> str | None:
+    """The node a pod is pinned to: ``nodeName``, or a ``kubernetes.io/hostname`` node selector."""
+    if not n.is_map(pod):
+        return None
+    name = n.get(pod, "nodeName", where)
+    if name is not None and n.is_scalar(name):
+        return n.text(name, f"{where}.nodeName")
+    sel = n.get(pod, "nodeSelector", where)
+    if sel is not None and n.is_map(sel):
+        host = n.get(sel, "kubernetes.io/hostname", f"{where}.nodeSelector")
+        if host is not None and n.is_scalar(host):
+            return n.text(host, f"{where}.nodeSelector.kubernetes.io/hostname")
+    return None
 
 
 def _k8s_shm(n: Nodes, pod: Any, container: Any, mem_bytes: int | None, where: str) -> tuple[int | None, str]:
@@ -632,6 +650,7 @@ def _compose_service(n: Nodes, b: _Builder, sname: str, svc: Any, where: str) ->
     if mem_bytes is None:
         mem_bytes = n.docker_size(n.get(svc, "mem_limit", where), f"{where}.mem_limit")
     gpus = _compose_gpus(n, svc, deploy, where)
+    device_ids = _compose_device_ids(n, deploy, where)
     ipc = n.text(n.get(svc, "ipc", where), f"{where}.ipc")
     shm_node = n.get(svc, "shm_size", where)
     if ipc == "host":
@@ -642,6 +661,13 @@ def _compose_service(n: Nodes, b: _Builder, sname: str, svc: Any, where: str) ->
         shm, shm_source = RUNTIME_SHM_DEFAULT, "no shm_size: Docker's 64 MiB"
     deployment = {"kind": "compose service", "name": sname, "container": sname, "gpus": gpus, "memory_limit_bytes": mem_bytes,
                   "shm_bytes": shm, "shm_source": shm_source}
+    if device_ids:
+        deployment["device_ids"] = device_ids  # services naming the same devices share them (plan/shared_gpu.py)
+    deps = n.get(svc, "depends_on", where)
+    if deps is not None and not n.is_null(deps):
+        # the start order of services sharing a GPU (cli/same_gpu.py)
+        deployment["depends_on"] = ([str(n.text(x, f"{where}.depends_on")) for x in n.strings(deps, f"{where}.depends_on")]
+                                    if n.is_seq(deps) else [str(k) for k, _kn, _vn in n.pairs(deps, f"{where}.depends_on")])
     command_node = cmd_node if cmd_node is not None else (ep_node if ep_node is not None else svc)
     return b.launch(name=f"compose service {sname}", image=image, image_node=image_node, words=words, env=env,
                     deployment=deployment, carrier=ManifestCarrier("compose", flags_carrier, EnvCarrier(style, env_node, svc, entries)),
@@ -696,6 +722,19 @@ def _device_gpus(n: Nodes, dev: Any, at: str) -> tuple[bool, int | None]:
     if count is None or (n.is_scalar(count) and str(n.value(count, f"{at}.count")).lower() in ("all", "-1")):
         return True, None
     return True, n.integer(count, f"{at}.count", minimum=0, maximum=1 << 16)
+
+
+def _compose_device_ids(n: Nodes, deploy: Any, where: str) -> list[str]:
+    """The GPU ``device_ids`` a service reserves (``deploy.resources.reservations.devices``)."""
+    reservations = n.get(deploy, "reservations", f"{where}.deploy.resources") if deploy is not None else None
+    devices = n.get(reservations, "devices", f"{where}.deploy.resources.reservations") if reservations is not None else None
+    ids: list[str] = []
+    for i, dev in enumerate(n.seq(devices, f"{where}.deploy.resources.reservations.devices")):
+        at = f"{where}.deploy.resources.reservations.devices[{i}]"
+        node = n.get(dev, "device_ids", at) if n.is_map(dev) else None
+        if node is not None:
+            ids += [str(n.text(x, f"{at}.device_ids")) for x in n.strings(node, f"{at}.device_ids")]
+    return ids
 
 
 def _compose_gpus(n: Nodes, svc: Any, deploy: Any, where: str) -> int | None:

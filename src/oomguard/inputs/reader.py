@@ -87,13 +87,21 @@ def read_launches(target: str | os.PathLike[str], *, version: str | None = None,
     return picked
 
 
+def short_name(launch: Launch) -> str:
+    """The name ``FILE#NAME`` takes for a launch: the container, service or modelSpec name."""
+    d = launch.deployment or {}
+    if d.get("format") == "kubernetes":
+        return str(d.get("container") or d.get("name") or "")
+    return str(d.get("name") or "")
+
+
 def _matches(launch: Launch, name: str) -> bool:
     if not launch.name:
         return False
-    full = launch.name
-    short = full.split(" ", 1)[-1]
-    parts = {full, short, short.split("/")[-1], short.split("/")[0]}
-    return name in parts
+    d = launch.deployment or {}
+    parts = {launch.name, short_name(launch), str(d.get("name") or ""),
+             f"{d.get('name')}/{d.get('container')}" if d.get("container") else ""}
+    return name in parts - {""}
 
 
 def _names(launches: list[Launch]) -> str:
@@ -107,8 +115,7 @@ def read_launch(target: str | os.PathLike[str], *, version: str | None = None, l
     if len(launches) > 1:
         path, _ = split_selector(target)
         raise InputError(f"{len(launches)} vLLM launches here ({_names(launches)}): name one as "
-                         f"{path}#{(launches[0].name or '').split(' ', 1)[-1].split('/')[-1] or 'NAME'}",
-                         file=files.display(path))
+                         f"{path}#{short_name(launches[0]) or 'NAME'}", file=files.display(path))
     return launches[0]
 
 

@@ -88,6 +88,18 @@ def yaml_size_limit() -> int:
     return MAX_YAML_BYTES if getattr(yaml, "CSafeLoader", None) else MAX_YAML_BYTES_PURE
 
 
+def _problem(exc: Exception) -> str:
+    """A YAML error as one line (a reader error has ``reason``, not ``problem``, and its text spans lines)."""
+    text = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc)
+    return " ".join(str(text).split())
+
+
+def _reader_line(exc: Exception, text: str) -> int | None:
+    """The line of a reader error (a control character), which carries a character position, not a mark."""
+    pos = getattr(exc, "position", None)
+    return text.count("\n", 0, pos) + 1 if isinstance(pos, int) and 0 <= pos <= len(text) else None
+
+
 def _line(mark: Any) -> int | None:
     return (mark.line + 1) if mark is not None else None
 
@@ -122,11 +134,14 @@ def _check_events(text: str, file: str | None) -> None:
 
 
 def _expanded_nodes(node: Any, file: str | None) -> int:
-    """Nodes after alias expansion, memoised per node (aliases are shared node objects)."""
+    """Nodes after alias expansion, memoised per node (aliases are shared node objects).
+
+    An alias inside its own anchor (``&a [*a]``) makes the tree a cycle: PyYAML composes it, and
+    it would expand forever. It is refused here, naming the line."""
     import yaml
 
     sizes: dict[int, int] = {}
-    open_nodes: set[int] = set()  # being expanded: met again below itself, it is a cycle
+    open_: set[int] = set()  # collections whose children are being counted (the path from the root)
     stack: list[tuple[Any, bool]] = [(node, False)]
     while stack:
         n, done = stack.pop()
@@ -137,21 +152,24 @@ def _expanded_nodes(node: Any, file: str | None) -> int:
             continue
         kids = [c for pair in n.value for c in pair] if isinstance(n, yaml.MappingNode) else list(n.value)
         if done:
+            open_.discard(id(n))
             total = 1 + sum(sizes.get(id(c), 0) for c in kids)
             if total > MAX_YAML_NODES:
                 raise InputError(f"YAML expands to more than {MAX_YAML_NODES:,} values through its aliases",
                                  file=file, line=_line(n.start_mark))
             sizes[id(n)] = total
-            open_nodes.discard(id(n))
             continue
-        if id(n) in open_nodes:
-            # `a: &x [*x]`: an alias inside its own anchor. The walk would loop (and grow) forever;
-            # no vLLM config or manifest is recursive.
-            raise InputError("YAML refers to itself (an alias inside its own anchor: a recursive structure)",
+        if id(n) in open_:
+            raise InputError("YAML refers to itself through an alias (an anchor that contains its own alias)",
                              file=file, line=_line(n.start_mark))
-        open_nodes.add(id(n))
+        open_.add(id(n))
         stack.append((n, True))
-        stack.extend((c, False) for c in kids if id(c) not in sizes)
+        for c in kids:
+            if id(c) in open_:
+                raise InputError("YAML refers to itself through an alias (an anchor that contains its own alias)",
+                                 file=file, line=_line(c.start_mark))
+            if id(c) not in sizes:
+                stack.append((c, False))
     return sizes.get(id(node), 0)
 
 
@@ -213,7 +231,7 @@ def compose_yaml(text: str, *, file: str | None = None) -> Any:
             loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", file=file, line=_line(mark)) from None
+        raise InputError(f"invalid YAML: {_problem(exc)}", file=file, line=_line(mark) or _reader_line(exc, text)) from None
     except RecursionError:
         raise InputError(f"YAML nested too deeply (more than {MAX_DEPTH} levels)", file=file) from None
     if node is not None:
@@ -232,7 +250,7 @@ def construct_yaml(node: Any, *, file: str | None = None) -> Any:
         return constructor.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", file=file, line=_line(mark)) from None
+        raise InputError(f"invalid YAML: {_problem(exc)}", file=file, line=_line(mark)) from None
     except (ValueError, TypeError, OverflowError, ArithmeticError):
         # an explicit tag the value does not fit: !!int abc, !!timestamp 2020-13-45, !!float of 5000 digits
         bad = _bad_tagged_scalar(node)
@@ -293,7 +311,7 @@ def compose_yaml_all(text: str, *, file: str | None = None) -> list[Any]:
             loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"invalid YAML: {getattr(exc, 'problem', None) or exc}", file=file, line=_line(mark)) from None
+        raise InputError(f"invalid YAML: {_problem(exc)}", file=file, line=_line(mark) or _reader_line(exc, text)) from None
     except RecursionError:
         raise InputError(f"YAML nested too deeply (more than {MAX_DEPTH} levels)", file=file) from None
     total = 0

@@ -44,7 +44,9 @@ def parse_quantity(value: Any, *, file: str | None = None, line: int | None = No
     if not m:
         shown = text if len(text) <= 40 else text[:40] + "…"
         raise InputError(f"{what}: not a Kubernetes quantity: {shown!r} (e.g. 16Gi)", file=file, line=line)
-    number = float(m.group(1)) * (10 ** int(m.group(2)) if m.group(2) else 1)
+    from oomguard.numbers import parse_float
+
+    number = parse_float(m.group(1)) * (10 ** int(m.group(2)) if m.group(2) else 1)
     return _bytes(number * _K8S_UNITS.get(m.group(3) or "", 1), what, file, line)
 
 
@@ -57,7 +59,9 @@ def parse_docker_size(value: Any, *, file: str | None = None, line: int | None =
     if not m:
         shown = text if len(text) <= 40 else text[:40] + "…"
         raise InputError(f"{what}: not a Docker size: {shown!r} (e.g. 16g)", file=file, line=line)
-    return _bytes(float(m.group(1)) * _DOCKER_UNITS.get(m.group(2) or "b", 1), what, file, line)
+    from oomguard.numbers import parse_float
+
+    return _bytes(parse_float(m.group(1)) * _DOCKER_UNITS.get(m.group(2) or "b", 1), what, file, line)
 
 
 def _kind(node: Any) -> str:
@@ -201,19 +205,17 @@ class Nodes:
         return items
 
     def integer(self, node: Any, where: str, *, minimum: int = 0, maximum: int = 1 << 20) -> int | None:
-        """A count (GPUs, replicas): an integer written as a number or a string of digits."""
+        """A count (GPUs, replicas): an integer written as a number or a string of digits (``"4"``, as
+        Kubernetes quantities and Helm templates write them), through ``oomguard.numbers``."""
+        from oomguard.numbers import NumberError, as_int, parse_int
+
         if self.is_null(node):
             return None
         v = self.value(node, where)
-        if isinstance(v, str) and re.fullmatch(r"\s*\d{1,9}\s*", v):
-            v = int(v)
-        if isinstance(v, float) and math.isfinite(v) and v.is_integer() and abs(v) < 2**31:
-            v = int(v)
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise self.error(node, where, f"expected a whole number, found {_kind(node) if not isinstance(v, str) else repr(v[:40])}")
-        if not minimum <= v <= maximum:
-            raise self.error(node, where, f"{v} is out of range ({minimum}-{maximum})")
-        return v
+        try:
+            return parse_int(v.strip(), lo=minimum, hi=maximum) if isinstance(v, str) else as_int(v, lo=minimum, hi=maximum)
+        except NumberError as exc:
+            raise self.error(node, where, f"expected a whole number from {minimum} to {maximum}: {exc}") from None
 
     def boolean(self, node: Any, where: str) -> bool | None:
         if self.is_null(node):

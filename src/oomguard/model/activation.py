@@ -35,6 +35,15 @@ def _flashinfer_default(version: tuple[int, int, int]) -> bool:
     return bool(d)
 
 
+POOLING_TASKS = ("embed", "embedding", "score", "classify", "reward", "pooling")
+
+
+def pooling_runner(m: ModelDescription, e: EngineSettings) -> bool:
+    """vLLM picks the pooling runner for pooling architectures (encoder-only embedders, *ForSequenceClassification)
+    and for ``--runner pooling`` / a pooling ``--task`` / ``--convert`` (config/model.py::_get_runner_type)."""
+    return m.pooling or str(getattr(e, "runner", "") or "") in POOLING_TASKS
+
+
 def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool = True, env: dict | None = None) -> Term:
     b = int(getattr(e, "act_dtype_bytes", 2))
     T, S, tp = e.max_num_batched_tokens, e.max_num_seqs, e.tensor_parallel_size
@@ -53,7 +62,11 @@ def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool 
 
     # Phase 3: the sampler on N rows, beside hidden_states [T, H] and the retained buffers.
     samp = None
-    if last_stage:
+    pooling = pooling_runner(m, e)
+    if pooling:
+        parts.append("pooling runner: the profile ends with the pooler over the hidden states, no sampler "
+                     "(gpu_model_runner.py::_dummy_pooler_run)")
+    if last_stage and not pooling:
         samp = sampler.sampler_peak(
             N, m.vocab_size, b, version=e.version, engine=e.engine, mrv2=e.model_runner_v2,
             tp=tp, env=env, flashinfer_default=_flashinfer_default(e.version),

@@ -40,6 +40,15 @@ class AttentionLayer:
     name: str = ""  # e.g. "indexer" for auxiliary caches
     mlp_multiplier: int = 1  # Gemma-4 KV-shared layers use a double-wide MLP
     k_eq_v: bool = False  # keys double as values (Gemma-4 global layers): no v_proj
+    # Caches whose layout the model file fixes (DeepSeek-V4, kv_spec.py): a block size the
+    # layer always uses, tokens folded into one stored state (compressed caches), the bytes
+    # of one state in the packed fp8_ds_mla layout, and the page alignment per layout.
+    block_size: int | None = None
+    tokens_per_state: int = 1
+    packed_state_bytes: int | None = None
+    page_alignment_packed: int | None = None
+    page_alignment_plain: int | None = None
+    index: int | None = None  # the decoder layer an auxiliary cache belongs to
 
 
 @dataclass(frozen=True)
@@ -143,6 +152,20 @@ class ModelDescription:
     coverage_detail: dict | None = None
     # Fields the config left out, filled from its config class's defaults (inputs/config_defaults.py).
     defaults_applied: tuple[str, ...] = ()
+    # Caches beside the decoder layers' own (DeepSeek-V4 sliding-window, compressor-state and
+    # indexer caches), each with its decoder layer in ``index``.
+    aux_caches: tuple[AttentionLayer, ...] = ()
+    # vLLM packs pages of different sizes side by side in one block (block-outermost KV
+    # layout, kv_cache_utils.py::_get_packed_kv_cache_groups): DeepSeek-V4's backends.
+    kv_block_outermost: bool = False
+    # Parameters per decoder layer computed by the adapter from the model file
+    # (category -> count at TP 1, and whether vLLM splits it across TP ranks), for
+    # architectures the generic formulas do not describe (architectures/deepseek_v4.py).
+    gated_mlp: bool = True  # SwiGLU-style gate_up (3 matrices); False: up/down only (relu2, gelu)
+    pooling: bool = False  # vLLM runs it with the pooling runner (embedders, rerankers): no sampler
+    attention_free: bool = False  # the architecture is attention-free for vLLM (IsAttentionFree: Mamba, Mamba2)
+    layer_params: tuple[dict, ...] | None = None
+    extra_params: dict | None = None  # category -> (count, split_by_tp) outside the layers
 
     @property
     def dtype_bytes(self) -> int:

@@ -71,6 +71,7 @@ class EngineSettings:
     act_dtype_bytes: int = 2  # element size of weights, activations and the auto KV cache
     dtype_error: str | None = None  # vLLM refuses this dtype on this GPU / model type
     mm_profile: bool = True  # multimodal encoder profiled (off with --limit-mm-per-prompt all 0 / --language-model-only)
+    runner: str = ""  # "pooling" (or a pooling --task / --convert) when asked; architectures decide otherwise
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -79,10 +80,57 @@ class EngineSettings:
 
     @property
     def max_concurrent_batches(self) -> int:
-        # MRV2 with async scheduling keeps PP+1 batches in flight (sliding-window reservation).
-        if self.async_scheduling and self.model_runner_v2:
-            return self.pipeline_parallel_size + 1
-        return self.pipeline_parallel_size
+        """Batches whose tokens a sliding-window / chunked-local cache keeps reserved per request
+        (``max_in_flight_tokens = max_concurrent_batches × T``, config/vllm.py @0.32: async
+        scheduling keeps 2 in flight on the V1 runner at PP 1 and PP + 1 on MRV2; else PP).
+        Before PR #47728 (free on the processed-token basis) the reservation was one batch
+        (``sliding_window − 1 + max_num_batched_tokens``)."""
+        if self.version < IN_FLIGHT_RESERVATION_SINCE:
+            return 1
+        pp = self.pipeline_parallel_size
+        if self.async_scheduling:
+            if self.model_runner_v2:
+                return pp + 1
+            if pp <= 1:
+                return 2
+        return pp
+
+
+# PR #47728 (merged 2026-07-06) made sliding-window caches reserve every in-flight batch. First
+# release ASSUMED from the records: 0.25.1 reserves one batch (S018, pinned tokens exact), 0.27.1
+# two (S072: DeepSeek-V4-Flash at TP 2, 7.66x logged = 54,113 blocks / 7,066 per request);
+# 0.26 is not pinned by a record.
+IN_FLIGHT_RESERVATION_SINCE = (0, 27, 0)
+MAMBA2_CHECKPOINT_BLOCK_SINCE = (0, 32, 0)
+# async_scheduling defaults to None ("on unless incompatible") from 0.14 (flag tables).
+ASYNC_SCHEDULING_AUTO_SINCE = (0, 14, 0)
+# Speculative methods with which config/vllm.py keeps async scheduling on (EagleModelTypes,
+# NgramGPUTypes, draft_model, dspark, dflash); any other method turns it off.
+ASYNC_SPEC_METHODS = ("eagle", "eagle3", "mtp", "deepseek_mtp", "qwen3_next_mtp", "ernie_mtp", "glm4_moe_mtp",
+                      "longcat_flash_mtp", "ngram_gpu", "draft_model", "draft", "dspark", "dflash")
+
+
+def async_scheduling_on(v: tuple[int, int, int], flags: dict, spec_method: str | None, pp: int, mrv2: bool,
+                        pooling: bool = False) -> bool:
+    """config/vllm.py::VllmConfig.__post_init__ (0.32): async scheduling on unless asked off,
+    a pooling runner, a speculative method it does not support, or PP on the V1 runner."""
+    flag = flags.get("async_scheduling")
+    if flag is not None:
+        return bool(flag)
+    if v < ASYNC_SCHEDULING_AUTO_SINCE or pooling:
+        return False
+    if spec_method and spec_method not in ASYNC_SPEC_METHODS:
+        return False
+    return not (pp > 1 and not mrv2)
+
+
+def _runner(flags: dict) -> str:
+    """--runner pooling, or the older --task embed|score|classify|reward / --convert embed|classify spellings."""
+    for key in ("runner", "task", "convert"):
+        v = str(flags.get(key) or "").lower()
+        if v in ("pooling", "embed", "embedding", "score", "classify", "reward"):
+            return "pooling"
+    return ""
 
 
 def default_utilization(version: tuple[int, ...]) -> float:
@@ -122,6 +170,18 @@ def capture_sizes(max_size: int, num_seqs: int, tokens: int) -> list[int]:
     if tokens <= max_size and tokens not in sizes:
         sizes.append(tokens)
     return sorted(set(sizes))
+
+
+def num_capture_sizes(max_size: int, tokens: int) -> int:
+    """``len(capture_sizes(max_size, _, tokens))`` in closed form: a size from a flag or a JSON config
+    may be 2**53, and the list itself would not fit in memory."""
+    m = max(0, int(max_size))
+    n = sum(1 for s in (1, 2, 4) if s <= m)
+    n += min(m, 255) // 8 if m >= 8 else 0  # 8, 16, ..., up to 248
+    n += (m - 256) // 16 + 1 if m >= 256 else 0  # 256, 272, ..., up to m
+    listed = (tokens in (1, 2, 4) and tokens <= m) or (8 <= tokens <= min(m, 255) and tokens % 8 == 0) \
+        or (256 <= tokens <= m and (tokens - 256) % 16 == 0)
+    return n + (1 if tokens <= m and not listed else 0)
 
 
 # A CUDA-graph capture size is a batch size: vLLM's defaults stop at 512-1024; a list of sizes is
@@ -316,7 +376,11 @@ def resolve(
         cap_limit = 1024 if gpu_cc[0] == 10 else 512
         max_cap = min(T, min(S * q * 2, cap_limit)) if v >= (0, 11, 0) else min(S, 512)
     max_cap = _config_int(max_cap, "max_cudagraph_capture_size", lo=1, hi=MAX_CAPTURE_SIZE)
-    n_sizes = 0 if mode == "NONE" else (len(explicit) if explicit else len(capture_sizes(max_cap, S, T)))
+    if v >= (0, 11, 0):
+        # vLLM caps the largest capture size at the token budget, an explicit one too
+        # (config/vllm.py::_set_cudagraph_sizes: min(max_num_batched_tokens, max_cudagraph_capture_size))
+        max_cap = max(1, min(max_cap, T))
+    n_sizes = 0 if mode == "NONE" else (len(explicit) if explicit else num_capture_sizes(max_cap, T))
     est_env = env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
     estimate = v >= (0, 20, 0) if est_env is None else str(est_env) == "1" and v >= (0, 18, 0)
     mrv2_env = env.get("VLLM_USE_V2_MODEL_RUNNER")
@@ -360,7 +424,8 @@ def resolve(
         swap_space_gib=float(swap),
         estimate_cudagraphs=bool(estimate),
         model_runner_v2=bool(mrv2),
-        async_scheduling=v >= (0, 29, 0) and flags.get("async_scheduling") is not False,
+        async_scheduling=async_scheduling_on(v, flags, spec_method, pp, bool(mrv2), pooling=model.pooling or _runner(flags) == "pooling"),
+        runner=_runner(flags),
         disable_hybrid_kv_cache_manager=bool(flags.get("disable_hybrid_kv_cache_manager") or False),
         num_gpu_blocks_override=flags.get("num_gpu_blocks_override"),
         max_cudagraph_capture_size=max_cap,
@@ -472,9 +537,17 @@ def mamba_blocks_per_request(model: ModelDescription, s: EngineSettings) -> int:
     one per speculative token, plus one in "align" mode, which vLLM selects whenever prefix
     caching is on for a hybrid model (model_executor/models/config.py sets
     ``mamba_cache_mode = "align"``), whether the user asked for it or the release defaults it on."""
+    from oomguard.model.kv_spec import is_attention_free
+
     k = 1 + (s.num_speculative_tokens if model.is_hybrid else 0)
-    if model.is_hybrid and s.enable_prefix_caching:
-        k += 1
+    if model.is_hybrid and s.enable_prefix_caching and not is_attention_free(model):
+        k += 1  # attention-free (Mamba-only) models run without prefix caching
+        # Mamba2 mixers export the block-boundary state inside one forward in align mode: one
+        # prefill-checkpoint block more (mamba_mixer2.py::get_kv_cache_spec,
+        # num_prefill_checkpoint_blocks=1; read in 0.32, earlier releases ASSUMED without it).
+        if s.version >= MAMBA2_CHECKPOINT_BLOCK_SINCE and any(
+                l.mamba is not None and l.mamba.variant == "mamba2" for l in model.layers):
+            k += 1
     return k
 
 

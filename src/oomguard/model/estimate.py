@@ -19,6 +19,9 @@ class Term:
     exact: bool = True
     low: int | None = None
     high: int | None = None
+    # set by a calibration profile (model/calibration.py): where the offset came from, and the term before it
+    calibration: str | None = None
+    uncalibrated_bytes: int | None = None
 
     def to_dict(self) -> dict:
         from oomguard.units import GiB
@@ -31,6 +34,9 @@ class Term:
             "source": self.source,
             "estimate": not self.exact,
         }
+        if self.calibration is not None:
+            d["calibrated"] = self.calibration
+            d["uncalibrated_gib"] = round((self.uncalibrated_bytes or 0) / GiB, 3)
         if not self.exact:
             d["range_gib"] = [round((self.low if self.low is not None else self.bytes) / GiB, 3), round((self.high if self.high is not None else self.bytes) / GiB, 3)]
         return d

@@ -16,7 +16,10 @@ def _each(reason: str, *dests: str) -> dict[str, str]:
 
 
 MODELLED: dict[str, str] = {
-    "async_scheduling": "MRV2 keeps PP+1 batches in flight: sliding-window blocks per request",
+    "async_scheduling": "batches kept in flight (2 on the V1 runner, PP+1 on MRV2, from 0.27): sliding-window blocks per request",
+    "runner": "the pooling runner: no sampler warm-up in the profile run",
+    "task": "a pooling task (embed, score, classify, reward): the pooling runner, no sampler warm-up",
+    "convert": "converting to a pooling model: the pooling runner, no sampler warm-up",
     "block_size": "KV page size and block counts",
     "compilation_config": "cudagraph_mode, capture sizes: the CUDA-graph term",
     "cpu_offload_gb": "weights kept in host memory",
@@ -146,8 +149,8 @@ NOT_MODELLED: dict[str, str] = {
             "mm_encoder_attn_dtype", "mm_encoder_fp8_scale_path", "mm_encoder_fp8_scale_save_margin",
             "mm_encoder_fp8_scale_save_path", "mm_encoder_only", "enable_multimodal_encoder_data_parallel",
             "mm_processor_kwargs", "video_pruning_method", "video_pruning_rate", "enable_mm_embeds", "enable_prompt_embeds"),
-    **_each("pooling/embedding runners (no sampler warm-up, pooler buffers) are not in the plan", "task", "runner",
-            "convert", "pooler_config", "override_pooler_config"),
+    **_each("pooler settings (pooling type, normalisation) are not in the plan; the pooling runner itself is "
+            "(no sampler warm-up)", "pooler_config", "override_pooler_config"),
     **_each("scheduler token caps beyond max_num_batched_tokens are not in the plan", "max_num_scheduled_tokens",
             "max_num_active_seqs"),
     **_each("sliding window disabled: layers would cache the full context; not in the plan", "disable_sliding_window"),

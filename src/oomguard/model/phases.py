@@ -167,18 +167,56 @@ def gdn_layer(m: ModelDescription, tp: int, platform: str = "cuda") -> LayerPeak
                      + f" (scan skipped; warm-up at T={GDN_CHUNK})")
 
 
+def mamba_layer(m: ModelDescription, tp: int, platform: str = "cuda") -> LayerPeak | None:
+    """A Mamba1 / Mamba2 mixer in the profile run (layers/mamba/mamba_mixer.py, mamba_mixer2.py):
+    with no attention metadata the conv and SSM kernels do not run at the token budget.
+
+    Mamba2: in_proj's projected states [T, (I + conv_dim + heads)/TP] and the empty SSM output
+    [T, I/TP] stay alive through the layer; conv_ssm_forward copies the x/B/C part twice
+    (transpose-clone, then contiguous: 2·conv_dim/TP) before returning; the gated RMSNorm writes
+    [T, I/TP] (one fused output on CUDA), out_proj [T, H] (+ the all-reduce at TP > 1).
+    Mamba1: in_proj [T, 2I/TP], a contiguous copy of its x half [T, I/TP], out_proj [T, H]."""
+    layer = next((l for l in m.layers if l.mamba is not None), None)
+    if layer is None or layer.mamba.variant not in ("mamba1", "mamba2"):
+        return None
+    st, H = layer.mamba, m.hidden_size
+    base = 4 * H if platform == "cpu" else 2 * H
+    reduce = H if tp > 1 else 0
+    I = st.conv_dim / tp
+    if st.variant == "mamba1":
+        per = base + 2 * I + I + H + reduce
+        return LayerPeak("mamba", per, formula=f"{base // H}H + in_proj {2 * I:.0f} + x copy {I:.0f} + out_proj {H}")
+    groups = st.n_groups + (0 if st.n_groups % tp == 0 else tp - st.n_groups)
+    conv = (st.conv_dim + 2 * groups * st.state_size) / tp
+    proj = I + conv + st.num_heads / tp
+    # the CPU build's RMSNormGated.forward_native holds x·silu(gate) and its square at once (2I)
+    norm = 2 * I if platform == "cpu" else I
+    per = max(base + proj + I + 2 * conv, base + proj + I + norm, base + proj + I + I + H + reduce)
+    return LayerPeak("mamba", per, formula=f"{base // H}H + in_proj {proj:.0f} + ssm out {I:.0f} + max(x/B/C copies {2 * conv:.0f}, "
+                     f"norm {norm:.0f}, norm out {I:.0f} + out_proj {H}" + (f" + all-reduce {H}" if tp > 1 else "") + ") (scan skipped)")
+
+
 def layer_peaks(m: ModelDescription, tp: int, platform: str = "cuda") -> list[LayerPeak]:
+    from oomguard.model.description import LayerKind
+
     peaks: list[LayerPeak] = []
     dense_mlp = m.moe is None or m.moe.num_dense_layers > 0 or m.moe.dense_alongside
     inter = None
     if m.moe is not None:
         inter = (m.moe.dense_intermediate_size or m.intermediate_size) if dense_mlp else 0
-    peaks += dense_layer(m, tp, platform, inter=inter)
+    # Mamba-family layers may carry no MLP (NemotronH "M", pure Mamba) and a model may have no
+    # attention at all: only the blocks the model has set the peak.
+    has_attn = any(l.kind not in (LayerKind.MAMBA, LayerKind.NONE) or l.kv_shared for l in m.layers)
+    has_mlp = any(l.mlp_multiplier > 0 and not l.moe for l in m.layers)
+    if not has_mlp and m.moe is None:
+        inter = 0
+    dense = dense_layer(m, tp, platform, inter=inter)
+    peaks += [p for p in dense if p.name != "attention" or has_attn or m.mla is not None]
     if m.moe is not None:
         peaks.append(moe_layer(m, tp, platform))
-    g = gdn_layer(m, tp, platform)
-    if g is not None:
-        peaks.append(g)
+    for extra in (gdn_layer(m, tp, platform), mamba_layer(m, tp, platform)):
+        if extra is not None:
+            peaks.append(extra)
     return peaks
 
 

@@ -181,6 +181,7 @@ def plan_launch(
     other_gpu_use_bytes: int = 0,
     usage: str = "serve",
     nvlink: bool | None = None,
+    calibration=None,
 ) -> Plan:
     flags = dict(flags or {})
     env = dict(env or {})
@@ -191,6 +192,16 @@ def plan_launch(
     model = apply_hf_overrides(model, flags, parse_version(version))
     s = resolve(model, flags, env, version=version, gpu=gpu, usage=usage)
     messages: list[str] = list(s.notes) + unmodelled_notes(flags) + platform_notes(gpu) + override_notes(flags)
+    # The adapter's caveats for speculative decoding (DeepSeek-V4's MTP / dspark draft caches).
+    if s.num_speculative_tokens:
+        messages += [n for n in model.notes if "speculative" in n]
+    cal_use: dict = {}
+    if calibration is not None:  # a profile from `oomguard calibrate` (model/calibration.py): never applied silently
+        from oomguard.model.calibration import apply_terms, group_key
+
+        cal_key = group_key(gpu, s.version, model)
+        cal_use, cal_notes = calibration.lookup(cal_key)
+        messages += cal_notes
     failure: FailureClass | None = None
     error: str | None = None
     tp, pp = s.tensor_parallel_size, s.pipeline_parallel_size
@@ -241,7 +252,7 @@ def plan_launch(
     with_mtp = s.speculative_method in ("mtp", "deepseek_mtp", "qwen3_next_mtp") and model.num_mtp_layers > 0
     total = gpu.total_bytes
     requested = ceil_requested(total, s.gpu_memory_utilization, s.version)
-    specs_all = layer_kv_specs(model, tp, s.kv_cache_dtype, s.block_size, num_spec=s.num_speculative_tokens if model.is_hybrid else 0, disable_hybrid=s.disable_hybrid_kv_cache_manager or s.engine == "V0", mla_fp8_block_size=getattr(gpu, "mla_fp8_block_size", 64), platform_block_size=getattr(gpu, "default_block_size", None), dtype_bytes=s.act_dtype_bytes)
+    specs_all = layer_kv_specs(model, tp, s.kv_cache_dtype, s.block_size, num_spec=s.num_speculative_tokens if model.is_hybrid else 0, disable_hybrid=s.disable_hybrid_kv_cache_manager or s.engine == "V0", mla_fp8_block_size=getattr(gpu, "mla_fp8_block_size", 64), platform_block_size=getattr(gpu, "default_block_size", None), dtype_bytes=s.act_dtype_bytes, max_model_len=s.max_model_len)
     layout_all = kv_layout(specs_all)
     block_size = layout_all.block_size
     mamba_blocks = mamba_blocks_per_request(model, s)
@@ -289,6 +300,9 @@ def plan_launch(
         a = act.activation_peak(model, s, last_stage=last, env=env)
         nt = ntr.term
         g = cudagraph_estimate(model, s)
+        if cal_use:
+            weights, a, nt, g = apply_terms(cal_use, cal_key, weights=weights, activation=a, non_torch=nt, cuda_graph=g)
+            w_bytes = weights.bytes
         layout = project_layout(layout_all, set(ranges[stage])) if pp > 1 else layout_all
         graphs_in_budget = s.estimate_cudagraphs and g.bytes > 0
         if s.kv_cache_memory_bytes is not None:
@@ -329,7 +343,7 @@ def plan_launch(
         # --max-model-len auto / -1 (>= 0.14): vLLM binary-searches the largest length that fits.
         refit = dict(flags)
         refit["max_model_len"] = fit_len
-        plan = plan_launch(model, gpu, refit, env, version=version, num_gpus=num_gpus, other_gpu_use_bytes=other_gpu_use_bytes, usage=usage, nvlink=nvlink)
+        plan = plan_launch(model, gpu, refit, env, version=version, num_gpus=num_gpus, other_gpu_use_bytes=other_gpu_use_bytes, usage=usage, nvlink=nvlink, calibration=calibration)
         plan.messages.insert(0, f"Auto-fit max_model_len: reduced from {L} to {fit_len} to fit in available KV cache memory ({_fmt_gib(tight.kv_bytes)} GiB GPU)")
         plan.log_lines.insert(0, plan.messages[0])
         return plan
@@ -401,8 +415,10 @@ def plan_launch(
                 "per group: vLLM caps concurrency by the state blocks (mamba-state-limit); lower --max-num-seqs"
             )
     # Graphs captured after the KV pool is allocated and outside the budget (< 0.20, or estimate off).
+    # The graph term is an estimate: the failure is claimed only when even its low end does not
+    # fit (a V0 launch on a small card that started for real was refused on the central value).
     if failure is None and tight.cuda_graph.bytes and not s.estimate_cudagraphs and s.kv_cache_memory_bytes is None:
-        after = requested + outside + tight.cuda_graph.bytes
+        after = requested + outside + (tight.cuda_graph.low if tight.cuda_graph.low is not None else tight.cuda_graph.bytes)
         if after > total:
             fail(
                 FailureClass.CUDAGRAPH_OOM,
@@ -423,7 +439,13 @@ def plan_launch(
         logs.append(f"Available KV cache memory: {_fmt_gib(tight.kv_bytes)} GiB")
     else:
         logs.append(f"reserved {_fmt_gib(s.kv_cache_memory_bytes)} GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling")
-    if not reaches_kv or failure is FailureClass.NO_KV_MEMORY:
+    if not layout_all.groups:
+        # Attention-free KV (encoder-only pooling models): get_kv_cache_groups finds no spec, the
+        # engine keeps one null block and no per-token cache; nothing bounds concurrency but memory
+        # for activations (kv_cache_utils.py::get_kv_cache_config_from_groups).
+        messages.append("no KV cache: every layer's attention runs over the request alone (encoder-only); "
+                        "the memory after weights and activations is not a token pool")
+    elif not reaches_kv or failure is FailureClass.NO_KV_MEMORY:
         pass
     elif s.engine == "V0":
         logs.append(f"# GPU blocks: {num_blocks}")

@@ -215,6 +215,10 @@ def weight_costs(q: Quantization, dtype_bytes: int, config: dict, hf_quant: dict
                     costs[c] = 1.0
                 elif "FP4" in algo:
                     costs[c] = NVFP4_BYTES
+    if q.method == "fp8" and str((config.get("text_config") or config).get("expert_dtype") or "") == "fp4":
+        # DeepSeek-V4 (deepseek_v4_fp8, models/deepseek_v4/quant_config.py): FP8 block linears,
+        # routed experts MXFP4 (Mxfp4MoEMethod) when expert_dtype is "fp4".
+        costs["experts"] = MXFP4_BYTES
     num_layers = int((config.get("text_config") or config).get("num_hidden_layers") or 0)
     for c in ("attn", "mlp", "experts", "shared_experts", "linear_attn"):
         f = excluded_fraction(patterns, c, num_layers)

@@ -55,17 +55,30 @@ SORT_SCATTER_INPLACE_SINCE = (0, 12, 0)  # assumed
 SORT_CUMSUM_OUT_SINCE = (0, 9, 0)  # assumed
 
 
-def sort_path_bytes(N: int, V: int, b: int, version: tuple[int, int, int] = (0, 32, 0)) -> int:
+# torch.sort on CUDA for rows of 1,024 < V < 1,000,000 values, several rows
+# (aten/src/ATen/native/cuda/Sort.cu, segmented_sort_pairs): an int64 "reverse indices" buffer
+# of N·V (8 bytes per value) and cub's DeviceSegmentedRadixSort::SortPairs temp storage holding
+# the alternate key (fp32, 4) and value (int64, 8) buffers, all alive while the sort runs, beside
+# the fp32 input and the sorted values and indices. Read from the PyTorch source, not measured
+# here; it matches the H100 0.11 records (S110-S119: 37 bytes per logit logged, 38 modelled).
+CUDA_SORT_TEMP_BYTES = 8 + 4 + 8
+
+
+def sort_path_bytes(N: int, V: int, b: int, version: tuple[int, int, int] = (0, 32, 0), platform: str = "cpu") -> int:
     """MRV1 Sampler.forward -> TopKTopPSampler.forward_native -> apply_top_k_top_p_pytorch.
 
     logits.to(float32) (a copy unless the logits are fp32 already) + logits.sort(): values fp32
     and int64 indices + the top-k mask (bool, kept alive to the end of the function) + softmax of
     the sorted values (fp32; cumsum writes into it) + the top-p mask (bool). The softmax/q pair
     that follows (8 bytes) is smaller than the 18 it replaces. Older forms add the out-of-place
-    re-sort (4) and the cumsum output (4)."""
+    re-sort (4) and the cumsum output (4). On CUDA the sort itself peaks higher: the fp32 input,
+    its outputs (4 + 8) and the segmented sort's temporaries (CUDA_SORT_TEMP_BYTES); the CPU
+    build's sort keeps no such buffers (what scripts/vllm_activation_oracle.py measures)."""
     copy = 0 if b == 4 else 4
     older = (4 if version < SORT_SCATTER_INPLACE_SINCE else 0) + (4 if version < SORT_CUMSUM_OUT_SINCE else 0)
-    return N * V * (copy + 4 + 8 + 1 + 4 + 1 + older)
+    after_sort = copy + 4 + 8 + 1 + 4 + 1 + older
+    during_sort = copy + 4 + 8 + (CUDA_SORT_TEMP_BYTES if platform == "cuda" else 0)
+    return N * V * max(after_sort, during_sort)
 
 
 def triton_path_bytes(N: int, V: int, b: int, sms: int) -> int:
@@ -159,18 +172,19 @@ def sampler_peak(
         work = triton_path_bytes(N, V, b, sm)
         lo = flashinfer_path_bytes(N, V, b)
         # The boundary is inferred from the merge date: next to it the sort path is the range top.
-        hi = sort_path_bytes(N, V, b) if version < (0, 18, 0) else work
+        hi = sort_path_bytes(N, V, b, platform="cuda") if version < (0, 18, 0) else work
         return out("triton", work, lo, max(hi, work),
                    f"{N}·{V}·({0 if b == 4 else 4} fp32 copy + 4 probs + 4 noise) + Triton buffer min(pow2({N}), {sm} SMs)·{V}·4",
                    f"MRV1 forward_native with Triton top-k/top-p (>= {'.'.join(map(str, TRITON_TOPK_TOPP_SINCE))}, "
                    "PR #33538; the sort path is the range top for releases next to that boundary)")
-    work = sort_path_bytes(N, V, b, version)
+    work = sort_path_bytes(N, V, b, version, platform="cuda")
     lo = flashinfer_path_bytes(N, V, b) if (fi_on or version < (0, 11, 1)) else work
     if version >= (0, 14, 0):  # next to the inferred Triton boundary: Triton is the range bottom
         lo = min(lo, triton_path_bytes(N, V, b, sm))
-    hi = max(work, sort_path_bytes(N, V, b, (0, 8, 0)) if version < (0, 14, 0) else work)
+    hi = max(work, sort_path_bytes(N, V, b, (0, 8, 0), platform="cuda") if version < (0, 14, 0) else work)
     return out("sort", work, lo, hi,
-               f"{N}·{V}·({0 if b == 4 else 4} fp32 copy + 4 sorted + 8 int64 idx + 1 top-k mask + 4 probs + 1 top-p mask"
+               f"{N}·{V}·max(during the sort: {0 if b == 4 else 4} fp32 copy + 4 sorted + 8 int64 idx + "
+               f"{CUDA_SORT_TEMP_BYTES} CUDA segmented-sort temporaries; after it: {0 if b == 4 else 4} + 4 + 8 + 1 top-k mask + 4 probs + 1 top-p mask"
                + (" + 4 out-of-place re-sort" if version < SORT_SCATTER_INPLACE_SINCE else "")
                + (" + 4 cumsum" if version < SORT_CUMSUM_OUT_SINCE else "") + ")",
                "MRV1 forward_native, PyTorch sort path (v1/sample/ops/topk_topp_sampler.py::apply_top_k_top_p_pytorch); "

@@ -69,6 +69,8 @@ def _attention_params(m: ModelDescription, layer_kind: LayerKind, tp: int, layer
     if layer_kind is LayerKind.MAMBA:
         layer = next(l for l in m.layers if l.kind is LayerKind.MAMBA)
         st = layer.mamba
+        if st.variant in ("mamba1", "mamba2"):
+            return _mamba_mixer_params(H, st, tp)
         nk_dk = st.n_groups * st.head_k_dim
         nv_dv = st.num_heads * st.head_v_dim
         in_proj = H * (2 * nk_dk + 2 * nv_dv + 2 * st.num_heads) / tp
@@ -85,6 +87,24 @@ def _attention_params(m: ModelDescription, layer_kind: LayerKind, tp: int, layer
     return q + kv + o + bias + 2 * D  # q/k norms where present (tiny)
 
 
+def _mamba_mixer_params(H: int, st, tp: int) -> float:
+    """Parameters of one Mamba mixer on one TP rank (layers/mamba/mamba_mixer.py, mamba_mixer2.py).
+
+    Mamba2: in_proj H → (z, x, B, C, dt) = 2·I + 2·G′·N + heads (column-parallel, groups
+    replicated per head shard as in the state), conv1d (I + 2·G′·N) × k + bias, dt_bias, A,
+    D (heads each), the gated RMSNorm (I), out_proj I → H (row-parallel). Mamba1: in_proj
+    H → 2·I, conv1d I × k + bias, x_proj I → dt_rank + 2·N, dt_proj dt_rank → I + bias,
+    A (I × N), D (I), out_proj I → H; dt_rank = ceil(H / 16)."""
+    I, N = st.conv_dim, st.state_size
+    if st.variant == "mamba2":
+        g = st.n_groups + (0 if st.n_groups % tp == 0 else tp - st.n_groups)
+        conv_dim = I + 2 * g * N
+        in_proj = H * (I + conv_dim + st.num_heads) / tp
+        return in_proj + conv_dim * (st.conv_kernel + 1) / tp + 3 * st.num_heads / tp + I / tp + I * H / tp
+    dt_rank = -(-H // 16)
+    return (H * 2 * I + I * (st.conv_kernel + 1) + I * (dt_rank + 2 * N) + dt_rank * I + I + I * N + I + I * H) / tp
+
+
 def _mlp_params(m: ModelDescription, is_moe: bool, tp: int, ep: int, mxfp4_backend: str | None = None) -> tuple[float, float, float, float]:
     """(dense mlp, experts, shared experts, router) parameters on one rank.
 
@@ -92,9 +112,10 @@ def _mlp_params(m: ModelDescription, is_moe: bool, tp: int, ep: int, mxfp4_backe
     are what vLLM allocates. None keeps the checkpoint's layout (host copies, the
     safetensors scale)."""
     H = m.hidden_size
+    mats = 3 if m.gated_mlp else 2  # gate_up + down, or up + down (relu2 / gelu MLPs)
     if not is_moe or m.moe is None:
         inter = m.moe.dense_intermediate_size if (m.moe and m.moe.dense_intermediate_size) else m.intermediate_size
-        return 3 * H * inter / tp, 0.0, 0.0, 0.0
+        return mats * H * inter / tp, 0.0, 0.0, 0.0
     parallel_dense = 3 * H * m.moe.dense_intermediate_size / tp if m.moe.dense_alongside else 0.0
     e = m.moe
     ie = e.expert_intermediate_size
@@ -106,10 +127,10 @@ def _mlp_params(m: ModelDescription, is_moe: bool, tp: int, ep: int, mxfp4_backe
         he, per = mxfp4_padded_sizes(mxfp4_backend, H, int(ie / split))
         ie = per * split
     if ep > 1:
-        experts = (e.num_experts / ep) * 3 * he * ie
+        experts = (e.num_experts / ep) * mats * he * ie
     else:
-        experts = e.num_experts * 3 * he * ie / tp
-    shared = 3 * H * e.shared_intermediate_size / tp + (H if e.shared_intermediate_size else 0)
+        experts = e.num_experts * mats * he * ie / tp
+    shared = mats * H * e.shared_intermediate_size / tp + (H if e.shared_intermediate_size else 0)
     router = e.num_experts * H
     return parallel_dense, experts, shared, router
 
@@ -121,11 +142,39 @@ def served_costs(costs: WeightCosts, checkpoint_bytes: int, served_bytes: int) -
     return WeightCosts({c: (float(served_bytes) if v == checkpoint_bytes else v) for c, v in costs.per_category.items()})
 
 
+def explicit_layer_bytes(params: dict, costs: WeightCosts, tp: int, ep: int, b: int) -> float:
+    """Bytes of one layer whose parameters the adapter counted (ModelDescription.layer_params):
+    category -> [count at TP 1, split across TP ranks]. Experts split over the EP group when
+    expert parallelism is on, else over TP (FusedMoE)."""
+    per_cat = {"attn": "attn", "attn_replicated": "attn", "experts": "experts", "shared_experts": "shared_experts",
+               "mlp": "mlp", "linear_attn": "linear_attn"}
+    total = 0.0
+    for cat, (count, split) in params.items():
+        if not count:
+            continue
+        if cat == "experts":
+            n = count / (ep if ep > 1 else tp)
+        else:
+            n = count / tp if split else count
+        if cat in ("fp32", "int32", "attn_sink"):
+            total += n * 4
+        elif cat in per_cat:
+            total += n * costs.bytes_per_param(per_cat[cat])
+        else:  # router, norms, unquantized linears: the served dtype
+            total += n * b
+    return total
+
+
 def layer_bytes(m: ModelDescription, index: int, costs: WeightCosts, tp: int, ep: int = 1, dtype_bytes: int | None = None,
                 mxfp4_backend: str | None = None) -> float:
+    if m.layer_params is not None:
+        return explicit_layer_bytes(m.layer_params[index], costs, tp, ep, dtype_bytes or m.dtype_bytes)
     layer = m.layers[index]
     kind = layer.kind if layer.kind in (LayerKind.MLA, LayerKind.MAMBA) else LayerKind.FULL
-    attn = _attention_params(m, kind, tp, layer if kind is LayerKind.FULL else None)
+    if layer.kind is LayerKind.NONE and not layer.kv_shared:
+        attn = 0.0  # an MLP / MoE block without a mixer (NemotronH "-" / "E")
+    else:
+        attn = _attention_params(m, kind, tp, layer if kind is LayerKind.FULL else None)
     attn_cat = "linear_attn" if kind is LayerKind.MAMBA else "attn"
     dense, experts, shared, router = _mlp_params(m, layer.moe, tp, ep, mxfp4_backend)
     dense *= layer.mlp_multiplier
@@ -169,6 +218,8 @@ def weight_split(
     layers = sum(layer_bytes(m, text_layers[i], costs, tp, ep, b, mxfp4_backend) for i in mine)
     if last:
         layers += m.hidden_size * b  # final norm
+        if m.extra_params:
+            layers += explicit_layer_bytes(m.extra_params, costs, tp, ep, b)
     vision = m.vision_params * b / tp if first else 0.0
     mtp = 0.0
     if with_mtp and last and m.num_mtp_layers:
@@ -196,6 +247,8 @@ def weight_split_unscaled_total(m: ModelDescription, costs: WeightCosts) -> floa
         total += v * costs.bytes_per_param("lm_head")
     text_layers = [i for i, l in enumerate(m.layers) if l.name != "indexer"][: m.num_layers]
     total += sum(layer_bytes(m, i, costs, 1) for i in text_layers) + m.hidden_size * b
+    if m.extra_params:
+        total += explicit_layer_bytes(m.extra_params, costs, 1, 1, b)
     total += m.vision_params * b
     return total
 

@@ -68,7 +68,10 @@ def render_plan(plan, *, explain: bool = False, notes: list[str] | None = None, 
             rng = "" if term.exact else f"{_g(term.low or term.bytes)}–{_g(term.high or term.bytes)}"
             in_budget = term is not r.cuda_graph or (s.estimate_cudagraphs and r.kv_source == "profiled")
             label = "− " + term.name if in_budget else "  " + term.name + " (outside budget)"
-            t.add_row(label, _g(term.bytes), rng, term.formula if explain else term.source)
+            how = term.formula if explain else term.source
+            if getattr(term, "calibration", None):
+                how = f"{term.calibration}; uncalibrated {_g(term.uncalibrated_bytes or 0)} GiB" + f" — {how}"
+            t.add_row(label, _g(term.bytes), rng, how)
         if getattr(r, "reserved_bytes", 0):
             t.add_row("− multimodal IPC reservation", _g(r.reserved_bytes), "", "--mm-ipc-gpu-memory-gb (multimodal/gpu_ipc_memory.py)")
         t.add_row("[bold]= KV cache pool[/]", f"[bold]{_g(r.kv_bytes)}[/]", "", r.kv_source)

@@ -44,23 +44,24 @@ def test_cli_exit_code_and_json_without_model():
 
 
 def test_unmodelled_architecture_still_gets_flag_rules_and_json():
-    # DeepSeek-V4 is in the catalog but its compressed MLA caches are not modelled
+    # Llama-3.2-Vision is in the catalog but vLLM 0.33 no longer serves it (and its cross-attention
+    # caches are not modelled)
     proc = run_cli("check", "--gpu", "H200", "--num-gpus", "8", "--format", "json", "--",
-                   "vllm", "serve", "deepseek-ai/DeepSeek-V4-Flash", "-tp", "8", "--swap-space", "4", "--max-modle-len", "8192")
+                   "vllm", "serve", "meta-llama/Llama-3.2-11B-Vision-Instruct", "-tp", "8", "--swap-space", "4", "--max-modle-len", "8192")
     assert proc.returncode == 1, proc.stderr  # OG602/OG601 are errors
     d = json.loads(proc.stdout)
     rules = {f["rule"] for f in d["findings"]}
     assert {"OG602", "OG601", "OG001"} <= rules
     cov = next(f for f in d["findings"] if f["rule"] == "OG001")
-    assert "architecture" in cov["message"] and "DeepSeek-V4" in cov["message"]
+    assert "architecture" in cov["message"] and "Llama-3.2-Vision" in cov["message"]
     assert d["plan"] is None and d["fixed_command"] and "--swap-space" not in d["fixed_command"]
 
 
 def test_unmodelled_architecture_given_explicitly_is_not_bad_input():
     from oomguard.inputs.model_config import CATALOG_DIR
 
-    cfg = CATALOG_DIR / "deepseek-ai__DeepSeek-V4-Flash" / "config.json"
-    rep = check("vllm serve /srv/dsv4 -tp 8", gpu="H200", num_gpus=8, model=str(cfg))
+    cfg = CATALOG_DIR / "meta-llama__Llama-3.2-11B-Vision-Instruct" / "config.json"
+    rep = check("vllm serve /srv/mllama -tp 8", gpu="H200", num_gpus=8, model=str(cfg))
     assert rep.ctx.model_unsupported and rep.exit_code() == 3
     assert rules_of(rep) == {"OG001"}
 

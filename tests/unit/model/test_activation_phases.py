@@ -34,8 +34,9 @@ def test_sampler_dominates_at_h100_defaults_for_mrv1_sort_path():
     s = _settings(m, "0.12.0", max_num_seqs=1024, max_num_batched_tokens=8192)
     s = dataclasses.replace(s, model_runner_v2=False)
     t = activation_peak(m, s)
-    # 1024 rows x 128,256 x (2 bf16 logits + 22 sort-path bytes) ~ 2.9 GiB
-    assert 2.7 * GiB < t.bytes < 3.3 * GiB
+    # 1024 rows x 128,256 x (2 bf16 logits + 36 bytes while the CUDA sort runs) ~ 4.7 GiB; the
+    # H100 0.11 records log 4.76 GiB for this model (S114)
+    assert 4.5 * GiB < t.bytes < 4.9 * GiB
     assert "[sort]" in t.formula
 
 

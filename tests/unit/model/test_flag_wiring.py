@@ -53,6 +53,9 @@ MOE = "Qwen/Qwen3-30B-A3B"
 CASES = {
     "async_scheduling": (False, SLIDING, "H100", "0.33", {"max_model_len": 32768}, None),
     "block_size": (32, DENSE, "H100", "0.33", {}, None),
+    "runner": ("pooling", DENSE, "H100", "0.30", {}, None),
+    "task": ("embed", DENSE, "H100", "0.10.2", {}, None),
+    "convert": ("embed", DENSE, "H100", "0.30", {}, None),
     "compilation_config": ({"cudagraph_mode": "PIECEWISE"}, DENSE, "H100", "0.33", {}, None),
     "cpu_offload_gb": (2, DENSE, "H100", "0.33", {}, None),
     "cuda_graph_sizes": ([64], DENSE, "H100", "0.10.2", {}, None),

@@ -34,11 +34,15 @@ class CueRule:
     prose: bool  # only lines people wrote (not log records) or CJK text count
     example: str
     failure: bool = False  # prose, CJK, or an error record (ERROR / CRITICAL, an exception line): words of a failure
+    exact_keywords: bool = False  # keywords matched as written even when the pattern ignores case (see _caseless)
+    states: bool = False  # the words state a failure of their own ("memory leak", "is not supported"): an anchor
 
 
 def _rule(feature: str, pattern: str, keywords: tuple[str, ...], example: str, *, prose: bool = False,
-          failure: bool = False, flags: int = re.IGNORECASE) -> CueRule:
-    return CueRule(feature, re.compile(pattern, flags), tuple(k.encode() for k in keywords), prose, example, failure)
+          failure: bool = False, flags: int = re.IGNORECASE, exact_keywords: bool = False,
+          states: bool = False) -> CueRule:
+    return CueRule(feature, re.compile(pattern, flags), tuple(k.encode() for k in keywords), prose, example, failure,
+                   exact_keywords, states)
 
 
 TABLE: tuple[CueRule, ...] = (
@@ -117,7 +121,7 @@ TABLE: tuple[CueRule, ...] = (
            "send a request", "sending a request", "send the request", "send many", "sending many", "send some",
            "after some time", "after a while", "requests", "minutes", "hours", "during generation", "while generating",
            "推理", "请求", "运行一段时间", "运行时", "运行中", "生成时", "服务中", "服务期间"),
-          "it crashes after a while when we send requests", prose=True),
+          "it crashes after a while when we send requests", prose=True, exact_keywords=True),
     _rule("words:started-fine",
           r"start(?:s|ed)? (?:up )?(?:fine|ok|normally|successfully)|server (?:is |was )?up\b|启动成功|启动正常|正常启动",
           ("starts fine", "started fine", "start fine", "starts ok", "started ok", "start ok", "normally",
@@ -132,7 +136,7 @@ TABLE: tuple[CueRule, ...] = (
     _rule("words:kv", r"kv[ _-]?cache|kv[ _-]?缓存|KV 缓存",
           ("kv cache", "kv-cache", "kvcache", "KVCache", "KV cache is", "KV cache was", "KV cache too", "the KV cache",
            "enough KV cache", "KV cache not", "KV cache size is", "KV cache for", "kv缓存", "KV缓存", "KV 缓存", "kv 缓存"),
-          "the kv cache is too small for max_model_len", prose=True),
+          "the kv cache is too small for max_model_len", prose=True, exact_keywords=True),
     _rule("words:gpu-mem", r"显存|\bVRAM\b|GPU memory|video memory|GPU RAM", ("显存", "VRAM", "GPU memory", "video memory",
                                                                             "GPU RAM"),
           "显存不足", prose=True),
@@ -191,7 +195,7 @@ TABLE: tuple[CueRule, ...] = (
           r"not (?:yet )?supported|unsupported|only supported|not compatible|incompatible|no kernel image|does(?:n'?t| not) "
           r"support|is not available (?:for|on)|不支持",
           ("supported", "Supported", "compatible", "no kernel image", "support", "not available", "不支持"),
-          "The quantization method awq is not supported for the current GPU", failure=True),
+          "The quantization method awq is not supported for the current GPU", failure=True, states=True),
     _rule("words:capability", r"compute capability|\bsm_\d{2,3}\b|Minimum capability|Current capability|"
                               r"architectures? (?:\w+ )?(?:is |are )?not|unsupported architecture",
           ("capability", "sm_", "rchitecture"), "Minimum capability: 75. Current capability: 70.", failure=True),
@@ -199,45 +203,57 @@ TABLE: tuple[CueRule, ...] = (
           ("quantiz", "Quantiz", "awq", "AWQ", "gptq", "GPTQ", "gguf", "GGUF", "nvfp4", "NVFP4", "mxfp4", "MXFP4",
            "bitsandbytes"), "Found unknown quantization", failure=True),
     _rule("words:divisible", r"divis(?:i)?ble by|not divis", ("divisible", "divisble", "not divis"),
-          "the number of attention heads is not divisible by 3", failure=True),
+          "the number of attention heads is not divisible by 3", failure=True, states=True),
     _rule("words:memory-growth",
           r"memory leak|\bleak(?:s|ing|age)?\b|内存泄[漏露]|泄[漏露]|(?:memory|RAM|RSS)(?: usage)?(?: keeps?)? "
           r"(?:grow|increas|climb|rise)|(?:内存|RAM).{0,6}(?:增长|上涨|一直涨|持续|不自动清理|不释放)",
           ("leak", "Leak", "泄漏", "泄露", "memory grow", "memory increas", "memory keeps", "memory usage", "RAM grow",
            "RAM increas", "RAM keeps", "RSS grow", "RSS increas", "memory climb", "memory rise", "RAM usage",
            "增长", "上涨", "一直涨", "持续", "不自动清理", "不释放"),
-          "the RAM usage keeps growing until the process is killed", failure=True),
+          "the RAM usage keeps growing until the process is killed", failure=True, states=True),
     _rule("words:host-freeze",
           r"freez|reboot|unresponsive|power[- ]cycle|host (?:wedges|hangs)|system hangs|死机|重启|\bswap\b",
           ("freez", "reboot", "unresponsive", "power-cycle", "power cycle", "wedges", "system hangs", "死机", "重启",
-           "swap"), "the whole host freezes and needs a reboot", failure=True),
+           "swap"), "the whole host freezes and needs a reboot", failure=True, states=True),
+    # Someone else (an old instance, a zombie worker) still holds the GPU: start-up finds its memory taken.
+    _rule("words:gpu-held",
+          r"(?:GPUs?|VRAM|GPU memory) (?:is |are |was |were )?still (?:occupied|in use|held|allocated|taken|busy)|"
+          r"still (?:holds?|holding|occupies|occupying|using) (?:the )?(?:GPUs?|VRAM|GPU memory)|"
+          r"(?:zombie|orphan(?:ed)?|leftover|stale) (?:vllm |python )?(?:process(?:es)?|workers?|instances?)|"
+          r"(?:GPU|VRAM|GPU memory) (?:is|was|isn'?t|wasn'?t) (?:not )?(?:released|freed)|"
+          r"(?:GPU|gpu|显存|显卡)\S{0,6}?(?:仍然|仍|还|一直|依然)\S{0,3}?占用|(?:GPU|gpu|显存|显卡)\S{0,12}?(?:没有|并没有|未)(?:得到|被)?释放",
+          ("still occupied", "still in use", "still held", "still allocated", "still taken", "still busy", "still hold",
+           "still occup", "still using", "zombie", "orphan", "leftover", "stale", "released", "freed", "占用", "释放"),
+          "the GPU memory is still occupied by the old vLLM process after it crashed", failure=True, states=True),
     _rule("words:unified-memory", r"unified[- ]memory|\bGB10\b|DGX Spark|Jetson|\bOrin\b|Grace Hopper|\bGH200\b",
           ("nified memory", "nified-memory", "GB10", "DGX Spark", "Jetson", "Orin", "Grace Hopper", "GH200"),
           "128 GB unified memory on a DGX Spark (GB10)"),
     _rule("words:shm", r"/dev/shm|shm[-_]size|--ipc[= ]host", ("/dev/shm", "shm-size", "shm_size", "--ipc"),
           "System memory request exceeds memory available in /dev/shm", failure=True),
     _rule("words:timeout", r"timed out|\btimeout\b|TimeoutError|超时", ("timed out", "timeout", "Timeout", "超时"),
-          "RPC call to sample_tokens timed out", failure=True),
+          "RPC call to sample_tokens timed out", failure=True, states=True),
     _rule("words:placement", r"placement[ _]group|ray status|resource (?:request|demand)|\bray start\b|pending nodes",
           ("placement", "ray status", "resource request", "resource demand", "ray start", "pending nodes"),
-          "waiting for the placement group", failure=True),
+          "waiting for the placement group", failure=True, states=True),
     _rule("words:collective", r"\bNCCL\b|\bRCCL\b|\bHCCL\b|all[_-]?reduce|all[_-]?gather|collective|process ?group",
           ("NCCL", "RCCL", "HCCL", "llreduce", "ll_reduce", "ll-reduce", "llgather", "ll_gather", "ollective",
            "process group", "ProcessGroup", "processgroup"), "NCCL all_reduce hangs across two nodes", failure=True),
     _rule("words:illegal-access", r"illegal (?:memory|instruction|address|CUDA access)|device-side assert|misaligned",
-          ("illegal", "Illegal", "device-side", "misaligned"), "Illegal memory access in flash_attn", failure=True),
+          ("illegal", "Illegal", "device-side", "misaligned"), "Illegal memory access in flash_attn", failure=True, states=True),
     _rule("words:template", r"chat[_ ]template|jinja|--chat-template|default template", ("chat template", "chat_template",
                                                                                        "Chat template", "jinja", "Jinja",
                                                                                        "default template"),
           "Unable to use default template", failure=True),
-    _rule("words:import", r"No module named|ModuleNotFoundError|ImportError|pip install|not installed|cannot import",
-          ("No module", "ModuleNotFound", "ImportError", "pip install", "not installed", "cannot import"),
-          "ModuleNotFoundError: No module named 'flash_attn'", failure=True),
+    _rule("words:import", r"No module named|ModuleNotFoundError|ImportError|pip install|not installed|cannot import|"
+                          r"\bvllm\[[a-z_,-]{2,40}\]|can'?t import|unable to import|failed to import|undefined symbol",
+          ("No module", "ModuleNotFound", "ImportError", "pip install", "not installed", "cannot import", "vllm[",
+           "t import", "to import", "undefined symbol"),
+          "ModuleNotFoundError: No module named 'flash_attn'", failure=True, states=True),
     _rule("words:argument", r"unrecognized arguments?|invalid choice|error:? argument|unexpected keyword|"
                             r"invalid loads value|ambiguous option",
           ("unrecognized argument", "invalid choice", "error: argument", "error argument", "unexpected keyword",
            "invalid loads value", "ambiguous option"), "api_server.py error argument --foo invalid loads value",
-          failure=True),
+          failure=True, states=True),
     _rule("words:context-length", r"max[_-]model[_-]len|max_position_embeddings|context (?:length|window)|"
                                   r"maximum (?:model|sequence) length|max seq len|上下文长度",
           ("max_model_len", "max-model-len", "max_position", "context length", "context window", "maximum model length",
@@ -254,18 +270,45 @@ _CJK = re.compile(r"[\u3400-\u9fff]")
 _ERROR_RECORD = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
 # Words of a failure (counted only in prose or error records): on an error record they state a failure.
 FAILURE_WORDS: frozenset[str] = frozenset(r.feature for r in TABLE if r.failure and r.feature.startswith("words:"))
+# Words that state a failure on their own, in prose as on an error record: anchors (features.extract).
+FAILURE_STATEMENTS: frozenset[str] = frozenset(r.feature for r in TABLE if r.states)
+# A rule matched ignoring case has its keywords matched ignoring case too (people write "CPU Memory", "System
+# Memory", "OOM While Loading"): the prefilter's caseless list gets them lower-cased. Only keywords of at least
+# CASELESS_MIN characters: short ones ("RAM" -> "ram") would match inside ordinary words ("params", "program")
+# and select every request line; they stay as written.
+CASELESS_MIN = 6
+
+
+def _caseless(rule: CueRule, keyword: bytes) -> bool:
+    return (bool(rule.pattern.flags & re.IGNORECASE) and not rule.exact_keywords and len(keyword) >= CASELESS_MIN
+            and keyword.isascii())
+
+
 # Every keyword of every rule (and of vLLM's message fragments), for the prefilter's table (diagnose/prefilter.py).
 # Spellings the error parsers accept (they compare case-insensitively) that the prefilter's own list lacks.
 _CASE_VARIANTS: tuple[bytes, ...] = (b"OUT OF MEMORY", b"Out Of Memory", b"Out of Memory", b"out of Memory")
-KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys([k for r in TABLE for k in r.keywords] + list(FRAGMENT_KEYWORDS)
-                                                  + list(_CASE_VARIANTS)))
+# Lines other parsers read that no keyword of the prefilter's own list covers (kept here, next to the cue table):
+# vllm-ascend's KV budget line (memory.py), c10d's store timeouts (environment.py), logfmt records (parsers.feed),
+# an ImportError's "undefined symbol" said in words.
+PARSER_KEYWORDS: tuple[bytes, ...] = (b"total memory: ", b"[c10d]", b"TCPStore", b"level=error", b"level=info",
+                                      b"undefined symbol", b"driver on your system is too old")
+KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys([k for r in TABLE for k in r.keywords if not _caseless(r, k)]
+                                                  + list(FRAGMENT_KEYWORDS) + list(_CASE_VARIANTS)
+                                                  + list(PARSER_KEYWORDS)))
+CASELESS_KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys(k.lower() for r in TABLE for k in r.keywords
+                                                           if _caseless(r, k)))
 # A rule is tried only on a line holding one of its keywords: one combined search per line finds them,
 # and the prefilter (which has the same keywords) can never drop a line a rule would match.
 _RULES_BY_KEYWORD: dict[str, tuple[CueRule, ...]] = {}
 for _r in TABLE:
     for _k in _r.keywords:
-        _RULES_BY_KEYWORD[_k.decode()] = _RULES_BY_KEYWORD.get(_k.decode(), ()) + (_r,)
-_KEYWORD_RX = re.compile("|".join(re.escape(k) for k in sorted(_RULES_BY_KEYWORD, key=len, reverse=True)))
+        _key = _k.decode().lower() if _caseless(_r, _k) else _k.decode()
+        _RULES_BY_KEYWORD[_key] = _RULES_BY_KEYWORD.get(_key, ()) + (_r,)
+_EXACT = sorted((k for k in _RULES_BY_KEYWORD if k.encode() not in CASELESS_KEYWORDS or k != k.lower()),
+                key=len, reverse=True)
+_KEYWORD_RX = re.compile("|".join(re.escape(k) for k in _EXACT))
+_CASELESS_RX = re.compile("|".join(re.escape(k.decode()) for k in sorted(CASELESS_KEYWORDS, key=len, reverse=True)),
+                          re.IGNORECASE)
 
 
 def parse_cues(line: LogLine, col: Collector) -> None:
@@ -274,7 +317,8 @@ def parse_cues(line: LogLine, col: Collector) -> None:
         col.note_cue("comp:kernel", line)
         return
     msg = line.message
-    found = _KEYWORD_RX.findall(msg + "\n")  # "\n": keywords that end a line (the prefilter sees it too)
+    # "\n": keywords that end a line (the prefilter sees it too)
+    found = _KEYWORD_RX.findall(msg + "\n") + [k.lower() for k in _CASELESS_RX.findall(msg + "\n")]
     if not found:
         return
     words = line.prose or _CJK.search(msg) is not None

@@ -25,6 +25,7 @@ from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import integer, num
 
+_CJK = re.compile(r"[\u3400-\u9fff]")
 _IMPORT = re.compile(r"^(?:[\w.]+\.)?(ImportError|ModuleNotFoundError|OSError)(?::\s*(.*))?$")
 _IMPORT_ANYWHERE = re.compile(r"\b(ImportError|ModuleNotFoundError)(?::\s*(.*))$")
 _PLEASE_INSTALL = re.compile(r"(?<![\w])()([Pp]lease install [`'\"]?vllm\[[\w,-]{1,40}\].*)$")
@@ -33,6 +34,13 @@ _NO_MODULE = re.compile(r"No module named '([\w.]{1,100})'")
 _PIP = re.compile(r"pip install\s+[`'\"]?([\w.\[\],<>=-]{1,80})")
 _NOT_INSTALLED = re.compile(r"\b([\w.-]{1,60}) (?:is|are) not installed")
 _SHARED_OBJECT = re.compile(r"([\w.+-]{1,80}\.so[\w.]*): cannot open shared object file")
+# Not the driver's libcuda.so (absent on every CPU-only host, where the CPU build runs without it): the CUDA runtime,
+# torch's own libraries or a symbol mismatch mean the wheel was built for another CUDA / torch.
+def _broken_build(msg: str) -> bool:
+    lib = _SHARED_OBJECT.search(msg)
+    return "undefined symbol" in msg or (lib is not None and not lib.group(1).startswith("libcuda.so"))
+# "missing vllm[audio]", "need to install vllm[video]" in someone's words
+_EXTRA_WORDS = re.compile(r"(?:missing|install|need|requires?|without)\b.{0,30}?(vllm\[[\w,-]{1,40}\])", re.IGNORECASE)
 _CANNOT_IMPORT = re.compile(r"cannot import name '(\w{1,100})' from '([\w.]{1,100})'")
 
 _TEMPLATE_STRONG = re.compile(r"default chat template is no longer allowed|ChatTemplateResolutionError|"
@@ -49,7 +57,9 @@ _NCCL_P2P = re.compile(r"peer access|P2P|NVLink|peer mapping", re.IGNORECASE)
 _NCCL_NET = re.compile(r"ibv_\w+|ibverbs|NET/IB|NET/Socket|Bootstrap|no socket interface|socket|NCCL_SOCKET_IFNAME|IB\b|InfiniBand|"
                        r"Connection (?:refused|reset|closed)", re.IGNORECASE)
 _SHM_SIZE = re.compile(r"\(size (\d{1,20})\)")
-_PG_INIT_TIMEOUT = re.compile(r"Timed out initializing process group|store based barrier")
+_PG_INIT_TIMEOUT = re.compile(r"Timed out initializing process group|store based barrier|"
+                              r"\[c10d\] The client socket has timed out|TCP client failed to connect|"
+                              r"\[c10d\] .{0,60}(?:Connection refused|failed to connect)")
 _NCCL_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective operation timeout", re.IGNORECASE)
 
 _PLACEMENT = re.compile(r"Cannot provide a placement group of placement_group_specs=(\[.{0,4000}?\])"
@@ -58,6 +68,7 @@ _PLACEMENT_OTHER = ("required GPUs exceeds the total number of available GPUs in
                     "exceeds available GPUs",  # ray_utils: "Tensor parallel size (16) exceeds available GPUs (8)"
                     "Ray does not allocate any GPUs on the driver node",
                     "Current node has no GPU available", "No available node types can fulfill resource request")
+_WAITING = re.compile(r"Waiting for creating a placement group of specs for (\d{1,9}) seconds")
 _GPU_SPEC = re.compile(r"['\"]GPU['\"]:\s*([\d.]{1,12})")
 _AVAILABLE = re.compile(r"(?:available GPUs|GPUs available)\s*\(?(\d{1,6})\)?|current_node_resource=\{[^}]*?['\"]GPU['\"]:\s*"
                         r"([\d.]{1,12})|['\"]GPU['\"]:\s*([\d.]{1,12})\}?\s*(?:available|in the cluster)", re.IGNORECASE)
@@ -83,13 +94,35 @@ def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> b
         if m:
             col.ray_gpus = int(num(m.group(2), lo=0, hi=1e6))
             return True
+    if line.level == "WARNING" and "Failed to import from vllm" in msg and _broken_build(msg):
+        # vLLM's compiled ops cannot load (a wheel built for another CUDA / torch): it logs a WARNING and then
+        # fails on the first custom op. (Its WARNING for a missing vllm._C on CPU / NPU hosts is routine.)
+        lib = _SHARED_OBJECT.search(msg)
+        col.signal(Signal.MISSING_DEPENDENCY, line, numbers={"cue": "sig:vllm-ops-unloadable", "detail": msg[:300],
+                                                             **({"library": lib.group(1)} if lib else {})})
+        return True
     if line.level in ("INFO", "DEBUG", "WARNING") and "NCCL WARN" not in msg and "placement group" not in msg:
         return False
-    if "NCCL" in msg or "nccl" in msg or "WorkNCCL" in msg or "DistBackendError" in msg or "process group" in msg:
+    if ("NCCL" in msg or "nccl" in msg or "WorkNCCL" in msg or "DistBackendError" in msg or "process group" in msg
+            or "c10d" in msg or "TCPStore" in msg):
         if _nccl(line, col, msg, joined):
             return True
     if "placement" in msg or "GPU available" in msg or "fulfill resource request" in msg:
         if _ray(line, col, msg, joined):
+            return True
+    if "undefined symbol" in msg and (line.prose or _is_error_record(line, msg) or _CJK.search(msg)) \
+            and not _IMPORT.match(msg):
+        # a compiled extension (vLLM's, flash-attn's) built against another torch: an ImportError's own words
+        lib = re.search(r"([\w.+-]{1,80}\.so)\b", msg)
+        col.signal(Signal.MISSING_DEPENDENCY, line, numbers={"mismatch": True, "detail": msg[:300],
+                                                             **({"library": lib.group(1)} if lib else {}),
+                                                             **({"tier": "paraphrase"} if line.prose else {})})
+        return True
+    if line.prose and "vllm[" in msg:
+        e = _EXTRA_WORDS.search(msg)
+        if e and not _IMPORT_ANYWHERE.search(msg):
+            col.signal(Signal.MISSING_DEPENDENCY, line, numbers={"tier": "paraphrase", "extra": e.group(1),
+                                                                 "detail": msg[:300]})
             return True
     m = _IMPORT.match(msg)
     if m is None and (line.prose or _is_error_record(line, msg)):
@@ -164,6 +197,18 @@ def _nccl_cause(text: str) -> str | None:
 
 
 def _ray(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
+    w = _WAITING.search(msg)
+    if w:
+        # vLLM logs this while the placement group is not ready (ray_utils: after 10, 30, 70... s); a start that
+        # goes on logs it at most once, a stuck one until it gives up. Its own, weaker cue.
+        requested = sum(num(g, lo=0, hi=1e6) for g in _GPU_SPEC.findall(msg))
+        numbers: dict[str, object] = {"cue": "sig:ray-placement-wait", "waited_s": integer(w.group(1))}
+        if requested:
+            numbers["requested_gpus"] = int(round(requested))
+        if col.ray_gpus is not None:
+            numbers["available_gpus"] = col.ray_gpus
+        col.signal(Signal.RAY_PLACEMENT, line, numbers=numbers)
+        return True
     m = _PLACEMENT.search(joined)
     other = any(k in msg for k in _PLACEMENT_OTHER)
     if not m and not other:

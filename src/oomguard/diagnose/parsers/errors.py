@@ -87,11 +87,14 @@ _MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache block
 _MAX_LEN = re.compile(
     r"(?:User-specified\s+)?max_model_len\s+\((\d+)\)\s+is\s+greater\s+than\s+the\s+derived\s+max_model_len"
     r"(?:\s+\((?:(\w+)=)?([\d.]+|None))?", re.IGNORECASE)
+_USAGE = re.compile(r"usage: \S{1,100}(?: serve)? \[-h\]")
 _UNRECOGNIZED = re.compile(r"(?:([\w./-]{1,100}): error: )?unrecognized arguments?:\s*(.{1,2000})$")
 _ARG_INVALID = re.compile(r"([\w./-]{1,100}): error: argument ([^:]{1,200}): (.{1,2000})$")
 _ARG_OTHER = re.compile(r"([\w./-]{1,100}): error: (.{1,2000})$")
 _UNEXPECTED_KWARG = re.compile(r"(\w{1,60})\.__init__\(\) got an unexpected keyword argument '(\w+)'")
 _VALIDATION = re.compile(r"validation errors? for (\w+)")
+_RELATION = re.compile(r"\b[a-z][a-z0-9_]{2,60} \(\d[^)]{0,30}\) (?:is|must be|cannot be|should be) (?:smaller|larger|"
+                       r"greater|less|lower|higher|bigger)(?: than| or equal to)+ (?:the )?[a-z][a-z0-9_]{2,60}\b")
 _VALUE_ERROR = re.compile(r"^(?:Value error|Assertion failed|Input should be|Field required)[,:]?\s*(.*)")
 _WORLD = re.compile(r"World size \((\d+)\) is larger than the number of available GPUs \((\d+)\)")
 _DIVISIBLE = re.compile(r"(?:Total number of attention heads|number of \w+ heads|[\w ]{1,60}) \((\d+)\) must be divisible by tensor parallel size \((\d+)\)")
@@ -160,6 +163,11 @@ def parse_errors(line: LogLine, col: Collector) -> None:
             col.add_frame(line, name.rsplit(".", 1)[-1])
     if msg.startswith("usage: "):
         st.prog = msg[7:].split()[0] if len(msg) > 7 else None
+        if _USAGE.match(msg) and not st.usage_seen:
+            # argparse prints its usage before "error: ..." (or for --help, with the whole option list after it):
+            # a usage dump whose error line was cut still says the command line was rejected.
+            st.usage_seen = True
+            col.signal(Signal.UNRECOGNIZED_ARGS, line, numbers={"prog": st.prog, "cue": "sig:argparse-usage"})
         return
     joined = f"{msg} {line.following}".strip() if line.following else msg
     advice = line.level in ("INFO", "WARNING", "DEBUG") and _ADVICE.search(msg) is not None
@@ -396,6 +404,10 @@ def _arguments(line: LogLine, col: Collector, msg: str, joined: str = "") -> boo
             detail = v.group(1) if not msg.startswith("Input should") else msg
             if _MODEL_NOT_FOUND_RX.search(detail):
                 col.signal(Signal.MODEL_NOT_FOUND, line, numbers={"config": config})
+            elif _RELATION.search(detail):
+                # two settings that do not fit together ("max_num_batched_tokens (2048) is smaller than
+                # max_model_len (40960)"): each value is valid, the configuration is not
+                col.signal(Signal.CONFIG_REJECTED, line, numbers={"config": config, "detail": detail[:300]})
             elif _CONFIG_RX.search(detail) and not re.search(r"must be|should be|got \w+:|invalid", detail):
                 col.signal(Signal.CONFIG_REJECTED, line, numbers={"config": config, "detail": detail[:300]})
             else:
@@ -412,10 +424,18 @@ def _arguments(line: LogLine, col: Collector, msg: str, joined: str = "") -> boo
 # forked process, a Triton kernel larger than the GPU's shared memory): configuration, not memory.
 _MACHINE = re.compile(r"Failed to infer device type|No CUDA GPUs are available|Found no NVIDIA driver|"
                       r"no kernel image is available for execution|Cannot re-initialize CUDA in forked subprocess|"
-                      r"OutOfResources: out of resource: shared memory|CUDA driver version is insufficient")
+                      r"OutOfResources: out of resource: shared memory")
+# The installed torch / vLLM wheels were built for a newer CUDA than the driver supports: the wrong build is
+# installed (missing-dependency: install the build for this driver, or upgrade the driver).
+_DRIVER_TOO_OLD = re.compile(r"CUDA driver version is insufficient|NVIDIA driver on your system is too old|"
+                             r"driver (?:version )?is too old|cudaErrorInsufficientDriver")
 
 
 def _config(line: LogLine, col: Collector, msg: str) -> bool:
+    d = _DRIVER_TOO_OLD.search(msg)
+    if d and (_EXCEPTION.match(msg) or line.level in ("ERROR", "CRITICAL") or line.prose or re.match(r"^[\w.]+: ", msg)):
+        col.signal(Signal.MISSING_DEPENDENCY, line, numbers={"driver": True, "detail": msg[:300]})
+        return True
     m = _MACHINE.search(msg)
     if m and (_EXCEPTION.match(msg) or line.level in ("ERROR", "CRITICAL") or re.match(r"^[\w.]+: ", msg)):
         col.signal(Signal.CONFIG_REJECTED, line, numbers={"detail": msg[:300], "machine": m.group(0)})

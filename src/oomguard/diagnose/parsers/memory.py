@@ -38,6 +38,7 @@ _V1_PROFILE = {
     "consumed": re.compile(r"total consumed \(from mem_get_info\):\s*(-?[\d.]+)\s*GiB"),
     "weights": re.compile(r"weights memory:\s*(-?[\d.]+)\s*GiB"),
 }
+_NPU_AVAILABLE = re.compile(r"^Available memory: (-?\d{1,16}), total memory: (\d{1,16})$")
 _AVAILABLE_KV = re.compile(r"Available KV cache memory:\s*(-?[\d.]+)\s*(GiB|GB|MiB)")
 _KV_OVERRIDE = re.compile(
     r"Initial free memory\s+([\d.]+)\s*GiB, reserved\s+([\d.]+)\s*GiB memory for KV Cache as specified by kv_cache_memory_bytes"
@@ -53,6 +54,12 @@ _CONCURRENCY = re.compile(r"Maximum concurrency for\s+([\d,]+)\s+tokens per requ
 _SUGGESTION = re.compile(
     r"Free memory on device(?: [\w:]+)? \(([\d.]+)/([\d.]+) GiB\) on startup\. Desired GPU memory utilization is \(([\d.]+), ([\d.]+) GiB\)"
 )
+# The same line, from 0.11: "Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch
+# memory, and G GiB for CUDAGraph memory" (gpu_worker.py::compile_or_warm_up_model): the whole ledger in one line.
+_ACTUAL_USAGE = re.compile(
+    r"Actual usage is\s+(-?[\d.]+)\s*GiB for weight,\s*(-?[\d.]+)\s*GiB for peak activation,\s*(-?[\d.]+)\s*GiB for "
+    r"non-torch memory,\s*and\s*(-?[\d.]+)\s*GiB for CUDAGraph memory"
+)
 _CACHE_INFO_BLOCKS = re.compile(r"num_gpu_blocks is:\s*(\d+)")
 _CAPTURING = ("Capturing cudagraphs", "Capturing CUDA graph", "Capturing the model for CUDA graphs",
               "Capturing CUDA graphs", "capturing CUDA graph", "Profiling CUDA graph memory",
@@ -61,7 +68,7 @@ _CAPTURING_RX = re.compile("|".join(map(re.escape, _CAPTURING)))
 
 
 # Every memory line contains one of these; anything else skips the ~20 patterns below.
-_MEMORY_HINT = re.compile(r"GiB|GB|blocks|oncurrency|KV cache|raph|apturing|Memory profiling|gpu_memory_utilization|"
+_MEMORY_HINT = re.compile(r"GiB|GB|blocks|oncurrency|KV cache|raph|apturing|Memory profiling|gpu_memory_utilization|total memory|"
                           r"total_gpu_memory|non_torch|activation peak|weights take")
 
 
@@ -120,6 +127,16 @@ def parse_memory(line: LogLine, col: Collector) -> None:
             if m:
                 col.add_memory(name, num(m.group(1)), "GiB", line)
         return
+    m = _NPU_AVAILABLE.search(msg)
+    if m:
+        # vllm-ascend's worker logs the KV budget it computed, in bytes: 0 means nothing is left for the KV cache
+        value = int(num(m.group(1), lo=-1e16, hi=1e16)) / (1 << 30)
+        col.add_memory("kv_available", value, "GiB", line)
+        col.add_memory("total_gpu", int(num(m.group(2), lo=0, hi=1e16)) / (1 << 30), "GiB", line)
+        col.advance_phase(Phase.KV_CACHE, line)
+        if value <= 0:
+            col.signal(Signal.NEGATIVE_KV, line, numbers={"kv_available_gib": value})
+        return
     m = _AVAILABLE_KV.search(msg)
     if m:
         value = to_gib(m.group(1), m.group(2))
@@ -172,6 +189,11 @@ def parse_memory(line: LogLine, col: Collector) -> None:
         col.add_memory("total_gpu", num(m.group(2)), "GiB", line)
         col.add_memory("gpu_memory_utilization", num(m.group(3)), "ratio", line)
         col.add_memory("requested", num(m.group(4)), "GiB", line)
+        u = _ACTUAL_USAGE.search(msg)
+        if u:
+            # names of their own: diagnose's rules read "weights" / "cuda_graph" from the lines that print them
+            for name, value in zip(("usage_weights", "usage_activation_peak", "usage_non_torch", "usage_cuda_graph"), u.groups()):
+                col.add_memory(name, num(value), "GiB", line)
         return
     m = _CACHE_INFO_BLOCKS.search(msg)
     if m:

@@ -25,6 +25,8 @@ _HOST = re.compile(
     r"memory (?:crosses|crossed|exceeds|exceeded|hits|hit|reaches|reached) (?:the |its )?(?:defined |memory |pod |"
     r"container |cgroup )?limit|(?:pod|container) (?:dies|died|was killed|got killed|is killed)[^.]{0,80}(?<![A-Za-z])OOM|out of (?:host|system|cpu) (?:memory|RAM)|"
     r"(?:host|system|cpu) (?:memory|RAM) (?:is |was |got )?(?:full|exhausted)|"
+    r"(?:not (?:having |have |has )?(?:sufficient|enough)|insufficient|lack of|short of) (?:host |system |cpu |physical )?"
+    r"RAM\b|(?:not (?:having |have |has )?(?:sufficient|enough)|insufficient|lack of) (?:host|system|cpu|physical) memory|"
     r"被.{0,16}?(?:OOM|oom|内核|系统|kernel).{0,8}?(?:杀|kill)|(?:系统|主机|物理|CPU\s*)内存(?:不足|不够|耗尽|爆了|溢出)|"
     r"(?<!显)内存不足|(?<!显)内存不够|(?<!显)内存爆了",
     re.IGNORECASE)

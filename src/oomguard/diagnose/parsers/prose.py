@@ -18,7 +18,8 @@ _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("loading", re.compile(
         r"\bload(?:ing)?\b(?! test)|weights? (?:do not|don't) fit|loading weights|加载|载入|权重", re.IGNORECASE)),
     ("serving", re.compile(
-        r"\brequests?\b|\binference\b|\bserving\b|under load|load test|\bgenerat|long prompts?|concurren|\bbatch(?:es)? of\b|"
+        r"\brequests?\b|\binference\b|\bserving\b|under load|load test|\bgenerating\b|during generation|"
+        r"\bgenerate\(|long prompts?|concurren|\bbatch(?:es)? of\b|first (?:prompt|request)|"
         r"推理|请求|并发|生成|压测|运行一段时间|运行时|运行中|撑爆|服务(?:中|期间)",
         re.IGNORECASE)),
     ("multimodal", re.compile(r"\bimages?\b|vision|multimodal|multi-modal|\bvideo\b|encoder|图片|图像|多模态|视频",

@@ -44,7 +44,15 @@ DTYPE_NAMES = {
 
 
 def text_config(config: dict) -> dict:
-    """The language-model part of a (possibly multimodal) config."""
+    """The language-model part of a (possibly multimodal) config. Omni models keep it one level
+    deeper, under ``thinker_config`` (Qwen2.5-Omni / Qwen3-Omni: vLLM serves the thinker)."""
+    thinker = config.get("thinker_config")
+    if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict):
+        merged = text_config(thinker)
+        for k in ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config"):
+            if k not in merged and k in config:
+                merged[k] = config[k]
+        return merged
     for key in ("text_config", "llm_config", "language_config"):
         sub = config.get(key)
         if isinstance(sub, dict) and sub:

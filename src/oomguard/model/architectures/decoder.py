@@ -48,10 +48,20 @@ DENSE = (
     "starcoder2",
     "cohere",
     "exaone",
+    # checked against vLLM 0.32 (scripts/vllm_kv_oracle.py, transformers config-class defaults)
+    "ernie4_5",
+    "seed_oss",
+    "smollm3",
+    "cohere2",
+    "olmo3",
+    "glm4v_text",  # GLM-4.1V / GLM-4.5V-style wrappers' text models
+    "qwen2_5_omni_text",  # the Qwen2.5-Omni thinker's text model
 )
-MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "qwen3_vl_moe_text", "qwen3_vl_moe", "gpt_oss", "glm4_moe", "minimax_m2", "olmoe")
+MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "qwen3_vl_moe_text", "qwen3_vl_moe", "gpt_oss", "glm4_moe", "minimax_m2", "olmoe",
+       "ernie4_5_moe", "glm4v_moe_text")
 HYBRID_GDN = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe")
-MULTIMODAL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "gemma3", "phi3_v", "qwen3_5", "qwen3_5_moe", "mllama")
+MULTIMODAL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "gemma3", "phi3_v", "qwen3_5", "qwen3_5_moe", "mllama",
+              "glm4v", "glm4v_moe", "qwen2_5_omni_thinker", "qwen2_5_omni")
 
 
 def _layer_types(cfg: dict, model_type: str, n: int) -> list[str]:
@@ -75,7 +85,26 @@ def _layer_types(cfg: dict, model_type: str, n: int) -> list[str]:
     return ["full_attention"] * n
 
 
+def _ernie_moe(cfg: dict, n: int) -> tuple[MoE | None, list[bool]]:
+    """ERNIE-4.5 MoE (models/ernie45_moe.py): experts on layers moe_layer_start_index ..
+    moe_layer_end_index with (i + 1) % moe_layer_interval == 0; moe_num_shared_experts shared
+    experts of moe_intermediate_size each, as one MLP."""
+    e = int(cfg.get("moe_num_experts") or 0)
+    if not e:
+        return None, [False] * n
+    start, end = int(cfg.get("moe_layer_start_index") or 0), cfg.get("moe_layer_end_index")
+    end = n - 1 if end is None else int(end)
+    interval = int(cfg.get("moe_layer_interval") or 1)
+    is_moe = [start <= i <= end and (i + 1) % interval == 0 for i in range(n)]
+    ie = int(need(cfg, "moe_intermediate_size", what="expert intermediate size", model_type="ernie4_5_moe"))
+    return MoE(e, int(need(cfg, "moe_k", what="experts per token", model_type="ernie4_5_moe")), ie,
+               int(cfg.get("moe_num_shared_experts") or 0) * ie, num_moe_layers=sum(is_moe),
+               num_dense_layers=n - sum(is_moe), dense_intermediate_size=int(cfg.get("intermediate_size") or 0)), is_moe
+
+
 def _moe(cfg: dict, model_type: str, n: int) -> tuple[MoE | None, list[bool]]:
+    if model_type == "ernie4_5_moe":
+        return _ernie_moe(cfg, n)
     experts = cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts")
     if not experts or model_type not in MOE + HYBRID_GDN:
         return None, [False] * n
@@ -136,6 +165,10 @@ def describe_decoder(config: dict, cfg: dict, *, source: str, name: str, hf_quan
     types = _layer_types(cfg, model_type, n)
     moe, is_moe = _moe(cfg, model_type, n)
     window = cfg.get("sliding_window")
+    if model_type == "cohere2" and window:
+        # models/commandr.py: a Cohere2 sliding layer sees [pos - window, pos], so vLLM builds it
+        # with sliding_window + 1 (the oracle records 4097 for 4096)
+        window = int(window) + 1
     layers = []
     gdn = _gdn_state(cfg, model_type, dtype) if "linear_attention" in types else None
     for i, t in enumerate(types):
@@ -190,4 +223,14 @@ def describe_decoder(config: dict, cfg: dict, *, source: str, name: str, hf_quan
         vision_params=vision_params(config) if is_mm else 0,
         num_mtp_layers=int(cfg.get("mtp_num_hidden_layers") or cfg.get("num_nextn_predict_layers") or 0),
         mrope=mrope,
+        pooling=_pooling_architecture((config.get("architectures") or [""])[0]),
     )
+
+
+def _pooling_architecture(arch: str) -> bool:
+    """Architectures vLLM serves with the pooling runner (registry _EMBEDDING_MODELS /
+    _CROSS_ENCODER_MODELS): sequence classifiers and rerankers, reward models, and the bare
+    ``*Model`` backbones used as embedders (Qwen3-Embedding's Qwen3Model, LlamaModel, ...).
+    A ``*ForCausalLM`` embedder (Qwen3-Embedding's published config) needs ``--runner pooling``."""
+    return arch.endswith(("ForSequenceClassification", "ForRewardModel", "ForTokenClassification", "ForProcessRewardModel")) or (
+        arch.endswith("Model") and not arch.endswith(("LMHeadModel", "PreTrainedModel")))

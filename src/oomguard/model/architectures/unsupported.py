@@ -9,10 +9,12 @@ from oomguard.errors import UnsupportedModelError
 from oomguard.model.architectures import register
 
 _REASONS = {
-    "deepseek_v4": "DeepSeek-V4 compressed/indexed MLA caches (packed KV groups) are not modelled yet",
-    "deepseek_ref": "DeepSeek-V4 compressed/indexed MLA caches (packed KV groups) are not modelled yet",
-    "mllama": "Llama-3.2-Vision cross-attention layers (encoder-length caches) are not modelled yet",
-    "mllama_text_model": "Llama-3.2-Vision cross-attention layers (encoder-length caches) are not modelled yet",
+    # vLLM's registry lists MllamaForConditionalGeneration among the previously supported models
+    # (model_executor/models/registry.py @0.32: last served by 0.10.2, with the V0 engine)
+    "mllama": "Llama-3.2-Vision (MllamaForConditionalGeneration) is served by vLLM only up to 0.10.2 (V0 "
+              "encoder-decoder); its cross-attention encoder caches are not modelled for those releases either",
+    "mllama_text_model": "Llama-3.2-Vision (MllamaForConditionalGeneration) is served by vLLM only up to 0.10.2 (V0 "
+                         "encoder-decoder); its cross-attention encoder caches are not modelled for those releases either",
 }
 
 

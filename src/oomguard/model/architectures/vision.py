@@ -30,10 +30,12 @@ def _tower(cfg: dict) -> int:
 
 def vision_params(config: dict) -> int:
     total = 0
-    for key in ("vision_config", "audio_config"):
-        sub = config.get(key)
-        if isinstance(sub, dict):
-            total += _tower(sub)
+    holders = [config] + ([config["thinker_config"]] if isinstance(config.get("thinker_config"), dict) else [])
+    for holder in holders:  # Omni models keep their towers in the thinker's config
+        for key in ("vision_config", "audio_config"):
+            sub = holder.get(key)
+            if isinstance(sub, dict):
+                total += _tower(sub)
     return total
 
 
