@@ -129,7 +129,7 @@ class _Scanner:
         self.notes = notes
         self.engine = engine
         self.markers = prefilter.run_start_markers()
-        self.seen = [0] * len(prefilter.ALL)
+        self.seen = [0] * len(engine.labels)
         self.saturated: set[int] = set()
         self.parsed = 0
         self.extra = 0  # lines parsed as grace or context
@@ -198,15 +198,14 @@ class _Scanner:
         elif self.block is not None and not self.block.flush:
             self._frequent(self.gap_start, self.block.end)
         if self.stretches:
-            names = ", ".join(sorted({prefilter.ALL[i].decode("utf-8", "replace").strip()
-                                      for i in self.stretch_ids})[:12])
+            names = ", ".join(sorted({self.engine.labels[i] for i in self.stretch_ids})[:12])
             self.notes.messages.extend(self.stretch_notes)
             if self.stretches > _MAX_STRETCH_NOTES:
                 self.notes.messages.append(f"{self.stretches - _MAX_STRETCH_NOTES:,} more such stretches")
             starts = f", {self.stretch_starts:,} start-up(s)" if self.stretch_starts else ""
             self.notes.messages.append(
                 f"{self.stretch_lines:,} line(s) in {self.stretches:,} stretch(es) ({self.stretch_bytes / 1e6:,.1f} MB"
-                f"{starts}) only repeat lines shown (keywords: {names}): counted, not parsed one by one")
+                f"{starts}) only repeat lines shown (matching: {names}): counted, not parsed one by one")
         if self.engine.name != "hyperscan":
             self.notes.messages.append(f"keyword scan with {self.engine.name} (the hyperscan package is not "
                                        "installed or does not run here): slower, same result")

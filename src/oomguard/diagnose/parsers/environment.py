@@ -239,7 +239,9 @@ def _ray(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     return True
 
 
-# What diagnose's byte scan looks for on this parser's behalf (see parsers/memory.py's SCAN). "KeyError" is the
-# message side of the transformers check (its other words may be on the lines after it).
-SCAN = (_RAY_STATUS_GPU, _NCCL_WARN, _PG_INIT_TIMEOUT, _NCCL_ERROR, _NCCL_TIMEOUT, _PLACEMENT, *_PLACEMENT_OTHER,
-        _IMPORT, _IMPORT_ANYWHERE, _PLEASE_INSTALL, *_TRANSFORMERS_TOO_OLD, "KeyError", _TEMPLATE_STRONG, _TEMPLATE_RX)
+# For diagnose's byte scan (parsers/scanset.py: every module-level pattern here is scanned, but NOT_SCANNED; SCAN
+# adds the literals where a substring test alone decides).
+# "KeyError": the message side of the transformers check (its other words may be on the lines after it).
+SCAN = (_NCCL_WARN, *_PLACEMENT_OTHER, *_TRANSFORMERS_TOO_OLD, "KeyError", "undefined symbol")
+# Helpers on lines already chosen (an NCCL line's cause, a placement group's specs), or any CJK character.
+NOT_SCANNED = (_CJK, _NCCL_SHM, _NCCL_P2P, _NCCL_NET, _SHM_SIZE, _GPU_SPEC)

@@ -456,16 +456,18 @@ def _config(line: LogLine, col: Collector, msg: str) -> bool:
     return False
 
 
-# What diagnose's byte scan looks for on this parser's behalf (see parsers/memory.py's SCAN): for each branch
-# above, the pattern or substring it requires of the line. Two are written for the scan:
+# For diagnose's byte scan (parsers/scanset.py: every module-level pattern here is scanned, but NOT_SCANNED; SCAN
+# adds the literals where a substring test alone decides).
+# Two patterns are written for the scan:
 # - _USAGE_SCAN for ``msg.startswith("usage: ")``: argparse's usage line names a program, never a number, and
 #   "usage: " alone is on every metrics line ("GPU KV cache usage: 22.8%");
 # - _LOWERCASE_SCAN for the tests on lower-cased text (``"out of memory" in msg.lower()``, ``"max seq" in low``...).
 _USAGE_SCAN = re.compile(r"usage: (?![0-9])")
 _LOWERCASE_SCAN = re.compile(r"out of memory|max seq|seq len|to serve at least one request|"
                              r"larger than the maximum number of tokens that can be stored in kv cache", re.IGNORECASE)
-SCAN = (_TRACEBACK, _FLAT_FRAME, _USAGE_SCAN, *_SAMPLER_WORDS, _LOAD_OOM, _GPU_OOM_MARKERS_RX,
-        _LOWERCASE_SCAN, _ALLOCATOR_ASSERT, _OOM_WORD, *_NO_KV, _V0_KV, _V1_NEEDED, _KV_PROSE, _MAMBA, _STARTUP_FREE_WORDS,
-        _CPU_STARTUP_FREE, _CPU_KV_FREE, _PROFILING_BAD_WORDS, _MAX_LEN, _UNRECOGNIZED, _UNEXPECTED_KWARG, _ARG_INVALID,
-        _ARG_OTHER, _VALIDATION, _VALUE_ERROR, _MODEL_NOT_FOUND_RX, _IMA_RX, _KERNEL_ASSERT, _HOST_ALLOC_RX,
-        _HOST_MEMORY_ERROR, _SIGKILL, _SHORTAGE, _ENGINE_DIED_RX, _MACHINE, _WORLD, _DIVISIBLE, _CONFIG_RX, _EXCEPTION)
+SCAN = (_TRACEBACK, *_SAMPLER_WORDS, _LOAD_OOM, _ALLOCATOR_ASSERT, *_NO_KV, _STARTUP_FREE_WORDS, _PROFILING_BAD_WORDS,
+        _HOST_MEMORY_ERROR)
+# Helpers on lines already chosen (an OOM's sizes are scanned: they name its line), and words too common to
+# choose a line by: a request echo (the scanner's FREQUENT lines), advice, any CJK character, a serving module's
+# file name, the GPU / host words of a shortage that _SHORTAGE finds.
+NOT_SCANNED = (REQUEST_ECHO, _ADVICE, _CJK, _SERVING_SRC, _HOST_WORDS, _GPU_WORDS, _METHOD)

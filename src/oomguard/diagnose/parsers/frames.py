@@ -39,6 +39,3 @@ def frame_function(message: str) -> str | None:
 KEYWORDS: tuple[bytes, ...] = (b"File /", b".py in ", b" in load_model", b" in profile_run", b"capture_model",
                                b"_dummy_sampler_run", b" in execute_model", b"load_weights")
 
-
-# What diagnose's byte scan looks for on this parser's behalf (see parsers/memory.py's SCAN).
-SCAN = (_CPYTHON, _IPYTHON, _IPYTHON_OLD, _RICH, _PYSPY, _TRIMMED)

@@ -216,9 +216,10 @@ def _set_arg(col: Collector, key: str, value: Any, *, from_config: bool = False)
         col.cli_args[key] = value
 
 
-# What diagnose's byte scan looks for on this parser's behalf (see parsers/memory.py's SCAN). Not the serving
-# lines (_METRICS, _SERVING_RX): every request logs one, and the scanner feeds the first and last of each run
-# of them instead (diagnose/prefilter.py's FREQUENT). A process prefix's pid (vllm_pids) and V0's prefix are
-# read from whichever lines are parsed.
-SCAN = (*_VERSION_PATTERNS, _V1_SIGN, _V1_PROC, _V0_SIGN, _V0_PROC, _ENGINE_CONFIG, _NON_DEFAULT, _NAMESPACE, _BANNER,
-        _PLATFORM, *_CPU_SOURCES, _MAX_LEN, _CHUNKED, *_MULTIMODAL, _STARTING_RX, _LOADING_RX, _PROFILING_RX, _READY_RX)
+# For diagnose's byte scan (parsers/scanset.py: every module-level pattern here is scanned, but NOT_SCANNED; SCAN
+# adds the literals where a substring test alone decides).
+SCAN = (_V1_SIGN, _V1_PROC, _V0_SIGN, _V0_PROC, _BANNER, *_CPU_SOURCES, *_MULTIMODAL)
+# Not the serving lines (_METRICS, _THROUGHPUT, _SERVING_RX): every request logs one, and the scanner feeds the
+# first and last of each run of them instead (diagnose/prefilter.py's FREQUENT). A process prefix's pid and the
+# pairs of a config line are read from whichever lines are parsed.
+NOT_SCANNED = (_METRICS, _THROUGHPUT, _SERVING_RX, _PROC_PID, _CONFIG_PAIR, _DICT_PAIR)

@@ -117,6 +117,9 @@ def _merge_context(col: Collector, kill: KernelKill) -> None:
             break
 
 
-# What diagnose's byte scan looks for on this parser's behalf (see parsers/memory.py's SCAN). Kernel lines
-# as such (the comp:kernel cue) are found by their prefixes: diagnose/lines.py's KERNEL_SCAN.
-SCAN = (_KILLED, "invoked oom-killer", _OOM_KILL, _USAGE, _SYSTEMD_RX)
+# For diagnose's byte scan (parsers/scanset.py: every module-level pattern here is scanned, but NOT_SCANNED; SCAN
+# adds the literals where a substring test alone decides).
+# Kernel lines as such (the comp:kernel cue) are found by their prefixes: diagnose/lines.py's KERNEL_SCAN.
+SCAN = ("invoked oom-killer",)
+# A process name, matched on a kill line's process field.
+NOT_SCANNED = (VLLM_PROCESS,)

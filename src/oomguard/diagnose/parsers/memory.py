@@ -213,9 +213,8 @@ def _check_negative_kv(line: LogLine, col: Collector) -> None:
         col.signal(Signal.NEGATIVE_KV, line, numbers={"kv_available_gib": fact.value})
 
 
-# What diagnose's byte scan looks for on this parser's behalf (diagnose/prefilter.py compiles these into one
-# Hyperscan database): every line this parser records something from matches one of them. The parser's own
-# patterns, and the literal where a substring test alone decides.
-SCAN = (_WEIGHTS, _CG_CAPTURED, _V0_PROFILE_ONE_LINE, _CAN_USE, *_V0_PIECES.values(), _V0_UTIL, *_V1_PROFILE.values(),
-        _AVAILABLE_KV, _KV_OVERRIDE, _CG_ESTIMATE, _CG_POOL, _CG_UTIL, _BLOCKS, _BARE_BLOCKS, _KV_SIZE, _CONCURRENCY,
-        _SUGGESTION, _CACHE_INFO_BLOCKS, "Graph capturing finished", _CAPTURING_RX)
+# For diagnose's byte scan (parsers/scanset.py: every module-level pattern here is scanned, but NOT_SCANNED; SCAN
+# adds the literals where a substring test alone decides).
+SCAN = ("Graph capturing finished",)
+# A key=value pair of a line already chosen; the quick test of whether a line may be a memory line at all.
+NOT_SCANNED = (_KV_PAIR, _MEMORY_HINT)

@@ -74,5 +74,6 @@ def parse_paraphrase(line: LogLine, col: Collector, msg: str, joined: str) -> bo
     return False
 
 
-# What diagnose's byte scan looks for on this parser's behalf (see parsers/memory.py's SCAN).
-SCAN = (_CORESIDENT, _HOST, _KV, _GPU)
+
+# For diagnose's byte scan (parsers/scanset.py scans every module-level pattern here but these): any CJK character.
+NOT_SCANNED = (_CJK,)
