@@ -1,36 +1,38 @@
 """The fast path: which raw lines deserve a closer look, found in one pass over the bytes.
 
-A multi-gigabyte log is mostly request and throughput lines. Running dozens of
-regular expressions on each of them would be far too slow, so the bytes are
-searched once for a set of literal keywords, and only lines containing one
-reach the parsers. Three engines do that search, best first:
+A multi-gigabyte log is mostly request and throughput lines. Running dozens of regular expressions on
+each of them in Python would be far too slow, so the bytes are searched once by one automaton, and only
+the lines it selects reach the parsers. Three engines do that search, best first:
 
-- ``hyperscan`` (the ``hyperscan`` package: Intel's multi-literal matcher, GB/s),
-- ``re2`` (``google-re2``, a dependency): one combined pattern,
-- ``re`` (the standard library): a trie-shaped pattern, for platforms with neither.
+- ``hyperscan`` (the ``hyperscan`` package): the parsers' **own patterns** compiled together
+  (``parsers/scanset.py`` gathers them from the cue table and the parser modules; ``scan_expr.py``
+  writes each for the raw bytes so that it matches a superset of the lines the parser would act on).
+  A line is selected when it matches something a parser uses, not merely a word of it (1 GB of serving
+  traffic: a dozen lines instead of 3 million). The compiled databases are kept on disk
+  (``scan_cache.py``);
+- ``re2`` (``google-re2``, a dependency) and ``re`` (the standard library, for platforms with neither):
+  the literal keywords below (``KEYWORDS``, ``CASELESS``) as one pattern; slower, and every line holding
+  a keyword is parsed; the same conclusions.
 
-``OOMGUARD_PREFILTER_ENGINE=hyperscan|re2|re`` picks one (tests use it to
-force the fallback); an engine that cannot load falls back to the next. Every
-engine answers the same two questions (``survey`` and ``lines``, below), and
-a test runs the corpus through each one.
+``OOMGUARD_PREFILTER_ENGINE=hyperscan|re2|re`` picks one (tests use it to force the fallback); an
+engine that cannot load falls back to the next. Every engine answers the same two questions (``survey``
+and ``lines``, below), and a test runs the corpus through each one.
 
-Adding a keyword for a new cue
-------------------------------
-``KEYWORDS`` is plain data: one ``bytes`` literal per entry, grouped by the
-parser that needs it. A parser that learns a new cue (a message, a word, a
-table header) adds a literal that every such line contains to the group of
-its parser (or a new group with a comment naming the parser), in UTF-8 bytes
-for non-ASCII words (``"显存".encode()``). Keep literals specific: one that
-appears on ordinary serving lines makes every line a hit and costs
-throughput. ``tests/unit/diagnose/test_diagnose_fast_path.py`` runs the whole
-labelled corpus with this prefilter and with a "parse every line" reference
-and fails when a line the parsers understand has no keyword, so a missing
-keyword shows up there.
+Adding a cue or a parser pattern
+--------------------------------
+For the hyperscan engine nothing: a rule added to ``parsers/cues.py``'s ``TABLE``, or a compiled
+pattern added at module level in a parser module, is in the scan (a parser's literal substring test,
+``"NCCL WARN" in msg``, goes in that module's ``SCAN`` tuple; a helper pattern too broad to select lines
+by, in its ``NOT_SCANNED``). For the keyword engines: a literal that every such line contains, in
+``KEYWORDS`` below (grouped by parser) or the cue's own keywords, in UTF-8 bytes for non-ASCII words
+(``"显存".encode()``). Keep literals specific: one that appears on ordinary serving lines makes every
+line a hit. ``tests/unit/diagnose/test_diagnose_fast_path.py`` runs the whole labelled corpus with
+each engine and with a "parse every line" reference, so a line the parsers understand that an engine
+misses shows up there.
 
-The very frequent serving lines (throughput, HTTP access, request
-bookkeeping) are *not* keywords: they would turn every line into a hit. The
-scanner instead looks for them (``FREQUENT``) with ``bytes.rfind`` in the
-gaps between hits and keeps only the last one of each gap, which is enough to
+The very frequent serving lines (throughput, HTTP access, request bookkeeping) are *not* selected:
+they would turn every line into a hit. The scanner instead looks for them (``FREQUENT``) with
+``bytes.rfind`` in the gaps between hits and keeps only the last one of each gap, which is enough to
 know the server was serving and how many requests were in flight.
 """
 
@@ -113,6 +115,9 @@ FREQUENT: tuple[bytes, ...] = (
 ALL: tuple[bytes, ...] = KEYWORDS + CASELESS
 _CASELESS_FROM = len(KEYWORDS)
 
+# What a keyword id stands for, in the notes ("... (matching: keyword 'Error', ...)").
+KEYWORD_LABELS: tuple[str, ...] = tuple(f"keyword {k.decode('utf-8', 'replace').strip()!r}" for k in ALL)
+
 ENGINES = ("hyperscan", "re2", "re")
 ENGINE_ENV = "OOMGUARD_PREFILTER_ENGINE"
 
@@ -150,8 +155,11 @@ class Engine(Protocol):
         ``known`` may be left out of ``ids`` (an engine may skip looking for them)."""
 
     def lines(self, data: bytes, start: int, end: int) -> list[tuple[int, int, int, frozenset[int]]]:
-        """Every line of ``data[start:end]`` holding a keyword, in order: (line start, line end without the
-        newline, position of its first keyword, indices into ALL of every keyword in it)."""
+        """Every line of ``data[start:end]`` worth parsing, in order: (line start, line end without the
+        newline, position of its first hit, the ids found in it)."""
+
+    def line_keywords(self, data: bytes, start: int, end: int) -> frozenset[int]:
+        """Ids a survey would report for this line that ``lines`` does not (none when they are the same)."""
 
 
 def _line_bounds(data: bytes, pos: int, start: int, end: int) -> tuple[int, int]:
@@ -162,13 +170,17 @@ def _line_bounds(data: bytes, pos: int, start: int, end: int) -> tuple[int, int]
 
 class _Hyperscan:
     """The parsers' own patterns (``parsers/scanset.py``, written for bytes by ``scan_expr.py``) in one
-    automaton: a line is a candidate when it matches something a parser acts on, not merely a word. Two
-    databases over the same expressions: one reporting every match (for the lines that get parsed), one
-    reporting each pattern once per call (a survey: a few callbacks per block, however dense the text), and,
-    inside a long stretch of routine lines, surveys without the routine patterns (``_MAX_PARTIAL_DBS``: those
-    that match most often cost the most, and a stretch only asks whether something *else* is there). An id is
-    an index into ``labels`` (one per pattern); a pattern Hyperscan cannot take is searched for by its keywords
-    under its own id (``scan_expressions``). Every database is kept compiled on disk (``scan_cache``)."""
+    automaton, for the lines that get parsed: a line is a candidate when it matches something a parser acts
+    on, not merely a word (ids ``0 .. n-1``, one per pattern; a pattern Hyperscan cannot take is searched
+    for by its keywords under its own id: ``scan_expressions``).
+
+    Surveys (a stretch of routine lines: is anything *new* in this block?) search the literal keyword table
+    instead (ids ``n ..``, one per entry of ``ALL``; each reported once per call): a literal search runs at
+    memory speed on dense error text, where two hundred regular expressions crawl (measured: about 3x),
+    and after the first surveys of a stretch it leaves out the keywords already routine
+    (``_MAX_PARTIAL_DBS``). A parsed line's keywords (``line_keywords``) are counted beside its patterns,
+    so the scanner knows which keywords are routine. Every database is kept compiled on disk
+    (``scan_cache``)."""
 
     name = "hyperscan"
     _MAX_PARTIAL_DBS = 8
@@ -180,12 +192,12 @@ class _Hyperscan:
 
         self._hs = hyperscan
         patterns = scan_patterns()
-        self.labels = tuple(p.name for p in patterns)
-        self._n = len(self.labels)
+        self._n = len(patterns)
+        self.labels = tuple(p.name for p in patterns) + KEYWORD_LABELS
         self._source = _source_key(patterns)
         self._refused: frozenset[str] = frozenset()
         self._lines_db = self._db("lines", frozenset())
-        self._survey_db = self._db("survey", frozenset())
+        self._survey_db = self._db("keywords", frozenset())
         self._partial: dict[frozenset[int], Any] = {}
 
     @property
@@ -195,27 +207,31 @@ class _Hyperscan:
     def _db(self, kind: str, leave_out: frozenset[int]) -> Any:
         from oomguard.diagnose import scan_cache
 
-        name = kind if not leave_out else "survey-partial"
+        name = kind if not leave_out else f"{kind}-partial"
         key = self._source + f"\0{kind}\0{sorted(leave_out)}".encode()
         return scan_cache.load_or_build(name, key, lambda: self._build(kind, leave_out), self._hs.HS_MODE_BLOCK)
 
     def _build(self, kind: str, leave_out: frozenset[int]) -> Any:
         hs = self._hs
+        if kind == "keywords":
+            keep = [i for i in range(len(ALL)) if self._n + i not in leave_out]
+            db = hs.Database(mode=hs.HS_MODE_BLOCK)
+            db.compile(expressions=[_hs_literal(ALL[i]) for i in keep], ids=[self._n + i for i in keep],
+                       flags=[hs.HS_FLAG_SINGLEMATCH | (hs.HS_FLAG_CASELESS if i >= _CASELESS_FROM else 0)
+                              for i in keep])
+            return db
         try:
-            return self._compile(kind, leave_out)
+            return self._compile()
         except hs.error:
             # An expression scan_expr wrote that this Hyperscan refuses: that pattern falls back to keywords.
             self._refused = _refused(hs, *scan_expressions())
-            return self._compile(kind, leave_out)
+            return self._compile()
 
-    def _compile(self, kind: str, leave_out: frozenset[int]) -> Any:
+    def _compile(self) -> Any:
         hs = self._hs
         _labels, exprs, ids, flags, _ = scan_expressions(self._refused)
-        keep = [k for k in range(len(exprs)) if ids[k] not in leave_out]
-        single = hs.HS_FLAG_SINGLEMATCH if kind == "survey" else 0
         db = hs.Database(mode=hs.HS_MODE_BLOCK)
-        db.compile(expressions=[exprs[k] for k in keep], ids=[ids[k] for k in keep],
-                   flags=[flags[k] | single for k in keep])
+        db.compile(expressions=exprs, ids=ids, flags=flags)
         return db
 
     def survey(self, data: bytes, start: int, end: int, known: frozenset[int] = frozenset()) -> Survey:
@@ -223,10 +239,11 @@ class _Hyperscan:
         out = Survey(run_starts=[data.count(m, start, end) for m in COUNT_MARKERS])
         ids = out.ids
         db = self._survey_db
+        known = frozenset(i for i in known if i >= self._n)
         if known:
             db = self._partial.get(known)
             if db is None:
-                db = self._db("survey", known) if len(self._partial) < self._MAX_PARTIAL_DBS else self._survey_db
+                db = self._db("keywords", known) if len(self._partial) < self._MAX_PARTIAL_DBS else self._survey_db
                 self._partial[known] = db
 
         def on_match(i: int, _from: int, _to: int, _flags: int, _ctx: Any) -> None:
@@ -234,6 +251,17 @@ class _Hyperscan:
 
         db.scan(memoryview(data)[start:end], match_event_handler=on_match)
         return out
+
+    def line_keywords(self, data: bytes, start: int, end: int) -> frozenset[int]:
+        """The keyword ids (as surveys report them) of the line ``data[start:end]``."""
+        ids: set[int] = set()
+
+        def on_match(i: int, _from: int, _to: int, _flags: int, _ctx: Any) -> None:
+            ids.add(i)
+
+        # Its newline too: " GPU\n" is a keyword.
+        self._survey_db.scan(memoryview(data)[start:min(end + 1, len(data))], match_event_handler=on_match)
+        return frozenset(ids)
 
     def lines(self, data: bytes, start: int, end: int) -> list[tuple[int, int, int, frozenset[int]]]:
         hits: list[tuple[int, int]] = []
@@ -357,8 +385,11 @@ class _Regex:
     more lines reach the parsers (every line holding a keyword); the same conclusions. An id is an index
     into ``ALL``."""
 
-    labels: tuple[str, ...] = tuple(k.decode("utf-8", "replace").strip() for k in ALL)
+    labels: tuple[str, ...] = KEYWORD_LABELS
     fallbacks: tuple[tuple[str, str], ...] = ()
+
+    def line_keywords(self, data: bytes, start: int, end: int) -> frozenset[int]:
+        return frozenset()  # its lines' ids are keywords already
 
     def __init__(self, name: str, pattern: Any) -> None:
         self.name = name

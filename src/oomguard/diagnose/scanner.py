@@ -131,6 +131,7 @@ class _Scanner:
         self.markers = prefilter.run_start_markers()
         self.seen = [0] * len(engine.labels)
         self.saturated: set[int] = set()
+        self.refuted = [0] * len(engine.labels)  # see _refute
         self.parsed = 0
         self.extra = 0  # lines parsed as grace or context
         self.grace = GRACE_LINES
@@ -231,6 +232,8 @@ class _Scanner:
                 self.cursor.line_at(b)  # newlines are counted here, once
                 return
         found = survey.lines if survey is not None and survey.lines is not None else self.engine.lines(data, a, b)
+        if survey is not None and survey.lines is None:
+            self._refute(survey.ids, found)
         extra = False
         for line_start, line_end, hit, ids in found:
             if self.parsed >= HEAD_LINES and ids <= self.saturated:
@@ -258,6 +261,18 @@ class _Scanner:
                 self.extra += 1
                 extra = False
             self.gap_start = line_end + 1
+
+    def _refute(self, ids: set[int], found: list[tuple[int, int, int, frozenset[int]]]) -> None:
+        """A survey (keywords) said a block of a stretch holds something new, and its lines (patterns) say
+        they are all routine: the keywords that made it look new are on lines no parser acts on. After
+        SATURATION such blocks a keyword is routine too, so a stretch of them is surveyed, not read line by
+        line (crash-loop start-ups print words like "Loading" on lines the patterns leave alone)."""
+        if not all(line_ids <= self.saturated for *_, line_ids in found):
+            return
+        for i in ids - self.saturated:
+            self.refuted[i] += 1
+            if self.refuted[i] >= SATURATION:
+                self.saturated.add(i)
 
     def _starts_run(self, line_start: int, line_end: int) -> bool:
         assert self.block is not None
@@ -305,7 +320,8 @@ class _Scanner:
         parsers.feed(parse_line(self.name, line_no, text, following=_following(data, line_end, block.end),
                                 truncated=line_end - line_start > logs.MAX_LINE_BYTES), self.col)
         if counted:
-            self._count(ids)
+            # And the keywords a survey would see on it (the hyperscan engine surveys keywords, parses patterns).
+            self._count(ids | self.engine.line_keywords(data, line_start, line_end))
 
     def _count(self, ids: frozenset[int]) -> None:
         self.parsed += 1

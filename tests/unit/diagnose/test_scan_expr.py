@@ -136,13 +136,13 @@ def test_what_cannot_be_written_falls_back_to_literals():
 # --- the cache ------------------------------------------------------------------------------------------
 def _compile_counter(monkeypatch):
     calls = []
-    real = prefilter._Hyperscan._compile
+    real = prefilter._Hyperscan._build
 
     def counting(self, *a, **k):
         calls.append(1)
         return real(self, *a, **k)
 
-    monkeypatch.setattr(prefilter._Hyperscan, "_compile", counting)
+    monkeypatch.setattr(prefilter._Hyperscan, "_build", counting)
     return calls
 
 
