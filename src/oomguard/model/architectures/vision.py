@@ -63,6 +63,8 @@ def _tower(cfg: dict, *, gated: bool = False) -> int:
     deepstack = cfg.get("deepstack_visual_indexes")
     merger *= 1 + (len(deepstack) if isinstance(deepstack, list) else 0)
     pos = int(cfg.get("num_position_embeddings") or 0) * h
+    # Gemma-4's vision encoder: a 2-D factorised position table (2 × position_embedding_size rows)
+    pos += 2 * int(cfg.get("position_embedding_size") or 0) * h
     if not pos and cfg.get("image_size") and not merge and cfg.get("model_type") != "pixtral":  # Pixtral: 2-D RoPE
         # a learned position per patch (SigLIP, CLIP and InternViT add a class token's)
         side = _side(cfg["image_size"], 0) // patch
@@ -118,8 +120,9 @@ def vision_params(config: dict) -> int:
         wrapper = str(holder.get("model_type") or config.get("model_type") or "")
         sub = holder.get("vision_config")
         if isinstance(sub, dict):
-            # Pixtral's transformer blocks use w1/w2/w3 SwiGLU (models/pixtral.py FeedForward)
-            gated = wrapper in _GATED_VIT_WRAPPERS or "fullatt_block_indexes" in sub or sub.get("model_type") == "pixtral"
+            # Pixtral's transformer blocks use w1/w2/w3 SwiGLU (models/pixtral.py FeedForward),
+            # Gemma-4's vision encoder a GeGLU gate/up/down (models/gemma4_mm.py)
+            gated = wrapper in _GATED_VIT_WRAPPERS or "fullatt_block_indexes" in sub or sub.get("model_type") in ("pixtral", "gemma4_vision")
             if wrapper in _LLAVA_PROJECTOR:
                 sub = _feature_layers(sub, holder.get("vision_feature_layer"))
             total += _tower(sub, gated=gated)
@@ -129,6 +132,27 @@ def vision_params(config: dict) -> int:
                 # pixel-shuffled width (vision width / downsample_ratio²), linear_2 LM → LM
                 wide = int(vh / float(holder.get("downsample_ratio") or 0.5) ** 2)
                 total += 2 * wide + wide * text_hidden + text_hidden * text_hidden + 2 * text_hidden
+            if wrapper == "cohere2_vision" and vh and text_hidden and holder.get("alignment_intermediate_size"):
+                # models/cohere2_vision.py Cohere2VisionMultiModalProjector: pixel shuffle by
+                # downsample_factor, linear_1 (merged gate/up of alignment_intermediate_size in
+                # all), SiLU-and-mul, linear_2 (half of it) into the LM
+                wide = vh * int(holder.get("downsample_factor") or 2) ** 2
+                align = int(holder["alignment_intermediate_size"])
+                total += wide * align + align + (align // 2) * text_hidden + text_hidden
+            if wrapper in ("idefics3", "smolvlm") and vh and text_hidden:
+                # models/idefics3.py Idefics3Connector: pixel shuffle by scale_factor, one
+                # bias-free linear into the LM
+                total += vh * int(holder.get("scale_factor") or 2) ** 2 * text_hidden
+            if wrapper == "gemma4" and vh and text_hidden:
+                total += vh * text_hidden  # models/gemma4_mm.py Gemma4MultimodalEmbedder's projection
+            if wrapper == "kimi_vl" and vh and text_hidden:
+                # models/kimi_vl.py KimiVLMultiModalProjector: LayerNorm + linear_1 over the
+                # merge_kernel_size-shuffled width, linear_2 into the LM; MoonViT's learned
+                # init_pos_emb_height × init_pos_emb_width positions
+                k = sub.get("merge_kernel_size") or [2, 2]
+                wide = vh * int(k[0]) * int(k[-1]) if isinstance(k, list) and k else vh * 4
+                total += 2 * wide + wide * wide + wide + wide * text_hidden + text_hidden
+                total += int(sub.get("init_pos_emb_height") or 0) * int(sub.get("init_pos_emb_width") or 0) * vh
             if wrapper in _LLAVA_PROJECTOR and vh and text_hidden:
                 merge = int(holder.get("spatial_merge_size") or 0) if wrapper == "mistral3" else 0
                 total += vh * text_hidden + text_hidden * text_hidden + 2 * text_hidden + vh * merge * merge * vh
