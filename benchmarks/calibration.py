@@ -139,7 +139,7 @@ def flags_of(r: dict) -> dict:
     # flags the log's non-default args show, kept under "extra" (S075: prefix caching asked for
     # on a 0.24 hybrid, where it is off by default: Mamba align mode adds a block per group)
     extra = r.get("extra") if isinstance(r.get("extra"), dict) else {}
-    for key in ("enable_prefix_caching", "limit_mm_per_prompt"):
+    for key in ("enable_prefix_caching", "limit_mm_per_prompt", "language_model_only"):
         if r.get(key, extra.get(key)) is not None:
             f[key] = r.get(key, extra.get(key))
     return f

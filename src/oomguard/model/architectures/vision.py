@@ -110,6 +110,15 @@ def _feature_layers(sub: dict, feature) -> dict:
     return dict(sub, num_hidden_layers=max(n + i + 1 if i < 0 else i for i in idx))
 
 
+def audio_params(config: dict) -> int:
+    """The audio towers' share of ``vision_params`` (the part --language-model-only keeps)."""
+    from oomguard.model.architectures.common import text_config
+
+    text_hidden = int(text_config(config).get("hidden_size") or 0)
+    holders = [config] + ([config["thinker_config"]] if isinstance(config.get("thinker_config"), dict) else [])
+    return sum(_audio_tower(h[k], text_hidden) for h in holders for k in _AUDIO_KEYS if isinstance(h.get(k), dict))
+
+
 def vision_params(config: dict) -> int:
     from oomguard.model.architectures.common import text_config
 
