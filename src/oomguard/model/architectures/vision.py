@@ -1,8 +1,9 @@
-"""Rough parameter count of vision / audio towers (for weight memory).
+"""Parameter count of vision / audio towers and their projectors (for weight memory).
 
-Vision towers vary too much to model per family; a ViT-style count
-(depth × (4·h² + 2·h·i)) plus the merger is within a few percent for the
-Qwen-VL and SigLIP towers, and they are small next to the language model.
+A ViT-style count (depth × (4·h² + 2·h·i), 3·h·i for SwiGLU/GeGLU towers) plus patch embedding,
+learned positions, mergers and the wrapper's projector, and a Whisper-style count for audio
+encoders. The registry sweep checks each against vLLM 0.32's numel (docs/models.md: most
+within 0.1 %); towers not modelled per family fall back to the ViT count.
 Exact bytes come from safetensors headers when the checkpoint is local.
 """
 
@@ -13,13 +14,13 @@ from __future__ import annotations
 # Qwen2_5_VisionBlock (models/qwen2_5_vl.py), which the Qwen2.5-Omni thinker reuses. Qwen2-VL and
 # Qwen3-VL blocks use fc1/fc2 (linear_fc1/linear_fc2), as SigLIP/CLIP/Pixtral-style towers do.
 _GATED_VIT_WRAPPERS = ("qwen2_5_vl", "qwen2_5_omni", "qwen2_5_omni_thinker")
-# Keys of the audio encoders vLLM builds (Whisper's encoder, Qwen2-Audio, Qwen3-ASR,
-# AudioFlamingo3, Voxtral): they name the width d_model / hidden_size and the layers
-# encoder_layers / num_hidden_layers.
 # LLaVA-style projectors (models/llava.py LlavaMultiModalProjector, mistral3.py): linear_1
 # vision width → LM width, linear_2 LM width → LM width; Mistral-3 adds the patch merger
 # (vision width · merge² → vision width) before them.
 _LLAVA_PROJECTOR = ("llava", "llava_next", "llava_next_video", "llava_onevision", "mistral3")
+# Keys of the audio encoders vLLM builds (Whisper's encoder, Qwen2-Audio, Qwen3-ASR,
+# AudioFlamingo3, Voxtral): they name the width d_model / hidden_size and the layers
+# encoder_layers / num_hidden_layers.
 _AUDIO_KEYS = ("audio_config", "audio_encoder_config")
 TOWER_KEYS = ("vision_config",) + _AUDIO_KEYS
 
