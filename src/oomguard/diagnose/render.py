@@ -11,6 +11,7 @@ import json
 from typing import Any, TextIO
 
 from oomguard.diagnose.diagnosis import Diagnosis
+from oomguard.diagnose.events import CHOOSE_VALUE
 
 GiB = 1 << 30
 
@@ -33,6 +34,11 @@ def fmt_value(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _where(item: dict[str, Any]) -> str:
+    """file:line; a cue about a whole paste (the functions of its tracebacks) has no one line (line 0)."""
+    return f"{item['file']}:{item['line']}" if item.get("line") else f"{item['file']} (the whole paste)"
+
+
 def fix_text(fix: dict[str, Any]) -> str:
     """A fix as the user would type it: '--max-model-len 34736', 'remove --swap-space', 'VAR=1'."""
     flag, value = fix["flag"], fix["value"]
@@ -44,6 +50,8 @@ def fix_text(fix: dict[str, Any]) -> str:
         return f"{flag}={value}"
     if value is True:
         return flag
+    if value == CHOOSE_VALUE:
+        return f"change {flag} (to a value the message allows)"
     if isinstance(value, str) and (" " in value or "{" in value):
         return f"{flag} '{value}'"
     return f"{flag} {value}"
@@ -119,7 +127,7 @@ def cue_lines(v: dict[str, Any], limit: int = 12) -> list[str]:
     """The scored cues of a verdict, one a line: '+6.00  sig:kv-too-small  vllm.log:12  (why)'."""
     out = []
     for c in v.get("cues", [])[:limit]:
-        where = f"  {c['file']}:{c['line']}" if c.get("file") else ""
+        where = f"  {_where(c)}" if c.get("file") else ""
         out.append(f"{c['weight']:+.2f}  {c['feature']}{where}  ({c['why']})")
     alts = v.get("alternatives") or []
     if alts:
@@ -169,7 +177,7 @@ def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evi
             lines.append("")
             lines.append("```")
             for e in evidence:
-                lines.append(f"{e['file']}:{e['line']}: {e['text']}")
+                lines.append(f"{_where(e)}: {e['text']}")
             lines.append("```")
             lines.append("")
     lines.append("## Facts")
@@ -216,7 +224,7 @@ def render_text(diagnosis: Diagnosis, out: TextIO, *, explain: bool = False) -> 
         if shared:
             console.print(f"   [yellow]planner:[/] {escape(shared)}")
         for e in v["evidence"]:
-            console.print(f"   [yellow]{escape(e['file'])}:{e['line']}[/] {escape(e['text'][:300])}")
+            console.print(f"   [yellow]{escape(_where(e))}[/] {escape(e['text'][:300])}")
         if v.get("settle"):
             console.print(f"   [cyan]would settle it:[/] {escape(v['settle'])}")
         if explain:
