@@ -58,6 +58,7 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
     for v in verdicts:
         members = getattr(v, "_members", [])
         _BUILDERS[v.cls](v, members, col, ctx)
+        v.summary = _whole_sentence(v.summary)
         v.fix = rank_fixes(v.fix, (votes or {}).get(v.cls.value))
         # The configuration families' standard fixes go first (dtype on pre-Ampere cards, custom all-reduce...).
         family = [f for f in family_fixes(v, members, col, ctx) if f.flag not in {x.flag for x in v.fix[:1]}]
@@ -72,6 +73,15 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
                           f"traceback frame places the error): {v.settle}.")
         if hasattr(v, "_members"):
             del v._members  # type: ignore[attr-defined]
+
+
+def _whole_sentence(summary: str) -> str:
+    """A builder quotes the error line after a colon; a verdict read from words or frames can have no line
+    (or an empty one) to quote: say so instead of ending on the colon."""
+    text = summary.rstrip()
+    if not text.endswith(":"):
+        return summary
+    return text.rstrip(":").rstrip() + " (the text does not show the error message itself; --explain lists the cues)."
 
 
 _GPU_OOM = (FC.WEIGHTS_OOM, FC.PROFILE_OOM, FC.CUDAGRAPH_OOM, FC.RUNTIME_OOM)
