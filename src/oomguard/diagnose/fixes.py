@@ -53,6 +53,25 @@ def rank_fixes(fixes: list[Fix], votes: dict[str, int] | None) -> list[Fix]:
     return fixes[:1] + [f for _s, _i, f in sorted(scored, key=lambda t: (-t[0], -t[1]))]
 
 
+def suggested_flags(col: Collector) -> set[str]:
+    """The flags the report itself suggests changing (parsers/cues.py's ``suggest:`` cues: "set --max-num-seqs=256",
+    vLLM's own "Try increasing `gpu_memory_utilization`", "decreasing swap_space helps")."""
+    from oomguard.diagnose.parsers.cues import SUGGESTION_PREFIX
+
+    return {"--" + f.removeprefix(SUGGESTION_PREFIX) for f in col.cues if f.startswith(SUGGESTION_PREFIX)}
+
+
+def suggested_first(fixes: list[Fix], suggested: set[str]) -> list[Fix]:
+    """A fix the builder proposed (its facts support it, with its value) that the report also suggests comes second,
+    right after the first (the report's own facts), unless one of the first two is already suggested."""
+    if len(fixes) < 3 or not suggested or any(f.flag in suggested for f in fixes[:2]):
+        return fixes
+    pick = next((f for f in fixes[2:] if f.flag in suggested), None)
+    if pick is None:
+        return fixes
+    return [fixes[0], pick] + [f for f in fixes[1:] if f is not pick]
+
+
 def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
                  votes: dict[str, dict[str, int]] | None = None) -> None:
     for v in verdicts:
@@ -67,6 +86,7 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
             # The setting the error names: first for a configuration error, after the class's own fixes otherwise.
             named = [f for f in named_setting_fixes(v, members, col) if f.flag not in {x.flag for x in v.fix}]
             v.fix = (family + named + v.fix[len(family):]) if v.cls == FC.CONFIG_ERROR else v.fix + named
+        v.fix = suggested_first(v.fix, suggested_flags(col))
         if v.cls in _GPU_OOM and v.settle:
             v.summary += (" The phase is the most likely one from the rest of the report (no phase marker or "
                           f"traceback frame places the error): {v.settle}.")
