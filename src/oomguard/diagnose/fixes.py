@@ -63,8 +63,8 @@ def suggested_flags(col: Collector) -> set[str]:
 
 def suggested_first(fixes: list[Fix], suggested: set[str]) -> list[Fix]:
     """A fix the builder proposed (its facts support it, with its value) that the report also suggests comes second,
-    right after the first (the report's own facts), unless one of the first two is already suggested."""
-    if len(fixes) < 3 or not suggested or any(f.flag in suggested for f in fixes[:2]):
+    right after the first (the report's own facts), unless the second is already one the report suggests."""
+    if len(fixes) < 3 or not suggested or fixes[1].flag in suggested:
         return fixes
     pick = next((f for f in fixes[2:] if f.flag in suggested), None)
     if pick is None:

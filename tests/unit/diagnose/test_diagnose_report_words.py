@@ -24,7 +24,9 @@ def test_a_suggested_flag_among_the_builders_fixes_comes_second():
     fixes = [_fix("--max-num-batched-tokens"), _fix("--gpu-memory-utilization"), _fix("--max-num-seqs")]
     assert [f.flag for f in suggested_first(fixes, {"--max-num-seqs"})] == [
         "--max-num-batched-tokens", "--max-num-seqs", "--gpu-memory-utilization"]
-    # already among the first two, or not proposed by the builder (no value to give it): unchanged
+    # the first fix suggested too: the next suggested one still comes second
+    assert [f.flag for f in suggested_first(fixes, {"--max-num-batched-tokens", "--max-num-seqs"})][1] == "--max-num-seqs"
+    # the second already suggested, or not proposed by the builder (no value to give it): unchanged
     assert suggested_first(fixes, {"--gpu-memory-utilization", "--max-num-seqs"}) == fixes
     assert suggested_first(fixes, {"--enforce-eager"}) == fixes
 
@@ -77,3 +79,10 @@ def test_cpu_out_of_memory_in_words_is_host_memory(tmp_path):
 def test_memory_used_more_and_more_is_a_failure_cue(tmp_path):
     d = diagnose([_write(tmp_path, "Why CPU Memory Is Used More and More?\n")])
     assert d.verdicts and d.verdicts[0].cls.value == "host-oom" and d.verdicts[0].confidence <= 0.5
+
+
+def test_heads_not_divisible_in_words_is_fixed_with_the_tensor_parallel_size(tmp_path):
+    text = ("When I try to run vLLM with tensor parallelism of 3, it raises an error saying that the number of "
+            "attention heads is not divisible by 3.\n")
+    v = diagnose([_write(tmp_path, text)]).verdicts[0]
+    assert v.cls.value == "config-error" and v.fix[0].flag == "--tensor-parallel-size"
