@@ -82,10 +82,7 @@ def classify_record(record: dict, *, with_context: bool) -> Result:
         os.unlink(path)
     top = d.verdicts[0] if d.verdicts else None
     fix_flag = record.get("fix_flag")
-    named = None
-    if fix_flag:
-        wanted = "--" + fix_flag.lstrip("-").replace("_", "-")
-        named = bool(top) and wanted in [f.flag for f in top.fix[:2]]
+    named = _flag_named(record, top)
     return Result(
         id=record["id"],
         level=record.get("cause_confidence_level") or "?",
@@ -187,13 +184,25 @@ def _trainer():  # noqa: ANN202 - the module
     return module
 
 
+def _same_flag(flag: str) -> set[str]:
+    """The flag and the spellings vLLM renamed or replaced it with, either way (--disable-mm-preprocessor-cache and
+    --mm-processor-cache-gb 0 are one fix: oomguard names the one the release has, or the newer when unknown)."""
+    from oomguard.versions.renames import CHANGES, ChangeKind
+
+    out = {flag}
+    for c in CHANGES:
+        if c.new and c.kind in (ChangeKind.RENAMED, ChangeKind.REPLACED, ChangeKind.INVERTED) and flag in (c.old, c.new):
+            out |= {c.old, c.new}
+    return out
+
+
 def _flag_named(record: dict, verdict, first: int = 2) -> bool | None:  # noqa: ANN001
     """Whether the verdict's first ``first`` fixes name the record's fix_flag (None when the record has none)."""
     fix_flag = record.get("fix_flag")
     if not fix_flag:
         return None
-    wanted = "--" + fix_flag.lstrip("-").replace("_", "-")
-    return verdict is not None and wanted in [f.flag for f in verdict.fix[:first]]
+    wanted = _same_flag("--" + fix_flag.lstrip("-").replace("_", "-"))
+    return verdict is not None and bool(wanted & {f.flag for f in verdict.fix[:first]})
 
 
 CV_MODES = {"thread": "cross-validation grouped by thread ({folds} folds; no thread in both the fit and the test)",
