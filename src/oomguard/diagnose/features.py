@@ -361,6 +361,8 @@ _SIGNAL_WHY = {
     Signal.ENGINE_DIED: "the engine died", Signal.GENERIC_EXCEPTION: "an exception oomguard has no class for",
     Signal.MISSING_DEPENDENCY: "a Python module is missing", Signal.CHAT_TEMPLATE: "the chat template failed",
     Signal.NCCL_ERROR: "NCCL failed", Signal.RAY_PLACEMENT: "Ray could not place the GPUs",
+    Signal.SWAP_EXHAUSTED: "vLLM (V0): the KV cache filled while serving and the CPU swap space it preempts "
+    "sequences into filled too",
 }
 _CUE_WHY = {"host": "host-memory cue", "req": "request-time cue", "words": "the reporter's words",
             "fail": "the report says something failed",

@@ -86,3 +86,20 @@ def test_heads_not_divisible_in_words_is_fixed_with_the_tensor_parallel_size(tmp
             "attention heads is not divisible by 3.\n")
     v = diagnose([_write(tmp_path, text)]).verdicts[0]
     assert v.cls.value == "config-error" and v.fix[0].flag == "--tensor-parallel-size"
+
+
+def test_v0_aborting_for_lack_of_cpu_swap_space_is_a_runtime_failure(tmp_path):
+    """vLLM V0's scheduler message: the KV cache filled while serving and the sequences it preempts by swapping do
+    not fit the CPU swap space either (not the host's RAM running out)."""
+    text = ("RuntimeError: Aborted due to the lack of CPU swap space. Please increase the swap space to avoid this "
+            "error.\n")
+    v = diagnose([_write(tmp_path, text)]).verdicts[0]
+    assert v.cls.value == "runtime-oom" and v.confidence > 0.5
+    flags = [f.flag for f in v.fix]
+    assert flags[:2] == ["--max-num-seqs", "--swap-space"] and len(flags) == len(set(flags))
+
+
+def test_a_worker_dead_of_sigbus_points_at_the_containers_shared_memory(tmp_path):
+    text = "Fatal Python error: Bus error\nI deployed vllm on RTX4090 * 2 and encountered an error.\n"
+    v = diagnose([_write(tmp_path, text)]).verdicts[0]
+    assert v.cls.value == "nccl-error" and v.fix[0].flag == "docker" and "shm" in str(v.fix[0].value)

@@ -235,6 +235,10 @@ TABLE: tuple[CueRule, ...] = (
           "128 GB unified memory on a DGX Spark (GB10)"),
     _rule("words:shm", r"/dev/shm|shm[-_]size|--ipc[= ]host", ("/dev/shm", "shm-size", "shm_size", "--ipc"),
           "System memory request exceeds memory available in /dev/shm", failure=True),
+    # A process dying of SIGBUS: in a container, the signature of a /dev/shm too small for the workers' shared
+    # memory (Docker's default is 64 MB); a failure on its own, in any line.
+    _rule("host:sigbus", r"\bSIGBUS\b|\bBus error\b", ("SIGBUS", "Bus error", "bus error"),
+          "Fatal Python error: Bus error", states=True, flags=0),
     _rule("words:timeout", r"timed out|\btimeout\b|TimeoutError|超时", ("timed out", "timeout", "Timeout", "超时"),
           "RPC call to sample_tokens timed out", failure=True, states=True),
     _rule("words:placement", r"placement[ _]group|ray status|resource (?:request|demand)|\bray start\b|pending nodes",
