@@ -107,7 +107,10 @@ def _fact_led(v: Verdict, members: list[Any]) -> bool:
     """Whether the builder's first fix follows this report's own facts (see attach_fixes), not its default order."""
     from oomguard.diagnose.remedy import cause_of
 
-    return v.cls not in _GPU_OOM or cause_of(members) is not None
+    # chunked prefill is proposed only for a V0 launch without it (V0 refuses fewer batched tokens than
+    # max_model_len then): a fact of this launch, not the builder's default
+    chunked = bool(v.fix) and v.fix[0].flag == "--enable-chunked-prefill"
+    return v.cls not in _GPU_OOM or cause_of(members) is not None or chunked
 
 _BUILDERS: dict[FC, Callable[[Verdict, list[Any], Collector, Context], None]] = {
     FC.WEIGHTS_OOM: _weights, FC.STARTUP_FREE_MEMORY: _startup_free, FC.PROFILE_OOM: _profile,
