@@ -80,6 +80,7 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
     for v in verdicts:
         members = getattr(v, "_members", [])
         _BUILDERS[v.cls](v, members, col, ctx)
+        v.summary = _whole_sentence(v.summary)
         # The first fix stays first when the report names what caused the failure (the sampler warm-up, the
         # multimodal encoder, prompt logprobs, the batched tokens...) or rests on vLLM's own message with its
         # numbers: the builder's first fix answers that. Otherwise the labelled threads' votes order all of them.
@@ -100,6 +101,15 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
             del v._members  # type: ignore[attr-defined]
 
 
+def _whole_sentence(summary: str) -> str:
+    """A builder quotes the error line after a colon; a verdict read from words or frames can have no line
+    (or an empty one) to quote: say so instead of ending on the colon."""
+    text = summary.rstrip()
+    if not text.endswith(":"):
+        return summary
+    return text.rstrip(":").rstrip() + " (the text does not show the error message itself; --explain lists the cues)."
+
+
 _GPU_OOM = (FC.WEIGHTS_OOM, FC.PROFILE_OOM, FC.CUDAGRAPH_OOM, FC.RUNTIME_OOM)
 
 
@@ -111,6 +121,7 @@ def _fact_led(v: Verdict, members: list[Any]) -> bool:
     # max_model_len then): a fact of this launch, not the builder's default
     chunked = bool(v.fix) and v.fix[0].flag == "--enable-chunked-prefill"
     return v.cls not in _GPU_OOM or cause_of(members) is not None or chunked
+
 
 _BUILDERS: dict[FC, Callable[[Verdict, list[Any], Collector, Context], None]] = {
     FC.WEIGHTS_OOM: _weights, FC.STARTUP_FREE_MEMORY: _startup_free, FC.PROFILE_OOM: _profile,

@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from oomguard.diagnose.context import Context
-from oomguard.diagnose.events import Fix, Signal, Verdict
+from oomguard.diagnose.events import CHOOSE_VALUE, Fix, Signal, Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.flags import hint_for, split_unrecognized
 from oomguard.diagnose.parsers.numbers import maybe_number
@@ -327,7 +327,7 @@ def named_setting_fixes(v: Verdict, members: list[Any], col: Collector) -> list[
                 continue
             seen.add(flag)
             if _is_vllm_flag(flag):
-                out.append(Fix(flag, "<a value the message allows>", "the error names this setting"))
+                out.append(Fix(flag, CHOOSE_VALUE, "the error names this setting"))
             if len(out) >= 3:
                 return out
     return out

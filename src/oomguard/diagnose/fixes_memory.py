@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from oomguard.diagnose.context import Context
-from oomguard.diagnose.events import Fix, Verdict
+from oomguard.diagnose.events import Fix, Signal, Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import fmt
 from oomguard.diagnose.remedy import (
@@ -300,7 +300,7 @@ def _kv_small(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> N
     if tokens is not None and max_len:
         v.numbers.append(f"KV cache holds {int(tokens)} tokens < max_model_len {max_len}")
     if est:
-        v.numbers.append(f"largest max_model_len that fits: {est}")
+        v.numbers.append(f"largest max_model_len the KV cache holds (vLLM's estimate; the model's own maximum is a separate limit): {est}")
     v.summary = (f"The KV cache cannot hold one request of max_model_len {max_len or '(the default)'} tokens"
                  + (f": it fits {fit} tokens." if fit else "."))
     if fit:
@@ -389,8 +389,17 @@ def _host(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
                      "no CUDA error is involved.")
     else:
         code = num_of(members, "exit_code")
-        v.summary = (f"A vLLM process was killed by SIGKILL (exit {code if code is not None else 137}) without a CUDA "
-                     "error: the signature of the host (or container) OOM killer.")
+        signals = {getattr(m, "signal", None) for m in members}
+        if code is not None or Signal.SIGKILL in signals or ctx.exit_code == 137:
+            v.summary = (f"A vLLM process was killed by SIGKILL (exit {code if code is not None else 137}) without a "
+                         "CUDA error: the signature of the host (or container) OOM killer.")
+        elif Signal.HOST_ALLOC_FAILURE in signals:
+            v.summary = ("A host-memory allocation failed (CPU or pinned memory, not the GPU's): host RAM or the "
+                         "container's memory limit ran out.")
+        else:
+            # Only words or a table say so: claim no kill or exit status the text does not show.
+            v.summary = ("Host RAM (or the container's memory limit) ran out, as the report describes it; no kernel "
+                         "OOM-killer line, SIGKILL or exit status is in the text (dmesg would confirm it).")
     for event in col.kernel_memory:
         if event.get("event") == "cgroup usage":
             v.numbers.append(f"cgroup usage {fmt(event['usage_bytes'] / (1 << 30))} GiB of limit "
