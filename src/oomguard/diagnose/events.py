@@ -47,6 +47,7 @@ class Signal(str, Enum):
     CHAT_TEMPLATE = "chat-template"
     NCCL_ERROR = "nccl-error"
     RAY_PLACEMENT = "ray-placement"
+    SWAP_EXHAUSTED = "swap-exhausted"  # V0: "Aborted due to the lack of CPU swap space" (preemption by swapping)
 
 
 @dataclass

@@ -354,6 +354,13 @@ def _runtime(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
     reason = primary_reason(members)
     v.summary = ("CUDA out of memory while serving: a step's activations (long prefill, large batch or prompt "
                  f"logprobs) outgrew the memory left outside the KV pool{f' ({reason})' if reason and reason != 'message' else ''}.")
+    if cause_of(members) == "swap":
+        # V0 preempted sequences by swapping their KV blocks to the CPU and that space filled: fewer sequences
+        # in flight preempt less; a larger swap space holds more of them (host RAM, pinned per GPU)
+        swap = int_arg(ctx, "swap_space")
+        v.fix.append(Fix("--max-num-seqs", lower_seqs(ctx), "fewer running sequences: less preemption by swapping"))
+        v.fix.append(Fix("--swap-space", max(8, 2 * swap) if swap else 16, "GiB of CPU swap space per GPU for "
+                         "preempted sequences (host RAM)"))
     version = ctx.version_tuple()
     if (ctx.engine == "V0" or (version is not None and version < (0, 8))) and not ctx.arg("enable_chunked_prefill"):
         # V0 without chunked prefill runs a whole prompt in one step (and its prompt logprobs over the vocabulary)
@@ -367,6 +374,8 @@ def _runtime(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
     if reserved is not None and reserved > 0.5:
         v.fix.append(Fix("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True",
                          f"environment variable: {fmt(reserved)} GiB were reserved but unallocated (fragmentation)"))
+    seen: set[str] = set()
+    v.fix = [f for f in v.fix if not (f.flag in seen or seen.add(f.flag))]  # each flag once (the swap case adds one)
 
 
 def _host(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
