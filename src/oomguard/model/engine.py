@@ -170,6 +170,10 @@ def default_batch_limits(version: tuple[int, int, int], total_bytes: int, gpu_na
     return (2048 if serve else 8192), 256
 
 
+# vLLM's CUDAGraphMode names (config/compilation.py), the values --compilation-config cudagraph_mode takes.
+CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+
+
 def capture_sizes(max_size: int, num_seqs: int, tokens: int) -> list[int]:
     """``[1,2,4] + range(8, min(M+1,256), 8) + range(256, M+1, 16)`` (config/vllm.py)."""
     sizes = [s for s in (1, 2, 4) if s <= max_size]
@@ -366,6 +370,11 @@ def resolve(
     eager = bool(flags.get("enforce_eager") or False)
     comp = _json(flags.get("compilation_config"))
     mode = str(comp.get("cudagraph_mode") or ("NONE" if eager else ("PIECEWISE" if v < (0, 11, 0) else "FULL_AND_PIECEWISE"))).upper()
+    if engine != "V0" and mode not in CUDAGRAPH_MODES:
+        # vLLM takes the enum's names only (config/compilation.py::CUDAGraphMode); any other value is
+        # refused at start-up, and no graph estimate exists for it
+        raise InputError(f"--compilation-config cudagraph_mode {str(comp.get('cudagraph_mode'))[:40]!r}: not one of "
+                         f"{', '.join(CUDAGRAPH_MODES)} (vLLM rejects it)")
     if eager:
         mode = "NONE"
     elif engine == "V0":

@@ -130,3 +130,16 @@ def test_evidence_files_are_parsed_once_however_many_fixes_check_tries(tmp_path,
     smi.write_text(smi.read_text().replace("30000 MiB", "1000 MiB"))  # a rewritten file is read again
     main(["check", "--gpu", "H100", "--nvidia-smi", str(smi), "--", "vllm", "serve", "Qwen/Qwen3-8B"])
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("command, code", [("check", 3), ("plan", 2), ("fit", 2)])
+def test_an_unknown_cudagraph_mode_is_refused_not_a_crash(capsys, command, code):
+    """Found by the fuzz campaign (benchmarks/fuzz.py --seed 11, check-json-flags): a cudagraph_mode
+    that is no CUDAGraphMode name left no graph mode to estimate: `internal error: ValueError`."""
+    from oomguard.cli.main import main
+
+    rc = main([command, "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-8B",
+               "--compilation-config", '{"cudagraph_mode": "-1.2483149135344848e+16"}'])
+    out, err = capsys.readouterr()
+    assert rc == code and "internal error" not in err
+    assert "not one of NONE, PIECEWISE, FULL, FULL_DECODE_ONLY, FULL_AND_PIECEWISE" in " ".join((out + err).split())
