@@ -267,6 +267,12 @@ CLASS_RULES: tuple[tuple[str, object, str], ...] = (
      lambda m, f, x, t: (m.startswith("config") or "verify" in f or "arg_utils" in m) and _MAXLEN(t)
      and ("derived" in t or "greater than" in t or "exceeds" in t or "larger than" in t or "longer than" in t),
      "max-len-exceeds-model"),
+    ("a request's parameters refused (sampling / pooling params, the OpenAI server's request checks, structured "
+     "output): the server answers 400 and keeps running, no class",
+     lambda m, f, x, t: x == "VLLMValidationError" or m.startswith(("sampling_params", "pooling_params",
+                                                                   "v1/structured_output", "entrypoints/openai",
+                                                                   "entrypoints/pooling", "entrypoints/serve"))
+     and "cli_args" not in m and "chat_utils" not in m, None),
     ("illegal memory access / device asserts", lambda m, f, x, t: "illegal memory access" in t, "illegal-memory-access"),
     ("argparse and the CLI (engine/arg_utils, entrypoints/*cli_args, utils/argparse_utils, parser.error)",
      lambda m, f, x, t: x == "argparse" or "arg_utils" in m or "cli_args" in m or "argparse" in m

@@ -241,9 +241,18 @@ def _quality(t: Template, line: list[str], lineset: set[str]) -> tuple[float, st
     share = matched / n
     if tight and matched >= 4 and share >= 0.6:
         return 0.35 + 0.55 * share, "fragment"
-    if tight and matched >= 6 and matched >= 0.8 * len(line):
-        # a piece from the middle of the message, and little else on the line
-        return min(0.75, 0.4 + 0.025 * matched), "fragment"
+    if len(line) >= 6:
+        # a piece from the middle of the message, and little else on the line: the line's words in the template's
+        # order (read from the line's side: the template's earlier words must not take the line's first ones)
+        tpos = inside = 0
+        for w in line:
+            try:
+                tpos = words.index(w, tpos) + 1
+                inside += 1
+            except ValueError:
+                continue
+        if inside >= 6 and inside >= 0.8 * len(line):
+            return min(0.75, 0.4 + 0.025 * inside), "fragment"
     overlap = common / len(t.wordset)
     if len(t.wordset) >= 5 and overlap >= 0.75 and common >= 0.5 * len(lineset):
         # most of its words, in other order or other words between them, and the line is mostly about it
