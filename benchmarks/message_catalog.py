@@ -110,7 +110,7 @@ def throughput_lines(size_mb: int) -> None:
             buf = messages.LineBuffer.new()
             for i, t in enumerate(texts):
                 buf.add(parse_line("x", i, t))
-            kept = [t for _f, _n, t in buf.lines()]
+            kept = [t for _f, _n, t, _p in buf.lines()]
             print(f"{kind} {size_mb} MB: {lines} lines, {len(texts)} candidates (before the prefilter), "
                   f"{len(kept)} kept by the bounded buffer")
             per_line(kept, f"{kind}, the buffer's lines")

@@ -124,7 +124,7 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
         cues.append(Cue(hit.feature, _CUE_WHY.get(hit.feature.split(":")[0], "report cue") + f" ({hit.feature})",
                         hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES or hit.feature in FAILURE_STATEMENTS
                         or (hit.error and hit.feature in FAILURE_WORDS)))
-    cues += _message_cues(col)
+    cues += _message_cues(col, cues)
     if not any(c.anchor for c in cues) or not any(c.event is not None for c in cues):
         # A traceback whose error line is missing (cut, or not pasted): the frames still say where it failed.
         for (file, _run), frames in col.paste_frames.items():
@@ -155,17 +155,22 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
     return cues
 
 
-def _message_cues(col: Collector) -> list[Cue]:
+def _message_cues(col: Collector, cues: list[Cue]) -> list[Cue]:
     """``msg:<class>``: a line that is one of vLLM's own messages (parsers/messages.py: the catalog derived from
-    vLLM's source), in whatever shape the report gives it. A weaker match (a cut, a fragment, a paraphrase) is
-    ``para:msg:<class>``: an anchor of the words tier (its verdict's confidence is capped)."""
+    vLLM's source), in whatever shape the report gives it. A weaker match (a cut, a fragment, a paraphrase), or
+    one on a line people wrote, is ``para:msg:<class>``: an anchor of the words tier (its verdict's confidence
+    is capped)."""
     if col.message_lines is None:
         return []
     from oomguard.diagnose.parsers import messages
 
+    # one line, one cue: a line a parser already read as an error keeps that reading (the catalog adds the lines
+    # nobody else reads, and does not count the same message twice)
+    read = {(c.file, c.line) for c in cues if c.anchor and c.event is not None and c.event.signal not in _UNSPECIFIC}
     out = []
-    for hit in messages.hits(col.message_lines):
-        name = hit.feature if hit.quality >= messages.STRONG_QUALITY else "para:" + hit.feature
+    for hit in messages.hits(col.message_lines, read):
+        strong = hit.quality >= messages.STRONG_QUALITY and not hit.prose
+        name = hit.feature if strong else "para:" + hit.feature
         out.append(Cue(name, f"vLLM's message raised in {hit.where} ({hit.how}, quality {hit.quality:.2f})",
                        hit.file, hit.line, hit.text, anchor=True))
     for note in messages.notes(col.message_lines):

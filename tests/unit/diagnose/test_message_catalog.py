@@ -147,7 +147,7 @@ def test_the_buffer_is_bounded_and_says_what_it_skipped(monkeypatch):
     buf = messages.LineBuffer.new()
     for i in range(10):
         buf.add(parse_line("f.log", i, f"ValueError: distinct message number {i} here"))
-    kept = [no for _f, no, _t in buf.lines()]
+    kept = [no for _f, no, _t, _p in buf.lines()]
     assert kept == [0, 1, 2, 8, 9]
     assert buf.skipped == {"f.log": 5}
     assert "5 distinct ones in between" in messages.notes(buf)[0]

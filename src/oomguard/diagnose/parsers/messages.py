@@ -69,10 +69,13 @@ _PREFIXES = re.compile(
     r"(?:\[rank\d+\]:\s*)?",
 )
 _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Exit|Interrupt))\s*:\s*")
-_TOKEN = re.compile(r"[a-z][a-z0-9_]*(?:'[a-z]+)?|\d+(?:\.\d+)?")
+# a word keeps its hyphens ("device-side", a flag's name "--tool-call-parser" is one word)
+_TOKEN = re.compile(r"[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*(?:'[a-z]+)?|\d+(?:\.\d+)?")
 _PLACEHOLDER = re.compile(r"\{n?\}")
-_TOKEN_OR_SLOT = re.compile(r"[a-z][a-z0-9_]*(?:'[a-z]+)?|\d+(?:\.\d+)?|\x00")
+_TOKEN_OR_SLOT = re.compile(_TOKEN.pattern + r"|\x00")
 _ERROR_RECORD = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
+_OTHER_LEVEL = re.compile(r"(?:^|[\s\[|:(-])(?:INFO|DEBUG|TRACE|WARN|WARNING|NOTICE|UserWarning|FutureWarning|"
+                          r"DeprecationWarning)(?:[\s\]|:)-]|$)")
 # Traceback frames and source lines, a caret line: never a message
 _NOT_MESSAGES = ("File \"", "Traceback", "  ", "^", "~", "raise ", "return ", "self.", "During handling", "--", "$ ",
                  "vllm serve", "python ")
@@ -295,12 +298,13 @@ def match_text(text: str) -> Match | None:
 
 def is_candidate(line: LogLine) -> bool:
     """Lines that can carry a failure message: error records, exception lines, prose (not INFO/WARNING records)."""
-    if line.kernel or not line.message or line.message.startswith(_NOT_MESSAGES) or line.message.endswith(" \\"):
-        return False  # a traceback's frames and code, a command line continued with a backslash
+    msg = line.message
+    if line.kernel or not msg or msg.startswith(_NOT_MESSAGES) or msg.endswith(" \\") or msg.count(" --") >= 3:
+        return False  # a traceback's frames and code, a command line (continued with a backslash, or its flags)
     if line.level in ("ERROR", "CRITICAL"):
         return True
-    if line.level is not None:
-        return False
+    if line.level is not None or _OTHER_LEVEL.search(line.message[:100]):
+        return False  # INFO / WARNING records, vLLM's or another logger's (NCCL's "NCCL INFO", Python's "- INFO -")
     return line.prose or _ERROR_RECORD.match(line.message) is not None
 
 
@@ -314,14 +318,15 @@ class MessageHit:
     how: str
     template: str
     where: str
+    prose: bool = False  # a line people wrote (not a log record): their words, however exact
 
 
 @dataclass
 class LineBuffer:
     """The candidate lines of one read, bounded: the first ``MAX_LINES_HEAD`` and the last ``MAX_LINES_TAIL``
-    distinct texts of each file (``skipped`` counts those in between)."""
+    distinct texts of each file (``skipped`` counts those in between). An entry is (line number, text, prose)."""
 
-    head: dict[str, list[tuple[int, str]]]
+    head: dict[str, list[tuple[int, str, bool]]]
     tail: dict[str, deque]
     seen: dict[str, set[str]]
     skipped: dict[str, int]
@@ -337,25 +342,26 @@ class LineBuffer:
         seen = self.seen.setdefault(line.file, set())
         if text in seen:
             return
+        entry = (line.line, text, bool(line.prose))
         head = self.head.setdefault(line.file, [])
         if len(head) < MAX_LINES_HEAD:
-            head.append((line.line, text))
+            head.append(entry)
             seen.add(text)
             return
         tail = self.tail.setdefault(line.file, deque())
         if len(seen) < MAX_LINES_HEAD + MAX_LINES_TAIL * 4:
             seen.add(text)  # bounded: past this, repeats in the tail are matched again (memoised anyway)
-        tail.append((line.line, text))
+        tail.append(entry)
         if len(tail) > MAX_LINES_TAIL:
             tail.popleft()
             self.skipped[line.file] = self.skipped.get(line.file, 0) + 1
 
     def lines(self):
         for file, head in self.head.items():
-            for no, text in head:
-                yield file, no, text
-            for no, text in self.tail.get(file, ()):
-                yield file, no, text
+            for no, text, prose in head:
+                yield file, no, text, prose
+            for no, text, prose in self.tail.get(file, ()):
+                yield file, no, text, prose
 
 
 def note(line: LogLine, buffer: LineBuffer) -> None:
@@ -363,10 +369,13 @@ def note(line: LogLine, buffer: LineBuffer) -> None:
         buffer.add(line)
 
 
-def hits(buffer: LineBuffer) -> list[MessageHit]:
-    """One hit per class: the best-matching line of each (first in file order among equals)."""
+def hits(buffer: LineBuffer, skip: set[tuple[str, int]] | frozenset = frozenset()) -> list[MessageHit]:
+    """The best-matching line of each class (first in file order among equals), leaving out the lines in
+    ``skip`` (those another parser already read as an error: one line, one cue)."""
     best: dict[str, MessageHit] = {}
-    for file, no, text in buffer.lines():
+    for file, no, text, prose in buffer.lines():
+        if (file, no) in skip:
+            continue
         m = match_text(text)
         if m is None or m.failure_class is None:
             continue
@@ -375,7 +384,7 @@ def hits(buffer: LineBuffer) -> list[MessageHit]:
         if known is None or m.quality > known.quality:
             t = m.template
             best[feature] = MessageHit(feature, file, no, text[:300], m.quality, m.how, t.text,
-                                       f"{t.module}:{t.function}" if t.function else t.module)
+                                       f"{t.module}:{t.function}" if t.function else t.module, prose)
     return list(best.values())
 
 
