@@ -50,6 +50,8 @@ MAX_CANDIDATES = 24
 # At or above this a match is the message itself (all its words, or most of them up to a cut): ``msg:<class>``;
 # below it ``msg:<class>:partial``.
 STRONG_QUALITY = 0.8
+# A cut message on a line people wrote counts from half its words on (0.55 + 0.4 x 0.5).
+PROSE_TRUNCATION_MIN = 0.75
 # Levels whose messages state a failure; a warning's never does (vLLM warns and carries on).
 FAILURE_KINDS_EXCLUDED = frozenset({"warning"})
 
@@ -378,6 +380,10 @@ def hits(buffer: LineBuffer, skip: set[tuple[str, int]] | frozenset = frozenset(
             continue
         m = match_text(text)
         if m is None or m.failure_class is None:
+            continue
+        if prose and m.how == "truncated" and m.quality < PROSE_TRUNCATION_MIN:
+            # a message's first words in someone's text ("- Free memory on device: 78.6/79.2 GiB on startup") are
+            # often a measurement, not the error: the words that state the failure come later
             continue
         feature = f"msg:{m.failure_class}"
         known = best.get(feature)
