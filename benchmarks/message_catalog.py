@@ -65,15 +65,15 @@ def size_report() -> None:
 
 
 def load_report(runs: int) -> None:
-    code = ("import time; t0 = time.perf_counter(); c0 = time.process_time(); "
-            "from oomguard.diagnose.parsers import messages; c = messages.catalog(); "
+    code = ("import time; from oomguard.diagnose.parsers import messages; "
+            "t0 = time.perf_counter(); c0 = time.process_time(); c = messages.catalog(); "
             "print(time.perf_counter() - t0, time.process_time() - c0, len(c))")
     wall, cpu = [], []
     for _ in range(runs):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
         wall.append(float(out[0]))
         cpu.append(float(out[1]))
-    print(f"load (import + read + index, fresh process, {runs} runs): wall best {min(wall) * 1e3:.0f} ms, median "
+    print(f"load (catalog(): read + index, after the imports, fresh process, {runs} runs): wall best {min(wall) * 1e3:.0f} ms, median "
           f"{statistics.median(wall) * 1e3:.0f} ms; CPU best {min(cpu) * 1e3:.0f} ms, median "
           f"{statistics.median(cpu) * 1e3:.0f} ms")
 

@@ -145,12 +145,17 @@ def test_the_buffer_is_bounded_and_says_what_it_skipped(monkeypatch):
     monkeypatch.setattr(messages, "MAX_LINES_HEAD", 3)
     monkeypatch.setattr(messages, "MAX_LINES_TAIL", 2)
     buf = messages.LineBuffer.new()
+    buf.add(parse_line("f.log", 0, "ValueError: distinct message number 1 here"))
+    buf.add(parse_line("f.log", 0, "ValueError: distinct message number 2 here"))  # only its number differs
+    assert len(list(buf.lines())) == 1
+    buf = messages.LineBuffer.new()
     for i in range(10):
-        buf.add(parse_line("f.log", i, f"ValueError: distinct message number {i} here"))
+        buf.add(parse_line("f.log", i, f"ValueError: distinct message number {'x' * i} here"))
     kept = [no for _f, no, _t, _p in buf.lines()]
     assert kept == [0, 1, 2, 8, 9]
     assert buf.skipped == {"f.log": 5}
     assert "5 distinct ones in between" in messages.notes(buf)[0]
+    assert "first 3 and last 2" in messages.notes(buf)[0]
 
 
 def test_a_log_without_error_lines_never_loads_the_catalog(tmp_path):

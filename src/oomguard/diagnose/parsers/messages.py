@@ -24,8 +24,8 @@ unclassed, gives no cue: it is vLLM's, but it says no class.
 Cost: the catalog is loaded on the first candidate line only (``catalog()``); candidate lines are
 error records, exception lines and prose (never INFO / DEBUG / WARNING records) that the prefilter
 let through; results are memoised by normalised text, and at most ``MAX_LINES_HEAD`` + ``MAX_LINES_TAIL``
-distinct lines of a file are matched (the first ones and the last ones, where a run dies); when
-lines in between are skipped, the output says so.
+distinct lines of a file (lines that differ only in their numbers count once) are matched: the first ones
+and the last ones, where a run dies; when lines in between are skipped, the output says so.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from pathlib import Path
 from oomguard.diagnose.events import LogLine
 
 CATALOG_FILE = Path(__file__).resolve().parents[2] / "data" / "vllm_messages.json"
-MAX_LINES_HEAD = 2000
-MAX_LINES_TAIL = 4000
+MAX_LINES_HEAD = 500
+MAX_LINES_TAIL = 1500
 MAX_LINE_CHARS = 2000
 # Below this a match is too weak to say anything (a few common words in common).
 MIN_QUALITY = 0.45
@@ -75,6 +75,7 @@ _EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Exit|Interrupt))\
 _TOKEN = re.compile(r"[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*(?:'[a-z]+)?|\d+(?:\.\d+)?")
 _PLACEHOLDER = re.compile(r"\{n?\}")
 _TOKEN_OR_SLOT = re.compile(_TOKEN.pattern + r"|\x00")
+_DIGITS = re.compile(r"\d+")
 _ERROR_RECORD = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
 _OTHER_LEVEL = re.compile(r"(?:^|[\s\[|:(-])(?:INFO|DEBUG|TRACE|WARN|WARNING|NOTICE|UserWarning|FutureWarning|"
                           r"DeprecationWarning)(?:[\s\]|:)-]|$)")
@@ -265,10 +266,13 @@ def _quality(t: Template, line: list[str], lineset: set[str]) -> tuple[float, st
     return 0.0, ""
 
 
-@lru_cache(maxsize=8192)
 def match_text(text: str) -> Match | None:
     """The best template for one line of text (None below ``MIN_QUALITY``)."""
-    norm, exc = normalise(text)
+    return _match(*normalise(text))
+
+
+@lru_cache(maxsize=8192)
+def _match(norm: str, exc: str | None) -> Match | None:
     line = [w for w in tokens(norm) if not w[0].isdigit()]
     if len(line) < 3:
         return None
@@ -341,18 +345,20 @@ class LineBuffer:
         text = line.raw.strip()
         if not text:
             return
+        # lines that differ only in their numbers (pids, times, sizes: a crash loop's restarts) match alike
+        key = _DIGITS.sub("", text)
         seen = self.seen.setdefault(line.file, set())
-        if text in seen:
+        if key in seen:
             return
         entry = (line.line, text, bool(line.prose))
         head = self.head.setdefault(line.file, [])
         if len(head) < MAX_LINES_HEAD:
             head.append(entry)
-            seen.add(text)
+            seen.add(key)
             return
         tail = self.tail.setdefault(line.file, deque())
         if len(seen) < MAX_LINES_HEAD + MAX_LINES_TAIL * 4:
-            seen.add(text)  # bounded: past this, repeats in the tail are matched again (memoised anyway)
+            seen.add(key)  # bounded: past this, repeats in the tail are matched again (memoised anyway)
         tail.append(entry)
         if len(tail) > MAX_LINES_TAIL:
             tail.popleft()
