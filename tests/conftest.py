@@ -5,12 +5,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "tests" / "scenarios"
+
+# diagnose's compiled Hyperscan databases (diagnose/scan_cache.py): one cache for the whole run and the CLI
+# subprocesses it starts, outside the user's home; compiled once (~2 s), then loaded in milliseconds.
+os.environ.setdefault("OOMGUARD_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"oomguard-test-cache-{os.getuid()}"))
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 60) -> subprocess.CompletedProcess:

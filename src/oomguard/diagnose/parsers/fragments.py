@@ -26,6 +26,7 @@ _FRAGMENTS: tuple[tuple[Signal, re.Pattern[str]], ...] = tuple((s, re.compile(p,
     (Signal.MAX_LEN_EXCEEDS, r"is greater than the derived max_model_len"),
     (Signal.SAMPLER_WARMUP_OOM, r"occurred when warming up (?:the )?(?:sampler|pooler)"),
 ))
+SCAN = tuple(rx for _, rx in _FRAGMENTS)  # for diagnose's byte scan (parsers/scanset.py)
 KEYWORDS: tuple[bytes, ...] = (b"larger than the available", b"Based on the available memory", b"to serve at least one",
                                b"No available memory", b"single token", b"Cannot auto-fit", b"less than desired",
                                b"used by other processes", b"Mamba cache block", b"derived max_model_len",

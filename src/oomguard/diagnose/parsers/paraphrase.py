@@ -72,3 +72,8 @@ def parse_paraphrase(line: LogLine, col: Collector, msg: str, joined: str) -> bo
         col.signal(Signal.OOM_PROSE, line, numbers=numbers, hints=phase_hints(joined))
         return True
     return False
+
+
+
+# For diagnose's byte scan (parsers/scanset.py scans every module-level pattern here but these): any CJK character.
+NOT_SCANNED = (_CJK,)
