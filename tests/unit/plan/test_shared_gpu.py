@@ -82,16 +82,21 @@ def test_same_gpu_scripts_in_start_order(tmp_path):
     assert json.loads(out.stdout)["shared_gpu"][0]["ok"]
 
 
-def test_before_0_10_2_the_running_servers_are_charged_to_the_next_budget():
+@pytest.mark.parametrize("old", ["0.8.5", "0.9.0"])
+def test_before_0_9_1_the_running_servers_are_charged_to_the_next_budget(old):
     gpu = lookup_gpu("A100-80GB")
-    sp = plan_shared(_servers("0.8.5"), gpu, propose=False)
+    sp = plan_shared(_servers(old), gpu, propose=False)
     chat, helper = sp.outcomes
-    # no start check in 0.8.5, but the helper's budget (0.3 × total) already holds the chat server: no KV left
+    # no start check before 0.9.1, but the helper's budget (0.3 × total) already holds the chat server: no KV left
     assert helper.plan.failure.value == "no-kv-memory"
     assert helper.plan.tight_rank.non_torch.bytes > chat.footprint_bytes
-    # from 0.10.2 the same pair fails vLLM's free-memory check instead
-    sp11 = plan_shared(_servers("0.11.0"), gpu, propose=False)
-    assert sp11.outcomes[1].plan.failure.value == "startup-free-memory"
+
+
+@pytest.mark.parametrize("new", ["0.9.1", "0.10.0", "0.11.0"])
+def test_from_0_9_1_the_same_pair_fails_the_free_memory_check_at_start(new):
+    # v1/worker/gpu_worker.py::init_device takes its snapshot and checks free >= total × util from 0.9.1
+    sp = plan_shared(_servers(new), lookup_gpu("A100-80GB"), propose=False)
+    assert sp.outcomes[1].plan.failure.value == "startup-free-memory"
 
 
 def test_utilization_split_of_an_old_release_counts_the_earlier_servers():
