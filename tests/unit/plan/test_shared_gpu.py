@@ -44,12 +44,18 @@ def test_compose_with_two_services_on_one_gpu_names_the_server_that_fails_and_a_
     assert [s["gpu"] for s in kinds["mig"]["servers"]] == ["A100-SXM4-80GB MIG 3g.40gb", "A100-SXM4-80GB MIG 1g.20gb"]
 
 
-def test_the_split_passes_plan_and_check_when_written_back(tmp_path):
+@pytest.mark.parametrize("kind", ["utilization", "pinned"])
+def test_the_split_passes_plan_and_check_when_written_back(tmp_path, kind):
     d = json.loads(run_cli("plan", COMPOSE, "--gpu", "A100-80GB", "--format", "json").stdout)
-    opt = next(o for o in d["shared_gpu"][0]["options"] if o["kind"] == "utilization")
-    u = [s["edits"]["gpu_memory_utilization"] for s in opt["servers"]]
-    text = open(COMPOSE).read().replace('"--gpu-memory-utilization", "0.7"', f'"--gpu-memory-utilization", "{u[0]}"') \
-        .replace('"--gpu-memory-utilization", "0.3"', f'"--gpu-memory-utilization", "{u[1]}"')
+    opt = next(o for o in d["shared_gpu"][0]["options"] if o["kind"] == kind)
+
+    def flags(e):
+        pinned = f', "--kv-cache-memory-bytes", "{e["kv_cache_memory_bytes"]}"' if e.get("kv_cache_memory_bytes") else ""
+        return f'"--gpu-memory-utilization", "{e["gpu_memory_utilization"]}"{pinned}'
+
+    e = [s["edits"] for s in opt["servers"]]
+    text = open(COMPOSE).read().replace('"--gpu-memory-utilization", "0.7"', flags(e[0])) \
+        .replace('"--gpu-memory-utilization", "0.3"', flags(e[1]))
     fixed = tmp_path / "compose.yaml"
     fixed.write_text(text)
     out = run_cli("plan", str(fixed), "--gpu", "A100-80GB", "--format", "json")
@@ -76,7 +82,7 @@ def test_same_gpu_scripts_in_start_order(tmp_path):
     out = run_cli("plan", str(a), "--same-gpu", str(b), "--gpu", "A100-80GB", "--vllm-version", "0.11.0", "--format", "json")
     assert out.returncode == 0, out.stdout
     sp = json.loads(out.stdout)["shared_gpu"][0]
-    assert [s["name"] for s in sp["servers"]] == [str(a), str(b)] and sp["ok"]
+    assert [s["name"] for s in sp["servers"]] == ["chat.sh", "helper.sh"] and sp["ok"]  # named by their files
     # the other order: the same two fit (each passes its check with the other at its peak)
     out = run_cli("plan", str(b), "--same-gpu", str(a), "--gpu", "A100-80GB", "--vllm-version", "0.11.0", "--format", "json")
     assert json.loads(out.stdout)["shared_gpu"][0]["ok"]
