@@ -10,9 +10,8 @@ then the order of ``--same-gpu``. The launches come from the one reader (``oomgu
 
 from __future__ import annotations
 
-import os
-
 import argparse
+import os
 from typing import Any
 
 

@@ -164,3 +164,19 @@ def test_fit_splits_one_gpu_between_models():
     assert max(c) / min(c) < 1.3
     bad = run_cli("fit", "--model", "Qwen/Qwen3-8B", "--same-gpu", "Qwen/Qwen3-0.6B@lots", "--gpu", "H100")
     assert bad.returncode == 2 and "not a token count" in bad.stderr
+
+
+def test_pods_pinned_to_one_nodes_gpu_are_one_gpu_set_and_other_nodes_are_not(tmp_path):
+    pods = ROOT / "tests" / "fixtures" / "shared-gpu" / "two-pods.yaml"
+    out = run_cli("plan", str(pods), "--gpu", "A100-80GB", "--format", "json")
+    assert out.returncode == 1, out.stderr
+    (sp,) = json.loads(out.stdout)["shared_gpu"]
+    assert [s["name"] for s in sp["servers"]] == ["Pod chat/vllm", "Pod embed/vllm"]
+    assert sp["servers"][1]["failure"] == "startup-free-memory"
+    # the same pods on two nodes share nothing: each is planned alone and both start
+    apart = tmp_path / "apart.yaml"
+    apart.write_text(pods.read_text().replace("nodeName: gpu-node-1", "nodeName: gpu-node-2", 1)
+                     .replace("nodeName: gpu-node-1", "nodeName: gpu-node-1"))
+    out = run_cli("plan", str(apart), "--gpu", "A100-80GB", "--format", "json")
+    assert out.returncode == 0, out.stdout[-1500:]
+    assert "shared_gpu" not in out.stdout
