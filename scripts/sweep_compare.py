@@ -249,9 +249,11 @@ def compare_case(case: dict, *, force_generic: bool = False) -> dict:
             out[name] = r
     settings = rec.get("settings") or {}
     if settings.get("max_model_len"):
-        from oomguard.model.engine import derive_len
+        from oomguard.model.engine import derive_len, longrope_default_len
 
-        out["max_model_len"] = [derive_len(model, (0, 32, 0)), settings["max_model_len"]]
+        # vLLM's resolved default (no --max-model-len): LongRoPE models default to the short length
+        v = (0, 32, 0)
+        out["max_model_len"] = [longrope_default_len(model, v) or derive_len(model, v), settings["max_model_len"]]
     act = case.get("activation")
     if act:
         try:

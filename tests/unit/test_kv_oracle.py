@@ -59,12 +59,7 @@ ATTENTION_KINDS = {"full", "sliding_window", "chunked_local", "mla", "cross"}
 
 # Disagreements between oomguard and vLLM found by this oracle, kept visible as strict xfails so
 # the suite stays green until oomguard is fixed (an unexpected pass then fails: drop the entry).
-_INTERNVL_GAP = ("oomguard's config reader refuses InternVL's vision_config.image_size [448, 448] (a list): "
-                 "inputs/model_config.py validation, not the KV spec")
-KNOWN_GAPS: dict[tuple[str, str], str] = {  # (variant, case) -> why
-    ("cuda_sim", "test:transformers-internvl-defaults:1:auto"): _INTERNVL_GAP,
-    ("cpu", "test:transformers-internvl-defaults:1:auto"): _INTERNVL_GAP,
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}  # (variant, case) -> why (InternVL's list image_size / patch_size: fixed)
 
 # Cases re-run through real vLLM by the @vllm test: dense+fp8+TP, MLA+fp8+TP4, hybrid GDN.
 RERUN_CASES = (

@@ -41,12 +41,13 @@ PLAN_FIELDS = (
     "num_attention_heads", "n_head", "n_heads", "num_heads", "head_dim", "hidden_size_per_head", "kv_channels",
     "num_key_value_heads", "n_head_kv", "num_kv_heads", "multi_query_group_num", "num_attention_groups",
     "multi_query", "intermediate_size", "ffn_dim", "ffn_hidden_size", "n_inner", "d_ff", "hidden_dim",
-    "vocab_size", "padded_vocab_size", "tie_word_embeddings", "hidden_act", "activation_function",
+    "vocab_size", "padded_vocab_size", "tie_word_embeddings", "hidden_act", "activation_function", "activation",
     "attention_bias", "qkv_bias", "bias", "mlp_bias", "use_bias", "attn_output_gate",
     "torch_dtype", "dtype",
     # context length
     "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
     "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len",
+    "original_max_position_embeddings",
     # attention pattern
     "sliding_window", "use_sliding_window", "sliding_window_pattern", "_sliding_window_pattern",
     "max_window_layers", "attention_chunk_size", "full_attention_interval", "global_head_dim",
@@ -65,6 +66,9 @@ PLAN_FIELDS = (
     "linear_value_head_dim", "mamba_ssm_dtype", "state_size", "ssm_state_size", "mamba_d_state",
     "conv_kernel", "mamba_d_conv", "expand", "mamba_expand", "mamba_n_heads", "mamba_head_dim",
     "mamba_n_groups", "n_groups", "attn_layer_period", "attn_layer_offset",
+    # vision / audio towers and projectors (architectures/vision.py, the OPT extras)
+    "deepstack_visual_indexes", "num_position_embeddings", "encoder_ffn_dim",
+    "max_source_positions", "num_mel_bins", "output_dim", "word_embed_proj_dim", "vision_feature_layer",
     # speculative heads in the checkpoint
     "num_nextn_predict_layers", "mtp_num_hidden_layers",
     # encoder-decoder markers
@@ -300,6 +304,15 @@ def _fill(cfg: dict, model_type: str, prefix: str, applied: list[str]) -> None:
         for k in _INHERITED:  # an explicit top-level value is what the wrapper passes down
             if k not in sub and k in explicit:
                 sub[k] = cfg[k]
+        if not prefix and key in ("text_config", "llm_config", "language_config") and "tie_word_embeddings" in explicit and sub.get("tie_word_embeddings") != cfg["tie_word_embeddings"]:
+            # vLLM 0.32 config/vllm.py with_hf_config: a multimodal model's language model takes
+            # the top-level config's tie_word_embeddings (not a thinker's: Qwen2.5-Omni), whatever its own config says (transformers 5 keeps
+            # the tie on the class that sees both layers). Only an explicit one: a class default
+            # on the wrapper is what maybe_untie_word_embeddings overrides when the checkpoint
+            # ships an lm_head, as published untied checkpoints (Mistral-Small-3.x) do.
+            applied.append(f"{prefix}{key}.tie_word_embeddings = {cfg['tie_word_embeddings']!r} "
+                           f"(the wrapper's, as vLLM's with_hf_config passes it down)")
+            sub["tie_word_embeddings"] = cfg["tie_word_embeddings"]
         # A fixed sub-config class is built whatever model_type the nested dict names (Qwen2-VL
         # files carry "model_type": "qwen2_vl" in vision_config); an AutoConfig one follows it.
         auto = key in (e.get("auto_sub_configs") or ())

@@ -124,6 +124,8 @@ class ModelDescription:
     max_position_embeddings: int | None
     derived_max_model_len: int  # vLLM's _get_and_verify_max_len without user value
     rope_scaling: dict | None = None
+    # LongRoPE's unscaled length (the text config's field): vLLM's default max_model_len for it
+    original_max_position_embeddings: int | None = None
     moe: MoE | None = None
     mla: MLA | None = None
     quantization: Quantization = field(default_factory=lambda: Quantization("none"))

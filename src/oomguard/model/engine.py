@@ -124,6 +124,13 @@ def async_scheduling_on(v: tuple[int, int, int], flags: dict, spec_method: str |
     return not (pp > 1 and not mrv2)
 
 
+def _pooling_run(model, flags: dict) -> bool:
+    """The pooling runner: asked for, or the architecture's default (--runner generate overrides it)."""
+    if str(flags.get("runner") or "").lower() == "generate":
+        return False
+    return bool(model.pooling) or _runner(flags) == "pooling"
+
+
 def _runner(flags: dict) -> str:
     """--runner pooling, or the older --task embed|score|classify|reward / --convert embed|classify spellings."""
     for key in ("runner", "task", "convert"):
@@ -320,6 +327,9 @@ def resolve(
     raw_len = flags.get("max_model_len")
     if raw_len in (None, -1, "-1", "auto"):
         max_len, len_src = derived, "derived from the model config"
+        short = longrope_default_len(model, v)
+        if short is not None:
+            max_len, len_src = short, "LongRoPE default: original_max_position_embeddings"
         if raw_len in (-1, "-1", "auto"):
             len_src = "auto-fit (-1/auto)"
     else:
@@ -429,7 +439,7 @@ def resolve(
         swap_space_gib=float(swap),
         estimate_cudagraphs=bool(estimate),
         model_runner_v2=bool(mrv2),
-        async_scheduling=async_scheduling_on(v, flags, spec_method, pp, bool(mrv2), pooling=model.pooling or _runner(flags) == "pooling"),
+        async_scheduling=async_scheduling_on(v, flags, spec_method, pp, bool(mrv2), pooling=_pooling_run(model, flags)),
         runner=_runner(flags),
         disable_hybrid_kv_cache_manager=bool(flags.get("disable_hybrid_kv_cache_manager") or False),
         num_gpu_blocks_override=flags.get("num_gpu_blocks_override"),
@@ -510,6 +520,21 @@ def resolve_dtype(model: ModelDescription, flag: Any, v: tuple[int, int, int], d
 
 def _auto_kv_dtype(model: ModelDescription, v: tuple[int, int, int]) -> str:
     return "auto"
+
+
+# vLLM PR #27431 (merged 2025-10-23, first in 0.11.1): a LongRoPE model's default max_model_len
+# is original_max_position_embeddings (the short factors), while the derived limit a user's
+# --max-model-len is checked against stays the scaled one (config/model.py::_get_and_verify_max_len).
+LONGROPE_SHORT_DEFAULT_SINCE = (0, 11, 1)
+
+
+def longrope_default_len(model: ModelDescription, v: tuple[int, int, int]) -> int | None:
+    """The default max_model_len of a LongRoPE ("longrope", legacy "su") model, or None."""
+    rope = model.rope_scaling or {}
+    if v < LONGROPE_SHORT_DEFAULT_SINCE or str(rope.get("rope_type") or rope.get("type") or "") not in ("longrope", "su"):
+        return None
+    original = model.original_max_position_embeddings or rope.get("original_max_position_embeddings")
+    return int(original) if original else None
 
 
 def derive_len(model: ModelDescription, v: tuple[int, int, int]) -> int:

@@ -47,6 +47,8 @@ def test_no_two_cards_answer_to_the_same_name():
     ("RTX PRO 6000", "RTX-PRO-6000-Blackwell"), ("RTX 5090", "RTX-5090"), ("5080", "RTX-5080"), ("3060", "RTX-3060"),
     ("2080 Ti", "RTX-2080-Ti"), ("A10G", "A10G"), ("A16", "A16"), ("L20", "L20"), ("L40S", "L40S"), ("T4", "T4"),
     ("Gaudi 2", "Gaudi2"), ("Gaudi3", "Gaudi3"), ("Intel Data Center GPU Max 1550", "Max-1550"),
+    ("H20-3e", "H20-141GB"), ("H20 141G", "H20-141GB"), ("RTX 5060", "RTX-5060"), ("RX 9070 XT", "RX-9070-XT"),
+    ("Arc B580", "Arc-B580"),
 ])
 def test_the_names_users_type(name, card):
     assert lookup_gpu(name).name == card

@@ -145,3 +145,38 @@ def test_v0_graph_verdict_uses_the_low_end_of_the_estimate():
     assert g.total_bytes - at95.tight_rank.requested_bytes < graphs.bytes + 0.5 * GiB  # central + context overflow
     at97 = plan_launch(m, g, {**flags, "gpu_memory_utilization": 0.97}, version="0.6.6")
     assert at97.failure is not None and at97.failure.value == "cudagraph-oom"
+
+
+def test_longrope_defaults_to_the_short_length_from_0_11_1():
+    # vLLM PR #27431 (0.11.1+): the registry sweep records max_model_len 4096 for Phi-4-mini on 0.32
+    m = load_model("microsoft/Phi-4-mini-instruct")
+    assert m.original_max_position_embeddings == 4096
+    new = plan_launch(m, lookup_gpu("H100"), {}, version="0.32.0")
+    old = plan_launch(m, lookup_gpu("H100"), {}, version="0.11.0")
+    assert new.settings.max_model_len == 4096 and old.settings.max_model_len == 131072
+    # the long factors stay reachable: the derived limit is still the scaled length
+    asked = plan_launch(m, lookup_gpu("H100"), {"max_model_len": 131072}, version="0.32.0")
+    assert asked.settings.max_model_len == 131072
+
+
+def _arch(config_dir: str, arch: str):
+    import json
+
+    from oomguard.inputs.model_config import describe_config
+
+    catalog = Path(__file__).resolve().parents[3] / "src" / "oomguard" / "data" / "models"
+    cfg = json.loads((catalog / config_dir / "config.json").read_text())
+    return describe_config(dict(cfg, architectures=[arch]), source=arch, name=arch)
+
+
+def test_backbones_vllm_maps_to_a_generative_class_run_the_generate_runner():
+    # registry _EMBEDDING_MODELS maps LlamaModel (and MistralModel) to LlamaForCausalLM: runner "generate" in the sweep
+    m = _arch("meta-llama__Llama-3.2-1B", "LlamaModel")
+    assert not m.pooling and any("--runner pooling" in n for n in m.notes)
+    gen = plan_launch(m, lookup_gpu("H100"), {"max_model_len": 8192}, version="0.32.0")
+    pool = plan_launch(m, lookup_gpu("H100"), {"max_model_len": 8192, "runner": "pooling"}, version="0.32.0")
+    assert gen.settings.async_scheduling and not pool.settings.async_scheduling
+    # a backbone with its own pooling class stays pooling unless --runner generate says otherwise
+    q = _arch("Qwen__Qwen3-0.6B", "Qwen3Model")
+    assert q.pooling
+    assert plan_launch(q, lookup_gpu("H100"), {"max_model_len": 8192, "runner": "generate"}, version="0.32.0").settings.async_scheduling

@@ -67,4 +67,6 @@ def describe(config: dict, *, source: str, name: str, hf_quant: dict | None = No
     costs = weight_costs(desc.quantization, desc.dtype_bytes, config, hf_quant)
     from oomguard.model.architectures.vision import vision_profile
 
-    return replace(desc, category_bytes=dict(costs.per_category), vision=vision_profile(config) if desc.is_multimodal else None)
+    original = text.get("original_max_position_embeddings")
+    return replace(desc, category_bytes=dict(costs.per_category), vision=vision_profile(config) if desc.is_multimodal else None,
+                   original_max_position_embeddings=int(original) if isinstance(original, (int, float)) and original > 0 else None)

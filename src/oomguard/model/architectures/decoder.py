@@ -18,7 +18,7 @@ from oomguard.model.architectures.common import (
     num_kv_heads,
     rope_scaling,
 )
-from oomguard.model.architectures.vision import vision_params
+from oomguard.model.architectures.vision import TOWER_KEYS, vision_params
 from oomguard.model.description import AttentionLayer, LayerKind, MambaState, ModelDescription, MoE
 from oomguard.model.quantization import parse_quantization
 
@@ -60,6 +60,10 @@ DENSE = (
 MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "qwen3_vl_moe_text", "qwen3_vl_moe", "gpt_oss", "glm4_moe", "minimax_m2", "olmoe",
        "ernie4_5_moe", "glm4v_moe_text")
 HYBRID_GDN = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe")
+# Two-matrix MLPs (up, act, down) instead of gate_up: OPT's fc1/fc2 (models/opt.py) and
+# Starcoder2's c_fc/c_proj (transformers' Starcoder2MLP; vLLM 0.32 serves it through the
+# Transformers backend). Every other type above builds a MergedColumnParallelLinear gate_up.
+UNGATED_MLP = ("opt", "starcoder2")
 MULTIMODAL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "gemma3", "phi3_v", "qwen3_5", "qwen3_5_moe", "mllama",
               "glm4v", "glm4v_moe", "qwen2_5_omni_thinker", "qwen2_5_omni")
 
@@ -190,7 +194,7 @@ def describe_decoder(config: dict, cfg: dict, *, source: str, name: str, hf_quan
     tie = bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", model_type.startswith("gemma"))))
     if model_type == "opt":
         tie = True  # OPT ties its output projection to the embedding
-    is_mm = config.get("model_type") in MULTIMODAL or "vision_config" in config
+    is_mm = config.get("model_type") in MULTIMODAL or any(k in config for k in TOWER_KEYS)
     mrope = bool(
         cfg.get("use_mrope")
         or (isinstance(cfg.get("rope_scaling"), dict) and "mrope_section" in cfg["rope_scaling"])
@@ -224,13 +228,48 @@ def describe_decoder(config: dict, cfg: dict, *, source: str, name: str, hf_quan
         num_mtp_layers=int(cfg.get("mtp_num_hidden_layers") or cfg.get("num_nextn_predict_layers") or 0),
         mrope=mrope,
         pooling=_pooling_architecture((config.get("architectures") or [""])[0]),
+        notes=_runner_notes((config.get("architectures") or [""])[0]),
+        gated_mlp=model_type not in UNGATED_MLP,
+        extra_params=_opt_extras(cfg, hidden) if model_type == "opt" else None,
     )
+
+
+def _opt_extras(cfg: dict, hidden: int) -> dict:
+    """OPT's parameters outside the decoder layers (models/opt.py OPTDecoder): the learned
+    position embedding (max_position_embeddings + 2 rows, a replicated nn.Embedding) and, where
+    word_embed_proj_dim differs from hidden_size (opt-350m), project_in / project_out
+    (replicated, no bias). Checked against vLLM 0.32's weight numel in the registry sweep."""
+    proj = int(cfg.get("word_embed_proj_dim") or hidden)
+    extra = (int(cfg.get("max_position_embeddings") or 2048) + 2) * hidden
+    if proj != hidden:
+        extra += 2 * proj * hidden
+    return {"unquantized": [extra, False]}
+
+
+# Bare backbones vLLM 0.32's registry (_EMBEDDING_MODELS) maps to a generative class
+# (LlamaForCausalLM, Qwen2ForCausalLM, Gemma2ForCausalLM): config/model.py
+# _get_default_runner_type finds no pooling class for them, so they run with the generate runner
+# (sampler warm-up, async scheduling) unless the checkpoint ships a Sentence-Transformers pooling
+# config (modules.json), which a config.json does not show. Checked in the registry sweep
+# (runner "generate" recorded for LlamaModel, MistralModel, Gemma2Model).
+GENERATE_BY_DEFAULT = ("LlamaModel", "MistralModel", "Gemma2Model", "Qwen2Model")
 
 
 def _pooling_architecture(arch: str) -> bool:
     """Architectures vLLM serves with the pooling runner (registry _EMBEDDING_MODELS /
     _CROSS_ENCODER_MODELS): sequence classifiers and rerankers, reward models, and the bare
-    ``*Model`` backbones used as embedders (Qwen3-Embedding's Qwen3Model, LlamaModel, ...).
+    ``*Model`` backbones used as embedders (Qwen3-Embedding's Qwen3Model, ...), except those
+    vLLM maps to a generative class (GENERATE_BY_DEFAULT).
     A ``*ForCausalLM`` embedder (Qwen3-Embedding's published config) needs ``--runner pooling``."""
+    if arch in GENERATE_BY_DEFAULT:
+        return False
     return arch.endswith(("ForSequenceClassification", "ForRewardModel", "ForTokenClassification", "ForProcessRewardModel")) or (
         arch.endswith("Model") and not arch.endswith(("LMHeadModel", "PreTrainedModel")))
+
+
+def _runner_notes(arch: str) -> tuple[str, ...]:
+    if arch not in GENERATE_BY_DEFAULT:
+        return ()
+    return (f"vLLM maps {arch} to a generative class and runs it with the generate runner unless the checkpoint "
+            "ships a Sentence-Transformers pooling config (modules.json); for an embedder pass --runner pooling "
+            "(no sampler warm-up, no async scheduling)",)

@@ -40,6 +40,11 @@ def describe_encoder(config: dict, cfg: dict, *, source: str, name: str, hf_quan
     extra = (max_pos + types) * H + 2 * H + n * (H + inter + H + 2 * H)
     if arch.endswith("ForSequenceClassification"):
         extra += H * H + H + H * int(cfg.get("num_labels") or len(cfg.get("id2label") or {}) or 1)
+    # BertForMaskedLM (models/bert.py BertMLMHead): dense H×H, LayerNorm and a decoder nn.Linear of
+    # its own (load_weights copies the embedding into it: two tensors in memory, never tied)
+    mlm = mt == "bert" and arch == "BertForMaskedLM"
+    if mlm:
+        extra += H * H + 3 * H + vocab
     return ModelDescription(
         name=name,
         source=source,
@@ -53,7 +58,7 @@ def describe_encoder(config: dict, cfg: dict, *, source: str, name: str, hf_quan
         head_size=H // heads,
         intermediate_size=inter,
         vocab_size=vocab,
-        tie_word_embeddings=True,
+        tie_word_embeddings=not mlm,
         dtype=model_dtype(config, cfg),
         layers=layers,
         max_position_embeddings=max_pos,

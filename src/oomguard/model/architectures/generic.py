@@ -42,6 +42,12 @@ SHARED = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
 # gelu_pytorch_tanh and is gated, so only these names count.
 NON_GATED_ACTS = {"gelu", "gelu_new", "relu", "gelu_fast", "gelu_python", "quick_gelu", "gelu_10", "relu2", "xielu",
                   "squared_relu", "relu_squared"}
+# Two-matrix MLPs whose activation name is also used gated elsewhere (gelu_pytorch_tanh is
+# Gemma's GeGLU): models/gpt_bigcode.py builds c_fc / c_proj.
+UNGATED_MODEL_TYPES = {"gpt_bigcode"}
+# A learned position table (wpe, a replicated embedding) outside the layers: models/gpt2.py,
+# gpt_bigcode.py.
+LEARNED_POSITIONS = {"gpt2", "gpt_bigcode"}
 # model_types whose latent-attention fields vLLM reads as MLA (one latent per token and layer):
 # transformers_utils/model_arch_config_convertor.py::is_deepseek_mla @0.32. Other configs with
 # kv_lora_rank (MiniCPM3) project through a latent but cache full per-head K and V.
@@ -152,8 +158,8 @@ def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quan
         inter = 4 * hidden
         assumptions.append(f"MLP width: none of {', '.join(INTERMEDIATE)}; 4 × hidden = {inter} assumed")
     inter = int(inter)
-    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "silu")
-    gated = act not in NON_GATED_ACTS
+    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or cfg.get("activation") or "silu")
+    gated = act not in NON_GATED_ACTS and mt not in UNGATED_MODEL_TYPES
     assumptions.append(f"MLP: {'gated, 3' if gated else 'not gated (' + act + '), 2'} matrices of {hidden} × {inter}")
     layers_kind = _layer_kinds(cfg, n, assumptions)
     moe, is_moe = _moe(cfg, n, inter, assumptions)
@@ -180,6 +186,11 @@ def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quan
     if vision:
         assumptions.append("vision/audio tower: ViT-style parameter estimate (depth × (4·h² + 2·h·i)); encoder profile not modelled")
     assumptions.append("norms, rotary caches and biases as in a Llama layer; no extra projections")
+    extra = None
+    if mt in LEARNED_POSITIONS:
+        rows = int(cfg.get("n_positions") or cfg.get("max_position_embeddings") or 0)
+        extra = {"unquantized": [rows * hidden, False]}
+        assumptions.append(f"learned absolute positions: {rows} × {hidden}")
     rope = rope_scaling(cfg)
     base = max_len_from_keys(cfg)
     from oomguard.model.architectures.vision import vision_params
@@ -211,6 +222,7 @@ def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quan
         num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or cfg.get("mtp_num_hidden_layers") or 0),
         coverage="generic",
         assumptions=tuple(assumptions),
+        extra_params=extra,
     )
 
 

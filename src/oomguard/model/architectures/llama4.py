@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from oomguard.model.architectures import register
 from oomguard.model.architectures.common import derive_max_model_len, head_size, max_len_from_keys, model_dtype, need, num_kv_heads, rope_scaling
-from oomguard.model.architectures.vision import vision_params
+from oomguard.model.architectures.vision import TOWER_KEYS, vision_params
 from oomguard.model.description import AttentionLayer, LayerKind, ModelDescription, MoE
 from oomguard.model.quantization import parse_quantization
 
