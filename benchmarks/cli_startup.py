@@ -8,7 +8,12 @@ waiting for a core); the issue's target is plan --json within 5x python -c pass.
 Bytecode is cached in a temporary prefix (an installed package has its .pyc files; this tree's
 environment sets PYTHONDONTWRITEBYTECODE), so the figures are those of an installed oomguard.
 
-    .venv/bin/python benchmarks/cli_startup.py [-n 15] [--imports]
+    .venv/bin/python benchmarks/cli_startup.py [-n 15] [--imports] [--src DIR]
+
+Best (the least disturbed run) and median of N, and the load average before and after, are
+printed: on a shared machine the ratio of the best runs is the figure to compare. ``--src DIR``
+measures another checkout's ``src`` (``git archive REV src | tar -x -C DIR``) with the same
+interpreter, for a before/after in one session.
 
 ``--imports`` also prints the slowest imports of ``plan --json`` (python -X importtime, cumulative).
 """
@@ -60,10 +65,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=15, help="runs per case (default 15)")
     ap.add_argument("--imports", action="store_true", help="print the slowest imports of plan --json")
+    ap.add_argument("--src", help="a directory holding another checkout's src/ to measure instead of this one")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="oomguard-pyc-") as cache:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(PYTHONPYCACHEPREFIX=cache, HF_HUB_OFFLINE="1")
+        if opts.src:
+            env["PYTHONPATH"] = str(Path(opts.src).resolve() / "src")
+        load_before = os.getloadavg()
         for args in CASES.values():  # warm: write the bytecode, fill the page cache
             _run(args, env)
         results = {}
@@ -72,13 +81,22 @@ def main() -> int:
         for _ in range(opts.n):
             for name, args in CASES.items():
                 samples[name].append(_run(args, env))
+        load_after = os.getloadavg()
         for name, runs in samples.items():
-            results[name] = (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
-        base_wall, base_cpu = results["python -c pass"]
-        print(f"{'case':24} {'wall ms':>8} {'x pass':>7} {'cpu ms':>7} {'x pass':>7}   (median of {opts.n})")
-        for name, (wall, cpu) in results.items():
-            print(f"{name:24} {wall * 1000:8.0f} {wall / base_wall:7.1f} {cpu * 1000:7.0f} "
-                  f"{cpu / base_cpu if base_cpu else float('nan'):7.1f}")
+            results[name] = (min(w for w, _ in runs), min(c for _, c in runs),
+                             statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
+        base = results["python -c pass"]
+
+        def ratio(a: float, b: float) -> str:
+            return f"{a / b:7.1f}" if b else f"{'nan':>7}"
+
+        print(f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after ({os.cpu_count()} CPUs)"
+              + (f"; src {opts.src}" if opts.src else ""))
+        print(f"{'case':24} {'best wall':>9} {'x pass':>7} {'best cpu':>8} {'x pass':>7} | {'med wall':>8} {'x pass':>7} "
+              f"{'med cpu':>7} {'x pass':>7}   (ms, {opts.n} runs)")
+        for name, (bw, bc, mw, mc) in results.items():
+            print(f"{name:24} {bw * 1000:9.0f} {ratio(bw, base[0])} {bc * 1000:8.0f} {ratio(bc, base[1])} | "
+                  f"{mw * 1000:8.0f} {ratio(mw, base[2])} {mc * 1000:7.0f} {ratio(mc, base[3])}")
         if opts.imports:
             done = subprocess.run([sys.executable, "-X", "importtime", *CASES["plan --json"]], capture_output=True,
                                   env=env, text=True)

@@ -55,6 +55,8 @@ def _cases(d: Path) -> list[tuple[str, list[str]]]:
         ("diagnose gzip + trailing bytes", ["diagnose", str(d / "trailing.log.gz")]),
         # issue 20: host readers on large inputs, searches sized by absurd parallel sizes, did-you-mean
         ("host 31 MB nvidia-smi CSV series", ["host", "--root", str(HOST_ROOT), "--nvidia-smi", str(d / "series.csv")]),
+        ("check --nvidia-smi 31 MB CSV series", ["check", "--gpu", "H100", "--nvidia-smi", str(d / "series.csv"), "--",
+                                                 "vllm", "serve", "Qwen/Qwen3-8B"]),
         ("host topo, 200 GPUs + 20 MB after", ["host", "--root", str(HOST_ROOT), "--topo", str(d / "topo200.txt")]),
         ("host topo, 3000 devices (36 MB)", ["host", "--root", str(HOST_ROOT), "--topo", str(d / "topo3000.txt")]),
         ("plan --pipeline-parallel-size 10^6", ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100",

@@ -75,3 +75,47 @@ def test_a_missing_launch_file_is_no_such_file(tmp_path):
 def test_a_pipe_is_bounded_like_a_file():
     p = run(["plan", "-", "--gpu", "H100"], stdin="vllm serve m " + "--x y " * 300_000)
     assert p.returncode == 2 and "too large for a launch file" in p.stderr
+
+
+def test_fit_from_stdin_gives_the_answer_of_the_file():
+    """fit --from reads its launch twice (the launch, then check's fixes of it; a third time when the
+    model is matched by name): a pipe gives its text once, so every read must see the same text.
+    Before, the second read met an empty pipe: check's first edit was silently lost (another answer
+    than for the file), and a Deployment whose model is not here was 'empty file'."""
+    import json
+
+    docker = ROOT / "tests" / "fixtures" / "launch" / "docker_run.sh"
+
+    def answer(p):
+        assert p.returncode in (0, 1), p.stderr
+        best = json.loads(p.stdout)["candidates"][0]
+        return best["command"], best["flags"]
+
+    from_file = answer(run(["fit", "--from", str(docker), "--gpu", "H100", "--format", "json"]))
+    from_pipe = answer(run(["fit", "--from", "-", "--gpu", "H100", "--format", "json"], stdin=docker.read_text()))
+    assert from_pipe == from_file
+    p = run(["fit", "--from", "-", "--gpu", "RTX-4090", "--num-gpus", "4"], stdin=DEPLOY.read_text())
+    assert "empty file" not in p.stderr and "model path does not exist" in p.stderr and p.returncode == 2
+
+
+COMPOSE_ONE_GPU = """services:
+  vllm:
+    image: vllm/vllm-openai:v0.11.0
+    command: ["--model", "Qwen/Qwen3-8B", "--max-model-len", "8192", "--tensor-parallel-size", "2"]
+    gpus:
+      - driver: nvidia
+        count: 1
+        capabilities: [gpu]
+"""
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["check", "-", "--gpu", "H100"], "(the manifest's GPU limit)"),
+    (["plan", "-", "--gpu", "H100"], "WILL NOT START (config-error)"),
+])
+def test_the_gpus_a_manifest_gives_are_the_gpus_planned(argv, expect):
+    """A compose service (or Deployment) that gives one GPU to a TP 2 launch does not start; check
+    and plan said nothing (they planned TP x PP GPUs whatever the manifest gave)."""
+    p = run(argv, stdin=COMPOSE_ONE_GPU)
+    assert p.returncode == 1, p.stderr
+    assert expect in p.stdout + p.stderr

@@ -319,6 +319,25 @@ def _read_evidence_text(path: str, what: str) -> str:
         raise InputError(f"not UTF-8 text, expected {what}", file=path) from None
 
 
+def _evidence(path: str, what: str, parse):
+    """A parsed evidence file (``--nvidia-smi``, ``--topo``), read once per command: check builds its
+    context again for each fix it tries (a 31 MB ``nvidia-smi -l`` series was parsed three times,
+    40 s). Keyed by the file's identity and size, so a file rewritten in between is read again."""
+    import os
+
+    from oomguard.inputs import files
+
+    st = files.stat_path(path, what)
+    key = (what, os.fspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    kept = _EVIDENCE.get(what)
+    if kept is None or kept[0] != key:
+        kept = _EVIDENCE[what] = (key, parse(_read_evidence_text(path, what)))
+    return kept[1]
+
+
+_EVIDENCE: dict[str, tuple] = {}  # the last file of each kind: one command reads one of each
+
+
 def build_check_context(launch: Launch, options: CheckOptions) -> CheckContext:
     """Resolve the release, model, GPU and evidence for a launch already read (the release the
     launch was read with: --vllm-version, else its image tag, else the newest table)."""
@@ -337,20 +356,20 @@ def build_check_context(launch: Launch, options: CheckOptions) -> CheckContext:
     if options.nvidia_smi:
         from oomguard.inputs.nvidia_smi import parse_nvidia_smi
 
-        text = _read_evidence_text(options.nvidia_smi, "nvidia-smi output")
-        ctx.smi = parse_nvidia_smi(text)
+        ctx.smi = _evidence(options.nvidia_smi, "nvidia-smi output", parse_nvidia_smi)
         if not ctx.smi.gpus:
             raise InputError("no GPU rows found in the nvidia-smi output", file=options.nvidia_smi)
     if options.topo:
         from oomguard.inputs.topology import parse_topology
 
-        ctx.topology = parse_topology(_read_evidence_text(options.topo, "`nvidia-smi topo -m` output"), source=options.topo)
+        ctx.topology = _evidence(options.topo, "`nvidia-smi topo -m` output",
+                                 lambda text: parse_topology(text, source=options.topo))
 
     env = launch.env
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is not None and re.fullmatch(r"\s*\d+(\s*,\s*\d+)*\s*", cvd or ""):
         ctx.visible_gpus = [int(x) for x in cvd.split(",")]
-    ctx.num_gpus = options.num_gpus
+    ctx.num_gpus = options.num_gpus if options.num_gpus is not None else launch.manifest_gpus()
     if ctx.num_gpus is None and ctx.visible_gpus is not None:
         ctx.num_gpus = len(ctx.visible_gpus)
     if ctx.num_gpus is None and ctx.smi is not None:

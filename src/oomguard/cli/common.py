@@ -203,6 +203,10 @@ def add_calibration_option(p: argparse.ArgumentParser) -> None:
 
 def calibration_of(args: argparse.Namespace):
     """The calibration profile of ``--calibration`` or ``$OOMGUARD_CALIBRATION`` (None when neither)."""
+    import os
+
+    if not getattr(args, "calibration", None) and not os.environ.get("OOMGUARD_CALIBRATION"):
+        return None  # start-up: the profile reader (and model.calibration) load only when one is named
     from oomguard.calibrate.profile import from_option
 
     return from_option(getattr(args, "calibration", None))
@@ -210,6 +214,7 @@ def calibration_of(args: argparse.Namespace):
 
 @dataclass
 class Context:
+    """What every launch command works on: the launch read once, its model, GPU and vLLM release."""
     launch: Any
     model: Any
     gpu: Any
@@ -314,7 +319,8 @@ def context_for(args: argparse.Namespace, launch, *, need_gpu: bool = True) -> C
         launch.flags, engine_version = merge_engine_defaults(launch.flags, resolved)
         version = version or engine_version.split("+")[0] or None
         launch.notes.append(f"defaults resolved by vLLM {engine_version} ({resolved.get('platform')}) via --engine-python")
-    return Context(launch, model, gpu, version, args.num_gpus, int(args.other_gpu_use_gib * GiB), args.usage, calibration_of(args))
+    num_gpus = args.num_gpus if args.num_gpus is not None else launch.manifest_gpus()
+    return Context(launch, model, gpu, version, num_gpus, int(args.other_gpu_use_gib * GiB), args.usage, calibration_of(args))
 
 
 def _config_path_of(model):
@@ -350,6 +356,26 @@ def _carry_removed_flags(launch) -> None:
                 over.setdefault("rope_scaling", rope)
                 launch.flags["hf_overrides"] = over
                 launch.notes.append("--rope-scaling applied as --hf-overrides '{\"rope_scaling\": ...}' for the plan")
+
+
+def rope_scaling_flags(text: str | None) -> dict | None:
+    """fit's ``--rope-scaling JSON`` as the flags every candidate carries (``--hf-overrides``), checked
+    like a config.json's rope_scaling (NaN, 1e308 or a negative factor is bad input); None without it."""
+    if not text:
+        return None
+    from oomguard.errors import InputError
+    from oomguard.inputs.jsonflags import check_fields
+    from oomguard.inputs.structured import load_json
+    from oomguard.numbers import nonfinite_at
+
+    rope = load_json(text, file="--rope-scaling")
+    if not isinstance(rope, dict) or "factor" not in rope:
+        raise InputError("--rope-scaling: expected a JSON object with rope_type and factor (as vLLM's --hf-overrides rope_scaling)")
+    bad = nonfinite_at(rope)
+    if bad is not None:
+        raise InputError(f"--rope-scaling: {bad[0]} is {bad[1]!r}, not a finite number")
+    check_fields("rope_scaling", rope, option="--rope-scaling")
+    return {"hf_overrides": {"rope_scaling": rope}}
 
 
 def check_model_option(spec: str | None, hint: str = "") -> None:

@@ -120,6 +120,8 @@ def build_request(args: argparse.Namespace):
         gpu = lookup_gpu(args.gpu, args.gpu_memory_gib)
     num = args.num_gpus
     if num is None and launch is not None:
+        num = launch.manifest_gpus()  # the GPUs a Deployment / compose service gives it
+    if num is None and launch is not None:
         f = launch.flags
         num = int(f.get("tensor_parallel_size") or 1) * int(f.get("pipeline_parallel_size") or 1)
     num = num or 1
@@ -176,6 +178,7 @@ def build_request(args: argparse.Namespace):
         top=args.top,
         first_edit=first,
         calibration=common.calibration_of(args),
+        fixed_flags=common.rope_scaling_flags(getattr(args, "rope_scaling", None)),
     )
 
 

@@ -53,14 +53,9 @@ def run_hardware(args: argparse.Namespace) -> int:
         margin_bytes=int(args.margin_gib * GiB) if args.margin_gib is not None else 0,  # each card's floor applies
         host_ram_bytes=int(args.host_ram_gib * GiB) if isinstance(args.host_ram_gib, (int, float)) else None,
     )
-    fixed = None
-    if args.rope_scaling:
-        from oomguard.inputs.structured import load_json
+    from oomguard.cli.common import rope_scaling_flags
 
-        rope = load_json(args.rope_scaling, file="--rope-scaling")
-        if not isinstance(rope, dict) or "factor" not in rope:
-            raise InputError("--rope-scaling: expected a JSON object with rope_type and factor (as vLLM's --hf-overrides rope_scaling)")
-        fixed = {"hf_overrides": {"rope_scaling": rope}}
+    fixed = rope_scaling_flags(args.rope_scaling)
     res = search(model, goal, gpus=gpus, prices=prices, version=args.vllm_version, usage=args.usage, max_nodes=args.max_nodes,
                  interconnect_gbps=args.interconnect_gbps, calibration=calibration_of(args), model_name=args.og_model,
                  other_gpu_use_bytes=int((args.other_gpu_use_gib or 0) * GiB), fixed_flags=fixed)

@@ -36,6 +36,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from oomguard.host.ram_model import OOM_SCORE_ADJ  # noqa: F401  (one figure with host's HOST040)
 from oomguard.units import GiB
 
 DEFAULT_SHM_GIB = 16  # what the export gave /dev/shm before the plan sized it (NCCL under TP)
@@ -45,7 +46,6 @@ UNKNOWN_START_S = 1800  # checkpoint size unknown (no --model config)
 MIN_START_S = 1200  # the export's start timeout before the plan sized it: never shorter
 RESTART_SEC = 10
 START_LIMIT_BURST = 3
-OOM_SCORE_ADJ = -900
 
 
 @dataclass(frozen=True)

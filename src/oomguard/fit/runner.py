@@ -91,6 +91,10 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         self.lf = dict(launch.flags) if launch is not None else dict(req.fixed_flags or {})
         if self.lf.get("hf_overrides") is not None:
             self.lf["hf_overrides"] = hf_overrides_of({"hf_overrides": self.lf["hf_overrides"]})  # one shape: a dict
+        if launch is not None and req.fixed_flags:
+            # --from a launch with --rope-scaling: the launch's overrides, with the stated RoPE scaling on top
+            for dest, value in req.fixed_flags.items():
+                self.lf[dest] = {**(self.lf.get(dest) or {}), **value} if isinstance(value, dict) else value
         # the model as vLLM sees it after the launch's --hf-overrides (the planner's one function)
         self.model = apply_overrides(req.model, self.lf, self.v)
         self.launch_env = dict(launch.env) if launch is not None else {}

@@ -92,6 +92,10 @@ API_SERVER_BYTES = (2 * GiB, 3 * GiB, 4 * GiB)  # an estimate
 # save_pretrained's default max_shard_size is 5 GB; older checkpoints used 10 GB.
 DEFAULT_SHARD_BYTES = (2 * GiB, 5 * GiB, 10 * GiB)
 LMCACHE_DEFAULT_GB = 5.0
+# The vLLM server's oom_score_adj, one figure for host's advice (HOST040) and export's units
+# (OOMScoreAdjust=): the kernel's OOM killer picks almost anything else first, yet the server stays
+# killable when it exceeds its own cgroup limit (at -1000 a cgroup OOM finds nothing to kill).
+OOM_SCORE_ADJ = -900
 V0_DEFAULT_SWAP_GIB = 4
 # The first releases with the /dev/shm shared region (vllm#50094) and with its free-space check.
 SHARED_REGION_FROM = (0, 27, 0)

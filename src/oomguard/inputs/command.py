@@ -359,7 +359,10 @@ def parse_flag_words(
                 launch.occurrences.append(Occurrence(flag.dest, opt, flag.name, site, res.negated, res.deprecated, value_text, prefix, quote))
                 # a credential passed as "$VLLM_API_KEY" is the right way to write one (export writes
                 # it as a reference to that variable): recorded like a string flag's, not refused
-                if not launch.lenient and _type(flag) != "str" and flag.dest != "model" and not _secret_flag(flag.dest):
+                # so is a server option no memory figure reads (--port "$PORT"): its value is unknown here,
+                # and nothing oomguard computes depends on it
+                if (not launch.lenient and _type(flag) != "str" and flag.dest != "model" and not _secret_flag(flag.dest)
+                        and _planned(flag)):
                     names = ", ".join(v if v.startswith("$") else "$" + v for v in vars_)
                     raise InputError(f"value of {opt} uses variable(s) the launch does not set: {names} "
                                      "(set it in the launch, or give the flag on the command line)",
@@ -491,6 +494,18 @@ def apply_yaml(data: dict, lines: dict, launch: Launch, *, release: Any = None, 
         launch.flags[flag.dest] = value
         launch.sites[flag.dest] = site
 
+
+
+# The API server's own options that a memory figure does read (host/ram_model: one process per API server).
+_PLANNED_FRONTEND = frozenset({"api_server_count"})
+
+
+def _planned(flag) -> bool:
+    """Whether a plan, a check rule or a fix reads this flag's value: every engine flag, and the few
+    frontend ones in ``_PLANNED_FRONTEND`` (the rest, --port, --max-log-len, ..., only shape the API server)."""
+    from oomguard.versions.table import FlagGroup
+
+    return getattr(flag, "group", FlagGroup.ENGINE) is not FlagGroup.FRONTEND or flag.dest in _PLANNED_FRONTEND
 
 
 def _secret_flag(dest: str) -> bool:

@@ -159,13 +159,35 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int, what: str = "", allo
     if p == "-":
         if not allow_stdin:
             raise InputError(f"{what + ': ' if what else ''}cannot read this input from stdin", file="-")
-        return _bounded(_stdin(what), limit, p, what, too_large)
-    fd, _stream = _open_fd(p, what, allow_stream=allow_stdin)
+        src = _stdin(what)
+        return _remembered(("-",), src, limit, p, what, too_large, lambda: _bounded(src, limit, p, what, too_large))
+    fd, stream = _open_fd(p, what, allow_stream=allow_stdin)
     with os.fdopen(fd, "rb", buffering=0) as fh:
-        size = os.fstat(fd).st_size
-        if size > limit:
-            raise _too_large(p, what, limit, too_large, size)
+        st = os.fstat(fd)
+        if stream:
+            return _remembered((p, st.st_dev, st.st_ino), None, limit, p, what, too_large,
+                               lambda: _bounded(fh, limit, p, what, too_large))
+        if st.st_size > limit:
+            raise _too_large(p, what, limit, too_large, st.st_size)
         return _bounded(fh, limit, p, what, too_large)
+
+
+# A stream can be read once, but one command may read its launch more than once (fit --from reads it,
+# then check's fixes of it; a model looked up by name reads it again): what a stream gave is kept for
+# the rest of the process, keyed by the pipe itself (device, inode) or by the stdin object, so every
+# later read of the same ``-`` or ``/dev/fd/N`` sees the same text instead of an empty pipe.
+_STREAM_TEXTS: dict[tuple, tuple[object, bytes]] = {}
+
+
+def _remembered(key: tuple, owner: object, limit: int, path: str, what: str, too_large: str | None, read) -> bytes:
+    kept = _STREAM_TEXTS.get(key)
+    if kept is not None and kept[0] is owner:
+        if len(kept[1]) > limit:
+            raise _too_large(path, what, limit, too_large, len(kept[1]))
+        return kept[1]
+    data = read()
+    _STREAM_TEXTS[key] = (owner, data)  # the owner is held, so its id cannot be reused by another stdin
+    return data
 
 
 def read_prefix(path: str | os.PathLike[str], size: int, *, what: str = "") -> bytes:

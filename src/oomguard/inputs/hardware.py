@@ -28,6 +28,7 @@ FULLY_CONNECTED = ("nvswitch", "mnnvl", "xgmi")
 
 @dataclass(frozen=True)
 class GPU:
+    """One GPU of the bundled table (data/gpus.json): the memory vLLM sees and the card's capabilities."""
     name: str
     total_bytes: int
     compute_capability: str  # as vLLM's platform reports it (AMD: derived from the gfx target)
@@ -97,9 +98,11 @@ def _norm(s: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _catalog() -> dict:
-    from importlib import resources
+    # the package's own file, by path: importlib.resources would load zipfile, tempfile and threading
+    # into every command's start-up for one read
+    from pathlib import Path
 
-    return json.loads(resources.files("oomguard").joinpath("data", "gpus.json").read_text())
+    return json.loads((Path(__file__).resolve().parent.parent / "data" / "gpus.json").read_text(encoding="utf-8"))
 
 
 def _entries() -> tuple[dict, ...]:

@@ -152,6 +152,7 @@ class Unresolved:
 
 @dataclass
 class Launch:
+    """One vLLM launch as read from a script, a --config YAML, a unit or a manifest, with the source of every value."""
     kind: str  # "script" | "yaml" | "command" | "flags" | "manifest"
     path: str | None
     model: str | None
@@ -182,6 +183,13 @@ class Launch:
     carrier: Any = None  # how check --fix writes this launch back (oomguard.inputs.manifests / check.fixer)
 
     # ------------------------------------------------------------------ values
+    def manifest_gpus(self) -> int | None:
+        """The GPUs a manifest gives the server (``nvidia.com/gpu``, compose ``gpus:`` / device
+        reservations), None when it does not say: the count every command plans with unless
+        --num-gpus is given (a Deployment with one GPU and TP 2 does not start)."""
+        n = (self.deployment or {}).get("gpus")
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
     def get(self, dest: str, default: Any = None) -> Any:
         return self.flags.get(dest, default)
 

@@ -90,6 +90,9 @@ def validate_config(data: dict, *, file: str | None = None) -> None:
         _shapes(prefix, cfg, file)
 
 
+_ROPE_FACTOR_MAX = 1 << 20  # published scalings are 2-64; a million times any native context is past _LEN_MAX
+
+
 def _shapes(prefix: str, cfg: dict, file: str | None) -> None:
     """Fields that are not plain sizes but still feed the arithmetic: lists and nested objects."""
     arch = cfg.get("architectures")
@@ -108,10 +111,12 @@ def _shapes(prefix: str, cfg: dict, file: str | None) -> None:
     for key in ("rope_scaling", "rope_parameters"):
         rope = cfg.get(key) or {}
         factor = rope.get("factor")
-        if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0
-                                   or factor > 1 << 20):
+        if factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0):
             raise InputError(f"config field {prefix}{key}.factor: {_shown(factor)} is not a positive number",
                              file=file)
+        if factor is not None and factor > _ROPE_FACTOR_MAX:  # multiplies the native context into max_model_len
+            raise InputError(f"config field {prefix}{key}.factor: {_shown(factor)} is implausibly large "
+                             f"(at most {_ROPE_FACTOR_MAX:,})", file=file)
         orig = rope.get("original_max_position_embeddings")
         if orig is not None:  # multiplied by the factor into the derived max_model_len
             _integer_field(f"{prefix}{key}.original_max_position_embeddings", orig, 1, _LEN_MAX, file)

@@ -30,6 +30,7 @@ _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][
 
 @dataclass
 class Word:
+    """One shell word after quote removal, with its position and the variables it could not expand."""
     text: str  # after quote removal and expansion
     raw: str  # as written
     line: int  # 1-based line where the word starts
@@ -42,6 +43,7 @@ class Word:
 
 @dataclass
 class Command:
+    """One simple command of a script: its environment assignments and its words."""
     words: list[Word]
     line: int
     assignments: dict[str, str] = field(default_factory=dict)  # VAR=x prefixes
@@ -49,6 +51,7 @@ class Command:
 
 @dataclass
 class Script:
+    """The commands of a script, in order, with the variables it assigns and its comments."""
     commands: list[Command]
     variables: dict[str, str]  # every variable the script assigns, in order
     comments: list[tuple[int, str]]  # (line, text) for inline directives

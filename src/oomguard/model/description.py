@@ -25,6 +25,7 @@ class LayerKind(str, enum.Enum):
 
 @dataclass(frozen=True)
 class AttentionLayer:
+    """How one decoder layer stores per-request state (before the TP split)."""
     kind: LayerKind
     num_kv_heads: int = 0  # total, before TP split
     head_size: int = 0
@@ -69,6 +70,7 @@ class MambaState:
 
 @dataclass(frozen=True)
 class MoE:
+    """The mixture-of-experts shape of a model: experts, experts per token, expert widths."""
     num_experts: int
     top_k: int
     expert_intermediate_size: int
@@ -81,6 +83,7 @@ class MoE:
 
 @dataclass(frozen=True)
 class MLA:
+    """Multi-head latent attention dimensions (DeepSeek V2/V3): the latent and rotary widths vLLM caches."""
     kv_lora_rank: int
     qk_rope_head_dim: int
     qk_nope_head_dim: int
@@ -90,6 +93,7 @@ class MLA:
 
 @dataclass(frozen=True)
 class Quantization:
+    """How the checkpoint's weights are stored: method, bits, group or block size, and which parts stay unquantized."""
     method: str  # "none", "fp8", "awq", "gptq", "nvfp4", "mxfp4", "compressed-tensors", "bitsandbytes", "gguf"
     bits: int = 16
     group_size: int | None = None
@@ -106,6 +110,7 @@ class Quantization:
 
 @dataclass(frozen=True)
 class ModelDescription:
+    """The normalised model every memory computation reads, built once from a Hugging Face config."""
     name: str
     source: str  # where the config came from (path or catalog id)
     model_type: str

@@ -37,6 +37,7 @@ def parse_version(v: str | None) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class EngineSettings:
+    """The engine settings vLLM derives from a launch for one release: the inputs of every memory term."""
     version: tuple[int, int, int]
     engine: str  # "V0" | "V1"
     gpu_memory_utilization: float

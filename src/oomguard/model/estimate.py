@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Term:
+    """One named amount of memory, with how it was computed and its source."""
     name: str
     bytes: int
     formula: str
@@ -44,6 +45,7 @@ class Term:
 
 @dataclass
 class Breakdown:
+    """The terms of one figure, added up in order."""
     terms: list[Term] = field(default_factory=list)
 
     def add(self, term: Term) -> Term:

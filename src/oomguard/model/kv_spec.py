@@ -284,6 +284,7 @@ def _mamba_in_served_dtype(model: ModelDescription, served: int) -> ModelDescrip
 
 @dataclass(frozen=True)
 class KVGroup:
+    """Layers that share one KV cache page layout (vLLM's KV cache groups)."""
     kind: str
     specs: tuple[LayerKVSpec, ...]
     group_size: int  # layers per group incl. padding layers
@@ -302,6 +303,7 @@ class KVGroup:
 
 @dataclass(frozen=True)
 class KVLayout:
+    """The KV cache layout of a model under one launch: its groups, the bytes of one block and the block size."""
     groups: tuple[KVGroup, ...]
     bytes_per_block: int
     block_size: int  # the engine's block size (min over groups)

@@ -167,6 +167,7 @@ def nccl_ring_bytes(topo: Topology) -> int:
 
 @dataclass(frozen=True)
 class NonTorch:
+    """Memory outside PyTorch's allocator on one GPU: the term charged to the KV budget and what else sits on the device."""
     term: Term  # charged to the KV budget
     baseline_bytes: int  # on the device at the snapshot: context, other processes, communicators built before it
     outside_bytes: int  # on the device but not in ``term`` (what the start-up and OOM checks add)

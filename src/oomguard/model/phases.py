@@ -38,6 +38,7 @@ UNGATED_TYPES = frozenset({"opt", "gpt2", "phi", "gpt_neox", "gpt_bigcode", "fal
 
 @dataclass(frozen=True)
 class LayerPeak:
+    """The activation peak of one layer kind during a forward pass."""
     name: str
     per_token: float  # elements per token (activation dtype) at this layer's peak
     retained_per_token: float = 0.0  # persists after the layer (MoE workspace manager)

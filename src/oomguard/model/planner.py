@@ -33,6 +33,7 @@ SCHEMA_VERSION = 1
 
 @dataclass
 class RankLedger:
+    """The start-up memory ledger of one GPU (one rank)."""
     stage: int
     total_bytes: int
     requested_bytes: int
@@ -73,6 +74,7 @@ class RankLedger:
 
 @dataclass
 class Plan:
+    """The start-up plan of a launch: per-GPU ledgers, KV pool, and whether it starts."""
     model: object
     gpu: object
     settings: EngineSettings

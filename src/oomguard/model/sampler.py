@@ -31,6 +31,7 @@ DEFAULT_SMS = 132  # H100 SXM; the Triton buffer is min(next_pow2(N), SMs) rows
 
 @dataclass(frozen=True)
 class SamplerPeak:
+    """The sampler's peak memory in the profile run."""
     path: str  # "sort" | "triton" | "flashinfer" | "mrv2" | "mrv2-warm" | "v0"
     bytes: int  # live bytes of the sampler phase: logits + the sampler's own tensors
     low: int

@@ -45,7 +45,8 @@ FIXES = {
     ProbeClass.HOST_OOM: (
         "host RAM ran out: reduce --swap-space / --cpu-offload-gb / KV offload bytes, or give the host "
         "more RAM; operators also used sysctl vm.overcommit_memory=1, vm.max_map_count=2621440 and "
-        "echo -1000 > /proc/<pid>/oom_score_adj (oomguard never runs these)"
+        "echo -900 > /proc/<pid>/oom_score_adj (oomguard never runs these; -900 as in its exported units: at "
+        "-1000 a cgroup OOM finds nothing to kill)"
     ),
     ProbeClass.KV_TOO_SMALL: (
         "the KV pool does not hold the claimed concurrency of long prompts: lower --max-num-seqs or "

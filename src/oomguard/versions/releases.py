@@ -56,6 +56,7 @@ class Version:
         return self.key[5] < 0
 
 
+@lru_cache(maxsize=512)  # a plan asks for a few versions hundreds of times (every flag row's range)
 def parse_version(text: str) -> Version | None:
     """Parse ``0.33.0``, ``v0.11``, ``0.8.5.post1``, ``0.10.1.1``, ``0.11.1rc2``,
     ``0.10.2.dev12+gabc``, ``0.33.0+cu128``. Returns None when it is not a version."""
@@ -70,6 +71,7 @@ def parse_version(text: str) -> Version | None:
 
 @dataclass(frozen=True)
 class Family:
+    """A range of vLLM releases that share one engine and one flag table."""
     name: str
     engine: str
     first_minor: tuple[int, int]

@@ -140,6 +140,7 @@ class AmbiguousFlagError(InputError):
 
 @dataclass(frozen=True)
 class ParserBehaviour:
+    """How one release's argument parser treats prefixes, negations and repeated options."""
     underscores: str = "before_dot"   # all | before_dot | none
     dotted_json: bool = True
     config_file: bool = True
@@ -162,6 +163,7 @@ class OptionHistory:
 
 @dataclass(frozen=True)
 class Release:
+    """One vLLM release's flags and parser behaviour (data/flags)."""
     version: str
     commit: str | None
     family: str

@@ -110,3 +110,23 @@ def test_docker_image_tag_selects_the_release(capsys):
     d = json.loads(out)
     assert d["vllm_version"] == "0.11.0"
     assert any("image tag" in n for n in d["notes"])
+
+
+def test_evidence_files_are_parsed_once_however_many_fixes_check_tries(tmp_path, monkeypatch, capsys):
+    """check rebuilds its context for each fix it tries; the --nvidia-smi and --topo files are read
+    and parsed once (a 31 MB `nvidia-smi -l` series was parsed three times: 40 s instead of 11)."""
+    from oomguard.cli.main import main
+    from oomguard.inputs import nvidia_smi
+
+    smi = tmp_path / "smi.csv"
+    smi.write_text("index, name, memory.total [MiB], memory.used [MiB]\n0, NVIDIA H100 80GB HBM3, 81559 MiB, 30000 MiB\n")
+    calls = []
+    real = nvidia_smi.parse_nvidia_smi
+    monkeypatch.setattr(nvidia_smi, "parse_nvidia_smi", lambda text: calls.append(1) or real(text))
+    rc = main(["check", "--gpu", "H100", "--nvidia-smi", str(smi), "--", "vllm", "serve", "Qwen/Qwen3-8B"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "--gpu-memory-utilization" in out  # another process holds 30 GB: a fix was tried
+    assert len(calls) == 1
+    smi.write_text(smi.read_text().replace("30000 MiB", "1000 MiB"))  # a rewritten file is read again
+    main(["check", "--gpu", "H100", "--nvidia-smi", str(smi), "--", "vllm", "serve", "Qwen/Qwen3-8B"])
+    assert len(calls) == 2

@@ -79,3 +79,37 @@ def test_unit_names_cannot_escape_their_path(capsys, tmp_path, name):
     rc = main(["export", "launch", str(script), "--to", "systemd", f"--name={name}"])
     _, err = capsys.readouterr()
     assert rc != 0 and "--name" in err
+
+
+PORT_REFERENCE = {
+    "systemd": "--port ${PORT}",
+    "docker": '--port "${PORT}"',
+    "compose": "${PORT}",
+    "kubernetes": "$(PORT)",
+    "env": "PORT=",
+    "yaml": '--port "${PORT}"',
+}
+
+
+@pytest.mark.parametrize("target", sorted(PORT_REFERENCE))
+def test_a_server_option_from_an_unset_variable_is_a_reference_not_bad_input(capsys, tmp_path, target):
+    """`--port "$PORT"`: no memory figure reads the port, so the launch is not refused for it (it was
+    exit 2 in every command but check); the export references the variable."""
+    script = tmp_path / "start_api.sh"
+    script.write_text('vllm serve Qwen/Qwen3-8B --port "$PORT" --max-model-len 8192\n')
+    rc = main(["export", "launch", str(script), "--to", target])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert PORT_REFERENCE[target] in out
+
+
+def test_a_planned_flag_from_an_unset_variable_is_still_bad_input(capsys, tmp_path):
+    script = tmp_path / "start_api.sh"
+    script.write_text('vllm serve Qwen/Qwen3-8B --port "$PORT" --max-num-seqs "$SEQS"\n')
+    assert main(["plan", str(script), "--gpu", "H100"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-num-seqs uses variable(s) the launch does not set: $SEQS" in err and "$PORT" not in err
+    script.write_text('vllm serve Qwen/Qwen3-8B --port "$PORT" --max-model-len 8192\n')
+    assert main(["plan", str(script), "--gpu", "H100", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "--port uses $PORT" in out + err

@@ -80,3 +80,25 @@ def test_credentials_of_the_launch_stay_out_of_the_output(tmp_path, capsys):
         rc, out, err = _run(capsys, "--from", str(script), "--gpu", "A100-80GB", "--format", fmt, "--top", "2")
         assert rc == 0
         assert "sk-flag-secret" not in out + err and "sk-env-secret" not in out + err
+
+
+@pytest.mark.parametrize("rope, message", [
+    ('{"rope_type":"yarn","factor":1e308,"original_max_position_embeddings":32768}', "implausibly large"),
+    ('{"rope_type":"yarn","factor":NaN}', "not a finite number"),
+    ('{"rope_type":"yarn","factor":-2}', "not a positive number"),
+])
+@pytest.mark.parametrize("gpu", [[], ["--gpu", "H100"]])
+def test_rope_scaling_is_checked_like_a_config(capsys, rope, message, gpu):
+    """fit --rope-scaling with 1e308 or NaN was `internal error: OverflowError/ValueError` (exit 3)
+    in the hardware search, and ignored silently with --gpu."""
+    rc, out, err = _run(capsys, "--model", "Qwen/Qwen3-8B", *gpu, "--context", "100000", "--rope-scaling", rope)
+    assert rc == 2 and message in err and "internal error" not in err
+
+
+def test_rope_scaling_is_carried_by_every_candidate_with_a_gpu(capsys):
+    rope = '{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}'
+    rc, out, err = _run(capsys, "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--context", "100000",
+                        "--rope-scaling", rope, "--format", "json", "--top", "2")
+    assert rc == 0, err
+    for c in json.loads(out)["candidates"]:
+        assert c["flags"]["hf_overrides"]["rope_scaling"]["factor"] == 4.0  # the user's, not fit's own 3.5

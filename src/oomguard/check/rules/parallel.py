@@ -94,7 +94,8 @@ def world_exceeds(ctx):
     need = tp * pp * dp
     if need <= have:
         return
-    src = "CUDA_VISIBLE_DEVICES" if ctx.visible_gpus is not None else ("--num-gpus" if ctx.options.num_gpus else "nvidia-smi")
+    src = ("--num-gpus" if ctx.options.num_gpus else "the manifest's GPU limit" if ctx.launch.manifest_gpus() is not None
+           else "CUDA_VISIBLE_DEVICES" if ctx.visible_gpus is not None else "nvidia-smi")
     fix = []
     physical = len(ctx.smi.gpus) if ctx.smi is not None else (len(ctx.topology.gpus) if ctx.topology is not None else None)
     if ctx.visible_gpus is not None and physical is not None and physical >= need and ctx.options.num_gpus is None:

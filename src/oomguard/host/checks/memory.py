@@ -283,7 +283,9 @@ def check_kv_tier_shm(facts: HostFacts, launch: LaunchView | None) -> list[Findi
 
 
 def check_oom_score(facts: HostFacts, launch: LaunchView | None) -> list[Finding]:
-    exposed = [p for p in facts.vllm_processes if p.oom_score_adj is None or p.oom_score_adj > -1000]
+    from oomguard.host.ram_model import OOM_SCORE_ADJ
+
+    exposed = [p for p in facts.vllm_processes if p.oom_score_adj is None or p.oom_score_adj > OOM_SCORE_ADJ]
     if not exposed:
         return []
     pids = ", ".join(f"{p.pid} (oom_score_adj {p.oom_score_adj})" for p in exposed)
@@ -292,7 +294,9 @@ def check_oom_score(facts: HostFacts, launch: LaunchView | None) -> list[Finding
             "HOST040",
             Severity.INFO,
             f"running vLLM processes {pids} are the largest RSS on the machine and the OOM killer's first "
-            "choice. Protecting them makes the kernel kill something else instead; fix the RAM budget first.",
-            " && ".join(f"echo -1000 > /proc/{p.pid}/oom_score_adj" for p in exposed),
+            f"choice. Protecting them ({OOM_SCORE_ADJ}, as oomguard's exported units set OOMScoreAdjust=) makes the "
+            "kernel kill something else instead, while a container limit can still stop them (at -1000 a cgroup "
+            "OOM finds nothing to kill); fix the RAM budget first.",
+            " && ".join(f"echo {OOM_SCORE_ADJ} > /proc/{p.pid}/oom_score_adj" for p in exposed),
         )
     ]
