@@ -55,6 +55,7 @@ DATA = DATA_DIR / "startup.jsonl"
 CONFIG_DIRS = (DATA_DIR / "configs", CATALOG_DIR)
 TERMS = ("weights", "activation", "non_torch", "cuda_graph", "kv_pool", "tokens", "concurrency")
 ROUNDING_GIB = 0.005  # vLLM prints the pool with two decimals
+CONCURRENCY_ROUNDING = 0.005  # and the maximum concurrency ("12.34x")
 SMALL_POOL_GIB = 1.0  # below this a % error on the pool says nothing; the GiB error is kept
 OUTLIER_PCT = 10.0  # records listed by name when a term is off by more than this
 
@@ -135,6 +136,12 @@ def flags_of(r: dict) -> dict:
         f["enable_expert_parallel"] = True
     if r.get("dtype") in ("float32", "float16"):
         f["dtype"] = r["dtype"]
+    # flags the log's non-default args show, kept under "extra" (S075: prefix caching asked for
+    # on a 0.24 hybrid, where it is off by default: Mamba align mode adds a block per group)
+    extra = r.get("extra") if isinstance(r.get("extra"), dict) else {}
+    for key in ("enable_prefix_caching", "limit_mm_per_prompt", "language_model_only"):
+        if r.get(key, extra.get(key)) is not None:
+            f[key] = r.get(key, extra.get(key))
     return f
 
 
@@ -221,14 +228,37 @@ def compare(r: dict, inp: dict) -> dict:
         t["concurrency"] = (plan.max_concurrency, float(r["max_concurrency"]))
     row["outcome"] = {"predicted_starts": plan.starts, "predicted_failure": plan.failure.value if plan.failure else None,
                       "logged": r.get("startup_outcome")}
+    row["model_family"] = model_family(plan.model)
     if r.get("kv_cache_gib") is not None and r.get("kv_cache_tokens") and float(r["kv_cache_gib"]) > 0:
         kv = float(r["kv_cache_gib"])
-        ends = []
+        ends, conc = [], []
         for g in (kv - ROUNDING_GIB, kv + ROUNDING_GIB):
             p = _plan(inp, {"kv_cache_memory_bytes": int(g * GiB)})
             ends.append(p.kv_cache_tokens)
+            conc.append(p.max_concurrency)
         row["pinned_tokens"] = (min(ends), max(ends), int(r["kv_cache_tokens"]))
+        if r.get("max_concurrency") and r.get("concurrency_for_len") == plan.settings.max_model_len:
+            # vLLM prints the concurrency with two decimals
+            row["pinned_concurrency"] = (round(min(conc) - CONCURRENCY_ROUNDING, 4), round(max(conc) + CONCURRENCY_ROUNDING, 4),
+                                         float(r["max_concurrency"]))
     return row
+
+
+def model_family(model) -> str:
+    """dense / moe / mla / hybrid (Mamba, GDN or sliding-window groups) / multimodal: the layouts
+    whose KV accounting differs (hybrids: per-group concurrency, state blocks)."""
+    from oomguard.model.description import LayerKind
+
+    kinds = {layer.kind for layer in model.layers}
+    if LayerKind.MAMBA in kinds or str(model.family).startswith("hybrid"):
+        return "hybrid (state-space / linear attention)"
+    if LayerKind.SLIDING_WINDOW in kinds or LayerKind.CHUNKED_LOCAL in kinds:
+        return "hybrid (sliding window / chunked)"
+    if model.mla is not None or LayerKind.MLA in kinds:
+        return "mla"
+    if model.moe is not None:
+        return "moe"
+    return "multimodal" if model.is_multimodal else "dense"
 
 
 def evaluate_rows(records: list[dict], models: dict) -> tuple[list[dict], list[tuple[str, str]]]:
@@ -284,10 +314,25 @@ def summarize(rows: list[dict]) -> dict:
          for row in rows for t in ("weights", "activation", "kv_pool", "tokens", "concurrency") if t in row["terms"]
          for e in [term_error(t, *row["terms"][t])] if e is not None and e > OUTLIER_PCT),
         key=lambda o: -o["pct"])
+    pc = [row for row in rows if "pinned_concurrency" in row]
+    pc_miss = [row["id"] for row in pc if not (row["pinned_concurrency"][0] <= row["pinned_concurrency"][2] <= row["pinned_concurrency"][1])]
+    mfams = sorted({row.get("model_family", "?") for row in rows})
+    by_model_family = {}
+    for f in mfams:
+        sub = [r for r in rows if r.get("model_family") == f]
+        pin = [r for r in sub if "pinned_tokens" in r]
+        by_model_family[f] = {
+            **{t: stats(sub, t) for t in ("weights", "kv_pool", "tokens", "concurrency")},
+            "pinned_tokens": [sum(r["pinned_tokens"][0] <= r["pinned_tokens"][2] <= r["pinned_tokens"][1] for r in pin), len(pin)],
+            "pinned_concurrency": [sum(1 for r in sub if "pinned_concurrency" in r and r["id"] not in pc_miss),
+                                   sum(1 for r in sub if "pinned_concurrency" in r)],
+        }
     agree = [row for row in rows if row["outcome"]["logged"]]
     same = [row for row in agree if row["outcome"]["predicted_starts"] == str(row["outcome"]["logged"]).startswith("success")]
     return {"overall": overall, "by_family": by_family,
             "pinned_tokens": {"n": len(pinned), "exact_to_rounding": len(pinned) - len(misses), "misses": misses},
+            "pinned_concurrency": {"n": len(pc), "exact_to_rounding": len(pc) - len(pc_miss), "misses": pc_miss},
+            "by_model_family": by_model_family,
             "outliers": outliers,
             "outcome": {"n": len(agree), "agree": len(same), "disagree": [r["id"] for r in agree if r not in same]}}
 
@@ -434,6 +479,14 @@ def markdown(res: dict, show_records: bool) -> str:
     p = s["pinned_tokens"]
     out += ["", f"Tokens with the pool pinned to the logged GiB (±{ROUNDING_GIB} rounding): {p['exact_to_rounding']}/{p['n']} exact"
             + (f"; misses: {', '.join(p['misses'])}" if p["misses"] else "")]
+    pc = s["pinned_concurrency"]
+    out.append(f"Maximum concurrency with the pool pinned (±{CONCURRENCY_ROUNDING} printed rounding): {pc['exact_to_rounding']}/{pc['n']} exact"
+               + (f"; misses: {', '.join(pc['misses'])}" if pc["misses"] else ""))
+    out += ["", "| model family | weights | kv_pool | tokens | concurrency | pinned tokens exact | pinned concurrency exact |",
+            "|---|---|---|---|---|---|---|"]
+    for f, v in s["by_model_family"].items():
+        out.append(f"| {f} | " + " | ".join(_cell(v[t]) for t in ("weights", "kv_pool", "tokens", "concurrency"))
+                   + f" | {v['pinned_tokens'][0]}/{v['pinned_tokens'][1]} | {v['pinned_concurrency'][0]}/{v['pinned_concurrency'][1]} |")
     o = s["outcome"]
     out.append(f"Start / fail verdict agrees with the log: {o['agree']}/{o['n']}" + (f"; disagrees: {', '.join(o['disagree'])}" if o["disagree"] else ""))
     if s["outliers"]:

@@ -17,7 +17,13 @@ fit and the test; the weights are refitted for every held-out thread with script
 the fix-flag rate, accuracy by class and by record file, the confusion matrix, a calibration table
 (confidence against accuracy), and the healthy false-alarm count.
 
-Usage: .venv/bin/python benchmarks/diagnose_accuracy.py [--log-only] [--json] [--records F]... [--healthy F]... [--summary] [--cv]
+With ``--cv-by batch`` the folds are the batches (each tests on weights fitted, from the priors, on every other
+batch and the older corpus, whose files count as their own groups): the figure that says whether a change
+generalises to a fresh batch. ``--cv-by both`` prints both; each mode prints accuracy per batch, the confusion matrix,
+the fix-flag rate (among the first two fixes, and first fix only) and the reliability table with its ECE.
+
+Usage: .venv/bin/python benchmarks/diagnose_accuracy.py [--log-only] [--json] [--records F]... [--healthy F]... [--summary]
+       [--cv] [--cv-by thread|batch|both] [--no-misses]
 """
 
 from __future__ import annotations
@@ -76,10 +82,7 @@ def classify_record(record: dict, *, with_context: bool) -> Result:
         os.unlink(path)
     top = d.verdicts[0] if d.verdicts else None
     fix_flag = record.get("fix_flag")
-    named = None
-    if fix_flag:
-        wanted = "--" + fix_flag.lstrip("-").replace("_", "-")
-        named = bool(top) and wanted in [f.flag for f in top.fix[:2]]
+    named = _flag_named(record, top)
     return Result(
         id=record["id"],
         level=record.get("cause_confidence_level") or "?",
@@ -181,19 +184,37 @@ def _trainer():  # noqa: ANN202 - the module
     return module
 
 
-def _flag_named(record: dict, verdict) -> bool | None:  # noqa: ANN001
+def _same_flag(flag: str) -> set[str]:
+    """The flag and the spellings vLLM renamed or replaced it with, either way (--disable-mm-preprocessor-cache and
+    --mm-processor-cache-gb 0 are one fix: oomguard names the one the release has, or the newer when unknown)."""
+    from oomguard.versions.renames import CHANGES, ChangeKind
+
+    out = {flag}
+    for c in CHANGES:
+        if c.new and c.kind in (ChangeKind.RENAMED, ChangeKind.REPLACED, ChangeKind.INVERTED) and flag in (c.old, c.new):
+            out |= {c.old, c.new}
+    return out
+
+
+def _flag_named(record: dict, verdict, first: int = 2) -> bool | None:  # noqa: ANN001
+    """Whether the verdict's first ``first`` fixes name the record's fix_flag (None when the record has none)."""
     fix_flag = record.get("fix_flag")
     if not fix_flag:
         return None
-    wanted = "--" + fix_flag.lstrip("-").replace("_", "-")
-    return verdict is not None and wanted in [f.flag for f in verdict.fix[:2]]
+    wanted = _same_flag("--" + fix_flag.lstrip("-").replace("_", "-"))
+    return verdict is not None and bool(wanted & {f.flag for f in verdict.fix[:first]})
+
+
+CV_MODES = {"thread": "cross-validation grouped by thread ({folds} folds; no thread in both the fit and the test)",
+            "batch": "leave one batch out ({folds} folds: each batch, and each older calibration file, tested on "
+                     "weights fitted on all the others from the priors; no thread in both)"}
 
 
 def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as_json: bool = False,
-                     log_only: bool = False, folds: int | None = None, phase: bool = True) -> int:
-    """Leave-one-thread-out CV of the scorer over the corpus; prints (or returns as JSON) the figures."""
-    import numpy as np
-
+                     log_only: bool = False, folds: int | None = None, phase: bool = True,
+                     by: tuple[str, ...] = ("thread",), show_misses: bool = True) -> int:
+    """Cross-validation of the scorer over the corpus, grouped by thread and/or leaving one batch out; prints (or
+    returns as JSON) the figures of each. The features are computed once; each fold refits only the weights."""
     from oomguard.diagnose.diagnosis import conclude
 
     train = _trainer()
@@ -201,73 +222,86 @@ def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as
     files = files or train.failure_files()
     priors = train.scoring.load(str(train.scoring.PRIORS_FILE))
     records = train.load_corpus(files)
-    samples = train.featurise(records)
+    samples = train.featurise(records, (False,) if log_only else (False, True))
     d = train.design(priors, samples)
     pd = train.phase_design(priors, d) if phase else None
     full = train.fit_model(d, pd, samples)
-    results: dict[int, dict] = {}
     shipped = train.scoring.load()
     phase_t = shipped.phase.temperature if shipped.phase is not None else 1.0
-
-    def on_fold(held, model):  # noqa: ANN001, ANN202
-        weights = train.weights_for_fold(d, model, shipped.temperature, phase_t)
-        for s in held:
-            diagnosis = conclude(s.prepared, weights=weights)
-            top = diagnosis.verdicts[0] if diagnosis.verdicts else None
-            results[id(s)] = {"got": top.cls.value if top else "(none)", "confidence": top.confidence if top else 0.0,
-                              "fix_named": _flag_named(s.record, top),
-                              "fixes": [f.flag for f in top.fix[:3]] if top else []}
-
-    train.cross_validate(d, samples, full=full, on_fold=on_fold, folds=folds, pd=pd)
     report: dict = {"records": len(records), "threads": len({s.thread for s in samples}),
-                    "folds": len(train.thread_folds(samples, folds)), "files": [p.name for p in files], "modes": {}}
-    for with_context in ([False] if log_only else [False, True]):
-        rows = [(s, results[id(s)]) for s in samples if s.with_context == with_context]
-        report["modes"]["with context" if with_context else "log only"] = _cv_figures(rows)
+                    "files": [p.name for p in files], "cv": {}}
+    for mode in by:
+        results: dict[int, dict] = {}
+
+        def on_fold(held, model):  # noqa: ANN001, ANN202
+            weights = train.weights_for_fold(d, model, shipped.temperature, phase_t)
+            for s in held:
+                diagnosis = conclude(s.prepared, weights=weights)
+                top = diagnosis.verdicts[0] if diagnosis.verdicts else None
+                results[id(s)] = {"got": top.cls.value if top else "(none)",
+                                  "confidence": top.confidence if top else 0.0,
+                                  "fix_named": _flag_named(s.record, top), "fix_first": _flag_named(s.record, top, 1),
+                                  "fixes": [f.flag for f in top.fix[:3]] if top else []}
+
+        train.cross_validate(d, samples, full=full, on_fold=on_fold, folds=folds, pd=pd, by=mode)
+        n_folds = len(train.batch_folds(samples) if mode == "batch" else train.thread_folds(samples, folds))
+        out = {"folds": n_folds, "modes": {}}
+        for with_context in ([False] if log_only else [False, True]):
+            rows = [(s, results[id(s)]) for s in samples if s.with_context == with_context]
+            out["modes"]["with context" if with_context else "log only"] = _cv_figures(rows)
+        report["cv"][mode] = out
     report["healthy"] = healthy_false_alarms(healthy)
     if as_json:
         print(json.dumps(report, indent=2, default=str))
         return 0
-    print(f"cross-validation grouped by thread ({report['folds']} folds; no thread in both the fit and the test): "
-          f"{report['records']} records from {report['threads']} threads ({', '.join(report['files'])})")
-    for mode, fig in report["modes"].items():
-        print(f"\n== {mode} ==")
-        print(f"class accuracy: {fig['accuracy']:.1%} ({fig['correct']}/{fig['records']}); high-confidence records: "
-              f"{fig['high_accuracy']:.1%} of {fig['high_records']}; fix flag named: {fig['fix_flag_named']}/"
-              f"{fig['fix_flag_records']} ({fig['fix_flag_rate']:.1%}); no verdict: {fig['no_verdict']}")
-        print("by class: " + ", ".join(f"{c} {ok}/{n}" for c, (ok, n) in fig["by_class"].items()))
-        print("by file: " + ", ".join(f"{f} {ok}/{n}" for f, (ok, n) in fig["by_file"].items()))
-        print("calibration (confidence bin: records, accuracy): " + ", ".join(
-            f"{b} {n} {acc:.0%}" for b, (n, acc) in fig["calibration"].items() if n))
-        labels = fig["confusion_labels"]
-        short = {c: c[:9] for c in labels}
-        print("confusion (rows: expected, columns: oomguard):")
-        print(" " * 22 + " ".join(f"{short[c]:>9}" for c in labels))
-        for c in labels:
-            row = fig["confusion"].get(c, {})
-            if sum(row.values()):
-                print(f"{c:<22}" + " ".join(f"{row.get(g, 0) or '.':>9}" for g in labels))
-        if fig["misses"]:
-            print("misses: " + ", ".join(f"{i} {e}->{g}" for i, e, g in fig["misses"]))
+    print(f"{report['records']} records from {report['threads']} threads ({', '.join(report['files'])})")
+    for mode, out in report["cv"].items():
+        print("\n#### " + CV_MODES[mode].format(folds=out["folds"]))
+        for name, fig in out["modes"].items():
+            _print_figures(f"{mode}, {name}", fig, show_misses)
     h = report["healthy"]
     print(f"\nhealthy corpus (shipped weights): {h['inputs']} start-ups, {len(h['false_alarms'])} false alarms "
           f"{h['false_alarms'] or ''}, {h['incomplete']} excerpts without a ready line (incomplete)")
     return 0
 
 
+def _print_figures(title: str, fig: dict, show_misses: bool) -> None:
+    print(f"\n== {title} ==")
+    print(f"class accuracy: {fig['accuracy']:.1%} ({fig['correct']}/{fig['records']}); high-confidence records: "
+          f"{fig['high_accuracy']:.1%} of {fig['high_records']}; fix flag named (first two fixes): "
+          f"{fig['fix_flag_named']}/{fig['fix_flag_records']} ({fig['fix_flag_rate']:.1%}), first fix: "
+          f"{fig['fix_first_named']}/{fig['fix_flag_records']} ({fig['fix_first_rate']:.1%}); no verdict: "
+          f"{fig['no_verdict']}")
+    print("by class: " + ", ".join(f"{c} {ok}/{n}" for c, (ok, n) in fig["by_class"].items()))
+    print("by batch: " + ", ".join(f"{g} {ok}/{n} ({ok / n:.0%})" for g, (ok, n) in fig["by_group"].items()))
+    print(f"calibration: ECE {fig['ece']:.3f}; reliability (confidence bin: records, mean confidence, accuracy): "
+          + ", ".join(f"{b} {n} {conf:.2f} {acc:.0%}" for b, (n, conf, acc) in fig["calibration"].items() if n))
+    labels = fig["confusion_labels"]
+    short = {c: c[:9] for c in labels}
+    print("confusion (rows: expected, columns: oomguard):")
+    print(" " * 22 + " ".join(f"{short[c]:>9}" for c in labels))
+    for c in labels:
+        row = fig["confusion"].get(c, {})
+        if sum(row.values()):
+            print(f"{c:<22}" + " ".join(f"{row.get(g, 0) or '.':>9}" for g in labels))
+    if show_misses and fig["misses"]:
+        print("misses: " + ", ".join(f"{i} {e}->{g}" for i, e, g in fig["misses"]))
+
+
 def _cv_figures(rows: list[tuple]) -> dict:
     correct = [s.record["class"] == r["got"] for s, r in rows]
     high = [ok for (s, _r), ok in zip(rows, correct) if s.record.get("cause_confidence_level") == "high"]
-    flagged = [r["fix_named"] for s, r in rows if r["fix_named"] is not None]
+    flagged = [(r["fix_named"], r["fix_first"]) for s, r in rows if r["fix_named"] is not None]
     by_class: dict[str, list[int]] = {}
     by_file: dict[str, list[int]] = {}
+    by_group: dict[str, list[int]] = {}
     labels: list[str] = []
     confusion: dict[str, dict[str, int]] = {}
-    bins = {f"{lo / 10:.1f}-{(lo + 1) / 10:.1f}": [0, 0] for lo in range(10)}
+    bins = {f"{lo / 10:.1f}-{(lo + 1) / 10:.1f}": [0, 0.0, 0] for lo in range(10)}
     misses = []
     for (s, r), ok in zip(rows, correct):
         exp, got = s.record["class"], r["got"]
-        for key, table in ((exp, by_class), (s.record.get("_file", "?"), by_file)):
+        for key, table in ((exp, by_class), (s.record.get("_file", "?"), by_file), (s.group, by_group)):
             cell = table.setdefault(key, [0, 0])
             cell[0] += ok
             cell[1] += 1
@@ -280,20 +314,28 @@ def _cv_figures(rows: list[tuple]) -> dict:
             b = min(9, int(r["confidence"] * 10))
             key = f"{b / 10:.1f}-{(b + 1) / 10:.1f}"
             bins[key][0] += 1
-            bins[key][1] += ok
+            bins[key][1] += r["confidence"]
+            bins[key][2] += ok
         if not ok:
             misses.append((s.record["id"], exp, got))
     order = [c.value for c in __import__("oomguard.model.failures", fromlist=["FailureClass"]).FailureClass]
     labels.sort(key=lambda c: order.index(c) if c in order else len(order))
+    scored = sum(n for n, _c, _k in bins.values())
+    # expected calibration error: the bins' |accuracy - mean confidence|, weighted by their share of the verdicts
+    ece = sum(abs(k / n - c / n) * n for n, c, k in bins.values() if n) / scored if scored else 0.0
     return {
         "records": len(rows), "correct": sum(correct), "accuracy": sum(correct) / len(rows) if rows else 0.0,
         "high_records": len(high), "high_accuracy": sum(high) / len(high) if high else 0.0,
-        "fix_flag_records": len(flagged), "fix_flag_named": sum(flagged),
-        "fix_flag_rate": sum(flagged) / len(flagged) if flagged else 0.0,
+        "fix_flag_records": len(flagged), "fix_flag_named": sum(a for a, _b in flagged),
+        "fix_flag_rate": sum(a for a, _b in flagged) / len(flagged) if flagged else 0.0,
+        "fix_first_named": sum(b for _a, b in flagged),
+        "fix_first_rate": sum(b for _a, b in flagged) / len(flagged) if flagged else 0.0,
         "no_verdict": sum(1 for _s, r in rows if r["got"] == "(none)"),
         "by_class": {k: tuple(v) for k, v in sorted(by_class.items())},
         "by_file": {k: tuple(v) for k, v in by_file.items()},
-        "calibration": {k: (n, ok / n if n else 0.0) for k, (n, ok) in bins.items()},
+        "by_group": {k: tuple(v) for k, v in sorted(by_group.items())},
+        "calibration": {k: (n, c / n if n else 0.0, ok / n if n else 0.0) for k, (n, c, ok) in bins.items()},
+        "ece": ece,
         "confusion_labels": labels, "confusion": confusion, "misses": misses,
     }
 
@@ -311,12 +353,16 @@ def main() -> int:
                         "(--records files, default every failure file), with the confusion matrix")
     parser.add_argument("--folds", type=int, default=None, metavar="N", help="with --cv: folds grouped by thread "
                         "(default 20; 0 = leave one thread out)")
+    parser.add_argument("--cv-by", choices=("thread", "batch", "both"), default=None,
+                        help="with --cv (implied): group the folds by thread (default) or leave one batch out, or both")
+    parser.add_argument("--no-misses", action="store_true", help="with --cv: do not list the misses")
     parser.add_argument("--no-phase-model", action="store_true", help="with --cv: score a GPU OOM's phase with the "
                         "main model only (to compare)")
     args = parser.parse_args()
-    if args.cv:
+    if args.cv or args.cv_by:
+        by = ("thread", "batch") if args.cv_by == "both" else (args.cv_by or "thread",)
         return cross_validation(args.records, args.healthy, as_json=args.json, log_only=args.log_only, folds=args.folds,
-                                phase=not args.no_phase_model)
+                                phase=not args.no_phase_model, by=by, show_misses=not args.no_misses)
     modes = [False] if args.log_only else [False, True]
     files = args.records or [RECORDS, PUBLIC_RECORDS] + sorted(BATCH_FAILURES.glob("*.jsonl"))
     report = {}

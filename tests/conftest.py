@@ -5,12 +5,24 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Property tests assert behaviour, never speed (speed is benchmarks/'s): no per-example deadline, which a
+# loaded 2-core machine exceeds (the alert tracker's brute-force comparison failed at load 20).
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("oomguard", deadline=None)
+_hypothesis_settings.load_profile("oomguard")
 SCENARIOS = ROOT / "tests" / "scenarios"
+
+# diagnose's compiled Hyperscan databases (diagnose/scan_cache.py): one cache for the whole run and the CLI
+# subprocesses it starts, outside the user's home; compiled once (~2 s), then loaded in milliseconds.
+os.environ.setdefault("OOMGUARD_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"oomguard-test-cache-{os.getuid()}"))
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 60) -> subprocess.CompletedProcess:

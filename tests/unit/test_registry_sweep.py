@@ -165,6 +165,10 @@ WEIGHT_FIXES = {
     "Glm4vForConditionalGeneration": 0.002,  # +16 %: GLM-4V tower (SwiGLU of out_hidden_size, merger)
     "BertForMaskedLM": 0.002,  # -39 %: the MLM head's own decoder
     "Qwen2_5OmniForConditionalGeneration": 0.002,  # -8.5 %: the thinker's audio tower
+    "KimiVLForConditionalGeneration": 0.002,  # -12.5 %: towers in the MLA adapter, MoonViT projector
+    "Cohere2VisionForConditionalGeneration": 0.002,  # -5.3 %: the SwiGLU alignment projector
+    "Idefics3ForConditionalGeneration": 0.002,  # -2.3 %: the pixel-shuffle connector
+    "Gemma4ForConditionalGeneration": 0.002,  # -2.6 %: GeGLU vision MLP, 2-D positions, embedder
 }
 
 

@@ -14,7 +14,7 @@ shapes are recognised from content, never from the name:
   that name a replica (pod, container, host, log stream) keep replicas apart, and lines
   with timestamps are put back in time order (Loki exports newest first).
 
-Only the lines diagnose's keyword prefilter keeps (``diagnose.prefilter``) are decoded:
+Only the lines diagnose's prefilter keeps (``diagnose.prefilter``: the parsers' patterns) are decoded:
 those are every line its parsers understand, and a start-up's ledger is among them.
 """
 

@@ -70,7 +70,33 @@ def findings_for_fix(ctx, findings: list[Finding], options: list) -> list[Findin
     )
     # the memory errors are what the option cures; warnings keep their edits where the option sets nothing
     rest = [f for f in findings if not (f.rule[2:3] in MEMORY_FAMILIES and f.severity is Severity.ERROR)]
-    return [carrier] + rest
+    return [carrier] + _without_length_edits(ctx, rest, best)
+
+
+# The rule whose fixes only a max-model-len beyond the model's own maximum needs (a RoPE scaling, the env
+# override of vLLM's length check); a flag respelled (--rope-scaling -> --hf-overrides, OG602) stays.
+_LENGTH_RULES = {"OG501"}
+
+
+def _without_length_edits(ctx, findings: list[Finding], best) -> list[Finding]:
+    """An option that lowers max-model-len to within the model's derived maximum makes the length edits of
+    the other rules moot: --fix used to add a YaRN --hf-overrides for 131,072 tokens to a launch it lowered
+    to 27,648 (minimal diff: the written launch carries only what it needs)."""
+    from dataclasses import replace
+
+    from oomguard.model.engine import derive_len
+
+    plan = ctx.plan
+    new_len = dict(best.edits).get("max_model_len")
+    if plan is None or new_len is None:
+        return findings
+    try:
+        native = derive_len(plan.model, plan.settings.version)
+    except Exception:  # noqa: BLE001 - no derived length to compare with: keep every edit
+        return findings
+    if not native or int(new_len) > native:
+        return findings
+    return [replace(f, fix=[]) if f.rule in _LENGTH_RULES and f.fix else f for f in findings]
 
 
 def options_to_dict(ctx, options: list) -> list[dict]:

@@ -374,7 +374,11 @@ class ManifestFixer:
         else:
             new = [f"name: {render_string(name, None)}\n  value: {render_string(str(value), chr(34))}"]
         if envc.node is not None and not (envc.style == "compose-map"):
-            if new and "\n" in new[0] and not envc.node.flow_style and envc.node.value:
+            if new and "\n" in new[0] and (envc.node.flow_style or not envc.node.value):
+                # `env: []` (or `[{...}]`): an item written inside the brackets is a flow mapping; a block one
+                # there is invalid YAML (the fixed Deployment failed to parse)
+                new = [f"{{name: {render_string(name, None)}, value: {render_string(str(value), chr(34))}}}"]
+            elif new and "\n" in new[0] and not envc.node.flow_style and envc.node.value:
                 pad = " " * (envc.node.value[-1].start_mark.column)
                 new = [new[0].replace("\n  ", "\n" + pad)]
             self.y.append_items(envc.node, new)

@@ -184,6 +184,8 @@ def _cause(active: set[str], ctx: Context) -> str | None:
     """What the fix builders key on (sampler, multimodal, batched tokens...), from the cues."""
     if active & {"frame:sampler", "paste-frame:sampler", "hint:sampler", "sig:sampler-warmup-oom"}:
         return "sampler"
+    if "sig:swap-exhausted" in active:
+        return "swap"
     if active & {"frame:kv-alloc", "paste-frame:kv-alloc"}:
         return "kv-allocation"
     if not ctx.text_only and active & {"frame:mm-encoder", "paste-frame:mm-encoder", "flag:multimodal"}:

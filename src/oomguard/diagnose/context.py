@@ -114,6 +114,10 @@ class Context:
     config_heads: int | None = None  # attention heads, from the model's config.json when it could be read
     config_max_len: int | None = None  # vLLM's derived max_model_len for the config (no user value)
     log_multimodal: bool = False  # the log shows a multimodal encoder being set up or profiled
+    # The model and the GPU the reporter names in words (parsers/cues.py's mention: cues), for the weights estimate
+    # only: never a --model / --gpu (the planner and the fixes do not take a sentence for a model id).
+    mentioned_model: str | None = None
+    mentioned_gpu_gib: float | None = None
     # per (file, run): traceback functions and the furthest phase anywhere in the paste (Collector's)
     paste_frames: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     paste_phase: dict[tuple[str, int], Any] = field(default_factory=dict)
@@ -171,16 +175,17 @@ class Context:
             fact = collector.latest("weights")
             if fact is not None:
                 return fact.value, "logged"
-        if not self.model:
+        name = self.model or self.mentioned_model
+        if not name:
             return None
-        params = params_from_name(self.model)
+        params = params_from_name(name)
         if params is None:
             return None
         gpus = self.tensor_parallel_size * int(self.arg("pipeline_parallel_size") or 1)
         if gpus == 1 and self.num_gpus and self.arg("tensor_parallel_size") is None:
             gpus = 1  # several GPUs present but no TP given: one GPU holds everything
-        per_param = bytes_per_param_from_name(self.model)
-        how = "estimated from the model name"
+        per_param = bytes_per_param_from_name(name)
+        how = "estimated from the model name" if self.model else f"estimated from the model the report names ({name})"
         quant = str(self.arg("quantization") or "").lower()
         dtype = str(self.arg("dtype") or "").lower().removeprefix("torch.")
         if per_param == 2.0 and quant:
@@ -238,8 +243,23 @@ def build_context(
         ctx.num_gpus = num_gpus
     if ctx.num_gpus is None and collector.gpus:
         ctx.num_gpus = len(collector.gpus)
+    _read_mentions(ctx, collector)
     ctx.log_multimodal = bool(collector.multimodal_seen)
     ctx.paste_frames = collector.paste_frames
     ctx.paste_phase = collector.paste_phase
     ctx.paste_hints = collector.paste_hints
     return ctx
+
+
+def _read_mentions(ctx: Context, collector: Collector) -> None:
+    """The model and GPU the report names in words, when nothing better says so (see Context.mentioned_model)."""
+    from oomguard.diagnose.parsers.cues import MENTION_PREFIX, TABLE
+
+    rules = {r.feature: r for r in TABLE if r.feature.startswith(MENTION_PREFIX)}
+    gpu_hit, model_hit = collector.cues.get(MENTION_PREFIX + "gpu"), collector.cues.get(MENTION_PREFIX + "model")
+    if gpu_hit is not None and ctx.gpu_total_gib is None:
+        m = rules[gpu_hit.feature].pattern.search(gpu_hit.text)
+        ctx.mentioned_gpu_gib = gpu_total_gib_from_name(m.group(0)) if m else None
+    if model_hit is not None and not ctx.model:
+        m = rules[model_hit.feature].pattern.search(model_hit.text)
+        ctx.mentioned_model = m.group(0) if m else None

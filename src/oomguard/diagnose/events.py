@@ -47,6 +47,7 @@ class Signal(str, Enum):
     CHAT_TEMPLATE = "chat-template"
     NCCL_ERROR = "nccl-error"
     RAY_PLACEMENT = "ray-placement"
+    SWAP_EXHAUSTED = "swap-exhausted"  # V0: "Aborted due to the lack of CPU swap space" (preemption by swapping)
 
 
 @dataclass
@@ -94,9 +95,14 @@ class Evidence:
         return {"file": self.file, "line": self.line, "text": self.text}
 
 
+# The value of a fix for a setting an error names without saying what it should be: the user picks it.
+CHOOSE_VALUE = "<a value the message allows>"
+
+
 @dataclass
 class Fix:
-    """One flag edit. ``value`` None means "remove this flag"; True means "add this switch"."""
+    """One flag edit. ``value`` None means "remove this flag"; True means "add this switch"; CHOOSE_VALUE
+    means "change this setting" (the message names it, not its value)."""
 
     flag: str
     value: Any

@@ -118,9 +118,11 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
         cues.append(Cue("exit:137", f"exit status {ctx.exit_code} = SIGKILL, the kernel OOM killer's signal",
                         "--exit-code", 0, f"exit status {ctx.exit_code}", anchor=True))
     cues += _context_cues(col, ctx)
-    from oomguard.diagnose.parsers.cues import FAILURE_STATEMENTS, FAILURE_WORDS
+    from oomguard.diagnose.parsers.cues import FAILURE_STATEMENTS, FAILURE_WORDS, UNSCORED_PREFIXES
 
     for hit in col.cues.values():
+        if hit.feature.startswith(UNSCORED_PREFIXES):
+            continue  # the flag the report suggests, the model and GPU it names: read by the fixes and the context
         cues.append(Cue(hit.feature, _CUE_WHY.get(hit.feature.split(":")[0], "report cue") + f" ({hit.feature})",
                         hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES or hit.feature in FAILURE_STATEMENTS
                         or (hit.error and hit.feature in FAILURE_WORDS)))
@@ -280,7 +282,7 @@ def _context_cues(col: Collector, ctx: Context) -> list[Cue]:
     out += _config_checks(col, ctx)
 
     weights = ctx.weights_per_gpu_gib(col)
-    total = ctx.gpu_total_gib
+    total = ctx.gpu_total_gib or ctx.mentioned_gpu_gib
     if weights is not None and total:
         w, how = weights
         if w > 0.92 * total:
@@ -359,6 +361,8 @@ _SIGNAL_WHY = {
     Signal.ENGINE_DIED: "the engine died", Signal.GENERIC_EXCEPTION: "an exception oomguard has no class for",
     Signal.MISSING_DEPENDENCY: "a Python module is missing", Signal.CHAT_TEMPLATE: "the chat template failed",
     Signal.NCCL_ERROR: "NCCL failed", Signal.RAY_PLACEMENT: "Ray could not place the GPUs",
+    Signal.SWAP_EXHAUSTED: "vLLM (V0): the KV cache filled while serving and the CPU swap space it preempts "
+    "sequences into filled too",
 }
 _CUE_WHY = {"host": "host-memory cue", "req": "request-time cue", "words": "the reporter's words",
             "fail": "the report says something failed",

@@ -39,18 +39,40 @@ from oomguard.diagnose.fixes_memory import _cudagraph, _host, _kv_small, _no_kv,
 ALPHA = 4.0
 
 
-def rank_fixes(fixes: list[Fix], votes: dict[str, int] | None) -> list[Fix]:
+def rank_fixes(fixes: list[Fix], votes: dict[str, int] | None, *, keep_first: bool = True) -> list[Fix]:
     """The builder's fixes reordered by the fixes that labelled threads of the class used (``votes``: flag -> threads,
     fitted by scripts/train_diagnose.py), the builder's order counting as ALPHA / (position + 1) votes.
 
     The builder proposes only fixes its facts support (a V0 launch without chunked prefill, a multimodal model...);
-    the votes only say which of those users needed first. FITTED: the votes are counts over the labelled corpus."""
-    if not votes or len(fixes) < 3:
+    the votes only say which of those users needed first. FITTED: the votes are counts over the labelled corpus.
+    ``keep_first``: the first fix stays first (the report named a cause the builder's first fix answers); otherwise
+    the votes order the first too (the builder's first is then its default order, not this report's facts)."""
+    if not votes or len(fixes) < (3 if keep_first else 2):
         return fixes
-    # The first fix stays first: it is the one this report's own facts point at (a V0 launch without chunked
-    # prefill, the shortfall the log prints...); the votes order the alternatives after it.
-    scored = [(math.log(votes.get(f.flag, 0) + ALPHA / (i + 2)), -i, f) for i, f in enumerate(fixes[1:])]
-    return fixes[:1] + [f for _s, _i, f in sorted(scored, key=lambda t: (-t[0], -t[1]))]
+    head = fixes[:1] if keep_first else []
+    rest = fixes[len(head):]
+    offset = len(head) + 1
+    scored = [(math.log(votes.get(f.flag, 0) + ALPHA / (i + offset)), -i, f) for i, f in enumerate(rest)]
+    return head + [f for _s, _i, f in sorted(scored, key=lambda t: (-t[0], -t[1]))]
+
+
+def suggested_flags(col: Collector) -> set[str]:
+    """The flags the report itself suggests changing (parsers/cues.py's ``suggest:`` cues: "set --max-num-seqs=256",
+    vLLM's own "Try increasing `gpu_memory_utilization`", "decreasing swap_space helps")."""
+    from oomguard.diagnose.parsers.cues import SUGGESTION_PREFIX
+
+    return {"--" + f.removeprefix(SUGGESTION_PREFIX) for f in col.cues if f.startswith(SUGGESTION_PREFIX)}
+
+
+def suggested_first(fixes: list[Fix], suggested: set[str]) -> list[Fix]:
+    """A fix the builder proposed (its facts support it, with its value) that the report also suggests comes second,
+    right after the first (the report's own facts), unless the second is already one the report suggests."""
+    if len(fixes) < 3 or not suggested or fixes[1].flag in suggested:
+        return fixes
+    pick = next((f for f in fixes[2:] if f.flag in suggested), None)
+    if pick is None:
+        return fixes
+    return [fixes[0], pick] + [f for f in fixes[1:] if f is not pick]
 
 
 def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
@@ -58,7 +80,11 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
     for v in verdicts:
         members = getattr(v, "_members", [])
         _BUILDERS[v.cls](v, members, col, ctx)
-        v.fix = rank_fixes(v.fix, (votes or {}).get(v.cls.value))
+        v.summary = _whole_sentence(v.summary)
+        # The first fix stays first when the report names what caused the failure (the sampler warm-up, the
+        # multimodal encoder, prompt logprobs, the batched tokens...) or rests on vLLM's own message with its
+        # numbers: the builder's first fix answers that. Otherwise the labelled threads' votes order all of them.
+        v.fix = rank_fixes(v.fix, (votes or {}).get(v.cls.value), keep_first=_fact_led(v, members))
         # The configuration families' standard fixes go first (dtype on pre-Ampere cards, custom all-reduce...).
         family = [f for f in family_fixes(v, members, col, ctx) if f.flag not in {x.flag for x in v.fix[:1]}]
         if family:
@@ -67,6 +93,7 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
             # The setting the error names: first for a configuration error, after the class's own fixes otherwise.
             named = [f for f in named_setting_fixes(v, members, col) if f.flag not in {x.flag for x in v.fix}]
             v.fix = (family + named + v.fix[len(family):]) if v.cls == FC.CONFIG_ERROR else v.fix + named
+        v.fix = suggested_first(v.fix, suggested_flags(col))
         if v.cls in _GPU_OOM and v.settle:
             v.summary += (" The phase is the most likely one from the rest of the report (no phase marker or "
                           f"traceback frame places the error): {v.settle}.")
@@ -74,7 +101,27 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
             del v._members  # type: ignore[attr-defined]
 
 
+def _whole_sentence(summary: str) -> str:
+    """A builder quotes the error line after a colon; a verdict read from words or frames can have no line
+    (or an empty one) to quote: say so instead of ending on the colon."""
+    text = summary.rstrip()
+    if not text.endswith(":"):
+        return summary
+    return text.rstrip(":").rstrip() + " (the text does not show the error message itself; --explain lists the cues)."
+
+
 _GPU_OOM = (FC.WEIGHTS_OOM, FC.PROFILE_OOM, FC.CUDAGRAPH_OOM, FC.RUNTIME_OOM)
+
+
+def _fact_led(v: Verdict, members: list[Any]) -> bool:
+    """Whether the builder's first fix follows this report's own facts (see attach_fixes), not its default order."""
+    from oomguard.diagnose.remedy import cause_of
+
+    # chunked prefill is proposed only for a V0 launch without it (V0 refuses fewer batched tokens than
+    # max_model_len then): a fact of this launch, not the builder's default
+    chunked = bool(v.fix) and v.fix[0].flag == "--enable-chunked-prefill"
+    return v.cls not in _GPU_OOM or cause_of(members) is not None or chunked
+
 
 _BUILDERS: dict[FC, Callable[[Verdict, list[Any], Collector, Context], None]] = {
     FC.WEIGHTS_OOM: _weights, FC.STARTUP_FREE_MEMORY: _startup_free, FC.PROFILE_OOM: _profile,

@@ -11,7 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from oomguard.diagnose.context import Context
-from oomguard.diagnose.events import Fix, Signal, Verdict
+from oomguard.diagnose.events import CHOOSE_VALUE, Fix, Signal, Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.flags import hint_for, split_unrecognized
 from oomguard.diagnose.parsers.numbers import maybe_number
@@ -246,10 +246,23 @@ _FAMILIES: tuple[tuple[str, frozenset[str], str, frozenset[str], str, Any, str],
      r"VLLM_ALLOW_LONG_MAX_MODEL_LEN", frozenset(), "--max-model-len", lambda ctx: ctx.config_max_len or "<model maximum>",
      "VLLM_ALLOW_LONG_MAX_MODEL_LEN lets max_model_len pass the model's positions; requests beyond them index out "
      "of range on the GPU"),
+    # vLLM's ModelConfig.verify_with_parallel_config, said in words too ("the number of attention heads is not
+    # divisible by 3"): the tensor-parallel size must divide the heads
+    ("heads-divisible", frozenset({"config-error"}),
+     r"attention heads.{0,80}divis|divis\w* by (?:the )?tensor[_ -]parallel", frozenset(), "--tensor-parallel-size",
+     lambda ctx: _heads_divisor(ctx), "the tensor-parallel size must divide the model's attention heads"),
     ("graphs", frozenset({"config-error", "unknown", "illegal-memory-access"}),
      r"cuda ?graph|cudagraph|torch\.compile|inductor|dynamo|torch\._dynamo|piecewise", frozenset(),
      "--enforce-eager", True, "skips torch.compile and CUDA graph capture, where this failure happens"),
 )
+
+
+def _heads_divisor(ctx: Context) -> int | str:
+    """The largest power of two at most the current tensor-parallel size that divides the heads (when known)."""
+    heads, tp = ctx.config_heads, ctx.tensor_parallel_size
+    if heads and tp > 1:
+        return max(d for d in (1, 2, 4, 8, 16, 32, 64) if d <= tp and heads % d == 0)
+    return "<a divisor of the model's attention heads>"
 
 
 def lower_seqs_for(ctx: Context) -> int:
@@ -314,7 +327,7 @@ def named_setting_fixes(v: Verdict, members: list[Any], col: Collector) -> list[
                 continue
             seen.add(flag)
             if _is_vllm_flag(flag):
-                out.append(Fix(flag, "<a value the message allows>", "the error names this setting"))
+                out.append(Fix(flag, CHOOSE_VALUE, "the error names this setting"))
             if len(out) >= 3:
                 return out
     return out

@@ -74,6 +74,8 @@ def _chat_template(v: Verdict, members: list[Any], col: Collector, ctx: Context)
 def _nccl(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     causes = [m.event.numbers.get("cause") for m in members if m.event.numbers.get("cause")]
     cause = causes[0] if causes else None
+    if cause is None and ("host:sigbus" in col.cues or "words:shm" in col.cues):
+        cause = "shm"  # a worker dead of SIGBUS, or /dev/shm named: the container's shared memory
     shm = num_of(members, "shm_bytes")
     if cause == "shm":
         size = f" (a {shm / 2**20:.0f} MiB segment)" if shm else ""

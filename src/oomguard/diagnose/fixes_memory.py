@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from oomguard.diagnose.context import Context
-from oomguard.diagnose.events import Fix, Verdict
+from oomguard.diagnose.events import Fix, Signal, Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import fmt
 from oomguard.diagnose.remedy import (
@@ -300,7 +300,7 @@ def _kv_small(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> N
     if tokens is not None and max_len:
         v.numbers.append(f"KV cache holds {int(tokens)} tokens < max_model_len {max_len}")
     if est:
-        v.numbers.append(f"largest max_model_len that fits: {est}")
+        v.numbers.append(f"largest max_model_len the KV cache holds (vLLM's estimate; the model's own maximum is a separate limit): {est}")
     v.summary = (f"The KV cache cannot hold one request of max_model_len {max_len or '(the default)'} tokens"
                  + (f": it fits {fit} tokens." if fit else "."))
     if fit:
@@ -354,6 +354,13 @@ def _runtime(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
     reason = primary_reason(members)
     v.summary = ("CUDA out of memory while serving: a step's activations (long prefill, large batch or prompt "
                  f"logprobs) outgrew the memory left outside the KV pool{f' ({reason})' if reason and reason != 'message' else ''}.")
+    if cause_of(members) == "swap":
+        # V0 preempted sequences by swapping their KV blocks to the CPU and that space filled: fewer sequences
+        # in flight preempt less; a larger swap space holds more of them (host RAM, pinned per GPU)
+        swap = int_arg(ctx, "swap_space")
+        v.fix.append(Fix("--max-num-seqs", lower_seqs(ctx), "fewer running sequences: less preemption by swapping"))
+        v.fix.append(Fix("--swap-space", max(8, 2 * swap) if swap else 16, "GiB of CPU swap space per GPU for "
+                         "preempted sequences (host RAM)"))
     version = ctx.version_tuple()
     if (ctx.engine == "V0" or (version is not None and version < (0, 8))) and not ctx.arg("enable_chunked_prefill"):
         # V0 without chunked prefill runs a whole prompt in one step (and its prompt logprobs over the vocabulary)
@@ -367,6 +374,8 @@ def _runtime(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> No
     if reserved is not None and reserved > 0.5:
         v.fix.append(Fix("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True",
                          f"environment variable: {fmt(reserved)} GiB were reserved but unallocated (fragmentation)"))
+    seen: set[str] = set()
+    v.fix = [f for f in v.fix if not (f.flag in seen or seen.add(f.flag))]  # each flag once (the swap case adds one)
 
 
 def _host(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
@@ -380,8 +389,17 @@ def _host(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
                      "no CUDA error is involved.")
     else:
         code = num_of(members, "exit_code")
-        v.summary = (f"A vLLM process was killed by SIGKILL (exit {code if code is not None else 137}) without a CUDA "
-                     "error: the signature of the host (or container) OOM killer.")
+        signals = {getattr(m, "signal", None) for m in members}
+        if code is not None or Signal.SIGKILL in signals or ctx.exit_code == 137:
+            v.summary = (f"A vLLM process was killed by SIGKILL (exit {code if code is not None else 137}) without a "
+                         "CUDA error: the signature of the host (or container) OOM killer.")
+        elif Signal.HOST_ALLOC_FAILURE in signals:
+            v.summary = ("A host-memory allocation failed (CPU or pinned memory, not the GPU's): host RAM or the "
+                         "container's memory limit ran out.")
+        else:
+            # Only words or a table say so: claim no kill or exit status the text does not show.
+            v.summary = ("Host RAM (or the container's memory limit) ran out, as the report describes it; no kernel "
+                         "OOM-killer line, SIGKILL or exit status is in the text (dmesg would confirm it).")
     for event in col.kernel_memory:
         if event.get("event") == "cgroup usage":
             v.numbers.append(f"cgroup usage {fmt(event['usage_bytes'] / (1 << 30))} GiB of limit "

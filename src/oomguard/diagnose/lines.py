@@ -33,6 +33,15 @@ _DMESG = re.compile(
     r"^(?:<\d>)?(?:(?:kern|user|daemon|syslog)\s*:\s*\w+\s*:\s*)?"
     r"\[\s*(\d+\.\d+|[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d+\s+\d\d:\d\d:\d\d\s+\d{4})\]\s?"
 )
+# Lines the prefixes above mark as kernel messages, for diagnose's byte scan (parsers/scanset.py): every kernel
+# line is a cue (comp:kernel). The journald / rsyslog identifier "kernel" in front of a message, or dmesg's stamp.
+_KERNEL_IDENT = re.compile(r"\skernel(?:\[\d+\])?:\s")
+KERNEL_SCAN = (_DMESG, _KERNEL_IDENT)
+# vLLM <= 0.7's record prefix ("INFO 10-14 12:32:48 worker.py:124] ", no bracket before the file): one such line says
+# the engine is V0. On every line of such a log, so the scan takes one per block (ONCE_SCAN), not each of them.
+# Written for the scan: the file name after whitespace (_LEVEL's group 4 always follows some) and the "]".
+_OLD_PREFIX_SCAN = re.compile(r"\s[\w./-]+\.py(?::\d+)?\]")
+ONCE_SCAN = (_OLD_PREFIX_SCAN,)
 # "(EngineCore_DP0 pid=12)", "(VllmWorker TP0 pid=7)", "(VllmWorker rank=0 pid=7)", "(RayWorkerWrapper pid=7, ip=..)"
 _RANK = re.compile(r"^\[rank(\d+)\]:\s?")
 _PROC = re.compile(r"^\(([A-Za-z_][\w.:/=-]*(?:\s[\w.:/=-]+)*?)(?:\s+pid=(\d+))?(?:,\s*ip=[\w.:]+)?\)\s+")

@@ -192,7 +192,9 @@ def _generic_suffix(model: Any) -> str:
 def _checkable(fix: Fix) -> bool:
     if fix.flag == "--kv-cache-memory-bytes":
         return True  # a placeholder value is computed from the plan (co-resident processes)
-    return fix.flag.startswith("--") and (fix.value is None or isinstance(fix.value, (bool, int, float)))
+    # a word value (--kv-cache-dtype fp8, --dtype half) is planned too; a "<placeholder>" is not a value
+    return fix.flag.startswith("--") and (fix.value is None or isinstance(fix.value, (bool, int, float))
+                                          or isinstance(fix.value, str) and bool(fix.value) and not fix.value.startswith("<"))
 
 
 def _flag_exists(flag: str, version: str | None) -> bool:
@@ -339,10 +341,9 @@ def check_diagnosis(diagnosis: Any, *, model: str | None = None, gpu: str | None
                                num_gpus=num_gpus or ctx.num_gpus, args=dict(ctx.args), vllm_version=ctx.version,
                                other_gpu_gib=other)
     except NotChecked as exc:
-        # Said on the fixes only when the user asked for a check (--model or --gpu): otherwise the planner was
-        # never meant to run.
-        if model or gpu:
-            mark_not_checked(diagnosis.verdicts, str(exc))
+        # Said on the fixes whether or not the user asked (--model / --gpu): a fix without a verdict reads as a
+        # checked one otherwise (issue 17: "never silently"); the views say it once per failure.
+        mark_not_checked(diagnosis.verdicts, str(exc))
         return False
     check_fixes(diagnosis.verdicts, checker, estimated_max_len=estimated)
     return True

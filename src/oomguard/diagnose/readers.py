@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from oomguard.diagnose.classes import InputKind
+from oomguard.diagnose.classes import InputKind, Phase
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.scanner import every_line, scan
 from oomguard.inputs import logs
@@ -118,7 +118,10 @@ def read_input(path: str, col: Collector) -> tuple[InputReport, str | None]:
         if notes.gzip:
             report.notes.append("gzip-compressed; decompressed while reading")
         report.notes.extend(notes.summary())
-        if kind in (InputKind.TEXT,) and report.matched_lines == 0 and notes.bytes_read:
+        # Said only when nothing was read from it: an access log or a metrics line that shows the server
+        # answering is recognised (the verdict says "running") even though no parser line matched.
+        if kind in (InputKind.TEXT,) and report.matched_lines == 0 and notes.bytes_read \
+                and col.phase_reached == Phase.UNKNOWN and not (col.errors or col.signals or col.cues):
             report.notes.append("no vLLM, kernel or nvidia-smi content recognised")
         return report, launch_text
     finally:

@@ -11,8 +11,20 @@ import json
 from typing import Any, TextIO
 
 from oomguard.diagnose.diagnosis import Diagnosis
+from oomguard.diagnose.events import CHOOSE_VALUE
 
 GiB = 1 << 30
+
+
+def shared_not_checked(fixes: list[dict]) -> str | None:
+    """The one reason every checkable fix of a failure went unchecked ("not checked: no GPU known ..."),
+    said once under the fixes instead of on each; None when the fixes have their own verdicts."""
+    reasons = {f.get("checked") for f in fixes if f.get("checked")}
+    if len(reasons) == 1 and not any(f.get("effect") for f in fixes):
+        reason = next(iter(reasons))
+        if reason.startswith("not checked: "):
+            return reason
+    return None
 
 
 def fmt_value(value: Any) -> str:
@@ -20,6 +32,11 @@ def fmt_value(value: Any) -> str:
     if isinstance(value, (int, float)) and float(value).is_integer() and abs(value) >= 1000:
         return f"{int(value):,}"
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _where(item: dict[str, Any]) -> str:
+    """file:line; a cue about a whole paste (the functions of its tracebacks) has no one line (line 0)."""
+    return f"{item['file']}:{item['line']}" if item.get("line") else f"{item['file']} (the whole paste)"
 
 
 def fix_text(fix: dict[str, Any]) -> str:
@@ -33,6 +50,8 @@ def fix_text(fix: dict[str, Any]) -> str:
         return f"{flag}={value}"
     if value is True:
         return flag
+    if value == CHOOSE_VALUE:
+        return f"change {flag} (to a value the message allows)"
     if isinstance(value, str) and (" " in value or "{" in value):
         return f"{flag} '{value}'"
     return f"{flag} {value}"
@@ -108,7 +127,7 @@ def cue_lines(v: dict[str, Any], limit: int = 12) -> list[str]:
     """The scored cues of a verdict, one a line: '+6.00  sig:kv-too-small  vllm.log:12  (why)'."""
     out = []
     for c in v.get("cues", [])[:limit]:
-        where = f"  {c['file']}:{c['line']}" if c.get("file") else ""
+        where = f"  {_where(c)}" if c.get("file") else ""
         out.append(f"{c['weight']:+.2f}  {c['feature']}{where}  ({c['why']})")
     alts = v.get("alternatives") or []
     if alts:
@@ -137,11 +156,14 @@ def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evi
         if v["fix"]:
             lines.append("**Fix**")
             lines.append("")
+            shared = shared_not_checked(v["fix"])
             for f in v["fix"]:
                 effect = f" (predicted: {f['effect']})" if f.get("effect") else ""
-                if f.get("checked") and not f.get("effect"):
+                if f.get("checked") and not f.get("effect") and not shared:
                     effect = f" (planner: {f['checked']})"
                 lines.append(f"- `{fix_text(f)}`: {f['why']}{effect}")
+            if shared:
+                lines.append(f"- planner: {shared}")
             lines.append("")
         if v.get("settle"):
             lines += [f"*What would settle it*: {v['settle']}", ""]
@@ -155,7 +177,7 @@ def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evi
             lines.append("")
             lines.append("```")
             for e in evidence:
-                lines.append(f"{e['file']}:{e['line']}: {e['text']}")
+                lines.append(f"{_where(e)}: {e['text']}")
             lines.append("```")
             lines.append("")
     lines.append("## Facts")
@@ -193,13 +215,16 @@ def render_text(diagnosis: Diagnosis, out: TextIO, *, explain: bool = False) -> 
         console.print(f"   {escape(v['summary'])}")
         for n in v.get("numbers", []):
             console.print(f"   [cyan]numbers:[/] {escape(n)}")
+        shared = shared_not_checked(v["fix"])
         for f in v["fix"]:
             effect = f" [green](predicted: {escape(f['effect'])})[/]" if f.get("effect") else ""
-            if f.get("checked") and not f.get("effect"):
+            if f.get("checked") and not f.get("effect") and not shared:
                 effect = f" [green](planner: {escape(f['checked'])})[/]"
             console.print(f"   [bold green]fix:[/] [bold]{escape(fix_text(f))}[/]  [dim]{escape(f['why'])}[/]{effect}")
+        if shared:
+            console.print(f"   [yellow]planner:[/] {escape(shared)}")
         for e in v["evidence"]:
-            console.print(f"   [yellow]{escape(e['file'])}:{e['line']}[/] {escape(e['text'][:300])}")
+            console.print(f"   [yellow]{escape(_where(e))}[/] {escape(e['text'][:300])}")
         if v.get("settle"):
             console.print(f"   [cyan]would settle it:[/] {escape(v['settle'])}")
         if explain:

@@ -129,8 +129,9 @@ class _Scanner:
         self.notes = notes
         self.engine = engine
         self.markers = prefilter.run_start_markers()
-        self.seen = [0] * len(prefilter.ALL)
+        self.seen = [0] * len(engine.labels)
         self.saturated: set[int] = set()
+        self.refuted = [0] * len(engine.labels)  # see _refute
         self.parsed = 0
         self.extra = 0  # lines parsed as grace or context
         self.grace = GRACE_LINES
@@ -198,15 +199,14 @@ class _Scanner:
         elif self.block is not None and not self.block.flush:
             self._frequent(self.gap_start, self.block.end)
         if self.stretches:
-            names = ", ".join(sorted({prefilter.ALL[i].decode("utf-8", "replace").strip()
-                                      for i in self.stretch_ids})[:12])
+            names = ", ".join(sorted({self.engine.labels[i] for i in self.stretch_ids})[:12])
             self.notes.messages.extend(self.stretch_notes)
             if self.stretches > _MAX_STRETCH_NOTES:
                 self.notes.messages.append(f"{self.stretches - _MAX_STRETCH_NOTES:,} more such stretches")
             starts = f", {self.stretch_starts:,} start-up(s)" if self.stretch_starts else ""
             self.notes.messages.append(
                 f"{self.stretch_lines:,} line(s) in {self.stretches:,} stretch(es) ({self.stretch_bytes / 1e6:,.1f} MB"
-                f"{starts}) only repeat lines shown (keywords: {names}): counted, not parsed one by one")
+                f"{starts}) only repeat lines shown (matching: {names}): counted, not parsed one by one")
         if self.engine.name != "hyperscan":
             self.notes.messages.append(f"keyword scan with {self.engine.name} (the hyperscan package is not "
                                        "installed or does not run here): slower, same result")
@@ -231,7 +231,16 @@ class _Scanner:
                     st.run_starts[i] += n
                 self.cursor.line_at(b)  # newlines are counted here, once
                 return
+        if survey is None and self.engine.surveys_keywords:
+            # Outside a stretch too, a block whose keywords are all routine (on lines no pattern selected, or
+            # routine ones) holds nothing to parse: the literal survey says so at memory speed, where the
+            # pattern automaton would read the whole block (1 GB of serving traffic: a dozen lines to parse).
+            survey = self.engine.survey(data, a, b)
+            if survey.ids <= self.saturated:
+                return
         found = survey.lines if survey is not None and survey.lines is not None else self.engine.lines(data, a, b)
+        if survey is not None and survey.lines is None:
+            self._refute(survey.ids, found)
         extra = False
         for line_start, line_end, hit, ids in found:
             if self.parsed >= HEAD_LINES and ids <= self.saturated:
@@ -259,6 +268,18 @@ class _Scanner:
                 self.extra += 1
                 extra = False
             self.gap_start = line_end + 1
+
+    def _refute(self, ids: set[int], found: list[tuple[int, int, int, frozenset[int]]]) -> None:
+        """A survey (keywords) said a block of a stretch holds something new, and its lines (patterns) say
+        they are all routine: the keywords that made it look new are on lines no parser acts on. After
+        SATURATION such blocks a keyword is routine too, so a stretch of them is surveyed, not read line by
+        line (crash-loop start-ups print words like "Loading" on lines the patterns leave alone)."""
+        if not all(line_ids <= self.saturated for *_, line_ids in found):
+            return
+        for i in ids - self.saturated:
+            self.refuted[i] += 1
+            if self.refuted[i] >= SATURATION:
+                self.saturated.add(i)
 
     def _starts_run(self, line_start: int, line_end: int) -> bool:
         assert self.block is not None
@@ -306,7 +327,8 @@ class _Scanner:
         parsers.feed(parse_line(self.name, line_no, text, following=_following(data, line_end, block.end),
                                 truncated=line_end - line_start > logs.MAX_LINE_BYTES), self.col)
         if counted:
-            self._count(ids)
+            # And the keywords a survey would see on it (the hyperscan engine surveys keywords, parses patterns).
+            self._count(ids | self.engine.line_keywords(data, line_start, line_end))
 
     def _count(self, ids: frozenset[int]) -> None:
         self.parsed += 1

@@ -56,7 +56,13 @@ def render_fit(result, *, console=None) -> None:
     console.print(f"[dim]searched {result.searched:,} launches in {result.elapsed_s * 1000:.0f} ms ({rate:,.0f}/s)[/]")
     lp = result.launch_plan
     if lp is not None:
-        if lp.starts:
+        if result.rejected_flags:
+            refused = ", ".join(result.rejected_flags)
+            plan = (f"starts ({lp.kv_cache_tokens:,} tokens of KV)" if lp.starts
+                    else f"does not start either ({lp.failure.value})")
+            console.print(f"the launch as written: [red bold]WILL NOT START[/]: vLLM {escape(str(g['vllm_version']))} rejects "
+                          f"the command line ('unrecognized arguments: {escape(refused)}'); without it the memory plan {plan}")
+        elif lp.starts:
             console.print(f"the launch as written: [green]starts[/] ({lp.kv_cache_tokens:,} tokens of KV)")
         else:
             console.print(f"the launch as written: [red bold]WILL NOT START[/] ({lp.failure.value}): {escape(lp.error or '')}")

@@ -70,6 +70,7 @@ class FitResult:
     from_launch: bool = False
     checkpoints: list[Candidate] = field(default_factory=list)  # the best launch of each quantized checkpoint of the model
     goal_lowered: bool = False  # the shown launches meet the goal only with a lower max-model-len
+    rejected_flags: list[str] = field(default_factory=list)  # --lenient: flags this release refuses, left out
 
     @property
     def found(self) -> bool:
@@ -99,5 +100,10 @@ class FitResult:
             d["checkpoints"] = [c.to_dict() for c in self.checkpoints]
         if self.launch_plan is not None:
             p = self.launch_plan
-            d["launch"] = {"starts": p.starts, "failure": p.failure.value if p.failure else None, "error": p.error}
+            d["launch"] = {"starts": p.starts and not self.rejected_flags, "failure": p.failure.value if p.failure else None,
+                           "error": p.error, "memory_plan_starts": p.starts,
+                           # the numbers plan and check print for the same launch (one launch, one answer)
+                           "kv_cache_tokens": p.kv_cache_tokens, "max_concurrency": round(p.max_concurrency, 2)}
+            if self.rejected_flags:
+                d["launch"]["refused_flags"] = list(self.rejected_flags)
         return d

@@ -17,6 +17,7 @@ import gc
 import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from oomguard.fit import command as cmd
 from oomguard.fit import cpu_tier
@@ -418,7 +419,8 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         for rank_no, option in enumerate(goal_opts, 1):
             # fit's own view of the option when the search found that launch too, else the option as planned
             g = self.goal_candidate(option, rank_no)
-            hit = next((i for i, (t, _, _) in enumerate(ranked) if _same_flags(self._flags_for(t, bases[t.base_index][0]), g.flags)), None)
+            hit = next((i for i, (t, _, _) in enumerate(ranked)
+                        if _same_flags(self._flags_for(t, bases[t.base_index][0]), g.flags, _resolved(g.plan))), None)
             if hit is not None:
                 t, perf, changes = ranked.pop(hit)
                 c = self.candidate(t, perf, changes, bases, steps, offload)
@@ -466,14 +468,28 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
         )
 
 
-def _same_flags(a: dict, b: dict) -> bool:
+def _resolved(plan: Any) -> dict:
+    """What a planned launch runs with for the searched flags: vLLM's default where the flags leave one unset
+    (a goal-keeping edit leaves --max-num-seqs unset where the search writes its default, 256, out)."""
+    s = getattr(plan, "settings", None)
+    if s is None:
+        return {}
     keys = set(cmd.SEARCHED) | {"enable_chunked_prefill"}
-    norm = {"kv_cache_dtype": "auto", "enforce_eager": False, "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+    return {k: getattr(s, k) for k in keys if hasattr(s, k)}
+
+
+def _same_flags(a: dict, b: dict, defaults: dict | None = None) -> bool:
+    keys = set(cmd.SEARCHED) | {"enable_chunked_prefill"}
+    norm = {"kv_cache_dtype": "auto", "enforce_eager": False, "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+            **(defaults or {})}
     return all(a.get(k, norm.get(k)) == b.get(k, norm.get(k)) for k in keys)
 
 
 def _same_edit(a: Candidate, b: Candidate) -> bool:
-    return _same_flags(a.flags, b.flags)
+    # Both are planned: an unset flag is the value vLLM resolves it to, so "--max-num-seqs 256" written out
+    # and left to its default are one launch (fit used to list check's fix and the same search result twice).
+    ra, rb = _resolved(a.plan), _resolved(b.plan)
+    return _same_flags({**ra, **a.flags}, {**rb, **b.flags})
 
 
 def fit(req: FitRequest, *, checkpoints: bool = True) -> FitResult:
@@ -486,10 +502,37 @@ def fit(req: FitRequest, *, checkpoints: bool = True) -> FitResult:
         result = _Search(req).run()
         if req.launch is None and checkpoints:
             result.checkpoints = _checkpoint_candidates(req)
+        _set_aside(req.launch, result)
         return result
     finally:
         if enabled:
             gc.enable()
+
+
+def _set_aside(launch: Any, result: FitResult) -> None:
+    """A --from launch read with --lenient keeps flags this release does not know out of the search: vLLM
+    itself stops on them ('unrecognized arguments'), so the launch as written does not start, and every
+    shown launch's edit says it drops them (fit used to print "no edit needed" over a dropped --swap-space)."""
+    if launch is None:
+        return
+    unknown = [(opt, value, file, line) for opt, value, file, line in getattr(launch, "unknown", []) if opt.startswith("--")]
+    if not unknown:
+        return
+    result.rejected_flags = [opt for opt, *_ in unknown]
+    removals = [cmd.Change(opt[2:].replace("-", "_"), value if value is not None else True, None, None, file, line)
+                for opt, value, file, line in unknown]
+    carried = any(r.dest == "rope_scaling" for r in removals) and "rope_scaling" in (launch.flags.get("hf_overrides") or {})
+    if carried:
+        # the plan already read --rope-scaling as --hf-overrides (cli.common._carry_removed_flags): the edit says so
+        site = next(r for r in removals if r.dest == "rope_scaling")
+        removals.append(cmd.Change("hf_overrides", None, launch.flags["hf_overrides"], None, site.file, site.line))
+    for c in [*result.candidates, *result.closest]:
+        c.edit = removals + [ch for ch in (c.edit or []) if ch.dest not in {r.dest for r in removals}]
+    for note in launch.report_notes():
+        if carried and "--rope-scaling" in note and note.endswith("not applied"):
+            continue  # it was applied, as --hf-overrides (the note above says so)
+        if note not in result.notes:
+            result.notes.append(note)
 
 
 def _checkpoint_candidates(req: FitRequest) -> list[Candidate]:

@@ -69,6 +69,8 @@ PLAN_FIELDS = (
     # vision / audio towers and projectors (architectures/vision.py, the OPT extras)
     "deepstack_visual_indexes", "num_position_embeddings", "encoder_ffn_dim",
     "max_source_positions", "num_mel_bins", "output_dim", "word_embed_proj_dim", "vision_feature_layer",
+    "position_embedding_size", "alignment_intermediate_size", "downsample_factor", "scale_factor", "merge_kernel_size",
+    "init_pos_emb_height", "init_pos_emb_width",
     # speculative heads in the checkpoint
     "num_nextn_predict_layers", "mtp_num_hidden_layers",
     # encoder-decoder markers

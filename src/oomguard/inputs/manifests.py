@@ -810,6 +810,7 @@ def _helm_model(n: Nodes, b: _Builder, m: Any, at: str) -> Launch:
         words += [b.synthetic("--tool-call-parser", near=parser), b.word(parser, f"{at}.toolCallParser")]
     seen_prefix = False
     extra_node = None
+    extra_words: list = []  # the chart writes extraArgs after every vllmConfig key: a flag there wins
     env_extra: dict[str, tuple[str, Any, str]] = {}
     for key, knode, vnode in (n.pairs(cfg, cat) if n.is_map(cfg) else []):
         kat = f"{cat}.{key}"
@@ -832,15 +833,18 @@ def _helm_model(n: Nodes, b: _Builder, m: Any, at: str) -> Launch:
         elif key == "extraArgs":
             extra_node = vnode
             for j, item in enumerate(n.strings(vnode, kat)):
-                words.append(b.word(item, f"{kat}[{j}]"))
+                extra_words.append(b.word(item, f"{kat}[{j}]"))
         elif key == "v0":
             if str(n.value(vnode, kat)) == "1":
                 env_extra["VLLM_USE_V1"] = ("0", vnode, kat)
         elif key not in _HELM_NOT_FLAGS:
             notes.append(f"{kat} is not read by the production-stack chart (pass other flags in extraArgs)")
-    if not seen_prefix:
-        # the chart writes --no-enable-prefix-caching unless enablePrefixCaching is true
-        words.append(b.synthetic("--no-enable-prefix-caching", near=cfg or m, key=f"{cat}.enablePrefixCaching"))
+    if not seen_prefix and n.is_map(cfg) and any(True for _ in n.pairs(cfg, cat)):
+        # inside `with .vllmConfig` (a non-empty one) the chart writes --no-enable-prefix-caching unless
+        # enablePrefixCaching is true, before extraArgs (deployment-vllm-multi.yaml): an
+        # --enable-prefix-caching in extraArgs turns it back on, as argparse's last word wins
+        words.append(b.synthetic("--no-enable-prefix-caching", near=cfg, key=f"{cat}.enablePrefixCaching"))
+    words += extra_words
     lm = n.get(m, "lmcacheConfig", at)
     lat = f"{at}.lmcacheConfig"
     if lm is not None and not n.is_null(lm):

@@ -138,6 +138,7 @@ class ModelDescription:
     qkv_bias: bool = False
     is_multimodal: bool = False
     vision_params: int = 0  # estimated parameter count of the vision/audio towers
+    audio_params: int = 0  # the audio towers' share of vision_params
     num_mtp_layers: int = 0
     # Exact bytes from safetensors headers (whole checkpoint), when read.
     checkpoint_bytes: int | None = None

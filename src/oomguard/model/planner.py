@@ -278,6 +278,18 @@ def plan_launch(
     for stage in range(pp):
         last = stage == pp - 1
         split = weight_split(model, costs, tp=tp, pp=pp, pp_rank=stage, ep=tp * s.data_parallel_size if s.expert_parallel else 1, with_mtp=with_mtp, pp_partition=env.get("VLLM_PP_LAYER_PARTITION"), dtype_bytes=s.act_dtype_bytes, mxfp4_backend=moe_kernel)
+        if flags.get("language_model_only") and split.vision_bytes and model.vision_params:
+            # --language-model-only sets every modality's limit to 0 (config/multimodal.py
+            # get_limit_per_prompt), and the vision tower is not built (_mark_tower_model). Audio
+            # towers are kept: calibration S028 (Gemma-4 E2B, 0.21) loads 8.89 GiB, which the
+            # language model plus the audio tower give (without it 8.58).
+            from dataclasses import replace as _replace
+
+            keep = min(1.0, model.audio_params / model.vision_params)
+            dropped = split.vision_bytes * (1 - keep)
+            split = _replace(split, vision_bytes=split.vision_bytes * keep)
+            if dropped and stage == 0:
+                messages.append(f"--language-model-only: the vision tower is not loaded ({_fmt_gib(dropped)} GiB less weights per GPU)")
         w_bytes = max(0, split.total_bytes - cpu_off)
         w_formula = (
             f"embed {_fmt_gib(split.embed_bytes)} + {split.num_layers} layers {_fmt_gib(split.layers_bytes)} + lm_head {_fmt_gib(split.lm_head_bytes)}"

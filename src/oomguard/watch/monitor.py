@@ -250,11 +250,15 @@ class Monitor:
                     events += self.drift.check(t, self.state)
                 events += self._metrics_warning(t)
                 gone = self._server_gone(t)
+                # Never reached, not "gone": the first scrape failed, or (on a loaded machine, where the first
+                # scrape can still be pending at tick 0) no scrape has answered and the connection is refused.
+                # A server that accepts and never answers is hung: gone, after gone_after_s.
+                m = self.sources.metrics
                 first_contact_failed = (
-                    tick == 0
-                    and self.sources.tree is None
-                    and self.sources.metrics is not None
-                    and self.sources.metrics.consecutive_failures
+                    self.sources.tree is None
+                    and m is not None
+                    and m.consecutive_failures
+                    and (tick == 0 or (not getattr(m, "successes", 1) and getattr(m, "unreachable", False)))
                 )
                 if first_contact_failed:
                     gone = {

@@ -44,9 +44,12 @@ class WatchMetricsSampler(MetricsSampler):
         super().__init__(client, timeout_s)
         self.last_error: str | None = None
         self.consecutive_failures = 0
+        self.successes = 0  # scrapes that answered: none yet means the server was never reached
+        self.unreachable = False
         self.engines: dict[str, float] = {}
 
-    def _fail(self, reason: str) -> list[Sample]:
+    def _fail(self, reason: str, unreachable: bool = False) -> list[Sample]:
+        self.unreachable = unreachable  # nothing listens / no route (not: answered badly or too slowly)
         self.errors += 1
         self.consecutive_failures += 1
         self.last_error = reason
@@ -58,7 +61,9 @@ class WatchMetricsSampler(MetricsSampler):
         try:
             status, body = await self._client.get("/metrics", api=False, timeout=self._timeout_s)
         except ClientFailure as exc:
-            return self._fail(exc.detail)
+            from oomguard.probe.classes import ProbeClass
+
+            return self._fail(exc.detail, unreachable=exc.cls is ProbeClass.UNREACHABLE)
         if status != 200 or not isinstance(body, str):
             return self._fail(f"/metrics answered HTTP {status}")
         small = filter_metrics(body)
@@ -67,6 +72,7 @@ class WatchMetricsSampler(MetricsSampler):
         except Exception as exc:  # noqa: BLE001 - a garbled scrape must not stop the watch
             return self._fail(f"/metrics not parseable: {exc}")
         self.consecutive_failures = 0
+        self.successes += 1
         self.last = reading
         self.engines = kv_usage_by_engine(small)
         values: dict[str, float] = dict(reading.values)

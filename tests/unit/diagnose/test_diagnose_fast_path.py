@@ -2,8 +2,8 @@
 
 The reference is ``readers.every_line()``: no prefilter, no grouping, every line through the parsers.
 Every labelled record (calibration and batch failures, healthy start-ups) and every log fixture must
-give identical verdicts and facts both ways, with each prefilter engine; a keyword missing from
-``prefilter.KEYWORDS`` for a cue a parser knows shows up here.
+give identical verdicts and facts both ways, with each prefilter engine: a pattern the hyperscan scan lacks
+(parsers/scanset.py) or a keyword missing from ``prefilter.KEYWORDS`` (the re2/re engines) shows up here.
 """
 
 from __future__ import annotations
@@ -118,22 +118,34 @@ def test_fallback_engine_is_named_in_the_notes(tmp_path, use_engine):
 
 
 def test_engines_find_the_same_lines():
+    """The keyword engines (re2, re) find the same lines; the hyperscan engine (the parsers' patterns) finds
+    the lines that matter and nothing else; every engine's survey names the same keywords."""
     rng = random.Random(4)
-    text = b"".join(rng.choice([
-        b"(EngineCore pid=1) INFO 01-01 00:00:00 [core.py:1] Initializing a V1 LLM engine with config: x\n",
+    kinds = [
+        b"(EngineCore pid=1) INFO 01-01 00:00:00 [core.py:1] Initializing a V1 LLM engine (v0.9.0) with config: x\n",
         b"INFO:     10.0.0.1:5 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK\n",
         b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
         b"the whole node RAN OUT of host memory\n", b"only 3 GPU\n", b"plain words here\n",
-        "显存不足\n".encode(), b"\n"]) for _ in range(3000))
+        "显存不足\n".encode(), b"\n"]
+    text = b"".join(rng.choice(kinds) for _ in range(3000))
     results = {}
     for name in prefilter.ENGINES:
         eng = prefilter._build(name)
         survey = eng.survey(text, 0, len(text))
-        results[name] = (eng.lines(text, 100, len(text) - 50), survey.ids, survey.run_starts)
+        found = eng.lines(text, 100, len(text) - 50)
+        results[name] = (found, survey.ids, survey.run_starts)
         known = frozenset(list(survey.ids)[:3])
         assert eng.survey(text, 0, len(text), known).ids | known == survey.ids | known
-    assert results["hyperscan"] == results["re2"] == results["re"]
-    assert results["hyperscan"][0]  # something was found
+        # A survey reports keywords (the hyperscan engine's lines report its patterns): the same ones everywhere.
+        results[name] += ({eng.labels[i] for i in survey.ids},)
+        assert survey.run_starts == [text.count(m) for m in prefilter.COUNT_MARKERS]
+        chosen = {text[a:b] + b"\n" for a, b, _, _ in eng.lines(text, 0, len(text))}
+        assert {kinds[0], kinds[2], kinds[3], kinds[6]} <= chosen and kinds[5] not in chosen
+        if name == "hyperscan":
+            assert chosen == {kinds[0], kinds[2], kinds[3], kinds[6]}
+    assert results["re2"] == results["re"]
+    assert results["hyperscan"][3] == results["re2"][3]
+    assert results["re2"][1] == set().union(*(ids for *_, ids in results["re2"][0]))
 
 
 def _crash_loop(restarts: int, seed: int = 1) -> bytes:

@@ -79,3 +79,13 @@ def test_heads_that_do_not_divide_by_the_tp_size_are_a_configuration_error(tmp_p
              model="google/gemma-3-27b-it")
     assert v.cls.value == "config-error"
     assert (v.fix[0].flag, v.fix[0].value) == ("--tensor-parallel-size", 2)
+
+
+def test_without_a_cause_of_its_own_the_votes_order_the_first_fix_too():
+    fixes = [Fix("--max-num-batched-tokens", 4096, "a"), Fix("--gpu-memory-utilization", 0.85, "b"),
+             Fix("--max-num-seqs", 64, "c")]
+    votes = {"--gpu-memory-utilization": 6, "--max-num-batched-tokens": 1}
+    # a cause named (keep_first): the builder's first stays; otherwise 6 threads outvote the builder's order
+    assert rank_fixes(fixes, votes)[0].flag == "--max-num-batched-tokens"
+    assert [f.flag for f in rank_fixes(fixes, votes, keep_first=False)][:2] == [
+        "--gpu-memory-utilization", "--max-num-batched-tokens"]

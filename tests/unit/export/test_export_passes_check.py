@@ -142,3 +142,45 @@ def test_the_systemd_unit_carries_limits_from_the_plan(tmp_path, capsys):
     unit.write_text(out)
     findings = _findings(capsys, str(unit), "--gpu", "H100", "--vllm-version", "0.33.0")
     assert not {rule for rule, sev in findings if sev in ("error", "warning")} & {"OG401"}, findings
+
+
+def _as_033(tmp_path: Path, name: str) -> Path:
+    """The scenario's script as vLLM 0.33 accepts it (S3's --rope-scaling and --kv-cache-memory are refused
+    there, so its unfixed export would be bad input); S3's CPU tier raised to the 240 GiB the issue walked."""
+    text = (SCEN / name / "start_api.sh").read_text()
+    if name == "s3":
+        rope = '{"rope_type":"yarn","factor":3.0,"original_max_position_embeddings":262144}'
+        text = (text.replace(f"--rope-scaling '{rope}'", "--hf-overrides '{\"rope_scaling\":" + rope + "}'")
+                .replace("--kv-cache-memory ", "--kv-cache-memory-bytes ")
+                .replace("214748364800", "257698037760"))
+        assert "--rope-scaling" not in text
+    path = tmp_path / f"{name}.sh"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(PLAN_ARGS))
+@pytest.mark.parametrize("target", TARGETS)
+def test_scenario_exports_without_fix_add_no_finding(name, target, tmp_path, capsys):
+    """Without --fix the export keeps the launch's own flags (and its own problems): check on it finds what check
+    finds on the script and nothing the export added (host RAM, /dev/shm: OG401/OG405), and the header does not
+    claim a check that did not run."""
+    args = PLAN_ARGS[name]
+    script = _as_033(tmp_path, name)
+    out = tmp_path / f"{name}.{target}"
+    rc, _, err = _cli(capsys, "export", "launch", str(script), "--to", target, *args, "-o", str(out))
+    assert rc == 0, err
+    text = out.read_text()
+    assert "not run through `oomguard check`" in text.split("\n")[1] and "corrected and checked" not in text
+    own = _serious(_findings(capsys, str(script), *args))
+    if target == "yaml":
+        from oomguard.inputs.reader import read_launch
+
+        env = read_launch(script, version=args[-1] if name == "s3" else None).env
+        findings = _findings(capsys, *args, "--", *[f"{k}={v}" for k, v in env.items()], "vllm", "serve", "--config",
+                             str(out))
+    else:
+        findings = _findings(capsys, str(out), *args)
+    serious = _serious(findings)
+    assert not {rule for rule, _ in serious} & {"OG401", "OG405"}, (target, findings)
+    assert {rule for rule, _ in serious} <= {rule for rule, _ in own}, (target, serious, own)

@@ -180,3 +180,15 @@ def test_backbones_vllm_maps_to_a_generative_class_run_the_generate_runner():
     q = _arch("Qwen__Qwen3-0.6B", "Qwen3Model")
     assert q.pooling
     assert plan_launch(q, lookup_gpu("H100"), {"max_model_len": 8192, "runner": "generate"}, version="0.32.0").settings.async_scheduling
+
+
+def test_language_model_only_drops_the_vision_tower_and_keeps_audio():
+    # calibration S028: Gemma-4 E2B with --language-model-only loads 8.89 GiB on 0.21
+    m = load_model("google/gemma-4-E2B-it")
+    assert 0 < m.audio_params < m.vision_params
+    full = plan_launch(m, lookup_gpu("L4"), {"max_model_len": 8192}, version="0.21.0")
+    lm = plan_launch(m, lookup_gpu("L4"), {"max_model_len": 8192, "language_model_only": True}, version="0.21.0")
+    dropped = full.tight_rank.weights.bytes - lm.tight_rank.weights.bytes
+    assert dropped == pytest.approx((m.vision_params - m.audio_params) * 2, rel=0.01)
+    assert abs(lm.tight_rank.weights.bytes / GiB - 8.89) / 8.89 < 0.01
+    assert any("--language-model-only" in msg for msg in lm.messages)

@@ -57,10 +57,19 @@ def enforce_eager(ctx):
     plan = ctx.plan
     graphs = ctx.replan([ctx.edit("enforce_eager", None)])
     g = max(x.cuda_graph.bytes for x in graphs.ranks)
+    if not (graphs.starts and plan.starts):
+        pool = "shrinks."
+    elif graphs.kv_cache_tokens == plan.kv_cache_tokens:
+        # before vLLM 0.20 the graphs are captured after the KV pool is sized, outside the utilization
+        # budget: the pool is the same and the graphs take the memory left beside it (OG303)
+        pool = (f"keeps its {plan.kv_cache_tokens:,} tokens: vLLM {ctx.version_label} captures the graphs outside the "
+                "utilization budget, in the memory left beside it.")
+    else:
+        pool = f"would hold {graphs.kv_cache_tokens:,} tokens instead of {plan.kv_cache_tokens:,}."
     yield r.finding(
         ctx,
         f"--enforce-eager: no CUDA graphs (≈{gib(g)} per GPU saved). Keep it while debugging; without it decode is faster and the KV pool "
-        + (f"would hold {graphs.kv_cache_tokens:,} tokens instead of {plan.kv_cache_tokens:,}." if graphs.starts and plan.starts else "shrinks."),
+        + pool,
         dests=["enforce_eager"],
         numbers={"cuda_graph_gib_without_eager": round(g / GiB, 2)},
     )

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.fragments import KEYWORDS as FRAGMENT_KEYWORDS
+from oomguard.diagnose.trie import alternation
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,11 @@ TABLE: tuple[CueRule, ...] = (
           "Last State: Terminated  Reason: OOMKilled  Exit Code: 137", flags=0),
     _rule("host:memory-monitor",
           r"memory monitor|running low on memory|due to memory pressure|memory usage threshold|"
-          r"ray\.exceptions\.OutOfMemoryError|killed due to (?:the )?(?:node|high memory)",
+          r"ray\.exceptions\.OutOfMemoryError|killed due to (?:the )?(?:node|high memory)|"
+          # the line Ray prints under every OOM kill it makes (its documentation's OOM-prevention page)
+          r"address the out of memory issue|ray-oom-prevention",
           ("memory monitor", "Memory monitor", "low on memory", "memory pressure", "memory usage threshold",
-           "ray.exceptions.OutOfMemoryError", "killed due to"),
+           "ray.exceptions.OutOfMemoryError", "killed due to", "address the out of memory issue", "ray-oom-prevention"),
           "Task was killed due to the node running low on memory. Memory on the node was 60.1GB / 62.7GB"),
     _rule("host:ram-words", r"\b(?:RSS|RAM|host memory|system memory|CPU memory|host RAM|swap)\b|(?<!显)内存(?!溢出)",
           ("RSS", "RAM", "host memory", "system memory", "CPU memory", "swap", "内存"),
@@ -206,10 +209,13 @@ TABLE: tuple[CueRule, ...] = (
           "the number of attention heads is not divisible by 3", failure=True, states=True),
     _rule("words:memory-growth",
           r"memory leak|\bleak(?:s|ing|age)?\b|内存泄[漏露]|泄[漏露]|(?:memory|RAM|RSS)(?: usage)?(?: keeps?)? "
-          r"(?:grow|increas|climb|rise)|(?:内存|RAM).{0,6}(?:增长|上涨|一直涨|持续|不自动清理|不释放)",
+          r"(?:grow|increas|climb|rise)|(?:内存|RAM).{0,6}(?:增长|上涨|一直涨|持续|不自动清理|不释放)|"
+          # "CPU memory is used more and more", "the memory keeps getting exhausted", "will cause memory problem"
+          r"more and more|memory (?:keeps? |kept )?(?:getting |being )?exhausted|memory (?:problems?|issues?)\b",
           ("leak", "Leak", "泄漏", "泄露", "memory grow", "memory increas", "memory keeps", "memory usage", "RAM grow",
            "RAM increas", "RAM keeps", "RSS grow", "RSS increas", "memory climb", "memory rise", "RAM usage",
-           "增长", "上涨", "一直涨", "持续", "不自动清理", "不释放"),
+           "增长", "上涨", "一直涨", "持续", "不自动清理", "不释放", "more and more", "memory exhausted",
+           "memory getting", "memory being", "memory kept", "memory problem", "memory issue"),
           "the RAM usage keeps growing until the process is killed", failure=True, states=True),
     _rule("words:host-freeze",
           r"freez|reboot|unresponsive|power[- ]cycle|host (?:wedges|hangs)|system hangs|死机|重启|\bswap\b",
@@ -230,6 +236,10 @@ TABLE: tuple[CueRule, ...] = (
           "128 GB unified memory on a DGX Spark (GB10)"),
     _rule("words:shm", r"/dev/shm|shm[-_]size|--ipc[= ]host", ("/dev/shm", "shm-size", "shm_size", "--ipc"),
           "System memory request exceeds memory available in /dev/shm", failure=True),
+    # A process dying of SIGBUS: in a container, the signature of a /dev/shm too small for the workers' shared
+    # memory (Docker's default is 64 MB); a failure on its own, in any line.
+    _rule("host:sigbus", r"\bSIGBUS\b|\bBus error\b", ("SIGBUS", "Bus error", "bus error"),
+          "Fatal Python error: Bus error", states=True, flags=0),
     _rule("words:timeout", r"timed out|\btimeout\b|TimeoutError|超时", ("timed out", "timeout", "Timeout", "超时"),
           "RPC call to sample_tokens timed out", failure=True, states=True),
     _rule("words:placement", r"placement[ _]group|ray status|resource (?:request|demand)|\bray start\b|pending nodes",
@@ -265,6 +275,56 @@ TABLE: tuple[CueRule, ...] = (
            "must be smaller", "is too large", "is too big", "is too high"),
           "LoRA rank 64 is greater than max_lora_rank 16", failure=True),
 )
+
+
+# --- the flag the report itself suggests (not scored: the fix choice reads them, diagnose/fixes.py) ------------
+# "set --max-num-seqs=256", "decreasing swap_space helps", vLLM's own "Try increasing `gpu_memory_utilization`",
+# "调小 max_num_seqs": a flag named with a verb of change before it, or with "helps / fixed / works" after it.
+SUGGESTION_PREFIX = "suggest:"
+SUGGESTABLE_FLAGS: tuple[str, ...] = (
+    "max-num-seqs", "max-num-batched-tokens", "max-model-len", "gpu-memory-utilization", "enforce-eager",
+    "tensor-parallel-size", "cpu-offload-gb", "swap-space", "kv-cache-dtype", "enable-chunked-prefill",
+    "limit-mm-per-prompt", "disable-custom-all-reduce", "max-cudagraph-capture-size", "mm-processor-kwargs")
+_CHANGE_VERBS = (r"(?:(?<![-_])\b(?:set(?:ting)?|lower(?:ing|ed)?|reduc(?:e|ed|ing)|decreas(?:e|ed|ing)|increas(?:e|ed|ing)|"
+                 r"rais(?:e|ed|ing)|tr(?:y|ied|ying)|us(?:e|ed|ing)|add(?:ed|ing)?|pass(?:ed|ing)?|cap(?:ped|ping)?|"
+                 r"limit(?:ed|ing)?|adjust(?:ed|ing)?|chang(?:e|ed|ing)|specify(?:ing)?|disabl(?:e|ed|ing)|"
+                 r"enabl(?:e|ed|ing)|missing|without|scal(?:e|es|ing) with|sized by|depends? on)\b|"
+                 r"调小|调低|减小|降低|设置|设为|加上|改成|调整)")
+_HELPED = r"(?:\bhelp(?:s|ed)?\b|\bis(?:n't| not) (?:explicitly )?set\b|\bfix(?:es|ed)?\b|\bsolv(?:es|ed)\b|\bwork(?:s|ed)\b|\bresolv(?:es|ed)\b|解决|就好|可以了)"
+
+
+def _suggestion(flag: str) -> CueRule:
+    words = flag.split("-")
+    name = r"[-_ ]".join(words)
+    keywords = tuple(dict.fromkeys(sep.join(words) for sep in ("-", "_", " ")))
+    return _rule(SUGGESTION_PREFIX + flag, rf"{_CHANGE_VERBS}[^.\n]{{0,30}}?{name}|{name}[^.\n]{{0,50}}?{_HELPED}",
+                 keywords, f"setting --{flag} lower fixed it", failure=True)
+
+
+TABLE += tuple(_suggestion(f) for f in SUGGESTABLE_FLAGS)
+
+# --- the model and the GPU, in the reporter's words (not scored: diagnose/context.py reads them) --------------
+# "Llama 3 70B on a single 80GB GPU", "a Qwen2.5-7B on my RTX 4090": when no --model / --gpu and no log line says
+# so, the weights estimate (ctx:weights-*) can still compare the two. Only names long enough not to select
+# ordinary serving lines (no "L4", "T4": the prefilter would pass every line holding them).
+MENTION_PREFIX = "mention:"
+_GPU_NAMES = ("A100", "A800", "H100", "H800", "H200", "B200", "GB200", "L40S", "L40", "V100", "A6000", "RTX", "MI300",
+              "MI250", "MI210", "MI355")
+_MODEL_FAMILIES = ("Llama", "llama", "LLaMA", "Qwen", "qwen", "QwQ", "Mistral", "mistral", "Mixtral", "mixtral",
+                   "DeepSeek", "deepseek", "Deepseek", "Gemma", "gemma", "GLM", "glm", "Yi-", "InternLM", "internlm",
+                   "Baichuan", "baichuan", "Falcon", "falcon", "Phi-", "phi-")
+TABLE += (
+    _rule("mention:gpu", r"(?:" + "|".join(_GPU_NAMES) + r")(?:[ -]?\d{1,3} ?GB\b|[ -]?(?:SXM\d?|PCIe|NVL|Ti|SUPER|Laptop)\b|[ -]?[A-Z]?\d{2,4}[A-Z]?\b){0,4}|"
+          r"\b\d{1,3} ?GB (?:GPU|card|VRAM)|"
+          r"\b\d{1,3} ?G显存|显存\s?\d{1,3} ?G",
+          _GPU_NAMES + ("GB GPU", "GB card", "GB VRAM", "G显存", "显存"), "loading it on a single A100 80GB", prose=True,
+          flags=0),
+    _rule("mention:model", r"(?:" + "|".join(re.escape(f) for f in _MODEL_FAMILIES) +
+          r")[\w.\- ]{0,25}?\d+(?:\.\d+)?\s?[bB](?![a-zA-Z])[\w.\-]{0,24}",
+          _MODEL_FAMILIES, "trying to load Llama 3 70B", prose=True, flags=0),
+)
+# Cue kinds that are read by other parts (the fix choice, the context), never weighed by the scorer.
+UNSCORED_PREFIXES = (SUGGESTION_PREFIX, MENTION_PREFIX)
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _ERROR_RECORD = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
@@ -306,9 +366,9 @@ for _r in TABLE:
         _RULES_BY_KEYWORD[_key] = _RULES_BY_KEYWORD.get(_key, ()) + (_r,)
 _EXACT = sorted((k for k in _RULES_BY_KEYWORD if k.encode() not in CASELESS_KEYWORDS or k != k.lower()),
                 key=len, reverse=True)
-_KEYWORD_RX = re.compile("|".join(re.escape(k) for k in _EXACT))
-_CASELESS_RX = re.compile("|".join(re.escape(k.decode()) for k in sorted(CASELESS_KEYWORDS, key=len, reverse=True)),
-                          re.IGNORECASE)
+# Trie-shaped (diagnose/trie.py): the same matches as the flat alternations longest first, ten times faster a line.
+_KEYWORD_RX = re.compile(alternation(_EXACT))
+_CASELESS_RX = re.compile(alternation([k.decode() for k in CASELESS_KEYWORDS]), re.IGNORECASE)
 
 
 def parse_cues(line: LogLine, col: Collector) -> None:

@@ -80,6 +80,10 @@ _TP_EXCEEDS = re.compile(r"(?:Tensor parallel size|world size)\s*\((\d{1,6})\) e
 _RAY_STATUS_GPU = re.compile(r"^\s*([\d.]{1,12})/([\d.]{1,12}) GPU\b")
 
 
+_TRANSFORMERS_TOO_OLD = ("Transformers does not recognize this architecture", "requires a newer version of transformers")
+_NCCL_WARN = "NCCL WARN"
+
+
 def _is_error_record(line: LogLine, msg: str) -> bool:
     return line.level in ("ERROR", "CRITICAL") or bool(re.match(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b", msg))
 
@@ -138,7 +142,7 @@ def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> b
             numbers.update(name=mm.group(1), module=mm.group(2), mismatch=True)
         col.signal(Signal.MISSING_DEPENDENCY, line, numbers=numbers)
         return True
-    if "Transformers does not recognize this architecture" in msg or "requires a newer version of transformers" in msg \
+    if any(w in msg for w in _TRANSFORMERS_TOO_OLD) \
             or ("KeyError" in msg and "model_type" in joined and "transformers" in joined.lower()):
         if _is_error_record(line, msg) or line.prose:
             col.signal(Signal.MISSING_DEPENDENCY, line, numbers={"package": "transformers", "upgrade": True,
@@ -157,7 +161,7 @@ def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> b
 
 
 def _nccl(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
-    warn = "NCCL WARN" in msg
+    warn = _NCCL_WARN in msg
     if warn:
         cause = _nccl_cause(msg)
         if cause is None:
@@ -233,3 +237,11 @@ def _ray(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         numbers["available_gpus"] = 0
     col.signal(Signal.RAY_PLACEMENT, line, numbers=numbers)
     return True
+
+
+# For diagnose's byte scan (parsers/scanset.py: every module-level pattern here is scanned, but NOT_SCANNED; SCAN
+# adds the literals where a substring test alone decides).
+# "KeyError": the message side of the transformers check (its other words may be on the lines after it).
+SCAN = (_NCCL_WARN, *_PLACEMENT_OTHER, *_TRANSFORMERS_TOO_OLD, "KeyError", "undefined symbol")
+# Helpers on lines already chosen (an NCCL line's cause, a placement group's specs), or any CJK character.
+NOT_SCANNED = (_CJK, _NCCL_SHM, _NCCL_P2P, _NCCL_NET, _SHM_SIZE, _GPU_SPEC)

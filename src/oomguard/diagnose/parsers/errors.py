@@ -135,10 +135,23 @@ _ENGINE_DIED = ("EngineCore failed to start", "Engine core initialization failed
 _ENGINE_DIED_RX = re.compile("|".join(map(re.escape, _ENGINE_DIED)))
 
 
+# Substring tests of the branches below, named so that the byte scan (SCAN) looks for the same text.
+_TRACEBACK = "Traceback (most recent call last)"
+_SAMPLER_WORDS = ("warming up", "occurred when")
+_LOAD_OOM = "Failed to load model - not enough GPU memory"
+_ALLOCATOR_ASSERT = "INTERNAL ASSERT FAILED"
+_NO_KV = ("No available memory", "not enough GPU memory available to serve even a single token")
+_KV_PROSE = re.compile(r"(?:insufficient|not enough|too small|too little)\W+(?:\w+\W+){0,2}KV cache|KV cache (?:is )?too small",
+                       re.IGNORECASE)
+_STARTUP_FREE_WORDS = "ree memory on device"
+_PROFILING_BAD_WORDS = "Error in memory profiling"
+_HOST_MEMORY_ERROR = "MemoryError"
+
+
 def parse_errors(line: LogLine, col: Collector) -> None:
     msg = line.message
     st = col.state
-    if msg.startswith("Traceback (most recent call last)"):
+    if msg.startswith(_TRACEBACK):
         col.start_traceback(line)
         return
     function = frame_function(msg)
@@ -171,7 +184,7 @@ def parse_errors(line: LogLine, col: Collector) -> None:
         col.signal(Signal.ILLEGAL_MEMORY_ACCESS, line)
         return
     if (not line.kernel and _HOST_ALLOC_RX.search(msg) and "NCCL WARN" not in msg and "ibv_" not in msg) \
-            or (msg.startswith("MemoryError") and not line.kernel):
+            or (msg.startswith(_HOST_MEMORY_ERROR) and not line.kernel):
         col.signal(Signal.HOST_ALLOC_FAILURE, line)
         return
     if "Killed" in msg or "KILL" in msg or "137" in msg or "-9" in msg or "signal 9" in msg:
@@ -208,11 +221,11 @@ def parse_errors(line: LogLine, col: Collector) -> None:
 
 
 def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
-    m = _SAMPLER.search(joined) if "warming up" in msg or "occurred when" in msg else None
+    m = _SAMPLER.search(joined) if any(w in msg for w in _SAMPLER_WORDS) else None
     if m:
         col.signal(Signal.SAMPLER_WARMUP_OOM, line, numbers={"what": m.group(1), "num_dummy": integer(m.group(2))})
         return True
-    if "Failed to load model - not enough GPU memory" in msg:
+    if _LOAD_OOM in msg:
         col.signal(Signal.LOAD_OOM, line)
         return True
     if "node running low on memory" in msg or "ray.exceptions.OutOfMemoryError" in msg:
@@ -225,7 +238,7 @@ def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         if "gpu" in numbers and "total_gib" in numbers:
             col.add_gpu(numbers["gpu"], total_bytes=int(numbers["total_gib"] * (1 << 30)))
         return True
-    if "INTERNAL ASSERT FAILED" in msg and "CUDACachingAllocator" in joined:
+    if _ALLOCATOR_ASSERT in msg and "CUDACachingAllocator" in joined:
         col.signal(Signal.ALLOCATOR_FAILURE, line)
         return True
     if line.kernel:
@@ -279,7 +292,7 @@ def _flags_mentioned(text: str) -> dict[str, object]:
 
 
 def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
-    if "No available memory" in msg or "not enough GPU memory available to serve even a single token" in msg:
+    if any(w in msg for w in _NO_KV):
         col.signal(Signal.NO_KV_MEMORY, line)
         return True
     low = joined.lower()
@@ -309,15 +322,14 @@ def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     if "larger than the maximum number of tokens that can be stored in kv cache" in low and not line.prose:
         col.signal(Signal.KV_TOO_SMALL, line)
         return True
-    if re.search(r"(?:insufficient|not enough|too small|too little)\W+(?:\w+\W+){0,2}KV cache|KV cache (?:is )?too small",
-                 joined, re.IGNORECASE) and line.prose and looks_like_words(msg):
+    if _KV_PROSE.search(joined) and line.prose and looks_like_words(msg):
         col.signal(Signal.KV_PROSE, line, numbers=_flags_mentioned(joined))
         return True
     m = _MAMBA.search(msg)
     if m:
         col.signal(Signal.MAMBA_LIMIT, line, numbers={"max_num_seqs": integer(m.group(1)), "mamba_blocks": integer(m.group(2))})
         return True
-    m = _STARTUP_FREE.search(joined) if "ree memory on device" in msg else None
+    m = _STARTUP_FREE.search(joined) if _STARTUP_FREE_WORDS in msg else None
     if m:
         col.signal(Signal.STARTUP_FREE_MEMORY, line, numbers={
             "free_gib": num(m.group(1)), "total_gib": num(m.group(2)),
@@ -338,7 +350,7 @@ def _kv(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
                 "free_gib": num(m.group(2)), "total_gib": num(m.group(3)), "kv_requested_gib": num(m.group(4)),
                 "host": True})
             return True
-    m = _PROFILING_BAD.search(joined) if "Error in memory profiling" in msg else None
+    m = _PROFILING_BAD.search(joined) if _PROFILING_BAD_WORDS in msg else None
     if m:
         col.signal(Signal.PROFILING_INCONSISTENT, line, numbers={
             "initial_free_gib": num(m.group(1)), "current_free_gib": num(m.group(2))})
@@ -442,3 +454,20 @@ def _config(line: LogLine, col: Collector, msg: str) -> bool:
         col.signal(Signal.CONFIG_REJECTED, line, numbers={"detail": msg[:300]})
         return True
     return False
+
+
+# For diagnose's byte scan (parsers/scanset.py: every module-level pattern here is scanned, but NOT_SCANNED; SCAN
+# adds the literals where a substring test alone decides).
+# Two patterns are written for the scan:
+# - _USAGE_SCAN for ``msg.startswith("usage: ")``: argparse's usage line names a program, never a number, and
+#   "usage: " alone is on every metrics line ("GPU KV cache usage: 22.8%");
+# - _LOWERCASE_SCAN for the tests on lower-cased text (``"out of memory" in msg.lower()``, ``"max seq" in low``...).
+_USAGE_SCAN = re.compile(r"usage: (?![0-9])")
+_LOWERCASE_SCAN = re.compile(r"out of memory|max seq|seq len|to serve at least one request|"
+                             r"larger than the maximum number of tokens that can be stored in kv cache", re.IGNORECASE)
+SCAN = (_TRACEBACK, *_SAMPLER_WORDS, _LOAD_OOM, _ALLOCATOR_ASSERT, *_NO_KV, _STARTUP_FREE_WORDS, _PROFILING_BAD_WORDS,
+        _HOST_MEMORY_ERROR)
+# Helpers on lines already chosen (an OOM's sizes are scanned: they name its line), and words too common to
+# choose a line by: a request echo (the scanner's FREQUENT lines), advice, any CJK character, a serving module's
+# file name, the GPU / host words of a shortage that _SHORTAGE finds.
+NOT_SCANNED = (REQUEST_ECHO, _ADVICE, _CJK, _SERVING_SRC, _HOST_WORDS, _GPU_WORDS, _METHOD)

@@ -25,11 +25,15 @@ _FRAGMENTS: tuple[tuple[Signal, re.Pattern[str]], ...] = tuple((s, re.compile(p,
     (Signal.MAMBA_LIMIT, r"exceeds available Mamba cache blocks|requires one Mamba cache block"),
     (Signal.MAX_LEN_EXCEEDS, r"is greater than the derived max_model_len"),
     (Signal.SAMPLER_WARMUP_OOM, r"occurred when warming up (?:the )?(?:sampler|pooler)"),
+    # V0's scheduler (core/scheduler.py _preempt_by_swap): the KV cache is full while serving, the sequences it
+    # preempts by swapping do not fit the CPU swap space either
+    (Signal.SWAP_EXHAUSTED, r"Aborted due to the lack of CPU swap space"),
 ))
+SCAN = tuple(rx for _, rx in _FRAGMENTS)  # for diagnose's byte scan (parsers/scanset.py)
 KEYWORDS: tuple[bytes, ...] = (b"larger than the available", b"Based on the available memory", b"to serve at least one",
                                b"No available memory", b"single token", b"Cannot auto-fit", b"less than desired",
                                b"used by other processes", b"Mamba cache block", b"derived max_model_len",
-                               b"warming up")
+                               b"warming up", b"lack of CPU swap space")
 
 
 def parse_fragment(line: LogLine, col: Collector, msg: str) -> bool:

@@ -38,3 +38,4 @@ def frame_function(message: str) -> str | None:
 # Lines that carry a frame but no keyword of the prefilter's first list (added there).
 KEYWORDS: tuple[bytes, ...] = (b"File /", b".py in ", b" in load_model", b" in profile_run", b"capture_model",
                                b"_dummy_sampler_run", b" in execute_model", b"load_weights")
+

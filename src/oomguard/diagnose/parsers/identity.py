@@ -59,6 +59,12 @@ _READY_RX = re.compile("|".join(map(re.escape, _READY)))
 _SERVING_RX = re.compile("|".join(map(re.escape, _SERVING)))
 
 
+# Literal signs (substring tests below), named so that the byte scan (SCAN) looks for the same text.
+_V1_SIGN, _V1_PROC, _V0_SIGN, _V0_PROC = "V1 LLM engine", "EngineCore", "V0 LLM engine", "VllmWorkerProcess"
+_BANNER = "\u2588"  # the block character of the start-up banner
+_CPU_SOURCES = ("cpu_worker.py", "cpu_model_runner.py")
+_MULTIMODAL = ("Encoder cache will be initialized", "multi-modal", "mm_processor")
+
 _PROC_PID = re.compile(r"pid=(\d{1,10})")
 MAX_PIDS = 64
 
@@ -72,9 +78,9 @@ def parse_identity(line: LogLine, col: Collector) -> None:
     _version(msg, col)
     if line.old_prefix and col.engine is None:
         col.engine = "V0"  # "file.py:123]" without a bracket: vLLM <= 0.7, where V1 was opt-in
-    if "V1 LLM engine" in msg or "EngineCore" in line.proc or "EngineCore" in msg:
+    if _V1_SIGN in msg or _V1_PROC in line.proc or _V1_PROC in msg:
         col.engine = col.engine or "V1"
-    elif "V0 LLM engine" in msg or "VllmWorkerProcess" in line.proc:
+    elif _V0_SIGN in msg or _V0_PROC in line.proc:
         col.engine = col.engine or "V0"
     m = _ENGINE_CONFIG.search(msg) if "with config:" in msg else None
     if m:
@@ -94,7 +100,7 @@ def parse_identity(line: LogLine, col: Collector) -> None:
         for key, value in _CONFIG_PAIR.findall(m.group(1)):
             if value.strip() not in ("None", "False") or key in ("enforce_eager",):
                 _set_arg(col, key, value)
-    if "\u2588" in msg:  # the start-up banner
+    if _BANNER in msg:  # the start-up banner
         b = _BANNER_VERSION.search(msg)
         if b:
             col.version = col.version or b.group(1)
@@ -104,7 +110,7 @@ def parse_identity(line: LogLine, col: Collector) -> None:
     m = _PLATFORM.search(msg) if "platform" in msg else None
     if m:
         col.platform = m.group(1).lower()
-    elif line.src and line.src.startswith(("cpu_worker.py", "cpu_model_runner.py")) and col.platform is None:
+    elif line.src and line.src.startswith(_CPU_SOURCES) and col.platform is None:
         col.platform = "cpu"
     m = _MAX_LEN.search(msg) if "max model len" in msg else None
     if m:
@@ -112,7 +118,7 @@ def parse_identity(line: LogLine, col: Collector) -> None:
     m = _CHUNKED.search(msg) if "Chunked prefill" in msg else None
     if m:
         col.args.setdefault("max_num_batched_tokens", integer(m.group(1)))
-    if "Encoder cache will be initialized" in msg or "multi-modal" in msg or "mm_processor" in msg:
+    if any(w in msg for w in _MULTIMODAL):
         col.multimodal_seen = True
     _phase_markers(line, col)
 
@@ -208,3 +214,12 @@ def _set_arg(col: Collector, key: str, value: Any, *, from_config: bool = False)
     col.args[key] = value
     if not from_config:
         col.cli_args[key] = value
+
+
+# For diagnose's byte scan (parsers/scanset.py: every module-level pattern here is scanned, but NOT_SCANNED; SCAN
+# adds the literals where a substring test alone decides).
+SCAN = (_V1_SIGN, _V1_PROC, _V0_SIGN, _V0_PROC, _BANNER, *_CPU_SOURCES, *_MULTIMODAL)
+# Not the serving lines (_METRICS, _THROUGHPUT, _SERVING_RX): every request logs one, and the scanner feeds the
+# first and last of each run of them instead (diagnose/prefilter.py's FREQUENT). A process prefix's pid and the
+# pairs of a config line are read from whichever lines are parsed.
+NOT_SCANNED = (_METRICS, _THROUGHPUT, _SERVING_RX, _PROC_PID, _CONFIG_PAIR, _DICT_PAIR)

@@ -115,3 +115,11 @@ def _merge_context(col: Collector, kill: KernelKill) -> None:
             kill.constraint = kill.constraint or event.get("constraint")
             kill.cgroup = kill.cgroup or event.get("cgroup")
             break
+
+
+# For diagnose's byte scan (parsers/scanset.py: every module-level pattern here is scanned, but NOT_SCANNED; SCAN
+# adds the literals where a substring test alone decides).
+# Kernel lines as such (the comp:kernel cue) are found by their prefixes: diagnose/lines.py's KERNEL_SCAN.
+SCAN = ("invoked oom-killer",)
+# A process name, matched on a kill line's process field.
+NOT_SCANNED = (VLLM_PROCESS,)

@@ -211,3 +211,10 @@ def _check_negative_kv(line: LogLine, col: Collector) -> None:
     fact = col.latest("kv_reserved")
     if fact is not None and fact.line == line.line and fact.value < 0:
         col.signal(Signal.NEGATIVE_KV, line, numbers={"kv_available_gib": fact.value})
+
+
+# For diagnose's byte scan (parsers/scanset.py: every module-level pattern here is scanned, but NOT_SCANNED; SCAN
+# adds the literals where a substring test alone decides).
+SCAN = ("Graph capturing finished",)
+# A key=value pair of a line already chosen; the quick test of whether a line may be a memory line at all.
+NOT_SCANNED = (_KV_PAIR, _MEMORY_HINT)

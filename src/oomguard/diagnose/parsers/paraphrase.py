@@ -25,6 +25,8 @@ _HOST = re.compile(
     r"memory (?:crosses|crossed|exceeds|exceeded|hits|hit|reaches|reached) (?:the |its )?(?:defined |memory |pod |"
     r"container |cgroup )?limit|(?:pod|container) (?:dies|died|was killed|got killed|is killed)[^.]{0,80}(?<![A-Za-z])OOM|out of (?:host|system|cpu) (?:memory|RAM)|"
     r"(?:host|system|cpu) (?:memory|RAM) (?:is |was |got )?(?:full|exhausted)|"
+    # "CPU Out of Memory", "host OOM", "RAM OOM": the memory named first, then the OOM (Ray's and RL frameworks' words)
+    r"(?<![A-Za-z])(?:host|system|cpu|RAM)[\s_-]+(?:out[\s_-]of[\s_-]memory|OOM(?![A-Za-z]))|"
     r"(?:not (?:having |have |has )?(?:sufficient|enough)|insufficient|lack of|short of) (?:host |system |cpu |physical )?"
     r"RAM\b|(?:not (?:having |have |has )?(?:sufficient|enough)|insufficient|lack of) (?:host|system|cpu|physical) memory|"
     r"被.{0,16}?(?:OOM|oom|内核|系统|kernel).{0,8}?(?:杀|kill)|(?:系统|主机|物理|CPU\s*)内存(?:不足|不够|耗尽|爆了|溢出)|"
@@ -36,7 +38,7 @@ _KV = re.compile(
 _GPU = re.compile(
     r"ran out of (?:GPU|CUDA|video|device) memory|run(?:s|ning)? out of (?:GPU|CUDA|video|device) memory|out of VRAM|"
     r"(?:GPU|CUDA|video) memory (?:is |was |got )?(?:full|exhausted|insufficient)|"
-    r"not enough (?:GPU|CUDA|video|device) memory|(?:does not|doesn't|do not|don't|won't) fit (?:on|in|into) (?:the |one |a )?GPU|"
+    r"not enough (?:GPU|CUDA|video|device) memory|(?:insufficient|not enough) (?:free )?memory|(?:does not|doesn't|do not|don't|won't) fit (?:on|in|into) (?:the |one |a )?GPU|"
     r"显存(?:不足|不够|溢出|爆了|爆掉|占满|耗尽|满了|OOM)|爆显存|(?:GPU|CUDA|显卡)\s*(?:内存|显存)?\s*(?:不足|不够|溢出|OOM)|"
     r"(?<![A-Za-z])OOM(?:s|ed|ing)?(?![A-Za-z])|out of memory|内存溢出", re.IGNORECASE)
 # Someone says another process holds the GPU ("other processes taking up about 15G", "另一个进程占用了显存"):
@@ -72,3 +74,8 @@ def parse_paraphrase(line: LogLine, col: Collector, msg: str, joined: str) -> bo
         col.signal(Signal.OOM_PROSE, line, numbers=numbers, hints=phase_hints(joined))
         return True
     return False
+
+
+
+# For diagnose's byte scan (parsers/scanset.py scans every module-level pattern here but these): any CJK character.
+NOT_SCANNED = (_CJK,)

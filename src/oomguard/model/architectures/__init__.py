@@ -65,8 +65,9 @@ def describe(config: dict, *, source: str, name: str, hf_quant: dict | None = No
 
     desc = adapter(config, text, source=source, name=name, hf_quant=hf_quant)
     costs = weight_costs(desc.quantization, desc.dtype_bytes, config, hf_quant)
-    from oomguard.model.architectures.vision import vision_profile
+    from oomguard.model.architectures.vision import audio_params, vision_profile
 
     original = text.get("original_max_position_embeddings")
     return replace(desc, category_bytes=dict(costs.per_category), vision=vision_profile(config) if desc.is_multimodal else None,
-                   original_max_position_embeddings=int(original) if isinstance(original, (int, float)) and original > 0 else None)
+                   original_max_position_embeddings=int(original) if isinstance(original, (int, float)) and original > 0 else None,
+                   audio_params=min(audio_params(config), desc.vision_params) if desc.vision_params else 0)

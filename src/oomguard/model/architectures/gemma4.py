@@ -31,8 +31,13 @@ def describe_gemma4(config: dict, cfg: dict, *, source: str, name: str, hf_quant
     heads = int(need(cfg, "num_attention_heads", what="attention heads", model_type=mt))
     kv = int(need(cfg, "num_key_value_heads", what="KV heads", model_type=mt))
     hd = int(need(cfg, "head_dim", what="head dim", model_type=mt))
-    ghd = int(cfg.get("global_head_dim") or hd)
-    gkv = int(cfg.get("num_global_key_value_heads") or kv)
+    # transformers 5.19's Gemma4TextConfig pops global_head_dim (default 512) and writes it into
+    # per_layer_config ({"05": {"head_dim": 512}}) for the full-attention layers, which vLLM's
+    # gemma4.py reads per layer; a file may carry either form.
+    per_layer = cfg.get("per_layer_config") if isinstance(cfg.get("per_layer_config"), dict) else {}
+    full_override = next((v for v in per_layer.values() if isinstance(v, dict) and "head_dim" in v), {})
+    ghd = int(cfg.get("global_head_dim") or full_override.get("head_dim") or (512 if per_layer or "global_head_dim" not in cfg else hd))
+    gkv = int(cfg.get("num_global_key_value_heads") or full_override.get("num_key_value_heads") or kv)
     window = int(need(cfg, "sliding_window", what="sliding window", model_type=mt))
     types = cfg.get("layer_types") or []
     if len(types) < n:

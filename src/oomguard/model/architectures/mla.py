@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from oomguard.model.architectures import register
 from oomguard.model.architectures.common import derive_max_model_len, max_len_from_keys, model_dtype, need, rope_scaling
+from oomguard.model.architectures.vision import TOWER_KEYS, vision_params
 from oomguard.model.description import MLA, AttentionLayer, LayerKind, ModelDescription, MoE
 from oomguard.model.quantization import parse_quantization
 
@@ -53,6 +54,7 @@ def describe_mla(config: dict, cfg: dict, *, source: str, name: str, hf_quant: d
             layers.append(AttentionLayer(LayerKind.MLA, 1, idx, 0, fixed_dtype_bytes=1, name="indexer"))
     rope = rope_scaling(cfg)
     base = max_len_from_keys(cfg)
+    mm = any(k in config for k in TOWER_KEYS)
     return ModelDescription(
         name=name,
         source=source,
@@ -76,4 +78,7 @@ def describe_mla(config: dict, cfg: dict, *, source: str, name: str, hf_quant: d
         mla=MLA(kv_lora, rope_d, nope_d, v_d, cfg.get("q_lora_rank")),
         quantization=parse_quantization(config, hf_quant, cfg),
         num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+        # a DeepSeek-V2/V3 language model inside a VLM wrapper (Kimi-VL's MoonViT, DeepSeek-VL2)
+        is_multimodal=mm,
+        vision_params=vision_params(config) if mm else 0,
     )

@@ -1,8 +1,9 @@
-"""Rough parameter count of vision / audio towers (for weight memory).
+"""Parameter count of vision / audio towers and their projectors (for weight memory).
 
-Vision towers vary too much to model per family; a ViT-style count
-(depth × (4·h² + 2·h·i)) plus the merger is within a few percent for the
-Qwen-VL and SigLIP towers, and they are small next to the language model.
+A ViT-style count (depth × (4·h² + 2·h·i), 3·h·i for SwiGLU/GeGLU towers) plus patch embedding,
+learned positions, mergers and the wrapper's projector, and a Whisper-style count for audio
+encoders. The registry sweep checks each against vLLM 0.32's numel (docs/models.md: most
+within 0.1 %); towers not modelled per family fall back to the ViT count.
 Exact bytes come from safetensors headers when the checkpoint is local.
 """
 
@@ -13,13 +14,13 @@ from __future__ import annotations
 # Qwen2_5_VisionBlock (models/qwen2_5_vl.py), which the Qwen2.5-Omni thinker reuses. Qwen2-VL and
 # Qwen3-VL blocks use fc1/fc2 (linear_fc1/linear_fc2), as SigLIP/CLIP/Pixtral-style towers do.
 _GATED_VIT_WRAPPERS = ("qwen2_5_vl", "qwen2_5_omni", "qwen2_5_omni_thinker")
-# Keys of the audio encoders vLLM builds (Whisper's encoder, Qwen2-Audio, Qwen3-ASR,
-# AudioFlamingo3, Voxtral): they name the width d_model / hidden_size and the layers
-# encoder_layers / num_hidden_layers.
 # LLaVA-style projectors (models/llava.py LlavaMultiModalProjector, mistral3.py): linear_1
 # vision width → LM width, linear_2 LM width → LM width; Mistral-3 adds the patch merger
 # (vision width · merge² → vision width) before them.
 _LLAVA_PROJECTOR = ("llava", "llava_next", "llava_next_video", "llava_onevision", "mistral3")
+# Keys of the audio encoders vLLM builds (Whisper's encoder, Qwen2-Audio, Qwen3-ASR,
+# AudioFlamingo3, Voxtral): they name the width d_model / hidden_size and the layers
+# encoder_layers / num_hidden_layers.
 _AUDIO_KEYS = ("audio_config", "audio_encoder_config")
 TOWER_KEYS = ("vision_config",) + _AUDIO_KEYS
 
@@ -63,6 +64,8 @@ def _tower(cfg: dict, *, gated: bool = False) -> int:
     deepstack = cfg.get("deepstack_visual_indexes")
     merger *= 1 + (len(deepstack) if isinstance(deepstack, list) else 0)
     pos = int(cfg.get("num_position_embeddings") or 0) * h
+    # Gemma-4's vision encoder: a 2-D factorised position table (2 × position_embedding_size rows)
+    pos += 2 * int(cfg.get("position_embedding_size") or 0) * h
     if not pos and cfg.get("image_size") and not merge and cfg.get("model_type") != "pixtral":  # Pixtral: 2-D RoPE
         # a learned position per patch (SigLIP, CLIP and InternViT add a class token's)
         side = _side(cfg["image_size"], 0) // patch
@@ -108,6 +111,15 @@ def _feature_layers(sub: dict, feature) -> dict:
     return dict(sub, num_hidden_layers=max(n + i + 1 if i < 0 else i for i in idx))
 
 
+def audio_params(config: dict) -> int:
+    """The audio towers' share of ``vision_params`` (the part --language-model-only keeps)."""
+    from oomguard.model.architectures.common import text_config
+
+    text_hidden = int(text_config(config).get("hidden_size") or 0)
+    holders = [config] + ([config["thinker_config"]] if isinstance(config.get("thinker_config"), dict) else [])
+    return sum(_audio_tower(h[k], text_hidden) for h in holders for k in _AUDIO_KEYS if isinstance(h.get(k), dict))
+
+
 def vision_params(config: dict) -> int:
     from oomguard.model.architectures.common import text_config
 
@@ -118,8 +130,9 @@ def vision_params(config: dict) -> int:
         wrapper = str(holder.get("model_type") or config.get("model_type") or "")
         sub = holder.get("vision_config")
         if isinstance(sub, dict):
-            # Pixtral's transformer blocks use w1/w2/w3 SwiGLU (models/pixtral.py FeedForward)
-            gated = wrapper in _GATED_VIT_WRAPPERS or "fullatt_block_indexes" in sub or sub.get("model_type") == "pixtral"
+            # Pixtral's transformer blocks use w1/w2/w3 SwiGLU (models/pixtral.py FeedForward),
+            # Gemma-4's vision encoder a GeGLU gate/up/down (models/gemma4_mm.py)
+            gated = wrapper in _GATED_VIT_WRAPPERS or "fullatt_block_indexes" in sub or sub.get("model_type") in ("pixtral", "gemma4_vision")
             if wrapper in _LLAVA_PROJECTOR:
                 sub = _feature_layers(sub, holder.get("vision_feature_layer"))
             total += _tower(sub, gated=gated)
@@ -129,6 +142,27 @@ def vision_params(config: dict) -> int:
                 # pixel-shuffled width (vision width / downsample_ratio²), linear_2 LM → LM
                 wide = int(vh / float(holder.get("downsample_ratio") or 0.5) ** 2)
                 total += 2 * wide + wide * text_hidden + text_hidden * text_hidden + 2 * text_hidden
+            if wrapper == "cohere2_vision" and vh and text_hidden and holder.get("alignment_intermediate_size"):
+                # models/cohere2_vision.py Cohere2VisionMultiModalProjector: pixel shuffle by
+                # downsample_factor, linear_1 (merged gate/up of alignment_intermediate_size in
+                # all), SiLU-and-mul, linear_2 (half of it) into the LM
+                wide = vh * int(holder.get("downsample_factor") or 2) ** 2
+                align = int(holder["alignment_intermediate_size"])
+                total += wide * align + align + (align // 2) * text_hidden + text_hidden
+            if wrapper in ("idefics3", "smolvlm") and vh and text_hidden:
+                # models/idefics3.py Idefics3Connector: pixel shuffle by scale_factor, one
+                # bias-free linear into the LM
+                total += vh * int(holder.get("scale_factor") or 2) ** 2 * text_hidden
+            if wrapper == "gemma4" and vh and text_hidden:
+                total += vh * text_hidden  # models/gemma4_mm.py Gemma4MultimodalEmbedder's projection
+            if wrapper == "kimi_vl" and vh and text_hidden:
+                # models/kimi_vl.py KimiVLMultiModalProjector: LayerNorm + linear_1 over the
+                # merge_kernel_size-shuffled width, linear_2 into the LM; MoonViT's learned
+                # init_pos_emb_height × init_pos_emb_width positions
+                k = sub.get("merge_kernel_size") or [2, 2]
+                wide = vh * int(k[0]) * int(k[-1]) if isinstance(k, list) and k else vh * 4
+                total += 2 * wide + wide * wide + wide + wide * text_hidden + text_hidden
+                total += int(sub.get("init_pos_emb_height") or 0) * int(sub.get("init_pos_emb_width") or 0) * vh
             if wrapper in _LLAVA_PROJECTOR and vh and text_hidden:
                 merge = int(holder.get("spatial_merge_size") or 0) if wrapper == "mistral3" else 0
                 total += vh * text_hidden + text_hidden * text_hidden + 2 * text_hidden + vh * merge * merge * vh
