@@ -148,3 +148,36 @@ def test_diagnose_checks_word_valued_fixes_with_the_planner():
     assert fp8["checked"].startswith("starts") and "KV pool" in fp8["effect"], fp8
     before, after = (int(x.split(" KV tokens")[0].split()[-1].replace(",", "")) for x in fp8["effect"].split("->")[1:])
     assert after == 2 * before  # fp8 halves the bytes per token: twice the tokens in the same pool
+
+
+def test_check_fix_edits_the_env_value_a_k8s_reference_expands_from(tmp_path):
+    """`- "$(MAXLEN)"` with MAXLEN in the container's env: --fix used to overwrite the reference with a literal;
+    the value lives in the env entry, and that is what the fix now changes (the reference stays)."""
+    deploy = tmp_path / "deploy.yaml"
+    deploy.write_text("""apiVersion: apps/v1
+kind: Deployment
+metadata: {name: qwen}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.10.1
+          args: ["$(MODEL_ID)", --max-model-len, "$(MAXLEN)", --max-num-batched-tokens, "131072"]
+          env:
+            - name: MODEL_ID
+              value: Qwen/Qwen3-8B
+            - name: MAXLEN
+              value: "131072"
+          resources: {limits: {nvidia.com/gpu: 1}}
+""")
+    _cli("check", deploy, "--gpu", "L4", "--fix")
+    fixed = (tmp_path / "deploy.fixed.yaml").read_text()
+    assert '"$(MAXLEN)"' in fixed and '"$(MODEL_ID)"' in fixed, fixed
+    import yaml
+
+    (c,) = yaml.safe_load(fixed)["spec"]["template"]["spec"]["containers"]
+    maxlen = int({e["name"]: e["value"] for e in c["env"]}["MAXLEN"])
+    assert maxlen < 40960, fixed  # lowered within what the L4 holds
+    again = json.loads(_cli("check", tmp_path / "deploy.fixed.yaml", "--gpu", "L4", "--format", "json").stdout)
+    assert again["plan"]["max_model_len"] == maxlen and again["starts"] is True

@@ -177,6 +177,9 @@ def render_block_scalar(node: Any, value: str, text: str) -> str:
     return out
 
 
+_WHOLE_K8S_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
 class ManifestFixer:
     """The fixer interface of ``check.fix_text`` (remove / set / env / finish) for manifests."""
 
@@ -217,6 +220,16 @@ class ManifestFixer:
             if any(item is node for item in seq.value):
                 return seq
         return None
+
+    def _env_definition(self, vnode: Any) -> Any:
+        """The ``value:`` node of the env entry a whole-word Kubernetes ``$(NAME)`` argument expands from;
+        None for any other word, a variable set by ``valueFrom`` or elsewhere, and outside Kubernetes."""
+        env = self.carrier.env
+        if self.carrier.format != "kubernetes" or env is None:
+            return None
+        m = _WHOLE_K8S_REF.fullmatch(str(getattr(vnode, "value", "")))
+        entry = env.entries.get(m.group(1)) if m else None
+        return entry[1] if entry is not None and entry[1] is not None else None
 
     def _args(self):
         return self.flags.extra_args if isinstance(self.flags, self._Helm) else self.flags
@@ -328,7 +341,13 @@ class ManifestFixer:
                     self.y.replace_node(onode, render_string(words[0], style))
                 if len(words) > 1 and vnode is not None:
                     value = words[1] if self.launch.flags.get(e.dest) != e.value or isinstance(e.value, (dict, list)) else vw.text
-                    self.y.replace_node(vnode, render_string(value, getattr(vnode, "style", None)))
+                    defined = self._env_definition(vnode)
+                    if defined is not None:
+                        # `- "$(MAXLEN)"` with MAXLEN in the container's env: the value lives there; the
+                        # reference stays (fix the definition, not the word the kubelet expands)
+                        self.y.replace_node(defined, render_string(value, getattr(defined, "style", None) or '"'))
+                    else:
+                        self.y.replace_node(vnode, render_string(value, getattr(vnode, "style", None)))
                 elif len(words) == 1 and vnode is not None:
                     seq = self._seq_of(vnode)
                     if seq is not None:

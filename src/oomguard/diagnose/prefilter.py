@@ -148,6 +148,7 @@ class Survey:
 class Engine(Protocol):
     name: str
     labels: tuple[str, ...]  # what each id stands for (a pattern's name, or a keyword), for the notes
+    surveys_keywords: bool  # survey ids are keywords while ``lines`` reports patterns
     fallbacks: tuple[tuple[str, str], ...]  # patterns searched for by keywords instead, and why
 
     def survey(self, data: bytes, start: int, end: int, known: frozenset[int] = frozenset()) -> Survey:
@@ -183,6 +184,7 @@ class _Hyperscan:
     (``scan_cache``)."""
 
     name = "hyperscan"
+    surveys_keywords = True  # a survey's ids are keywords, not the ids ``lines`` reports (scanner: _refute)
     _MAX_PARTIAL_DBS = 8
 
     def __init__(self) -> None:
@@ -386,6 +388,7 @@ class _Regex:
     into ``ALL``."""
 
     labels: tuple[str, ...] = KEYWORD_LABELS
+    surveys_keywords = False
     fallbacks: tuple[tuple[str, str], ...] = ()
 
     def line_keywords(self, data: bytes, start: int, end: int) -> frozenset[int]:

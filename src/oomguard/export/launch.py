@@ -188,6 +188,11 @@ def _parts(launch: Any, opts: ExportOptions) -> _Parts:
     port = _int(flags.get("port"), DEFAULT_PORT)
     if not 0 < port < 65536:
         raise InputError(f"--port {port}: not a TCP port")
+    notes = list(plan.notes)
+    ref = getattr(flags.get("port"), "name", None)
+    if ref:  # --port "$PORT": the server listens where the variable says; the published port is a number
+        notes.append(f"--port is ${ref}: the published port, health checks and probes assume {DEFAULT_PORT} "
+                     f"(vLLM's default); set --port to a number in the launch if ${ref} is another")
     refuse_nul("the model", model)
     _refuse_option_like(model, flags)
     argv = _argv(model, flags, version, model_option=True)
@@ -200,7 +205,7 @@ def _parts(launch: Any, opts: ExportOptions) -> _Parts:
         port=port,
         num_gpus=max(1, tp * pp * dp),
         devices=devices,
-        notes=list(plan.notes),
+        notes=notes,
     )
 
 

@@ -101,6 +101,8 @@ def test_a_server_option_from_an_unset_variable_is_a_reference_not_bad_input(cap
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert PORT_REFERENCE[target] in out
+    if target in ("docker", "compose", "kubernetes"):  # they publish a port: the note says which
+        assert "probes assume 8000" in err
 
 
 def test_a_planned_flag_from_an_unset_variable_is_still_bad_input(capsys, tmp_path):
