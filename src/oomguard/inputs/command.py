@@ -680,6 +680,9 @@ def resolve_version(launch: Launch, version: str | None, *, source: Source | Non
 # --------------------------------------------------------------------- finding the vLLM command
 
 
+_CONTAINER_RUNNERS = frozenset({"docker", "podman", "nerdctl"})
+
+
 def find_vllm(words: list[Word]) -> tuple[int, str, str | None] | None:
     """(index of the first flag word after the vLLM entry point, the program, the image) or None."""
     texts = [w.text for w in words]
@@ -694,7 +697,9 @@ def find_vllm(words: list[Word]) -> tuple[int, str, str | None] | None:
             return i + 2, "python -m " + mod, None
         if base in ("api_server.py",) and "vllm" in t:
             return i + 1, "python " + t, None
-        if re.search(r"(^|/)vllm[-/]openai(:|@|$)", t) or t.startswith(("vllm/vllm-openai", "vllm/vllm-cpu")):
+        if (re.search(r"(^|/)vllm[-/]openai(:|@|$)", t) or t.startswith(("vllm/vllm-openai", "vllm/vllm-cpu"))) \
+                and any(os.path.basename(x) in _CONTAINER_RUNNERS for x in texts[:i]):
+            # an image only on a container runner's command line: `--tokenizer vllm/vllm-cpu` is a flag's value
             return i + 1, "docker " + t, t
     return None
 
