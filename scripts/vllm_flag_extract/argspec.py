@@ -258,6 +258,9 @@ def flag_records(ev: Evaluator, registry: Registry, enable_disable: bool) -> lis
             rec.update(options=opts, neg=_negatives(opts, enable_disable), takes_value=False, type="bool")
         elif kind == "storebool":
             rec.update(options=opts, takes_value=True, type="bool", choices=["false", "true"])
+            if nargs == "?" and "const" in kw:  # `--enable-chunked-prefill` alone is const ("True") in 0.6-0.7
+                rec["nargs"] = "?"
+                rec["const"] = to_json(kw.get("const"))[0]
         else:
             vt = _value_type(kw.get("type"))
             rec.update(options=opts, takes_value=not (isinstance(nargs, int) and nargs == 0), type=vt.tag)

@@ -215,6 +215,16 @@ def _model_name(col: Collector) -> str | None:
     return None
 
 
+def _engine_from_format(col: Collector) -> str | None:
+    """V0 when the ledger lines are in formats only V0 prints, for excerpts without a prefix or an engine line.
+
+    The one-line ``Memory profiling results: ... peak_torch_memory=`` (worker/worker.py @0.6.4-0.6.6) and
+    ``# GPU blocks: N, # CPU blocks: M`` (executor/executor_base.py; V1 has no CPU blocks) are V0's own."""
+    if col.memory.get("peak_torch") or col.memory.get("num_cpu_blocks"):
+        return "V0 (from the log format)"
+    return None
+
+
 def facts_of(su: Startup) -> StartupFacts:
     """The release, launch, model, GPU hints and logged ledger of one start-up (per GPU where vLLM prints per GPU)."""
     col = su.collector
@@ -259,7 +269,7 @@ def facts_of(su: Startup) -> StartupFacts:
     return StartupFacts(
         where=su.where,
         version=col.version,
-        engine=col.engine,
+        engine=col.engine or _engine_from_format(col),
         model=_model_name(col),
         args=args,
         total_gib=total.value if total is not None else None,

@@ -11,6 +11,7 @@ then the order of ``--same-gpu``. The launches come from the one reader (``oomgu
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 
@@ -86,6 +87,21 @@ def shared_plan(servers: list, gpu, num_gpus: int | None):
     return plan_shared(servers, gpu, max(num_gpus or 1, world))
 
 
+def _file_name(path: str | None) -> str:
+    """A launch file's own name (the table's server column has no room for its directory)."""
+    return os.path.basename(path) if path else ""
+
+
+def _unique(names: list[str]) -> list[str]:
+    """The same launch given twice (two servers from one script) gets ``#2``, ``#3``."""
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out.append(n if seen[n] == 1 else f"{n} #{seen[n]}")
+    return out
+
+
 def _short(name: str | None) -> str:
     return (name or "launch").replace("compose service ", "").replace("Deployment ", "")
 
@@ -109,8 +125,9 @@ def shared_for_plan(args: argparse.Namespace, contexts: list) -> list[tuple[list
     """(contexts, SharedPlan) for every group of plan contexts on one GPU set."""
     out = []
     for g in groups(contexts, lambda c: c.launch, explicit=bool(getattr(args, "same_gpu", None))):
-        servers = [server_of(_short(c.launch.name) if c.launch.name else (c.launch.path or c.launch.model or f"launch {i + 1}"),
-                             c.model, c.launch, c.version, c.calibration) for i, c in enumerate(g)]
+        names = _unique([_short(c.launch.name) if c.launch.name else _file_name(c.launch.path) or c.launch.model or f"launch {i + 1}"
+                         for i, c in enumerate(g)])
+        servers = [server_of(n, c.model, c.launch, c.version, c.calibration) for n, c in zip(names, g)]
         out.append((g, shared_plan(servers, g[0].gpu, args.num_gpus)))
     return out
 
@@ -123,8 +140,9 @@ def shared_for_check(reports: list, explicit: bool) -> list[tuple[list, Any]]:
     for g in groups(reports, lambda r: r.ctx.launch, explicit=explicit):
         if any(r.ctx.model is None or r.ctx.gpu is None for r in g):
             continue
-        servers = [server_of(_short(r.ctx.launch.name) if r.ctx.launch.name else (r.ctx.launch.path or f"launch {i + 1}"),
-                             r.ctx.model, r.ctx.launch, r.ctx.version_label, r.ctx.options.calibration) for i, r in enumerate(g)]
+        names = _unique([_short(r.ctx.launch.name) if r.ctx.launch.name else _file_name(r.ctx.launch.path) or f"launch {i + 1}"
+                         for i, r in enumerate(g)])
+        servers = [server_of(n, r.ctx.model, r.ctx.launch, r.ctx.version_label, r.ctx.options.calibration) for n, r in zip(names, g)]
         out.append((g, shared_plan(servers, g[0].ctx.gpu, g[0].ctx.num_gpus)))
     return out
 

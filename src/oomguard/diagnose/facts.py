@@ -127,6 +127,8 @@ class Collector:
     ray_gpus: int | None = None  # GPUs in the Ray cluster (`ray status`)
     multimodal_seen: bool = False  # "Encoder cache will be initialized ... image items" and the like
     cues: dict[str, CueHit] = field(default_factory=dict)  # report cues by feature (bounded by the cue table)
+    # candidate lines for the message catalog (parsers/messages.LineBuffer, bounded), matched once at the end
+    message_lines: Any = None
     run: int = 0
     seq: int = 0
     state: FileState = field(default_factory=FileState)

@@ -126,6 +126,7 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
         cues.append(Cue(hit.feature, _CUE_WHY.get(hit.feature.split(":")[0], "report cue") + f" ({hit.feature})",
                         hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES or hit.feature in FAILURE_STATEMENTS
                         or (hit.error and hit.feature in FAILURE_WORDS)))
+    cues += _message_cues(col, cues)
     if not any(c.anchor for c in cues) or not any(c.event is not None for c in cues):
         # A traceback whose error line is missing (cut, or not pasted): the frames still say where it failed.
         for (file, _run), frames in col.paste_frames.items():
@@ -154,6 +155,30 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
         # these cues only bear on the phase of a GPU OOM, so they only count when there is one.
         cues = [c for c in cues if not _phase_only(c.feature)]
     return cues
+
+
+def _message_cues(col: Collector, cues: list[Cue]) -> list[Cue]:
+    """``msg:<class>``: a line that is one of vLLM's own messages (parsers/messages.py: the catalog derived from
+    vLLM's source), in whatever shape the report gives it. A weaker match (a cut, a fragment, a paraphrase), or
+    one on a line people wrote, is ``para:msg:<class>``: an anchor of the words tier (its verdict's confidence
+    is capped)."""
+    if col.message_lines is None:
+        return []
+    from oomguard.diagnose.parsers import messages
+
+    # one line, one cue: a line a parser already read as an error keeps that reading (the catalog adds the lines
+    # nobody else reads, and does not count the same message twice)
+    read = {(c.file, c.line) for c in cues if c.anchor and c.event is not None and c.event.signal not in _UNSPECIFIC}
+    out = []
+    for hit in messages.hits(col.message_lines, read):
+        strong = hit.quality >= messages.STRONG_QUALITY and not hit.prose
+        name = hit.feature if strong else "para:" + hit.feature
+        out.append(Cue(name, f"vLLM's message raised in {hit.where} ({hit.how}, quality {hit.quality:.2f})",
+                       hit.file, hit.line, hit.text, anchor=True))
+    for note in messages.notes(col.message_lines):
+        if note not in col.notes:
+            col.notes.append(note)
+    return out
 
 
 _HINT_WORDS = {"hint:loading": "words:loading", "hint:capture": "words:capture", "hint:profile": "words:profile",

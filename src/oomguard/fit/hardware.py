@@ -102,7 +102,8 @@ class HardwareResult:
 
     @property
     def cheapest(self) -> HardwareOption | None:
-        return min(self.priced, key=lambda o: (o.cost_per_hour, -o.tokens_per_s), default=None)
+        # at equal cost (owned cards at 0 $/h, or two rows priced alike) the fewer GPUs, then the faster
+        return min(self.priced, key=lambda o: (o.cost_per_hour, o.count, -o.tokens_per_s), default=None)
 
     @property
     def best_tokens_per_dollar(self) -> HardwareOption | None:

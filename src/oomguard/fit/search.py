@@ -28,6 +28,7 @@ from oomguard.model.cudagraph import cudagraph_estimate
 from oomguard.model.engine import ceil_requested, derive_len, mamba_blocks_per_request, resolve, tokens_logged_by_groups
 from oomguard.model.failures import FailureClass
 from oomguard.model.kv_spec import KVLayout, blocks_per_request
+from oomguard.model.non_torch import startup_free_check
 from oomguard.model.planner import CUDA_CONTEXT_BYTES, plan_launch
 from oomguard.units import MiB, cdiv
 
@@ -77,7 +78,7 @@ class Base:
         self.first_block_size = g[0].block_size if g else self.block_size
         self.is_v0 = s.engine == "V0"
         self.charge_context = False  # the plan's non-torch term carries the context where a release charges it
-        self.startup_check = v >= (0, 10, 2)
+        self.startup_check = startup_free_check(s)
         self.tokens_by_groups = tokens_logged_by_groups(s, len(g))
         self.graphs_possible = not s.enforce_eager and s.cudagraph_mode != "NONE"
         self.override = int(s.num_gpu_blocks_override) if s.num_gpu_blocks_override else 0

@@ -327,6 +327,19 @@ def parse_flag_words(
                 value_text, vw = (inline if eq else attached), w
                 i += 1
             else:
+                if (nxt is None or (_is_option(nxt.text) and " " not in nxt.text)) and flag.nargs == "?" and flag.const is not None:
+                    # nargs="?" with a const: the bare option is the const (0.6-0.7's StoreBoolean flags,
+                    # `--enable-chunked-prefill` alone meaning True)
+                    i += 1
+                    try:
+                        value = convert_value(flag, str(flag.const), file=file, line=line, option=opt)
+                    except InputError as exc:
+                        walk.problem(FlagProblem(ProblemKind.INVALID_VALUE, opt, exc.message, file, line, option_word=w, dest=flag.dest), exc)
+                        continue
+                    launch.occurrences.append(Occurrence(flag.dest, opt, flag.name, site, res.negated, res.deprecated, None, prefix, quote))
+                    launch.flags[flag.dest] = value
+                    launch.sites[flag.dest] = site
+                    continue
                 if nxt is None or (_is_option(nxt.text) and " " not in nxt.text):
                     # argparse does not take the next option as a value: `--hf-overrides --api-key K` is
                     # "expected one argument" in vLLM (and K must not become the model, to be printed);
@@ -667,6 +680,9 @@ def resolve_version(launch: Launch, version: str | None, *, source: Source | Non
 # --------------------------------------------------------------------- finding the vLLM command
 
 
+_CONTAINER_RUNNERS = frozenset({"docker", "podman", "nerdctl"})
+
+
 def find_vllm(words: list[Word]) -> tuple[int, str, str | None] | None:
     """(index of the first flag word after the vLLM entry point, the program, the image) or None."""
     texts = [w.text for w in words]
@@ -681,7 +697,9 @@ def find_vllm(words: list[Word]) -> tuple[int, str, str | None] | None:
             return i + 2, "python -m " + mod, None
         if base in ("api_server.py",) and "vllm" in t:
             return i + 1, "python " + t, None
-        if re.search(r"(^|/)vllm[-/]openai(:|@|$)", t) or t.startswith(("vllm/vllm-openai", "vllm/vllm-cpu")):
+        if (re.search(r"(^|/)vllm[-/]openai(:|@|$)", t) or t.startswith(("vllm/vllm-openai", "vllm/vllm-cpu"))) \
+                and any(os.path.basename(x) in _CONTAINER_RUNNERS for x in texts[:i]):
+            # an image only on a container runner's command line: `--tokenizer vllm/vllm-cpu` is a flag's value
             return i + 1, "docker " + t, t
     return None
 

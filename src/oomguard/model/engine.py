@@ -270,6 +270,11 @@ def engine_for(v: tuple[int, int, int], env, *, gpu_cc: tuple[int, int] | None =
     from 0.11 (the V0 code is gone). ``gpu_cc`` None: a GPU V1 runs on (sm80+, or not CUDA).
     The one rule the planner and the host-RAM model (swap space is V0's) share."""
     if v < (0, 8, 0):
+        if str((env or {}).get("VLLM_USE_V1", "0")) == "1":
+            # the opt-in V1 alpha of 0.7.x is not modelled; saying so beats planning it silently as V0
+            # (whose baseline leaves other processes out, where V1 then charged them to the budget)
+            return "V0", ("VLLM_USE_V1=1 before vLLM 0.8 (the opt-in V1 alpha) is not modelled: planned with V0's "
+                          "accounting; --vllm-version 0.8.0 plans V1's early accounting")
         return "V0", None
     if v >= (0, 11, 0):
         return "V1", None

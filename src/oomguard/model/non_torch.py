@@ -58,9 +58,20 @@ CUSTOM_AR_LAYOUT_032 = (0, 32, 0)
 # Release boundaries of the profiling path (see ``accounting``).
 V0_USED_TOTAL = (0, 6, 4)  # 0.6.4: non_torch = (total − free) − torch_allocated
 V0_MEMORY_PROFILING = (0, 6, 5)  # PR #10511: memory_profiling with a baseline
-V1_MEMORY_PROFILING = (0, 10, 0)  # PR #19312 (June 2025): V1 reuses memory_profiling
+# 0.9.1: V1's init_device takes a MemorySnapshot (before the distributed init), checks the free memory
+# against total × util, and determine_available_memory runs memory_profiling from that baseline;
+# 0.9.0 still charges torch peak + (used_total − torch_allocated) to the budget (v1/worker/gpu_worker.py
+# read in the 0.9.0, 0.9.1 and 0.10.0 wheels).
+V1_MEMORY_PROFILING = (0, 9, 1)
+STARTUP_FREE_CHECK = (0, 9, 1)  # "Free memory on device ... on startup is less than desired GPU memory utilization"
 V1_SNAPSHOT_AFTER_DIST = (0, 12, 0)  # init_device builds NCCL before the snapshot (checked in 0.12+)
 V1_CONSUMED = (0, 27, 0)  # C + X formulation (PR #49208)
+
+
+def startup_free_check(e: EngineSettings) -> bool:
+    """Whether vLLM refuses to start when the free memory at start is below total × util (V1 from 0.9.1;
+    V0 kept at 0.10.2, where oomguard has applied it so far: V0's worker was not re-read)."""
+    return e.version >= (STARTUP_FREE_CHECK if e.engine != "V0" else (0, 10, 2))
 
 
 @dataclass(frozen=True)
@@ -86,10 +97,10 @@ def accounting(e: EngineSettings) -> Accounting:
                           "utils.py::memory_profiling @0.6.6 (PR #10511), worker/worker.py::determine_num_available_blocks")
     if v < V1_MEMORY_PROFILING:
         return Accounting("V1: torch peak + (used_total − torch_allocated)", True, True,
-                          "v1/worker/gpu_worker.py::Worker.determine_available_memory @0.8.5")
+                          "v1/worker/gpu_worker.py::Worker.determine_available_memory @0.8.5, 0.9.0")
     if v < V1_SNAPSHOT_AFTER_DIST:
         return Accounting("V1 memory_profiling, snapshot before NCCL init", False, True,
-                          "v1/worker/gpu_worker.py::init_device @0.10.2/0.11 (init_snapshot before init_worker_distributed_environment)")
+                          "v1/worker/gpu_worker.py::init_device @0.9.1-0.11 (init_snapshot before init_worker_distributed_environment)")
     path = "V1 C + X" if v >= V1_CONSUMED else "V1 memory_profiling"
     return Accounting(f"{path}, snapshot after NCCL init", False, False,
                       "v1/worker/gpu_worker.py::init_device (init_worker_distributed_environment, then MemorySnapshot)")

@@ -23,7 +23,7 @@ from oomguard.model.estimate import Term
 from oomguard.model.failures import FailureClass
 from oomguard.model.flag_effects import unmodelled_notes
 from oomguard.model.kv_spec import KVLayout, blocks_per_request, kv_layout, layer_kv_specs, per_token_bytes, project_layout
-from oomguard.model.non_torch import CUDA_CONTEXT_BYTES, non_torch  # noqa: F401  (re-exported: check, fit, host read it here)
+from oomguard.model.non_torch import CUDA_CONTEXT_BYTES, non_torch, startup_free_check  # noqa: F401  (re-exported: check, fit, host read it here)
 from oomguard.model.quantization import WeightCosts, override_quantization, weight_costs
 from oomguard.model.weights import pp_layer_ranges, weight_split
 from oomguard.units import GiB
@@ -368,7 +368,7 @@ def plan_launch(
     outside = ntr.outside_bytes
     free_at_start = total - ntr.baseline_bytes
     r0 = tight
-    if free_at_start < requested and s.version >= (0, 10, 2):
+    if free_at_start < requested and startup_free_check(s):
         fail(
             FailureClass.STARTUP_FREE_MEMORY,
             f"Free memory on device cuda:0 ({_fmt_gib(free_at_start)}/{_fmt_gib(total)} GiB) on startup is less than desired GPU memory utilization "

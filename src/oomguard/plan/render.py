@@ -74,7 +74,13 @@ def render_plan(plan, *, explain: bool = False, notes: list[str] | None = None, 
             t.add_row(label, _g(term.bytes), rng, how)
         if getattr(r, "reserved_bytes", 0):
             t.add_row("− multimodal IPC reservation", _g(r.reserved_bytes), "", "--mm-ipc-gpu-memory-gb (multimodal/gpu_ipc_memory.py)")
-        t.add_row("[bold]= KV cache pool[/]", f"[bold]{_g(r.kv_bytes)}[/]", "", r.kv_source)
+        pool_how = r.kv_source
+        moved = sum(term.bytes - (term.uncalibrated_bytes or term.bytes) for term in (r.weights, r.non_torch, r.activation, r.cuda_graph)
+                    if getattr(term, "calibration", None) and (term is not r.cuda_graph or s.estimate_cudagraphs))
+        if moved and r.kv_source == "profiled":
+            # a profiled pool is what the budget leaves: it moves the other way by what the calibrated terms moved
+            pool_how = f"{r.kv_source}; {_g(r.kv_bytes + moved)} uncalibrated"
+        t.add_row("[bold]= KV cache pool[/]", f"[bold]{_g(r.kv_bytes)}[/]", "", pool_how)
         console.print(t)
     console.print(
         f"KV: {plan.kv_bytes_per_token:,.0f} B/token/GPU, block {plan.block_size} tokens, {len(plan.layout.groups)} group(s), "

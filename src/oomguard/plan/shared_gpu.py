@@ -4,10 +4,10 @@ Every server is planned with ``plan_launch`` and the memory the servers started 
 on the card (``other_gpu_use_bytes``), so each release's own accounting decides what happens
 (docs/memory-model.md#non-torch, model/non_torch.py::accounting):
 
-- from 0.10.2, ``--gpu-memory-utilization`` is a share of the **whole card**, and the free
+- from 0.9.1 (V1), ``--gpu-memory-utilization`` is a share of the **whole card**, and the free
   memory at start must cover it ("Free memory on device ... on startup is less than desired
   GPU memory utilization"); the profiling baseline excludes the servers already running;
-- before that (V0 0.6.4, V1 0.8-0.10.1), the budget is still ``total × util`` but the servers
+- before that (V0 0.6.4, V1 0.8-0.9.0), the budget is still ``total × util`` but the servers
   already running are charged to it: the second server's pool shrinks by the first one's
   memory, with no check at start;
 - ``--kv-cache-memory-bytes`` pins the pool (from 0.10.2); the start check still applies.

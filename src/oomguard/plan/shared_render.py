@@ -46,7 +46,7 @@ def render_shared(sp: SharedPlan, console) -> None:
         verdict = "starts" if o.starts else f"[red]FAILS[/]: {d['failure']}"
         if not o.starts and o.starts_if_idle:
             verdict += " (starts only while the others are idle)"
-        t.add_row(str(i), o.server.name, str(d["model"]), str(d["gpu_memory_utilization"]) + (" + pinned pool" if d["kv_cache_memory_bytes"] else ""),
+        t.add_row(str(i), o.server.name, _model_label(str(d["model"])), str(d["gpu_memory_utilization"]) + (" + pinned pool" if d["kv_cache_memory_bytes"] else ""),
                   f"{d['requested_gib']:.2f}", f"{d['others_at_start_gib']:.2f}", f"{d['free_at_start_gib']:.2f}",
                   f"{d['kv_cache_gib']:.2f}", f"{d['footprint_gib']:.2f}", verdict)
     console.print(t)
@@ -80,3 +80,12 @@ def render_option(letter: str, opt: Option, sp: SharedPlan, console) -> None:
                       f"(floor {_g(sp.margin_bytes)})", highlight=False)
     if opt.note:
         console.print(f"    {opt.note}", markup=False, highlight=False)
+
+
+def _model_label(model: str) -> str:
+    """A local model directory by its own name; a hub id as it is."""
+    import os
+
+    if model.startswith(("/", "./", "../")) or (model.count("/") > 1 and os.path.isdir(model)):
+        return os.path.basename(model.rstrip("/")) or model
+    return model

@@ -101,9 +101,11 @@ def test_unmatched_startups_say_why_and_exit_1():
     out, d = _json(str(FIX / "rtx3090-v0.log.gz"))
     assert out.returncode == 1
     assert d["found"] == 2 and d["matched"] == 0
-    assert all(s["status"] == "unmatched" and "--vllm-version" in s["reason"] for s in d["startups"])
+    # no version and no prefix, but V0-only ledger lines: planned as 0.6.6 and said so (docs/calibrate.md#matching)
+    assert all(s["status"] == "unmatched" and "names no model" in s["reason"] for s in d["startups"])
+    assert all(s["release"] == "0.6.6" and s["engine"].startswith("V0") and "planned as 0.6.6" in s["notes"][0] for s in d["startups"])
     out, d = _json(str(FIX / "rtx3090-v0.log.gz"), "--vllm-version", "0.6.4")
-    assert all("names no model" in s["reason"] for s in d["startups"])
+    assert all("names no model" in s["reason"] and s["release"] == "0.6.4" for s in d["startups"])
     out, d = _json(str(FIX / "rtx3090-v0.log.gz"), "--vllm-version", "0.6.4", "--model", "meta-llama/Llama-3.1-8B-Instruct")
     # a total of 23.58 GiB fits two cards: the GPU is not guessed
     assert all("pass --gpu" in s["reason"] for s in d["startups"])

@@ -153,3 +153,14 @@ def test_list_items_typed_and_yaml_negation(tmp_path):
     y = tmp_path / "c.yaml"
     y.write_text("model: m\nno-enable-prefix-caching: true\n")
     assert read_launch(y, version="0.33").flags["enable_prefix_caching"] is False
+
+
+def test_a_flag_value_that_names_a_vllm_image_is_a_value_not_the_image():
+    # Found by the export round-trip property test: `--tokenizer vllm/vllm-cpu` was taken for a docker
+    # image, and everything before it (the model, the flags) was dropped.
+    from oomguard.inputs.reader import read_command
+
+    launch = read_command(["--model", "Qwen/Qwen3-8B", "--tokenizer", "vllm/vllm-cpu"], version="0.32.0")
+    assert launch.model == "Qwen/Qwen3-8B" and launch.flags == {"tokenizer": "vllm/vllm-cpu"} and launch.image is None
+    docker = read_command(["docker", "run", "--rm", "--gpus", "all", "vllm/vllm-openai:v0.11.0", "--model", "m"])
+    assert docker.image == "vllm/vllm-openai:v0.11.0" and docker.model == "m"

@@ -44,12 +44,18 @@ def test_compose_with_two_services_on_one_gpu_names_the_server_that_fails_and_a_
     assert [s["gpu"] for s in kinds["mig"]["servers"]] == ["A100-SXM4-80GB MIG 3g.40gb", "A100-SXM4-80GB MIG 1g.20gb"]
 
 
-def test_the_split_passes_plan_and_check_when_written_back(tmp_path):
+@pytest.mark.parametrize("kind", ["utilization", "pinned"])
+def test_the_split_passes_plan_and_check_when_written_back(tmp_path, kind):
     d = json.loads(run_cli("plan", COMPOSE, "--gpu", "A100-80GB", "--format", "json").stdout)
-    opt = next(o for o in d["shared_gpu"][0]["options"] if o["kind"] == "utilization")
-    u = [s["edits"]["gpu_memory_utilization"] for s in opt["servers"]]
-    text = open(COMPOSE).read().replace('"--gpu-memory-utilization", "0.7"', f'"--gpu-memory-utilization", "{u[0]}"') \
-        .replace('"--gpu-memory-utilization", "0.3"', f'"--gpu-memory-utilization", "{u[1]}"')
+    opt = next(o for o in d["shared_gpu"][0]["options"] if o["kind"] == kind)
+
+    def flags(e):
+        pinned = f', "--kv-cache-memory-bytes", "{e["kv_cache_memory_bytes"]}"' if e.get("kv_cache_memory_bytes") else ""
+        return f'"--gpu-memory-utilization", "{e["gpu_memory_utilization"]}"{pinned}'
+
+    e = [s["edits"] for s in opt["servers"]]
+    text = open(COMPOSE).read().replace('"--gpu-memory-utilization", "0.7"', flags(e[0])) \
+        .replace('"--gpu-memory-utilization", "0.3"', flags(e[1]))
     fixed = tmp_path / "compose.yaml"
     fixed.write_text(text)
     out = run_cli("plan", str(fixed), "--gpu", "A100-80GB", "--format", "json")
@@ -76,22 +82,27 @@ def test_same_gpu_scripts_in_start_order(tmp_path):
     out = run_cli("plan", str(a), "--same-gpu", str(b), "--gpu", "A100-80GB", "--vllm-version", "0.11.0", "--format", "json")
     assert out.returncode == 0, out.stdout
     sp = json.loads(out.stdout)["shared_gpu"][0]
-    assert [s["name"] for s in sp["servers"]] == [str(a), str(b)] and sp["ok"]
+    assert [s["name"] for s in sp["servers"]] == ["chat.sh", "helper.sh"] and sp["ok"]  # named by their files
     # the other order: the same two fit (each passes its check with the other at its peak)
     out = run_cli("plan", str(b), "--same-gpu", str(a), "--gpu", "A100-80GB", "--vllm-version", "0.11.0", "--format", "json")
     assert json.loads(out.stdout)["shared_gpu"][0]["ok"]
 
 
-def test_before_0_10_2_the_running_servers_are_charged_to_the_next_budget():
+@pytest.mark.parametrize("old", ["0.8.5", "0.9.0"])
+def test_before_0_9_1_the_running_servers_are_charged_to_the_next_budget(old):
     gpu = lookup_gpu("A100-80GB")
-    sp = plan_shared(_servers("0.8.5"), gpu, propose=False)
+    sp = plan_shared(_servers(old), gpu, propose=False)
     chat, helper = sp.outcomes
-    # no start check in 0.8.5, but the helper's budget (0.3 × total) already holds the chat server: no KV left
+    # no start check before 0.9.1, but the helper's budget (0.3 × total) already holds the chat server: no KV left
     assert helper.plan.failure.value == "no-kv-memory"
     assert helper.plan.tight_rank.non_torch.bytes > chat.footprint_bytes
-    # from 0.10.2 the same pair fails vLLM's free-memory check instead
-    sp11 = plan_shared(_servers("0.11.0"), gpu, propose=False)
-    assert sp11.outcomes[1].plan.failure.value == "startup-free-memory"
+
+
+@pytest.mark.parametrize("new", ["0.9.1", "0.10.0", "0.11.0"])
+def test_from_0_9_1_the_same_pair_fails_the_free_memory_check_at_start(new):
+    # v1/worker/gpu_worker.py::init_device takes its snapshot and checks free >= total × util from 0.9.1
+    sp = plan_shared(_servers(new), lookup_gpu("A100-80GB"), propose=False)
+    assert sp.outcomes[1].plan.failure.value == "startup-free-memory"
 
 
 def test_utilization_split_of_an_old_release_counts_the_earlier_servers():
@@ -153,3 +164,19 @@ def test_fit_splits_one_gpu_between_models():
     assert max(c) / min(c) < 1.3
     bad = run_cli("fit", "--model", "Qwen/Qwen3-8B", "--same-gpu", "Qwen/Qwen3-0.6B@lots", "--gpu", "H100")
     assert bad.returncode == 2 and "not a token count" in bad.stderr
+
+
+def test_pods_pinned_to_one_nodes_gpu_are_one_gpu_set_and_other_nodes_are_not(tmp_path):
+    pods = ROOT / "tests" / "fixtures" / "shared-gpu" / "two-pods.yaml"
+    out = run_cli("plan", str(pods), "--gpu", "A100-80GB", "--format", "json")
+    assert out.returncode == 1, out.stderr
+    (sp,) = json.loads(out.stdout)["shared_gpu"]
+    assert [s["name"] for s in sp["servers"]] == ["Pod chat/vllm", "Pod embed/vllm"]
+    assert sp["servers"][1]["failure"] == "startup-free-memory"
+    # the same pods on two nodes share nothing: each is planned alone and both start
+    apart = tmp_path / "apart.yaml"
+    apart.write_text(pods.read_text().replace("nodeName: gpu-node-1", "nodeName: gpu-node-2", 1)
+                     .replace("nodeName: gpu-node-1", "nodeName: gpu-node-1"))
+    out = run_cli("plan", str(apart), "--gpu", "A100-80GB", "--format", "json")
+    assert out.returncode == 0, out.stdout[-1500:]
+    assert "shared_gpu" not in out.stdout

@@ -12,6 +12,7 @@ import re
 
 from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers import messages
 from oomguard.diagnose.parsers.cues import parse_cues
 from oomguard.diagnose.parsers.errors import REQUEST_ECHO, parse_errors
 from oomguard.diagnose.parsers.identity import parse_identity
@@ -109,6 +110,10 @@ def feed(line: LogLine, col: Collector) -> None:
         # A prompt can say anything ("my pod was OOMKilled"): only the serving phase is read from it.
         parse_identity(line, col)
         return
+    if messages.is_candidate(line):
+        if col.message_lines is None:
+            col.message_lines = messages.LineBuffer.new()
+        col.message_lines.add(line)
     try:
         parse_cues(line, col)
         if parse_kernel(line, col):
