@@ -38,6 +38,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 from oomguard.diagnose import features as feat  # noqa: E402
 from oomguard.diagnose import scoring  # noqa: E402
+from oomguard.diagnose import text_model  # noqa: E402
 from oomguard.diagnose.diagnosis import Prepared, conclude, prepare  # noqa: E402
 
 CALIBRATION = ROOT / "tests" / "data" / "calibration"
@@ -117,6 +118,8 @@ class Sample:
     anchored: bool
     thread: str = ""
     group: str = ""  # the batch it was gathered in (leave-one-batch-out CV)
+    tokens: frozenset[str] = frozenset()  # the text model's tokens (text_model.tokens of the cues' lines)
+    tokens_all: frozenset[str] = frozenset()  # every line of the excerpt (an upper bound, to compare; not shipped)
 
     @property
     def label(self) -> str:
@@ -130,7 +133,9 @@ def featurise(records: list[dict], modes: tuple[bool, ...] = (False, True)) -> l
             prepared = prepare_text(r.get("log_excerpt") or "", **context_options(r, with_context))
             cues = feat.extract(prepared.collector, prepared.context)
             samples.append(Sample(r, with_context, prepared, frozenset(c.feature for c in cues),
-                                  any(c.anchor for c in cues), thread_of(r), group_of(r)))
+                                  any(c.anchor for c in cues), thread_of(r), group_of(r),
+                                  text_model.tokens(text_model.cue_text(cues)),
+                                  text_model.tokens((r.get("log_excerpt") or "").splitlines())))
     return samples
 
 
@@ -151,9 +156,31 @@ class Design:
     prior_w: Any  # (F, C)
     prior_b: Any  # (C,)
     index: dict[str, int] = field(default_factory=dict)
+    text: bool = False  # the text model's token columns ("w:<token>") are in the design
 
 
-def design(priors: scoring.Weights, samples: list[Sample]) -> Design:
+# --- the text model (src/oomguard/diagnose/text_model.py) ------------------------------------------
+# Each vocabulary token is a feature "w:<token>" of the same logistic regression (and of the phase model), prior 0,
+# held by its own L2 strength (chosen by leave-one-batch-out CV: --text-lambdas none,2,5,10,20 --cv-by batch on the
+# 583 records of A01-C06 gave 80.4 / 79.2 / 80.3 / 81.2 / 80.9 % of the 1,166 samples, both modes); None ships none.
+TEXT = "w:"
+LAMBDA_TEXT: float | None = 10.0
+TEXT_SOURCE = "tokens"  # the cues' lines (what the classifier reads); "tokens_all": every excerpt line (to compare)
+
+
+def text_vocabulary(samples: list[Sample], source: str | None = None) -> set[str]:
+    """Tokens found in at least text_model.MIN_THREADS threads of at least MIN_BATCHES batches of ``samples``."""
+    threads: dict[str, set[str]] = {}
+    batches: dict[str, set[str]] = {}
+    for s in samples:
+        for t in getattr(s, source or TEXT_SOURCE):
+            threads.setdefault(t, set()).add(s.thread)
+            batches.setdefault(t, set()).add(s.group)
+    return {t for t, th in threads.items() if len(th) >= text_model.MIN_THREADS and
+            len(batches[t]) >= text_model.MIN_BATCHES}
+
+
+def design(priors: scoring.Weights, samples: list[Sample], *, text: bool = False, source: str | None = None) -> Design:
     import numpy as np
 
     names = list(priors.features)
@@ -161,13 +188,15 @@ def design(priors: scoring.Weights, samples: list[Sample]) -> Design:
         for f in sorted(s.features):
             if f not in priors.features and f not in names:
                 names.append(f)
+    if text:
+        names += sorted(TEXT + t for t in text_vocabulary(samples, source))
     classes = list(priors.classes)
     w0 = np.zeros((len(names), len(classes)))
     for i, f in enumerate(names):
         for c, w in priors.features.get(f, {}).items():
             w0[i, classes.index(c)] = w
     b0 = np.array([priors.bias.get(c, 0.0) for c in classes])
-    return Design(classes, names, w0, b0, {f: i for i, f in enumerate(names)})
+    return Design(classes, names, w0, b0, {f: i for i, f in enumerate(names)}, text)
 
 
 def phase_design(priors: scoring.Weights, d: Design) -> Design:
@@ -176,26 +205,29 @@ def phase_design(priors: scoring.Weights, d: Design) -> Design:
     import numpy as np
 
     classes = [c for c in scoring.PHASE_CLASSES if c in d.classes]
-    names = [f for f in d.features if scoring.bears_on_phase(f)]
+    names = [f for f in d.features if scoring.bears_on_phase(f) or f.startswith(TEXT)]
     w0 = np.zeros((len(names), len(classes)))
     for i, f in enumerate(names):
         for j, c in enumerate(classes):
             w0[i, j] = priors.features.get(f, {}).get(c, 0.0)
     b0 = np.array([priors.bias.get(c, 0.0) for c in classes])
-    return Design(classes, names, w0, b0, {f: i for i, f in enumerate(names)})
+    return Design(classes, names, w0, b0, {f: i for i, f in enumerate(names)}, d.text)
 
 
 def is_phase_sample(s: Sample) -> bool:
     return s.label in scoring.PHASE_CLASSES and bool(scoring.GPU_OOM_ANCHORS & s.features)
 
 
-def matrix(d: Design, samples: list[Sample]):  # noqa: ANN201 - numpy arrays
+def matrix(d: Design, samples: list[Sample], vocab: set[str] | None = None):  # noqa: ANN201 - numpy arrays
+    """The design matrix; ``vocab``: only these tokens' columns are set (a fold's own vocabulary)."""
     import numpy as np
 
     x = np.zeros((len(samples), len(d.features)))
     y = np.zeros(len(samples), dtype=int)
     for i, s in enumerate(samples):
-        for f in s.features:
+        feats = s.features if not d.text else s.features | {
+            TEXT + t for t in getattr(s, TEXT_SOURCE) if vocab is None or t in vocab}
+        for f in feats:
             j = d.index.get(f)
             if j is not None:
                 x[i, j] = 1.0
@@ -205,8 +237,12 @@ def matrix(d: Design, samples: list[Sample]):  # noqa: ANN201 - numpy arrays
 
 def fit(d: Design, x, y, sample_weight, *, lam: float = LAMBDA, lam_b: float = LAMBDA_BIAS, steps: int = STEPS,
         init: tuple | None = None):  # noqa: ANN001, ANN201 - numpy arrays
-    """Minimise the weighted mean NLL + lam/2 |W - W0|^2 + lam_b/2 |b - b0|^2 (Adam, full batch)."""
+    """Minimise the weighted mean NLL + lam/2 |W - W0|^2 + lam_b/2 |b - b0|^2 (Adam, full batch); the text model's
+    token rows are held by LAMBDA_TEXT instead of lam."""
     import numpy as np
+
+    if d.text and LAMBDA_TEXT is not None:
+        lam = np.where(np.array([f.startswith(TEXT) for f in d.features]), LAMBDA_TEXT, lam)[:, None]
 
     w = d.prior_w.copy() if init is None else init[0].copy()
     b = d.prior_b.copy() if init is None else init[1].copy()
@@ -267,27 +303,45 @@ def fix_votes(samples: list[Sample]) -> dict[str, dict[str, int]]:
 
 
 def to_weights(d: Design, w, b, temperature: float, meta: dict, phase: tuple | None = None,  # noqa: ANN001
-               phase_temperature: float = 1.0, votes: dict | None = None) -> scoring.Weights:
+               phase_temperature: float = 1.0, votes: dict | None = None,
+               paraphrase_cap: float = 0.5) -> scoring.Weights:
     bias = {c: round(float(b[j]), 3) for j, c in enumerate(d.classes)}
     phase_model = None
+    rows = _rows(d, w)
+    text_main = {f[len(TEXT):]: row for f, row in rows.items() if f.startswith(TEXT) and row}
+    text_phase: dict = {}
     if phase is not None:
         pd, pw, pb = phase
+        prows = _rows(pd, pw)
+        text_phase = {f[len(TEXT):]: row for f, row in prows.items() if f.startswith(TEXT) and row}
         phase_model = scoring.PhaseModel(tuple(pd.classes), {c: round(float(pb[j]), 3) for j, c in enumerate(pd.classes)},
-                                         _rows(pd, pw), round(phase_temperature, 3))
-    return scoring.Weights(tuple(d.classes), bias, _rows(d, w), round(temperature, 3), meta, phase_model, votes or {})
+                                         {f: row for f, row in prows.items() if not f.startswith(TEXT)},
+                                         round(phase_temperature, 3))
+    text = None
+    if d.text:
+        text = text_model.TextModel(1.0, text_main, text_phase, {
+            "fitted_by": "scripts/train_diagnose.py", "lambda_text": LAMBDA_TEXT, "source": TEXT_SOURCE,
+            "vocabulary": sum(1 for f in d.features if f.startswith(TEXT)),
+            "min_threads": text_model.MIN_THREADS, "min_batches": text_model.MIN_BATCHES,
+            "note": "FITTED: the token columns of the logistic regression, fitted jointly with the cue weights on the "
+                    "records of diagnose_weights.json's meta"})
+    return scoring.Weights(tuple(d.classes), bias, {f: row for f, row in rows.items() if not f.startswith(TEXT)},
+                           round(temperature, 3), meta, phase_model, votes or {}, paraphrase_cap, text)
 
 
 def fit_model(d: Design, pd: Design | None, samples: list[Sample], *, lam: float = LAMBDA, steps: int = STEPS,
               init: Model | None = None) -> Model:
     """Fit the main model on the anchored samples and the phase model on the GPU-OOM ones."""
     train = [s for s in samples if s.anchored]
-    x, y = matrix(d, train)
+    # the fold's own vocabulary: a token of the held-out records' words only has no column here
+    vocab = text_vocabulary(samples) if d.text else None
+    x, y = matrix(d, train, vocab)
     w, b = fit(d, x, y, sample_weights(train), lam=lam, steps=steps, init=(init.w, init.b) if init else None)
     phase = None
     if pd is not None:
         ps = [s for s in train if is_phase_sample(s)]
         if ps:
-            px, py = matrix(pd, ps)
+            px, py = matrix(pd, ps, vocab)
             pinit = (init.phase[1], init.phase[2]) if init is not None and init.phase is not None else None
             pw, pb = fit(pd, px, py, sample_weights(ps), lam=lam, lam_b=LAMBDA_PHASE_BIAS, steps=steps, init=pinit)
             phase = (pd, pw, pb)
@@ -337,7 +391,7 @@ def held_and_rest(samples: list[Sample], group: set[str], by: str) -> tuple[list
 
 def cross_validate(d: Design, samples: list[Sample], *, lam: float = LAMBDA, full: Model | None = None,
                    steps: int = 150, on_fold=None, folds: int = FOLDS, pd: Design | None = None,
-                   by: str = "thread") -> list[Fold]:  # noqa: ANN001
+                   by: str = "thread", with_rest: bool = False) -> list[Fold]:  # noqa: ANN001
     """Cross-validation grouped by thread (``folds`` groups, 0 = leave one thread out) or, ``by="batch"``, leave one
     batch out (train on every other batch and the older corpus, test on the held-out batch: the way a fresh batch
     is met). Each fold is fitted warm-started from the full fit on the features computed once; no thread is ever in
@@ -366,13 +420,18 @@ def cross_validate(d: Design, samples: list[Sample], *, lam: float = LAMBDA, ful
         for k, (s, row) in enumerate(zip(held, logits)):
             out.append(Fold(s, row, phase_logits[k] if phase_logits is not None and is_phase_sample(s) else None))
         if on_fold is not None:
-            on_fold(held, model)
+            if with_rest:
+                on_fold(held, model, rest)
+            else:
+                on_fold(held, model)
     return out
 
 
 def _relabel(s: Sample, label: str) -> Sample:
     """A copy with another label (only to build a feature matrix over a design that lacks the sample's class)."""
-    return Sample({**s.record, "class": label}, s.with_context, s.prepared, s.features, s.anchored, s.thread)
+    from dataclasses import replace
+
+    return replace(s, record={**s.record, "class": label})
 
 
 def fit_temperature(d: Design, folds: list[Fold], *, phase: bool = False) -> float:
@@ -398,8 +457,46 @@ def fit_temperature(d: Design, folds: list[Fold], *, phase: bool = False) -> flo
     return best_t
 
 
-def weights_for_fold(d: Design, model: Model, temperature: float, phase_temperature: float = 1.0) -> scoring.Weights:
-    return to_weights(d, model.w, model.b, temperature, {}, model.phase, phase_temperature, model.votes)
+def paraphrase_verdicts(d: Design, fold_models: list, temperature: float,
+                        phase_temperature: float) -> list[tuple[float, bool]]:
+    """(probability before the cap, right?) of every out-of-fold top verdict of the paraphrase tier: each held-out
+    record classified by the real classifier with its fold's weights and no cap."""
+    from oomguard.diagnose import classifier
+
+    out = []
+    for held, model in fold_models:
+        weights = weights_for_fold(d, model, temperature, phase_temperature, paraphrase_cap=1.0)
+        for s in held:
+            verdicts = classifier.classify(s.prepared.collector, s.prepared.context, weights)
+            if verdicts and verdicts[0].tier == "paraphrase":
+                out.append((verdicts[0].confidence, verdicts[0].cls.value == s.label))
+    return out
+
+
+# The cap is chosen from these: below 0.9, so that the 0.9-1.0 bin stays the cues' own (vLLM's messages recognised
+# exactly, 100 % right under both cross-validations); a verdict that rests on words never claims that.
+CAP_GRID = tuple(round(0.5 + 0.05 * i, 2) for i in range(8))  # 0.5 .. 0.85
+
+
+def fit_cap(rows: list[tuple[float, bool]]) -> float:
+    """The paraphrase tier's cap that minimises the log-loss of min(p, cap) against right/wrong on ``rows``."""
+    if not rows:
+        return 0.5
+    best, best_cap = float("inf"), 0.5
+    for cap in CAP_GRID:
+        loss = 0.0
+        for p, ok in rows:
+            q = min(max(min(p, cap), 1e-3), 1 - 1e-3)
+            loss -= math.log(q if ok else 1 - q)
+        if loss < best - 1e-9:
+            best, best_cap = loss, cap
+    return best_cap
+
+
+def weights_for_fold(d: Design, model: Model, temperature: float, phase_temperature: float = 1.0,
+                     paraphrase_cap: float = 0.5) -> scoring.Weights:
+    return to_weights(d, model.w, model.b, temperature, {}, model.phase, phase_temperature, model.votes,
+                      paraphrase_cap)
 
 
 def priors_digest() -> str:
@@ -413,17 +510,21 @@ def train(files: list[Path] | None = None, *, lam: float = LAMBDA, log=print, fo
     priors = scoring.load(str(scoring.PRIORS_FILE))
     records = load_corpus(files)
     samples = featurise(records)
-    d = design(priors, samples)
+    d = design(priors, samples, text=LAMBDA_TEXT is not None)
     pd = phase_design(priors, d) if phase else None
-    unknown = sorted(set(d.features) - set(priors.features))
+    unknown = sorted(f for f in set(d.features) - set(priors.features) if not f.startswith(TEXT))
     if unknown:
         log(f"features without a prior (fitted from 0): {', '.join(unknown)}")
     model = fit_model(d, pd, samples, lam=lam)
     # The temperatures are fitted on leave-one-batch-out scores: a fresh batch is what the confidence must be
     # calibrated for (by-thread folds share a batch's gatherer, wording and era with their training part).
-    cv = cross_validate(d, samples, lam=lam, full=model, folds=folds, pd=pd, by=CALIBRATION_CV)
+    fold_models: list[tuple[list[Sample], Model]] = []
+    cv = cross_validate(d, samples, lam=lam, full=model, folds=folds, pd=pd, by=CALIBRATION_CV,
+                        on_fold=lambda held, m: fold_models.append((held, m)))
     temperature = fit_temperature(d, cv)
     phase_temperature = fit_temperature(pd, cv, phase=True) if pd is not None else 1.0
+    words_tier = paraphrase_verdicts(d, fold_models, temperature, phase_temperature)
+    cap = fit_cap(words_tier)
     correct = sum(1 for f in cv if f.sample.anchored and d.classes[int(np.argmax(f.logits))] == f.sample.label)
     meta = {
         "fitted_by": "scripts/train_diagnose.py", "lambda": lam, "priors_sha256_16": priors_digest(),
@@ -434,25 +535,38 @@ def train(files: list[Path] | None = None, *, lam: float = LAMBDA, log=print, fo
         "note": "FITTED: weights fitted on the records above; the temperatures on their cross-validated "
                 f"({'leave one batch out' if CALIBRATION_CV == 'batch' else 'grouped by thread'}) scores",
     }
-    weights = to_weights(d, model.w, model.b, temperature, meta, model.phase, phase_temperature, model.votes)
+    meta["paraphrase_cap_fitted_on"] = (f"{len(words_tier)} verdicts of the paraphrase tier under the "
+                                        f"{CALIBRATION_CV} cross-validation, {sum(ok for _p, ok in words_tier)} right")
+    weights = to_weights(d, model.w, model.b, temperature, meta, model.phase, phase_temperature, model.votes, cap)
     return weights, {"design": d, "phase_design": pd, "samples": samples, "folds": cv, "model": model,
                      "phase_temperature": phase_temperature}
 
 
 def predicted(weights: scoring.Weights, s: Sample) -> str:
-    """The class ``classifier.classify`` gives a sample's features (its top-scored class; none without an anchor)."""
-    return scoring.score(s.features, weights).ranked[0] if s.anchored else "(none)"
+    """The class ``classifier.classify`` gives a sample's features (its top-scored class; none without an anchor), with
+    the text model's tokens when the cues alone are not sure (classifier._text_evidence)."""
+    if not s.anchored:
+        return "(none)"
+    base = scoring.score(s.features, weights)
+    tm = text_model.resolve(weights.text)
+    if tm is None or base.probs[base.ranked[0]] >= text_model.GATE:
+        return base.ranked[0]
+    toks = getattr(s, TEXT_SOURCE)
+    return scoring.score(s.features, weights, extra=tm.log_odds(toks), phase_extra=tm.phase_odds(toks)).ranked[0]
 
 
-def sweep(lams: list[float], by: str = "both", log=print) -> int:  # noqa: ANN001
+def sweep(lams: list[float], by: str = "both", log=print, text_lams: list[float | None] | None = None) -> int:  # noqa: ANN001
     """Class accuracy (every record, both modes) of each L2 strength under each cross-validation: the features are
-    computed once, only the weights are refitted per fold."""
+    computed once, only the weights are refitted per fold. ``text_lams``: the text model's L2 strengths (None: no
+    text model) at the first lambda."""
+    global LAMBDA_TEXT
     priors = scoring.load(str(scoring.PRIORS_FILE))
     samples = featurise(load_corpus())
-    d = design(priors, samples)
-    pd = phase_design(priors, d)
     modes = ("thread", "batch") if by == "both" else (by,)
-    for lam in lams:
+    grid = [(lam, LAMBDA_TEXT) for lam in lams] if text_lams is None else [(lams[0], t) for t in text_lams]
+    for lam, LAMBDA_TEXT in grid:
+        d = design(priors, samples, text=LAMBDA_TEXT is not None)
+        pd = phase_design(priors, d)
         full = fit_model(d, pd, samples, lam=lam)
         figures = []
         for mode in modes:
@@ -466,14 +580,14 @@ def sweep(lams: list[float], by: str = "both", log=print) -> int:  # noqa: ANN00
             cross_validate(d, samples, lam=lam, full=full, on_fold=on_fold, pd=pd, by=mode)
             ok = sum(1 for s in samples if got[id(s)] == s.label)
             figures.append(f"by {mode} {ok / len(samples):.1%} ({ok}/{len(samples)})")
-        log(f"lambda {lam}: class accuracy " + ", ".join(figures))
+        log(f"lambda {lam}, text lambda {LAMBDA_TEXT}: class accuracy " + ", ".join(figures))
     return 0
 
 
 def write_weights(weights: scoring.Weights, path: Path = scoring.WEIGHTS_FILE) -> None:
     data = weights.to_dict()
     lines = ["{"]
-    for key in ("meta", "classes", "bias", "temperature"):
+    for key in ("meta", "classes", "bias", "temperature", "paraphrase_cap"):
         lines.append(f'  "{key}": {json.dumps(data[key], ensure_ascii=False, sort_keys=True)},')
     lines.append('  "features": {')
     items = list(data["features"].items())
@@ -498,6 +612,23 @@ def write_weights(weights: scoring.Weights, path: Path = scoring.WEIGHTS_FILE) -
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def write_text(model: text_model.TextModel | None, path: Path = text_model.TEXT_FILE) -> None:
+    """The text model's file, one token a line (None: no text model is shipped, the file is removed)."""
+    if model is None:
+        path.unlink(missing_ok=True)
+        return
+    data = model.to_dict()
+    lines = ["{", f'  "meta": {json.dumps(data["meta"], sort_keys=True)},', f'  "weight": {data["weight"]},']
+    for key in ("main", "phase"):
+        items = sorted(data[key].items())
+        lines.append(f'  "{key}": {{')
+        lines += [f"    {json.dumps(t, ensure_ascii=False)}: {json.dumps(row, sort_keys=True)}"
+                  + ("," if i < len(items) - 1 else "") for i, (t, row) in enumerate(items)]
+        lines.append("  }" + ("," if key == "main" else ""))
+    lines.append("}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fit and cross-validate only; write nothing")
@@ -505,7 +636,17 @@ def main() -> int:
     parser.add_argument("--lambdas", type=str, help="comma-separated lambdas to compare by CV accuracy")
     parser.add_argument("--cv-by", choices=("thread", "batch", "both"), default="both",
                         help="with --lambdas: the cross-validation to compare them by (default both)")
+    parser.add_argument("--text-lambdas", type=str, help="comma-separated L2 strengths of the text model's token "
+                        "weights ('none': no text model) to compare by CV accuracy")
+    parser.add_argument("--text-source", choices=("tokens", "tokens_all"), default="tokens",
+                        help="the text model's lines: the cues' lines (what the classifier reads) or every line of "
+                        "the excerpt (an upper bound, to compare)")
     args = parser.parse_args()
+    global TEXT_SOURCE
+    TEXT_SOURCE = args.text_source
+    if args.text_lambdas:
+        return sweep([args.lam], args.cv_by, text_lams=[None if v == "none" else float(v)
+                                                        for v in args.text_lambdas.split(",")])
     if args.lambdas:
         return sweep([float(v) for v in args.lambdas.split(",")], args.cv_by)
     weights, extra = train(lam=args.lam)
@@ -514,6 +655,9 @@ def main() -> int:
     if not args.check:
         write_weights(weights)
         print(f"wrote {scoring.WEIGHTS_FILE.relative_to(ROOT)}")
+        write_text(weights.text)
+        if weights.text is not None:
+            print(f"wrote {text_model.TEXT_FILE.relative_to(ROOT)} ({text_model.TEXT_FILE.stat().st_size // 1024} KB)")
     return 0
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oomguard.diagnose import features as feat
-from oomguard.diagnose import scoring
+from oomguard.diagnose import scoring, text_model
 from oomguard.diagnose.classes import FailureClass as FC
 from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.context import Context
@@ -30,7 +30,8 @@ MAX_VERDICTS = 4
 # and it is at least SECONDARY_MIN likely once the classes before it are set aside.
 STRONG_ANCHOR = 3.5
 SECONDARY_MIN = 0.5
-# Words, not vLLM messages (parsers/paraphrase.py): at most this sure, however clear the sentence.
+# Words, not vLLM messages (parsers/paraphrase.py): at most this sure, however clear the sentence. The shipped
+# cap is FITTED on the leave-one-batch-out verdicts of that tier (``Weights.paraphrase_cap``); this is the default.
 PARAPHRASE_CAP = 0.5
 _PROSE_ANCHORS = frozenset({"sig:oom-prose", "sig:host-prose", "sig:kv-prose"})
 _WORD_PREFIXES = ("para:", "words:", "hint:", "fail:")
@@ -68,13 +69,20 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
         return []
     active = {c.feature for c in cues}
     scores = scoring.score(active, weights)
+    # The report's own words (the text model, text_model.py): one more evidence group, consulted only when the
+    # cues alone are not sure (a vLLM message they recognise keeps its verdict).
+    extra, phase_extra, text = _text_evidence(weights, scores, cues)
+    cue_top = scores.ranked[0]
+    if extra is not None:
+        scores = scoring.score(active, weights, extra=extra, phase_extra=phase_extra)
     # The class rests on people's wording when the cues that are words (paraphrases, phase words, "another
-    # process holds the GPU") decide it: without them there is no anchor left, or another class wins.
+    # process holds the GPU") or the text model decide it: without them there is no anchor left, or another
+    # class wins.
     plain = {f for f in active if not _is_words(f)}
     if not any(not _is_words(c.feature) for c in anchors):
         words_only = True
     else:
-        words_only = scoring.score(plain, weights).ranked[0] != scores.ranked[0]
+        words_only = scoring.score(plain, weights).ranked[0] != scores.ranked[0] or cue_top != scores.ranked[0]
     chosen = [scores.ranked[0]]
     confidence = {chosen[0]: scores.probs[chosen[0]]}
     for cls in scores.ranked[1:]:
@@ -86,12 +94,30 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
                and all(_w(weights, c.feature, cls) > _w(weights, c.feature, k) for k in chosen)]
         if not own:
             continue
-        rest = scoring.score(active, weights, classes=tuple(c for c in weights.classes if c not in chosen))
+        rest = scoring.score(active, weights, classes=tuple(c for c in weights.classes if c not in chosen), extra=extra,
+                             phase_extra=phase_extra)
         if rest.ranked[0] == cls and rest.probs[cls] >= SECONDARY_MIN:
             chosen.append(cls)
             confidence[cls] = min(rest.probs[cls], confidence[chosen[0]])
-    verdicts = [_verdict(FC(cls), confidence[cls], scores, cues, anchors, weights, ctx, words_only) for cls in chosen]
+    terms = None
+    if extra is not None:
+        terms = {c: extra.get(c, 0.0) + (phase_extra or {}).get(c, 0.0) for c in weights.classes}
+    verdicts = [_verdict(FC(cls), confidence[cls], scores, cues, anchors, weights, ctx, words_only, terms, text)
+                for cls in chosen]
     return verdicts
+
+
+def _text_evidence(weights: scoring.Weights, scores: scoring.Scores, cues: list[feat.Cue]
+                   ) -> tuple[dict[str, float] | None, dict[str, float] | None, frozenset[str]]:
+    """What the report's tokens add to the class scores and to the phase scores, and the tokens (None, None when
+    the text model is not consulted: none shipped, or the cues alone are sure)."""
+    if weights.text is None or scores.probs[scores.ranked[0]] >= text_model.GATE:
+        return None, None, frozenset()
+    tm = text_model.resolve(weights.text)
+    if tm is None or not tm.weight:
+        return None, None, frozenset()
+    toks = text_model.tokens(text_model.cue_text(cues))
+    return tm.log_odds(toks), tm.phase_odds(toks), toks
 
 
 def _is_words(feature: str) -> bool:
@@ -103,11 +129,12 @@ def _w(weights: scoring.Weights, feature: str, cls: str) -> float:
 
 
 def _verdict(cls: FC, prob: float, scores: scoring.Scores, cues: list[feat.Cue], anchors: list[feat.Cue],
-             weights: scoring.Weights, ctx: Context, words_only: bool) -> Verdict:
+             weights: scoring.Weights, ctx: Context, words_only: bool, extra: dict[str, float] | None = None,
+             text: frozenset[str] = frozenset()) -> Verdict:
     def w(c: feat.Cue) -> float:
         return weights.features.get(c.feature, {}).get(cls.value, 0.0)
 
-    conf = min(prob, PARAPHRASE_CAP) if words_only else prob
+    conf = min(prob, weights.paraphrase_cap) if words_only else prob
     # The error lines behind this class: those whose own cues weigh for it (all anchors when none does).
     by_event: dict[int, float] = {}
     for c in cues:
@@ -151,6 +178,13 @@ def _verdict(cls: FC, prob: float, scores: scoring.Scores, cues: list[feat.Cue],
     if words_only:
         verdict.tier = "paraphrase"
     verdict.cues = _explain(cls, cues, weights)
+    if extra is not None and weights.text is not None:
+        top = text_model.resolve(weights.text).top_words(text, cls.value)
+        verdict.cues.append({"feature": "text:words", "weight": round(extra.get(cls.value, 0.0), 3),
+                             "why": "the report's words, learned from the labelled corpus (text model): " + (
+                                 ", ".join(f"{t} {m:+.2f}" for t, m in top) or "none weighs for this class"),
+                             "words": [t for t, _m in top]})
+        verdict.cues.sort(key=lambda e: (e["feature"] == "(bias)", -abs(e["weight"])))
     verdict.alternatives = [(c, round(scores.probs[c], 3)) for c in scores.ranked[:4] if c != cls.value]
     if cls in GPU_OOM_CLASSES and "oom:no-phase" in active:
         verdict.settle = _SETTLE["gpu-oom"]

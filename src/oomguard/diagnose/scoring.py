@@ -64,8 +64,9 @@ class PhaseModel:
                    {str(f): {str(c): float(w) for c, w in row.items() if c in classes}
                     for f, row in data.get("features", {}).items()}, float(data.get("temperature", 1.0)))
 
-    def probs(self, features: set[str] | frozenset[str], allowed: tuple[str, ...]) -> dict[str, float]:
-        logits = {c: self.bias.get(c, 0.0) for c in self.classes if c in allowed}
+    def probs(self, features: set[str] | frozenset[str], allowed: tuple[str, ...],
+              extra: dict[str, float] | None = None) -> dict[str, float]:
+        logits = {c: self.bias.get(c, 0.0) + (extra.get(c, 0.0) if extra else 0.0) for c in self.classes if c in allowed}
         for f in features:
             for c, w in self.features.get(f, {}).items():
                 if c in logits:
@@ -83,6 +84,11 @@ class Weights:
     phase: PhaseModel | None = None
     # class -> flag -> how many labelled threads of that class were fixed by that flag (diagnose/fixes.rank_fixes)
     fix_votes: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The most a verdict that rests on people's wording (tier "paraphrase") may claim: FITTED on the
+    # leave-one-batch-out verdicts of that tier (scripts/train_diagnose.py), 0.5 when the file has none.
+    paraphrase_cap: float = 0.5
+    # The text model beside the cues (diagnose/text_model.py, its own data file); None: the cues alone.
+    text: Any = None  # a text_model.TextModel, text_model.SHIPPED (read on first use) or None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"classes": list(self.classes), "bias": self.bias, "temperature": self.temperature,
@@ -91,6 +97,7 @@ class Weights:
             out["phase"] = self.phase.to_dict()
         if self.fix_votes:
             out["fix_votes"] = self.fix_votes
+        out["paraphrase_cap"] = self.paraphrase_cap
         return out
 
     @classmethod
@@ -102,7 +109,7 @@ class Weights:
         phase = PhaseModel.from_dict(data["phase"]) if data.get("phase") else None
         votes = {str(c): {str(f): int(n) for f, n in row.items()} for c, row in data.get("fix_votes", {}).items()}
         return cls(classes, bias, features, float(data.get("temperature", 1.0)), dict(data.get("meta", {})), phase,
-                   votes)
+                   votes, float(data.get("paraphrase_cap", 0.5)))
 
 
 @lru_cache(maxsize=4)
@@ -112,7 +119,14 @@ def load(path: str | None = None) -> Weights:
     if not target.exists() and path is None:
         target = PRIORS_FILE
     with open(target, encoding="utf-8") as fh:
-        return Weights.from_dict(json.load(fh))
+        weights = Weights.from_dict(json.load(fh))
+    if path is None:
+        from dataclasses import replace
+
+        from oomguard.diagnose import text_model
+
+        weights = replace(weights, text=text_model.SHIPPED)  # read on first use (a report the cues are unsure of)
+    return weights
 
 
 @dataclass
@@ -134,10 +148,13 @@ def _softmax(logits: dict[str, float], temperature: float) -> dict[str, float]:
     return {c: e / total for c, e in exps.items()}
 
 
-def score(features: set[str] | frozenset[str], weights: Weights, *, classes: tuple[str, ...] | None = None) -> Scores:
-    """Scores and probabilities over ``classes`` (default: all) for one report's feature set."""
+def score(features: set[str] | frozenset[str], weights: Weights, *, classes: tuple[str, ...] | None = None,
+          extra: dict[str, float] | None = None, phase_extra: dict[str, float] | None = None) -> Scores:
+    """Scores and probabilities over ``classes`` (default: all) for one report's feature set; ``extra`` and
+    ``phase_extra`` (the text model's token weights, ``text_model.py``) are added to the class scores and to the
+    phase model's."""
     allowed = classes or weights.classes
-    logits = {c: weights.bias.get(c, 0.0) for c in allowed}
+    logits = {c: weights.bias.get(c, 0.0) + (extra.get(c, 0.0) if extra else 0.0) for c in allowed}
     for f in features:
         row = weights.features.get(f)
         if not row:
@@ -151,7 +168,7 @@ def score(features: set[str] | frozenset[str], weights: Weights, *, classes: tup
         family = tuple(c for c in weights.phase.classes if c in probs)
         if family:
             mass = sum(probs[c] for c in family)
-            phase = weights.phase.probs({f for f in features if bears_on_phase(f)}, family)
+            phase = weights.phase.probs({f for f in features if bears_on_phase(f)}, family, phase_extra)
             probs.update({c: mass * phase[c] for c in family})
     ranked = sorted(probs, key=lambda c: (-probs[c], c))
     return Scores(logits, probs, ranked, phase)
