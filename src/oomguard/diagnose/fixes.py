@@ -136,7 +136,11 @@ def _ordered(v: Verdict, members: list[Any], col: Collector, ctx: Context, votes
         for f in named:
             f.chosen = "the error names this setting"
         fixes = (family + named + fixes[len(family):]) if v.cls == FC.CONFIG_ERROR else fixes + named
-    return suggested_first(fixes, suggested_flags(col))
+    fixes = suggested_first(fixes, suggested_flags(col))
+    for f in fixes:
+        if not f.chosen:
+            f.chosen = f"proposed by the {v.cls.value} fix builder for this report's facts (its order)"
+    return fixes
 
 
 def suggested_added(v: Verdict, col: Collector, ctx: Context) -> list[Fix]:
