@@ -29,6 +29,7 @@ from oomguard.diagnose.fixes_config import (
     _unknown,
     family_fixes,
     launch_levers,
+    reported_settings,
     named_setting_fixes,
 )
 from oomguard.diagnose.fixes_memory import _cudagraph, _host, _kv_small, _no_kv, _profile, _runtime, _startup_free, _weights
@@ -97,6 +98,9 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
         # An uncertain class: the runner-up classes' fixes join (fixes_blend); a sure one keeps its own.
         v.fix = blend(v, build, members, col, ctx)
         v.fix = suggested_added(v, col, ctx)
+        if len(v.fix) < 2:
+            have = {f.flag for f in v.fix}
+            v.fix += [f for f in reported_settings(v, members, col) if f.flag not in have][:2 - len(v.fix)]
         if not v.fix:
             v.fix = launch_levers(ctx)
             for f in v.fix:

@@ -328,6 +328,35 @@ def family_fixes(v: Verdict, members: list[Any], col: Collector, ctx: Context) -
     return out
 
 
+# A setting as people write it in a report: --flag, snake_case (an engine argument) or a hyphenated keyword
+# ('limit-mm-per-prompt'); only names vLLM has as flags count (_is_vllm_flag), so ordinary words fall away.
+_REPORTED = re.compile(r"(?<![\w-])(?:--)?([a-z][a-z0-9]*(?:[-_][a-z0-9]+){1,5})\b")
+
+
+def reported_settings(v: Verdict, members: list[Any], col: Collector, limit: int = 2) -> list[Fix]:
+    """The vLLM settings the report's recognised lines name (the verdict's error lines, then every cue's and signal's
+    line in order), for a verdict whose class proposes fewer than two fixes: the value is left to the reader."""
+    texts = [(m.event.file, m.event.line, m.event.text) for m in members]
+    texts += [(e.file, e.line, e.text) for e in v.evidence]
+    texts += sorted((h.file, h.line, h.text) for h in col.cues.values())
+    texts += [(ev.file, ev.line, ev.text) for ev in col.signals]
+    out: list[Fix] = []
+    seen: set[str] = set()
+    for file, line, text in texts:
+        for m in _REPORTED.finditer(text or ""):
+            flag = "--" + m.group(1).replace("_", "-")
+            if flag in seen or flag in _NOT_A_FIX:
+                continue
+            seen.add(flag)
+            if _is_vllm_flag(flag):
+                fix = Fix(flag, CHOOSE_VALUE, "the report names this setting")
+                fix.chosen = f"the report names this setting ({file}:{line}); the class proposes no more fixes"
+                out.append(fix)
+                if len(out) >= limit:
+                    return out
+    return out
+
+
 def launch_levers(ctx: Context, limit: int = 3) -> list[Fix]:
     """The vLLM flags the launch itself sets (a flag the user set is the likely lever), for a verdict that has no fix
     of its own: the value is left to the reader (``CHOOSE_VALUE``)."""
