@@ -290,6 +290,8 @@ def _print_figures(title: str, fig: dict, show_misses: bool) -> None:
             print(f"{c:<22}" + " ".join(f"{row.get(g, 0) or '.':>9}" for g in labels))
     if show_misses and fig["misses"]:
         print("misses: " + ", ".join(f"{i} {e}->{g}" for i, e, g in fig["misses"]))
+    print("fix flag by class (first two, first fix, of records with a flag): "
+          + ", ".join(f"{c} {a}/{b}/{n}" for c, (a, b, n) in fig["fix_by_class"].items()))
     print("fix misses by kind: " + ", ".join(f"{k} {n}" for k, n in fig["fix_miss_kinds"].items()))
     if show_misses and fig["fix_misses"]:
         print("fix misses (record: thread's flag | class -> oomguard's class | oomguard's first fixes):")
@@ -309,6 +311,7 @@ def _cv_figures(rows: list[tuple]) -> dict:
     bins = {f"{lo / 10:.1f}-{(lo + 1) / 10:.1f}": [0, 0.0, 0] for lo in range(10)}
     misses = []
     fix_misses: list[dict] = []
+    fix_by_class: dict[str, list[int]] = {}  # the record's class -> [first two name it, first names it, records]
     for (s, r), ok in zip(rows, correct):
         exp, got = s.record["class"], r["got"]
         for key, table in ((exp, by_class), (s.record.get("_file", "?"), by_file), (s.group, by_group)):
@@ -330,6 +333,11 @@ def _cv_figures(rows: list[tuple]) -> dict:
             misses.append((s.record["id"], exp, got))
         if r["fix_named"] is False:
             fix_misses.append(_fix_miss(s.record, r))
+        if r["fix_named"] is not None:
+            cell = fix_by_class.setdefault(exp, [0, 0, 0])
+            cell[0] += bool(r["fix_named"])
+            cell[1] += bool(r["fix_first"])
+            cell[2] += 1
     order = [c.value for c in __import__("oomguard.model.failures", fromlist=["FailureClass"]).FailureClass]
     labels.sort(key=lambda c: order.index(c) if c in order else len(order))
     scored = sum(n for n, _c, _k in bins.values())
@@ -350,6 +358,7 @@ def _cv_figures(rows: list[tuple]) -> dict:
         "ece": ece,
         "confusion_labels": labels, "confusion": confusion, "misses": misses,
         "fix_misses": fix_misses, "fix_miss_kinds": _miss_kinds(fix_misses),
+        "fix_by_class": {k: tuple(v) for k, v in sorted(fix_by_class.items())},
     }
 
 
