@@ -32,17 +32,20 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LOG = REPO / "tests" / "fixtures" / "logs" / "v1-clean-start.log"
+FAILING_LOG = REPO / "tests" / "fixtures" / "logs" / "v1-kv-too-small.log"
 SCRIPT = REPO / "tests" / "scenarios" / "s1" / "start_api.sh"
 MODEL = REPO / "tests" / "scenarios" / "s1" / "model"
 
 CASES = {
     "python -c pass": ["-c", "pass"],
+    "import oomguard": ["-c", "import oomguard"],
     "plan --json": ["-m", "oomguard.cli.main", "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--json"],
     "plan S1 script --json": ["-m", "oomguard.cli.main", "plan", str(SCRIPT), "--model", str(MODEL), "--gpu",
                               "A100-80GB", "--json"],
     "check S1 script": ["-m", "oomguard.cli.main", "check", str(SCRIPT), "--model", str(MODEL), "--gpu", "A100-80GB",
                         "--format", "json"],
     "diagnose log": ["-m", "oomguard.cli.main", "diagnose", str(LOG), "--format", "json"],
+    "diagnose failing log": ["-m", "oomguard.cli.main", "diagnose", str(FAILING_LOG), "--format", "json"],
     "fit": ["-m", "oomguard.cli.main", "fit", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--context", "32768",
             "--format", "json"],
     "--help": ["-m", "oomguard.cli.main", "--help"],
