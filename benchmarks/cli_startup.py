@@ -1,6 +1,7 @@
 """Start-up cost of the CLI: plan --json, check, diagnose and fit beside a bare `python -c pass`.
 
-Each command runs as a fresh process of the same interpreter, N times; the median wall time and
+Each command runs as a fresh process of the same interpreter (through the installed ``oomguard``
+console script, as a user runs it; ``python -m oomguard.cli.main`` where there is none), N times; the median wall time and
 the median CPU time (user + system, from the kernel's child accounting) are printed with their
 ratio to `python -c pass`. CPU time is the steadier figure on a shared machine (wall time includes
 waiting for a core); the issue's target is plan --json within 5x python -c pass.
@@ -9,6 +10,10 @@ Bytecode is cached in a temporary prefix (an installed package has its .pyc file
 environment sets PYTHONDONTWRITEBYTECODE), so the figures are those of an installed oomguard.
 
     .venv/bin/python benchmarks/cli_startup.py [-n 15] [--imports] [--src DIR]
+
+Inputs are the repository's fixtures: a catalog model and GPU (plan, fit), scenario S1's launch
+script and model directory (plan, check), a clean start-up log and a failing one (KV cache too
+small for max_model_len) for diagnose.
 
 Best (the least disturbed run) and median of N, and the load average before and after, are
 printed: on a shared machine the ratio of the best runs is the figure to compare. ``--src DIR``
@@ -36,19 +41,21 @@ FAILING_LOG = REPO / "tests" / "fixtures" / "logs" / "v1-kv-too-small.log"
 SCRIPT = REPO / "tests" / "scenarios" / "s1" / "start_api.sh"
 MODEL = REPO / "tests" / "scenarios" / "s1" / "model"
 
+# The command a user runs: the installed console script (no runpy), else python -m.
+_ENTRY = Path(sys.executable).with_name("oomguard")
+OOMGUARD = [str(_ENTRY)] if _ENTRY.exists() else ["-m", "oomguard.cli.main"]
+
 CASES = {
     "python -c pass": ["-c", "pass"],
     "import oomguard": ["-c", "import oomguard"],
-    "plan --json": ["-m", "oomguard.cli.main", "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--json"],
-    "plan S1 script --json": ["-m", "oomguard.cli.main", "plan", str(SCRIPT), "--model", str(MODEL), "--gpu",
-                              "A100-80GB", "--json"],
-    "check S1 script": ["-m", "oomguard.cli.main", "check", str(SCRIPT), "--model", str(MODEL), "--gpu", "A100-80GB",
+    "plan --json": [*OOMGUARD, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--json"],
+    "plan S1 script --json": [*OOMGUARD, "plan", str(SCRIPT), "--model", str(MODEL), "--gpu", "A100-80GB", "--json"],
+    "check S1 script": [*OOMGUARD, "check", str(SCRIPT), "--model", str(MODEL), "--gpu", "A100-80GB",
                         "--format", "json"],
-    "diagnose log": ["-m", "oomguard.cli.main", "diagnose", str(LOG), "--format", "json"],
-    "diagnose failing log": ["-m", "oomguard.cli.main", "diagnose", str(FAILING_LOG), "--format", "json"],
-    "fit": ["-m", "oomguard.cli.main", "fit", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--context", "32768",
-            "--format", "json"],
-    "--help": ["-m", "oomguard.cli.main", "--help"],
+    "diagnose clean log": [*OOMGUARD, "diagnose", str(LOG), "--format", "json"],
+    "diagnose failing log": [*OOMGUARD, "diagnose", str(FAILING_LOG), "--format", "json"],
+    "fit": [*OOMGUARD, "fit", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--context", "32768", "--format", "json"],
+    "--help": [*OOMGUARD, "--help"],
 }
 
 
