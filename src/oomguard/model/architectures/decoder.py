@@ -19,10 +19,9 @@ from oomguard.model.architectures.common import (
     rope_scaling,
 )
 from oomguard.model.architectures.vision import TOWER_KEYS, vision_params
-from oomguard.model.description import AttentionLayer, LayerKind, MambaState, ModelDescription, MoE
+from oomguard.model.description import DTYPE_BYTES, AttentionLayer, LayerKind, MambaState, ModelDescription, MoE
 from oomguard.model.quantization import parse_quantization
 
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 DENSE = (
     "llama",

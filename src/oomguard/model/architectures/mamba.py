@@ -33,10 +33,9 @@ from oomguard.model.architectures.common import (
     num_kv_heads,
     rope_scaling,
 )
-from oomguard.model.description import AttentionLayer, LayerKind, MambaState, ModelDescription, MoE
+from oomguard.model.description import DTYPE_BYTES, AttentionLayer, LayerKind, MambaState, ModelDescription, MoE
 from oomguard.model.quantization import parse_quantization
 
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # Legacy layer-type names (configs saved before transformers 5) -> the names vLLM 0.32 keys on.
 _LAYER_NAMES = {"mamba": "linear_attention", "attention": "full_attention"}
 
