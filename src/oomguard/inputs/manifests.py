@@ -43,9 +43,9 @@ from typing import Any
 
 from oomguard.errors import InputError
 from oomguard.inputs.command import (
-    RELEVANT_ENV,
     find_vllm,
     ignore_directives,
+    keep_env,
     parse_flag_words,
     resolve_version,
 )
@@ -223,7 +223,7 @@ class _Builder:
         launch.command_line = self.n.line(command_node)
         launch.notes.extend(notes)
         for k, (v, node, key) in env.items():
-            if RELEVANT_ENV.match(k):
+            if keep_env(launch, k, v):
                 launch.env[k] = v
                 launch.env_sites[k] = FlagSite(k, self.path, self.n.line(node), column=self.n.column(node), yaml_path=key, origin=self.fmt)
         # sh -c "vllm serve ...": the script is one word; read it as a script
@@ -253,9 +253,11 @@ class _Builder:
                 raise InputError(f"{name}: the `{' '.join(w.text for w in words[:idx])}` script runs no vLLM command",
                                  file=self.path, line=sw.line or None)
             _shift_inner(cmd, sw, self.n)
-            carrier = ManifestCarrier(carrier.format, ScriptCarrier(sw.node, raw), carrier.env)
+            carrier = ManifestCarrier(carrier.format, ScriptCarrier(sw.node, raw), carrier.env, carrier.shm)
             for k, v in {**inner.variables, **cmd.assignments}.items():
-                if RELEVANT_ENV.match(k) and k not in launch.env:
+                if k in launch.env or k in launch.secret_env:
+                    continue  # the container's own env entry wins
+                if keep_env(launch, k, v):
                     launch.env[k] = v
             flag_words = cmd.words[start:]
             launch.command = cmd
@@ -271,7 +273,7 @@ class _Builder:
             for w in words[:start]:
                 if "=" in w.text and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w.text):
                     k, _, v = w.text.partition("=")
-                    if RELEVANT_ENV.match(k):
+                    if keep_env(launch, k, v):
                         launch.env[k] = v
                         launch.env_sites[k] = FlagSite(k, self.path, w.line or None, column=w.column or None, yaml_path=w.key, origin=self.fmt)
             flag_words = words[start:]
