@@ -6,7 +6,6 @@ Every test runs ``python -m oomguard.cli.main`` in a subprocess on real files, a
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 
@@ -36,30 +35,6 @@ def s2_at(tmp_path):
         path = tmp_path / "start_api.sh"
         path.write_text(text)
         return str(path)
-
-    return write
-
-
-@pytest.fixture
-def deployment(tmp_path):
-    """A one-GPU Deployment of vllm/vllm-openai:v0.10.1 in tmp_path/deploy.yaml; the argument is the container's
-    args/env YAML (at the container's indentation)."""
-    def write(container: str):
-        body = textwrap.indent(textwrap.dedent(container).strip("\n"), " " * 10)
-        path = tmp_path / "deploy.yaml"
-        path.write_text(f"""apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: qwen}}
-spec:
-  template:
-    spec:
-      containers:
-        - name: vllm
-          image: vllm/vllm-openai:v0.10.1
-{body}
-          resources: {{limits: {{nvidia.com/gpu: 1}}}}
-""")
-        return path
 
     return write
 

@@ -83,25 +83,15 @@ def test_hub_token_and_api_keys_reach_the_service(target, tmp_path):
         assert not any(v in check.stdout for v in CREDENTIALS.values())
 
 
-def test_a_manifest_token_reaches_the_kubernetes_secret(tmp_path):
+def test_a_manifest_token_reaches_the_kubernetes_secret(tmp_path, deployment):
     """A Deployment with HF_TOKEN in its env list, exported again for Kubernetes: the token moves into the
     Secret (by secretKeyRef), out of the container's plain env."""
-    deploy = tmp_path / "deploy.yaml"
-    deploy.write_text(f"""apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: qwen}}
-spec:
-  template:
-    spec:
-      containers:
-        - name: vllm
-          image: vllm/vllm-openai:v0.10.1
-          args: [Qwen/Qwen3-8B, --max-model-len, "8192"]
-          env:
-            - name: HF_TOKEN
-              value: {CREDENTIALS["HF_TOKEN"]}
-          resources: {{limits: {{nvidia.com/gpu: 1}}}}
-""")
+    deploy = deployment(f"""
+        args: [Qwen/Qwen3-8B, --max-model-len, "8192"]
+        env:
+          - name: HF_TOKEN
+            value: {CREDENTIALS["HF_TOKEN"]}
+    """)
     out, secrets = tmp_path / "out.yaml", tmp_path / "vllm.secrets"
     p = run_cli("export", "launch", str(deploy), "--to", "kubernetes", "-o", str(out), "--secrets-file", str(secrets),
                 env=OFFLINE, timeout=120)
