@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from benchlib import timed_run
 
 REPO = Path(__file__).resolve().parents[1]
 LOG = REPO / "tests" / "fixtures" / "logs" / "v1-clean-start.log"
@@ -60,15 +60,8 @@ CASES = {
 
 
 def _run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, *args], capture_output=True, env=env)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"{' '.join(args)} exited {done.returncode}: {done.stderr.decode()[-400:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
+    r = timed_run([sys.executable, *args], env=env, text=False, what=" ".join(args))
+    return r.seconds, r.cpu_seconds
 
 
 def _table(samples: dict[str, list[tuple[float, float]]], n: int) -> list[str]:
