@@ -32,6 +32,10 @@ from oomguard.diagnose.remedy import (
     util_of,
 )
 
+# Cues that name an OOM kill by the kernel or a container runtime (docker's OOMKilled, the kernel's
+# "Killed process"), even when no exit status or kernel line is parsed as such.
+_RUNTIME_OOM_KILL_CUES = frozenset({"host:oomkilled", "sig:kernel-oom-kill", "kill:systemd"})
+
 
 def _weights(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     run = run_of(members)
@@ -393,6 +397,9 @@ def _host(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
         if code is not None or Signal.SIGKILL in signals or ctx.exit_code == 137:
             v.summary = (f"A vLLM process was killed by SIGKILL (exit {code if code is not None else 137}) without a "
                          "CUDA error: the signature of the host (or container) OOM killer.")
+        elif col.cues.keys() & _RUNTIME_OOM_KILL_CUES:
+            v.summary = ("The container runtime or the kernel reports an OOM kill (OOMKilled / an OOM-killer "
+                         "message) without a CUDA error: host RAM or the container's memory limit ran out.")
         elif Signal.HOST_ALLOC_FAILURE in signals:
             v.summary = ("A host-memory allocation failed (CPU or pinned memory, not the GPU's): host RAM or the "
                          "container's memory limit ran out.")
@@ -407,9 +414,10 @@ def _host(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
             break
     version = ctx.version_tuple()
     swap = ctx.arg("swap_space")
-    v0_default = swap is None and ctx.engine != "V1" and (version is None or version < (0, 18))
-    if swap not in (None, 0, 0.0) or v0_default or "host:offload" in col.cues:
-        # V0 (and V1 before 0.18 reads it too) pins swap_space GiB of host RAM per GPU, 4 by default.
+    # Only V0's CacheEngine pins swap_space GiB of host RAM per GPU (4 by default); V1 (the default
+    # from 0.8, the only engine from 0.11) preempts by recomputation and allocates no CPU swap blocks.
+    v0_possible = ctx.engine == "V0" or (ctx.engine is None and (version is None or version < (0, 11)))
+    if (v0_possible and swap not in (0, 0.0)) or "host:offload" in col.cues:
         v.fix.append(Fix("--swap-space", 0, "V0 pins swap_space GiB of host RAM per GPU for preempted sequences "
                          "(4 GiB each by default; releases from 0.18 drop the flag)"))
     if ctx.arg("cpu_offload_gb"):

@@ -68,8 +68,26 @@ def lower_tokens(ctx: Context) -> int:
     return 4096
 
 
+def current_max_num_seqs(ctx: Context) -> int:
+    """The launch's max_num_seqs, else the release's default for the GPU the report shows (vLLM 0.8+
+    gives a large card 1024 and a small one 256: model.engine.default_batch_limits); with the GPU
+    unknown, V1's large-card default, the larger of the two (so the lowered value is below either)."""
+    explicit = int_arg(ctx, "max_num_seqs")
+    if explicit:
+        return explicit
+    version = ctx.version_tuple()
+    if version is None and ctx.engine == "V1":
+        version = (0, 10)  # a V1 log without its version: 0.10's rule (A100s get the small-card default)
+    gib = ctx.gpu_total_gib or ctx.mentioned_gpu_gib
+    if version is not None and gib:
+        from oomguard.model.engine import default_batch_limits
+
+        return default_batch_limits((*version, 0), int(gib * (1 << 30)), ctx.gpu_name or "")[1]
+    return 1024 if ctx.engine == "V1" or (version is not None and version >= (0, 8)) else 256
+
+
 def lower_seqs(ctx: Context, hint: int | None = None) -> int:
-    current = hint or int_arg(ctx, "max_num_seqs") or (1024 if ctx.engine == "V1" else 256)
+    current = hint or current_max_num_seqs(ctx)
     return max(8, current // 4 if current >= 512 else current // 2)
 
 
@@ -94,7 +112,15 @@ def human_bytes(n: float) -> str:
 
 
 def more_tp(ctx: Context, why: str) -> Fix:
+    """The next tensor-parallel size up: the smallest power of two above the current one that divides the model's
+    attention heads when its config is read (vLLM refuses a size that does not: ModelConfig.verify_with_parallel_config),
+    else twice the current one."""
     tp = ctx.tensor_parallel_size
+    heads = ctx.config_heads
+    if heads:
+        bigger = next((d for d in (2, 4, 8, 16, 32, 64) if d > tp and heads % d == 0), None)
+        if bigger is not None:
+            return Fix("--tensor-parallel-size", bigger, why)
     return Fix("--tensor-parallel-size", tp * 2, why)
 
 
