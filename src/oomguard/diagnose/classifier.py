@@ -69,12 +69,15 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
         return []
     active = {c.feature for c in cues}
     scores = scoring.score(active, weights)
+    chosen, confidence = _choose(scores, active, anchors, weights)
     # The report's own words (the text model, text_model.py): one more evidence group, consulted only when the
-    # cues alone are not sure (a vLLM message they recognise keeps its verdict).
-    extra, phase_extra, text = _text_evidence(weights, scores, cues)
+    # cues alone are not sure (a vLLM message they recognise keeps its verdict) and the report holds one failure
+    # (its words cannot tell two failures' lines apart).
+    extra, phase_extra, text = _text_evidence(weights, scores, cues) if len(chosen) == 1 else (None, None, frozenset())
     cue_top = scores.ranked[0]
     if extra is not None:
         scores = scoring.score(active, weights, extra=extra, phase_extra=phase_extra)
+        chosen, confidence = _choose(scores, active, anchors, weights, extra, phase_extra)
     # The class rests on people's wording when the cues that are words (paraphrases, phase words, "another
     # process holds the GPU") or the text model decide it: without them there is no anchor left, or another
     # class wins.
@@ -83,6 +86,18 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
         words_only = True
     else:
         words_only = scoring.score(plain, weights).ranked[0] != scores.ranked[0] or cue_top != scores.ranked[0]
+    terms = None
+    if extra is not None:
+        terms = {c: extra.get(c, 0.0) + (phase_extra or {}).get(c, 0.0) for c in weights.classes}
+    verdicts = [_verdict(FC(cls), confidence[cls], scores, cues, anchors, weights, ctx, words_only, terms, text)
+                for cls in chosen]
+    return verdicts
+
+
+def _choose(scores: scoring.Scores, active: set[str], anchors: list[feat.Cue], weights: scoring.Weights,
+            extra: dict[str, float] | None = None, phase_extra: dict[str, float] | None = None
+            ) -> tuple[list[str], dict[str, float]]:
+    """The best class, then each other failure in the same inputs, with their confidences."""
     chosen = [scores.ranked[0]]
     confidence = {chosen[0]: scores.probs[chosen[0]]}
     for cls in scores.ranked[1:]:
@@ -99,12 +114,7 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
         if rest.ranked[0] == cls and rest.probs[cls] >= SECONDARY_MIN:
             chosen.append(cls)
             confidence[cls] = min(rest.probs[cls], confidence[chosen[0]])
-    terms = None
-    if extra is not None:
-        terms = {c: extra.get(c, 0.0) + (phase_extra or {}).get(c, 0.0) for c in weights.classes}
-    verdicts = [_verdict(FC(cls), confidence[cls], scores, cues, anchors, weights, ctx, words_only, terms, text)
-                for cls in chosen]
-    return verdicts
+    return chosen, confidence
 
 
 def _text_evidence(weights: scoring.Weights, scores: scoring.Scores, cues: list[feat.Cue]
