@@ -162,9 +162,13 @@ class Design:
 # --- the text model (src/oomguard/diagnose/text_model.py) ------------------------------------------
 # Each vocabulary token is a feature "w:<token>" of the same logistic regression (and of the phase model), prior 0,
 # held by its own L2 strength (chosen by leave-one-batch-out CV: --text-lambdas none,2,5,10,20 --cv-by batch on the
-# 583 records of A01-C06 gave 80.4 / 79.2 / 80.3 / 81.2 / 80.9 % of the 1,166 samples, both modes); None ships none.
+# 583 records of A01-C06 gave 80.4 / 79.2 / 80.3 / 81.2 / 80.9 % of the 1,166 samples, both modes; on 645 records
+# (A01-C08) none / 10 gave 79.3 / 80.2 % by batch, 79.5 / 79.8 % by thread). None ships none: NOT shipped (issue 16,
+# fourth pass): +0.9 point under leave one batch out, 0 / -2 records on the fresh C07 / C08 before they were fitted,
+# and the joint fit moved two hand-checked public shapes (tests/unit/diagnose/test_diagnose_public_shapes.py: the
+# device-side-assert boilerplate after a CUDA OOM, "another process" words beside a load_model traceback).
 TEXT = "w:"
-LAMBDA_TEXT: float | None = 10.0
+LAMBDA_TEXT: float | None = None
 TEXT_SOURCE = "tokens"  # the cues' lines (what the classifier reads); "tokens_all": every excerpt line (to compare)
 
 

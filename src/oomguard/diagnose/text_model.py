@@ -18,6 +18,10 @@ batch out) measures how well it generalises: its "code" is the data.
   exists (no anchor: no verdict, as before), and never when the cues alone are sure (``GATE``): a vLLM
   message the cues recognise keeps its verdict.
 
+Not shipped at present (``scripts/train_diagnose.py``'s ``LAMBDA_TEXT = None``, so no data file: the cues alone
+decide): it did not improve the fresh batches C07 / C08 and moved two hand-checked shapes (docs/diagnose.md, "The
+text model and the fitted cap"). The classifier consults it whenever the file exists.
+
 Text read: the lines the cues were read from (every cue's line, anchors and report cues: ``cue_text``), i.e.
 text diagnose already holds after its one pass; never a second pass over a large log. The same lines come
 out of the fast path and of parsing every line (the cues are equal), so the verdicts are too.
