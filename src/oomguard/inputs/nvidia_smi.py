@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from oomguard.numbers import float_or_none, int_or_none
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 MiB = 1 << 20
 
