@@ -62,7 +62,7 @@ OUTLIER_PCT = 10.0  # records listed by name when a term is off by more than thi
 # Read from main's code (oomguard/model/activation.py, "Coefficients were calibrated on
 # tests/data/calibration"); used only when no module declares FITTED_CONSTANTS.
 KNOWN_FITTED = {
-    "oomguard.model.activation": ("FORWARD_ALPHA", "SAMPLER_C_V0", "SAMPLER_C_V1_EARLY", "SAMPLER_C_V1", "BASE_OVERHEAD"),
+    "oomguard.model.activation": ("FORWARD_ALPHA", "SAMPLER_C_V0", "SAMPLER_C_V1_EARLY", "SAMPLER_C_V1"),
 }
 # Literals inside functions that look fitted but cannot be patched from outside.
 INLINE_LITERALS = (
@@ -187,6 +187,12 @@ def prepare(r: dict, models: dict) -> tuple[dict | None, str | None]:
     if "V0" in str(r.get("engine", "")) and version >= "0.8":
         env["VLLM_USE_V1"] = "0"
     env.update(r.get("env") or {})  # the launch's own environment (e.g. VLLM_USE_V1=1 on 0.7)
+    # The log names the sampler kernel where the release chose it at run time (0.8-0.11: FlashInfer
+    # "when installed"): "Using FlashInfer for top-p & top-k sampling" is that choice, which a user
+    # states with VLLM_USE_FLASHINFER_SAMPLER=1. A log whose workers differ (S104) is left unset.
+    if "Using FlashInfer for top-p & top-k sampling" in str(r.get("raw_excerpt") or "") and \
+            "mixed" not in str((r.get("extra") or {}).get("sampler_backend_logged") or ""):
+        env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "1")
     return {"model": model, "gpu": gpu, "flags": flags, "env": env, "version": version}, None
 
 

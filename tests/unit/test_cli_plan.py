@@ -27,6 +27,14 @@ def test_plan_text_output():
     assert "KV cache pool" in p.stdout and "GPU KV cache size:" in p.stdout and "STARTS" in p.stdout
 
 
+def test_plan_text_of_a_launch_that_fails_before_its_first_memory_line():
+    # a bf16 8B model on a 15 GiB T4: served as fp16, weights do not fit; vLLM logs none of its memory lines
+    p = run_cli("plan", "--model", "Qwen/Qwen3-8B", "--gpu", "T4")
+    assert p.returncode == 1, p.stderr
+    assert "WILL NOT START (weights-oom)" in p.stdout and "served as float16" in p.stdout
+    assert "vLLM will log:" not in p.stdout
+
+
 @pytest.mark.parametrize(
     "args,needle",
     [

@@ -25,6 +25,7 @@ from oomguard.fit.candidates import CandidatesMixin
 from oomguard.fit.edits import _TRUE, EditsMixin
 from oomguard.fit.ranking import RankingMixin
 from oomguard.fit.result import Candidate, FitResult
+from oomguard.fit.rope import needed_factor
 from oomguard.fit.search import Base, Outcome, Step, evaluate, kv_bytes_for, make_base, make_step, max_len
 from oomguard.fit.space import Goal, KVMemoryMode, Structure, build_space
 from oomguard.fit.tiering import TierMixin
@@ -375,15 +376,27 @@ class _Search(RankingMixin, EditsMixin, CandidatesMixin, TierMixin):
             # --max-context tried the model card's RoPE recipe for its full reach; the GPUs hold less.
             # Search again with the factor the reachable length needs, or without the recipe when the
             # native context is all they hold (it would scale every request for nothing).
-            self.model, self.lf, self.env, self.derived = native[0], native[1], native[2], native[3]
-            del self.notes[native[4]:]
-            self.added_flags = {}
-            self.rejected.clear()
-            self.searched = 0
-            cap = best if best > self.derived else self.derived
-            if cap > self.derived:
-                self._long_context(cap)
-            trials, bases, steps = self.search(None, cap, goal.concurrency)
+            # The length offered first is the ranking's (lengths are compared in buckets), not always
+            # the longest trial: when it needs a smaller half-step of the factor than the one applied,
+            # search again with that length (twice at most).
+            for _ in range(3):
+                self.model, self.lf, self.env, self.derived = native[0], native[1], native[2], native[3]
+                del self.notes[native[4]:]
+                self.added_flags = {}
+                self.rejected.clear()
+                self.searched = 0
+                cap = best if best > self.derived else self.derived
+                if cap > self.derived:
+                    self._long_context(cap)
+                used = dict((self.added_flags.get("hf_overrides") or {}).get("rope_scaling")
+                            or self.added_flags.get("rope_scaling") or {})
+                trials, bases, steps = self.search(None, cap, goal.concurrency)
+                orig = used.get("original_max_position_embeddings")
+                if not trials or not orig:
+                    break
+                best = self.rank(trials, bases, from_launch=from_launch, relaxed_len=False)[0][0].max_model_len
+                if best <= native[3] or needed_factor(best, orig) >= used.get("factor", 0):
+                    break
         relaxed = False
         relaxed_trials: list[Trial] = []
         if not trials and fixed is not None:

@@ -79,6 +79,11 @@ def parse_quantization(config: dict, hf_quant: dict | None, text_cfg: dict) -> Q
             dynamic=qc.get("activation_scheme") == "dynamic",
             source="quantization_config (fp8)",
         )
+    if method == "fbgemm_fp8":
+        # model_executor/layers/quantization/fbgemm_fp8.py::FBGEMMFp8LinearMethod.create_weights: an
+        # fp8 [out, in] weight and an fp32 [out, 1] channel scale (4 / in_features per parameter,
+        # below 0.1 % for the checkpoints that use it); modules_to_not_convert is its ignore list.
+        return Quantization("fp8", bits=8, dynamic=True, source="quantization_config (fbgemm_fp8, channel-wise)")
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round", "auto_round"):
         bits = int(qc.get("bits") or qc.get("w_bit") or 4)
         group = qc.get("group_size") or qc.get("q_group_size") or 128
@@ -141,6 +146,15 @@ _ENDINGS = {
     "mlp": ("mlp", "ffn"),
 }
 _LAYER_INDEX = re.compile(r"layers\.(\d+)\.")
+_WHOLE_LAYER = re.compile(r"layers\.(\d+)$")
+# The projections vLLM checks one by one against an ignore list (quant_utils.is_layer_skipped: the
+# checkpoint's unfused names, exact match), per category: a layer's category stays unquantized when
+# its listed projections cover one of these sets.
+_PROJECTIONS = {
+    "attn": ({"q_proj", "k_proj", "v_proj", "o_proj"}, {"qkv_proj", "o_proj"}),
+    "mlp": ({"gate_proj", "up_proj", "down_proj"}, {"gate_up_proj", "down_proj"}),
+}
+_PROJ_OWNER = {p: c for c, sets in _PROJECTIONS.items() for group in sets for p in group}
 
 
 def excluded_fraction(patterns: list[str], category: str, num_layers: int) -> float:
@@ -151,8 +165,21 @@ def excluded_fraction(patterns: list[str], category: str, num_layers: int) -> fl
     one naming a sub-module (``linear_attn.conv1d``) does not exempt the whole.
     """
     layers: set[int] = set()
+    listed: dict[int, set[str]] = {}  # layer -> projections of this category named there
     for p in patterns:
         stem = p.lower().rstrip("*").rstrip(".")
+        if stem.startswith(("mtp", "model.mtp")) or ".mtp." in stem:
+            continue  # the speculative head's own layers ("mtp.layers.0*"), not the decoder's
+        whole = _WHOLE_LAYER.search(stem)
+        if whole is not None:  # "model.layers.0": every module of that layer (Meta's 405B FP8)
+            layers.add(int(whole.group(1)))
+            continue
+        leaf = stem.rsplit(".", 1)[-1]
+        if _PROJ_OWNER.get(leaf) == category and ".experts." not in stem and "shared_expert" not in stem:
+            m = _LAYER_INDEX.search(stem)
+            if m is not None:
+                listed.setdefault(int(m.group(1)), set()).add(leaf)
+            continue
         owner = next((c for c, ends in _ENDINGS.items() if stem.endswith(ends)), None)
         if owner != category:
             continue
@@ -160,6 +187,11 @@ def excluded_fraction(patterns: list[str], category: str, num_layers: int) -> fl
         if m is None:
             return 1.0
         layers.add(int(m.group(1)))
+    for i, named in listed.items():
+        if any(group <= named for group in _PROJECTIONS[category]):
+            layers.add(i)
+    if num_layers:
+        layers = {i for i in layers if i < num_layers}
     return min(1.0, len(layers) / num_layers) if num_layers else 0.0
 
 

@@ -27,6 +27,14 @@ MRV2_WARM_PROFILE_SINCE = (0, 33, 0)
 # 1.26 GiB / (256 x 128,256) = 41.2 bytes per logit element), not derived.
 V0_FITTED_BYTES_PER_ELEMENT = 41.2
 DEFAULT_SMS = 132  # H100 SXM; the Triton buffer is min(next_pow2(N), SMs) rows
+# MRV1 _dummy_sampler_run's second pass, with a torch.Generator so that forward_native is warmed
+# too, came with PR #41375 (merged 2026-04-30, a follow-up to #40376 that turned the FlashInfer
+# sampler on by default, first in 0.21's flag table). Before it the profile ran the sampler once
+# with generators={}: where FlashInfer is on, forward_cuda -> flashinfer_sample is the only path
+# profiled (v1/sample/ops/topk_topp_sampler.py::forward_cuda falls back to forward_native only
+# for per-request generators). The release carrying #41375 is ASSUMED to be 0.21 (its merge date,
+# next to #40376); not read from the tag.
+FORWARD_NATIVE_WARM_SINCE = (0, 21, 0)
 
 
 @dataclass(frozen=True)
@@ -167,8 +175,24 @@ def sampler_peak(
         work = mrv2_profile_bytes(N, V)
         return out("mrv2", work, work, work, f"gumbel buffers {N}·⌈{V}/1024⌉·12",
                    "MRV2 profile pass through 0.32: no logits processing, no top-k/top-p (v1/worker/gpu/sample/sampler.py)")
-    # MRV1: the first pass may take FlashInfer (forward_cuda), the second (with a torch.Generator)
-    # always falls back to forward_native, which sets the peak on every CUDA release.
+    # MRV1 before the forward_native warm pass (FORWARD_NATIVE_WARM_SINCE): one sampler pass with
+    # no generators, so FlashInfer, where it is on, is the only path the profile sees. Through 0.11.0
+    # the release default (None) meant "on when FlashInfer is installed", which a launch does not
+    # show (the 0.10.1 logs of S100-S105 print "Using FlashInfer for top-p & top-k sampling", the
+    # 0.10.2 / 0.11.0 peaks of S015 / S059 are the native path's): only VLLM_USE_FLASHINFER_SAMPLER=1
+    # settles it; unset, the native path stays the estimate and FlashInfer its range bottom.
+    if fi_env is not None and str(fi_env) == "1" and version < FORWARD_NATIVE_WARM_SINCE:
+        work = flashinfer_path_bytes(N, V, b)
+        native = (triton_path_bytes(N, V, b, sm) if version >= TRITON_TOPK_TOPP_SINCE
+                  else sort_path_bytes(N, V, b, version, platform="cuda"))
+        return out("flashinfer", work, work, max(native, work),
+                   f"{N}·{V}·({0 if b == 4 else 4} fp32 copy + 4 top-k masked logits + 4 probs)",
+                   "MRV1 forward_cuda -> flashinfer top_k_top_p_sampling_from_logits (top_k_first: "
+                   "top_k_mask_logits, softmax, top_p_sampling_from_probs); one profile pass with no "
+                   f"generators before {'.'.join(map(str, FORWARD_NATIVE_WARM_SINCE))} (PR #41375, assumed "
+                   "boundary); the PyTorch-native path, taken if FlashInfer is missing, is the range top")
+    # From then on the first pass may take FlashInfer (forward_cuda) and the second (with a
+    # torch.Generator) falls back to forward_native, which sets the peak.
     if version >= TRITON_TOPK_TOPP_SINCE:
         work = triton_path_bytes(N, V, b, sm)
         lo = flashinfer_path_bytes(N, V, b)

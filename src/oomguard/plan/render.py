@@ -91,7 +91,8 @@ def render_plan(plan, *, explain: bool = False, notes: list[str] | None = None, 
         console.print(f"[green bold]STARTS[/]: {plan.kv_cache_tokens:,} tokens of KV cache, {plan.max_concurrency:.2f}x concurrency at {s.max_model_len:,} tokens")
     else:
         console.print(f"[red bold]WILL NOT START[/] ({plan.failure.value}): {plan.error}")
-    console.print("[dim]vLLM will log:[/]")
+    if plan.log_lines:  # a launch that fails before its first memory line logs none of them
+        console.print("[dim]vLLM will log:[/]")
     for line in plan.log_lines:
         console.print(f"  {line}", markup=False)
     for msg in list(plan.messages) + list(notes or []):

@@ -48,7 +48,7 @@ def test_mrv2_profile_pass_is_logits_only_through_032():
     assert "[mrv2]" in t32.formula and "[mrv2-warm]" in t33.formula
     assert t33.bytes > t32.bytes
     # 0.33: logits (2) + the warm-up pass's fp32 copy (4) + in-place masking / fp32 logprobs (4)
-    assert t33.bytes - 150 * 2**20 >= 1024 * 128256 * (2 + 8)
+    assert t33.bytes >= 1024 * 128256 * (2 + 8)
     # 0.32: the forward phase sets the peak; the sampler phase is the logits and a few KiB
 
 
@@ -68,8 +68,7 @@ def test_activation_element_size_follows_act_dtype_bytes():
     half = activation_peak(m, s)
 
     full = activation_peak(m, dataclasses.replace(s, act_dtype_bytes=4))
-    base = 150 * 2**20
-    assert abs((full.bytes - base) / (half.bytes - base) - 2.0) < 0.05
+    assert abs(full.bytes / half.bytes - 2.0) < 0.05  # no constant allowance: every byte scales
 
 
 def test_gdn_scan_is_not_a_function_of_the_token_budget_in_the_profile():
@@ -80,3 +79,20 @@ def test_gdn_scan_is_not_a_function_of_the_token_budget_in_the_profile():
     a, _, _ = phases.forward_peak_bytes(m, 4096, 1, 2)
     b, _, _ = phases.forward_peak_bytes(m, 8192, 1, 2)
     assert b == 2 * a
+
+
+def test_flashinfer_is_the_only_profiled_path_before_the_forward_native_warm_pass():
+    """0.10.1 MRV1 ran one sampler pass with no generators (PR #41375 added the second): with
+    VLLM_USE_FLASHINFER_SAMPLER=1 the profile sees flashinfer_sample's 4 + 4 + 4 bytes per logit
+    beside the logits; unset, 0.10's "on when installed" default stays the sort path's estimate."""
+    from oomguard.model import sampler
+
+    N, V = 256, 152064
+    on = sampler.sampler_peak(N, V, 2, version=(0, 10, 1), engine="V1", mrv2=False, env={"VLLM_USE_FLASHINFER_SAMPLER": "1"})
+    unset = sampler.sampler_peak(N, V, 2, version=(0, 10, 1), engine="V1", mrv2=False, flashinfer_default=True)
+    assert on.path == "flashinfer" and on.bytes == N * sampler.padded_vocab(V) * 2 + N * V * 12
+    assert unset.path == "sort" and unset.low <= on.bytes < unset.bytes
+    assert on.high == N * sampler.padded_vocab(V) * 2 + sampler.sort_path_bytes(N, V, 2, (0, 10, 1), platform="cuda")
+    # from the warm pass on, the native path sets the phase whatever the env says
+    later = sampler.sampler_peak(N, V, 2, version=(0, 21, 0), engine="V1", mrv2=False, env={"VLLM_USE_FLASHINFER_SAMPLER": "1"})
+    assert later.path == "triton"
