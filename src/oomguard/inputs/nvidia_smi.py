@@ -19,7 +19,6 @@ Sizes are bytes (``*_bytes``). nvidia-smi prints MiB.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
