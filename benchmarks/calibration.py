@@ -220,8 +220,12 @@ def compare(r: dict, inp: dict) -> dict:
     if logged_w:
         t["weights"] = (rank.weights.bytes / GiB, float(logged_w))
     act = r.get("activation_peak_gib")
-    if act is not None and not (r.get("extra") or {}).get("activation_note"):
+    note = str((r.get("extra") or {}).get("activation_note") or "")
+    if act is not None and not note:
         t["activation"] = (rank.activation.bytes / GiB, float(act))
+    elif act is not None and "includes weights" in note and logged_w:
+        # 0.6.4's one-line summary prints peak_torch_memory, the weights included
+        t["activation"] = (rank.activation.bytes / GiB, float(act) - float(logged_w))
     if r.get("non_torch_gib") is not None:
         t["non_torch"] = (rank.non_torch.bytes / GiB, float(r["non_torch_gib"]))
     if r.get("cuda_graph_gib") is not None and float(r["cuda_graph_gib"]) > 0:
