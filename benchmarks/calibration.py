@@ -193,6 +193,10 @@ def prepare(r: dict, models: dict) -> tuple[dict | None, str | None]:
     if "Using FlashInfer for top-p & top-k sampling" in str(r.get("raw_excerpt") or "") and \
             "mixed" not in str((r.get("extra") or {}).get("sampler_backend_logged") or ""):
         env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "1")
+    # Likewise the MXFP4 MoE kernel: sm90 took OAI Triton where triton_kernels was installed and
+    # Marlin where it was not (S132's 0.10.1 log: "Weight-only FP4 compression ... Marlin").
+    if str((r.get("extra") or {}).get("mxfp4_backend_logged") or "").lower() == "marlin":
+        env.setdefault("VLLM_MXFP4_USE_MARLIN", "1")
     return {"model": model, "gpu": gpu, "flags": flags, "env": env, "version": version}, None
 
 
