@@ -23,7 +23,10 @@ generalises to a fresh batch. ``--cv-by both`` prints both; each mode prints acc
 the fix-flag rate (among the first two fixes, and first fix only) and the reliability table with its ECE.
 
 Usage: .venv/bin/python benchmarks/diagnose_accuracy.py [--log-only] [--json] [--records F]... [--healthy F]... [--summary]
-       [--cv] [--cv-by thread|batch|both] [--no-misses]
+       [--cv] [--cv-by thread|batch|both] [--no-misses] [--planner]
+
+With ``--planner``: how often a memory verdict's fixes are checked by the planner (the record's model and GPU known
+and resolved offline), and whether the first fix starts by the planner's account.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -241,7 +245,7 @@ def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as
                 results[id(s)] = {"got": top.cls.value if top else "(none)",
                                   "confidence": top.confidence if top else 0.0,
                                   "fix_named": _flag_named(s.record, top), "fix_first": _flag_named(s.record, top, 1),
-                                  "fixes": [f.flag for f in top.fix[:3]] if top else []}
+                                  "fixes": [f.flag for f in top.fix] if top else []}
 
         train.cross_validate(d, samples, full=full, on_fold=on_fold, folds=folds, pd=pd, by=mode)
         n_folds = len(train.batch_folds(samples) if mode == "batch" else train.thread_folds(samples, folds))
@@ -286,6 +290,13 @@ def _print_figures(title: str, fig: dict, show_misses: bool) -> None:
             print(f"{c:<22}" + " ".join(f"{row.get(g, 0) or '.':>9}" for g in labels))
     if show_misses and fig["misses"]:
         print("misses: " + ", ".join(f"{i} {e}->{g}" for i, e, g in fig["misses"]))
+    print("fix flag by class (first two, first fix, of records with a flag): "
+          + ", ".join(f"{c} {a}/{b}/{n}" for c, (a, b, n) in fig["fix_by_class"].items()))
+    print("fix misses by kind: " + ", ".join(f"{k} {n}" for k, n in fig["fix_miss_kinds"].items()))
+    if show_misses and fig["fix_misses"]:
+        print("fix misses (record: thread's flag | class -> oomguard's class | oomguard's first fixes):")
+        for m in fig["fix_misses"]:
+            print(f"  {m['id']}: {m['fix_flag']} | {m['class']} -> {m['got']} | {' '.join(m['offered']) or '(no fix)'}")
 
 
 def _cv_figures(rows: list[tuple]) -> dict:
@@ -299,6 +310,8 @@ def _cv_figures(rows: list[tuple]) -> dict:
     confusion: dict[str, dict[str, int]] = {}
     bins = {f"{lo / 10:.1f}-{(lo + 1) / 10:.1f}": [0, 0.0, 0] for lo in range(10)}
     misses = []
+    fix_misses: list[dict] = []
+    fix_by_class: dict[str, list[int]] = {}  # the record's class -> [first two name it, first names it, records]
     for (s, r), ok in zip(rows, correct):
         exp, got = s.record["class"], r["got"]
         for key, table in ((exp, by_class), (s.record.get("_file", "?"), by_file), (s.group, by_group)):
@@ -318,6 +331,13 @@ def _cv_figures(rows: list[tuple]) -> dict:
             bins[key][2] += ok
         if not ok:
             misses.append((s.record["id"], exp, got))
+        if r["fix_named"] is False:
+            fix_misses.append(_fix_miss(s.record, r))
+        if r["fix_named"] is not None:
+            cell = fix_by_class.setdefault(exp, [0, 0, 0])
+            cell[0] += bool(r["fix_named"])
+            cell[1] += bool(r["fix_first"])
+            cell[2] += 1
     order = [c.value for c in __import__("oomguard.model.failures", fromlist=["FailureClass"]).FailureClass]
     labels.sort(key=lambda c: order.index(c) if c in order else len(order))
     scored = sum(n for n, _c, _k in bins.values())
@@ -337,7 +357,86 @@ def _cv_figures(rows: list[tuple]) -> dict:
         "calibration": {k: (n, c / n if n else 0.0, ok / n if n else 0.0) for k, (n, c, ok) in bins.items()},
         "ece": ece,
         "confusion_labels": labels, "confusion": confusion, "misses": misses,
+        "fix_misses": fix_misses, "fix_miss_kinds": _miss_kinds(fix_misses),
+        "fix_by_class": {k: tuple(v) for k, v in sorted(fix_by_class.items())},
     }
+
+
+# The kinds of fix misses (issue 16 item 4): whose they are decides where the fix is (the class or the fix choice).
+FIX_MISS_KINDS = ("no verdict", "class wrong, flag not offered", "class wrong, flag offered 3rd or later",
+                  "class right, flag offered 3rd or later", "class right, flag not offered")
+
+
+def _fix_miss(record: dict, r: dict) -> dict:
+    wanted = _same_flag("--" + str(record["fix_flag"]).lstrip("-").replace("_", "-"))
+    offered = next((i for i, f in enumerate(r["fixes"]) if f in wanted), None)
+    right = record["class"] == r["got"]
+    if r["got"] == "(none)":
+        kind = FIX_MISS_KINDS[0]
+    elif not right:
+        kind = FIX_MISS_KINDS[1] if offered is None else FIX_MISS_KINDS[2]
+    else:
+        kind = FIX_MISS_KINDS[4] if offered is None else FIX_MISS_KINDS[3]
+    return {"id": record["id"], "class": record["class"], "got": r["got"], "fix_flag": record["fix_flag"],
+            "offered": r["fixes"][:3], "kind": kind}
+
+
+def _miss_kinds(fix_misses: list[dict]) -> dict[str, int]:
+    return {k: sum(1 for m in fix_misses if m["kind"] == k) for k in FIX_MISS_KINDS}
+
+
+MEMORY_CLASSES = ("weights-oom", "startup-free-memory", "profile-oom", "cudagraph-oom", "runtime-oom", "no-kv-memory",
+                  "kv-too-small", "host-oom", "mamba-state-limit")
+
+
+def planner_share(files: list[Path] | None = None, *, as_json: bool = False) -> int:
+    """How often a memory verdict's fixes are checked by the planner (issue 16 item 4: "checked by the planner when
+    the model and GPU are known"): each record with its context (--launch, --model, --gpu as the record names them),
+    the shipped weights, the planner's check as the CLI runs it (planning.check_diagnosis)."""
+    from oomguard.diagnose.planning import check_diagnosis
+
+    train = _trainer()
+    records = train.load_corpus(files or train.failure_files())
+    counts = {"memory verdicts": 0, "record names model and GPU": 0, "planner checked": 0,
+              "first flag fix starts": 0, "first flag fix fails": 0, "value moved by the planner": 0,
+              "some fix starts": 0}
+    why_not: dict[str, int] = {}
+    for record in records:
+        options = train.context_options(record, True)
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8") as fh:
+            fh.write(record.get("log_excerpt") or "")
+            path = fh.name
+        try:
+            d = diagnose([path], **options)
+        finally:
+            os.unlink(path)
+        if not d.verdicts or d.verdicts[0].cls.value not in MEMORY_CLASSES:
+            continue
+        v = d.verdicts[0]
+        counts["memory verdicts"] += 1
+        counts["record names model and GPU"] += bool(record.get("model") and record.get("gpu"))
+        if not check_diagnosis(d, model=options.get("model"), gpu=options.get("gpu")):
+            reason = next((f.checked for f in v.fix if f.checked), "no checkable fix") or ""
+            key = re.sub(r"\b(model|GPU) (['\"]).*?\2 (not|is)", r"\1 X \3", reason).split(" (")[0]
+            key = key.removeprefix("not checked: ")
+            why_not[key] = why_not.get(key, 0) + 1
+            continue
+        counts["planner checked"] += 1
+        flags = [f for f in v.fix if f.flag.startswith("--") and f.checked]
+        if flags:
+            first = flags[0]
+            counts["first flag fix starts" if first.checked.startswith("starts") else "first flag fix fails"] += 1
+            counts["value moved by the planner"] += "lowered from" in first.why or "raised from" in first.why
+            counts["some fix starts"] += any(f.checked.startswith("starts") for f in flags)
+    report = {"records": len(records), "counts": counts, "not checked because": why_not}
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return 0
+    n = counts["memory verdicts"]
+    print(f"{len(records)} records; {n} memory verdicts (with context); "
+          + "; ".join(f"{k}: {v} ({v / n:.0%})" if n else f"{k}: {v}" for k, v in list(counts.items())[1:]))
+    print("not checked because: " + ", ".join(f"{k} {v}" for k, v in sorted(why_not.items(), key=lambda kv: -kv[1])))
+    return 0
 
 
 def main() -> int:
@@ -358,7 +457,11 @@ def main() -> int:
     parser.add_argument("--no-misses", action="store_true", help="with --cv: do not list the misses")
     parser.add_argument("--no-phase-model", action="store_true", help="with --cv: score a GPU OOM's phase with the "
                         "main model only (to compare)")
+    parser.add_argument("--planner", action="store_true", help="how often the planner checks a memory verdict's fixes "
+                        "(the record's model and GPU as context) and what it says of the first one")
     args = parser.parse_args()
+    if args.planner:
+        return planner_share(args.records, as_json=args.json)
     if args.cv or args.cv_by:
         by = ("thread", "batch") if args.cv_by == "both" else (args.cv_by or "thread",)
         return cross_validation(args.records, args.healthy, as_json=args.json, log_only=args.log_only, folds=args.folds,

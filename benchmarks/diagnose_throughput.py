@@ -31,12 +31,13 @@ import json
 import os
 import random
 import re
-import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchlib import timed_run
 
 MB = 1_000_000
 BENCH_DIR = Path("/tmp/oomguard-bench")
@@ -248,19 +249,11 @@ SMALL_PATTERN = "Error|error|Traceback|out of memory"
 
 
 def run_grep(path: Path, pattern: str) -> dict:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_before = usage.ru_utime + usage.ru_stime
-    start = time.perf_counter()
-    proc = subprocess.run(["grep", "-E", "-c", "-e", pattern, str(path)], capture_output=True, text=True,
-                          env={**os.environ, "LC_ALL": "C"})
-    wall = time.perf_counter() - start
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = usage.ru_utime + usage.ru_stime - cpu_before
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"grep failed (exit {proc.returncode}): {proc.stderr[-500:]}")
+    r = timed_run(["grep", "-E", "-c", "-e", pattern, str(path)], env={**os.environ, "LC_ALL": "C"}, what="grep")
+    wall, cpu = r.seconds, r.cpu_seconds
     size = path.stat().st_size / MB
     return {"seconds": wall, "mb_per_s": size / wall, "cpu_seconds": cpu, "mb_per_cpu_s": size / cpu if cpu else 0.0,
-            "lines": int(proc.stdout.strip() or 0)}
+            "lines": int(r.proc.stdout.strip() or 0)}
 
 
 def child_env(engine: str | None = None) -> dict[str, str]:
@@ -283,20 +276,12 @@ def warm_up(engine: str | None = None) -> None:
 
 
 def run_once(path: Path, engine: str | None = None) -> dict:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    before, cpu_before = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
     env = child_env(engine)
     load = os.getloadavg()[0]
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "oomguard.cli.main", "diagnose", "--format", "json", str(path)],
-                          capture_output=True, text=True, env=env)
-    wall = time.perf_counter() - start
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    peak_kib = usage.ru_maxrss
-    cpu = usage.ru_utime + usage.ru_stime - cpu_before
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"diagnose failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
-    data = json.loads(proc.stdout)
+    r = timed_run([sys.executable, "-m", "oomguard.cli.main", "diagnose", "--format", "json", str(path)], env=env,
+                  what="diagnose")
+    wall, cpu, peak_kib = r.seconds, r.cpu_seconds, r.peak_rss_kib
+    data = json.loads(r.proc.stdout)
     return {
         "seconds": wall,
         "mb_per_s": path.stat().st_size / MB / wall,
@@ -306,9 +291,9 @@ def run_once(path: Path, engine: str | None = None) -> dict:
         "mb_per_cpu_s": path.stat().st_size / MB / cpu if cpu else 0.0,
         # ru_maxrss of children is the largest child so far; a run that is not larger than an earlier one
         # reports the earlier peak, which is an upper bound.
-        "peak_rss_mib": max(peak_kib, before) / 1024,
+        "peak_rss_mib": peak_kib / 1024,
         "top_class": data["verdicts"][0]["class"] if data["verdicts"] else None,
-        "exit": proc.returncode,
+        "exit": r.proc.returncode,
         "load": load,
         "notes": data["inputs"][0]["notes"] if data.get("inputs") else [],
     }

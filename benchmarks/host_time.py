@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from benchlib import timed_run
 
 REPO = Path(__file__).resolve().parents[1]
 FIX = REPO / "tests" / "fixtures" / "host"
@@ -35,12 +35,7 @@ CASES = {
 
 
 def time_once(argv: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "oomguard.cli.main", *argv], capture_output=True, text=True, env=env)
-    elapsed = time.perf_counter() - start
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"oomguard {' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}")
-    return elapsed
+    return timed_run([sys.executable, "-m", "oomguard.cli.main", *argv], env=env, what=f"oomguard {' '.join(argv)}").seconds
 
 
 def main() -> None:
@@ -49,9 +44,7 @@ def main() -> None:
     args = parser.parse_args()
     baseline = [0.0] * args.n
     for i in range(args.n):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
-        baseline[i] = time.perf_counter() - start
+        baseline[i] = timed_run([sys.executable, "-c", "pass"], ok=(0,)).seconds
     print(f"python -c pass (interpreter start): median {statistics.median(baseline) * 1000:.0f} ms")
     # An installed package has its bytecode compiled; keep ours in a temporary
     # prefix (not in the tree) so the figure matches, and also time without it.

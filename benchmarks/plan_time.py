@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from benchlib import timed_run
 
 ROOT = Path(__file__).resolve().parent.parent
 CMD = ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--max-model-len", "32768", "--json"]
@@ -26,14 +25,11 @@ def main() -> int:
     argv = [str(exe), *CMD] if exe.exists() else [sys.executable, "-m", "oomguard.cli.main", *CMD]
     times, cpu = [], []
     for _ in range(a.runs):
-        t0 = time.perf_counter()
-        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        proc = subprocess.run(argv, capture_output=True, cwd=ROOT)
-        times.append(time.perf_counter() - t0)
-        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append((r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime))
-        if proc.returncode not in (0, 1):
-            print(proc.stderr.decode(), file=sys.stderr)
+        r = timed_run(argv, cwd=ROOT, text=False, ok=None)
+        times.append(r.seconds)
+        cpu.append(r.cpu_seconds)
+        if r.proc.returncode not in (0, 1):
+            print(r.proc.stderr.decode(), file=sys.stderr)
             return 1
     print(f"oomguard {' '.join(CMD)}")
     print(f"runs {a.runs}: wall median {statistics.median(times):.3f} s, min {min(times):.3f} s, max {max(times):.3f} s (target < 0.3 s)")

@@ -4,11 +4,14 @@
     python scripts/gen_flag_tables.py 0.34.0            # add one release
     python scripts/gen_flag_tables.py 0.33.0 0.32.0 ... # several
     python scripts/gen_flag_tables.py --all             # regenerate every committed table
+    python scripts/gen_flag_tables.py --index           # only rebuild data/flags/option-index.json
 
 For each version: ``pip download vllm==X --no-deps`` into a cache (default
 ``/tmp/oomguard-vllm``), stream the ``vllm/**/*.py`` members out of the wheel,
 delete the wheel, then read the sources with ``ast`` — vLLM is never imported
-or executed — and write ``src/oomguard/data/flags/vllm-<version>.json``.
+or executed — and write ``src/oomguard/data/flags/vllm-<version>.json``. After
+writing tables it rebuilds ``option-index.json`` (which releases accept each
+option: oomguard.versions.option_index) from every committed table.
 See docs/versions.md for what the table holds and how it is derived.
 """
 
@@ -123,6 +126,18 @@ def committed_versions() -> list[str]:
     return sorted(p.name[len("vllm-"):-len(".json")] for p in OUT_DIR.glob("vllm-*.json"))
 
 
+def write_index() -> Path:
+    """Rebuild the package's option index from its committed tables (read with oomguard's own loader)."""
+    from oomguard.versions import option_index, releases
+    from oomguard.versions.table import _options_of
+
+    releases.supported.cache_clear()  # tables written by this run
+    index = option_index.build(releases.supported(), _options_of)
+    path = releases.DATA_DIR / option_index.INDEX_NAME
+    path.write_text(option_index.render(index), encoding="utf-8")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("versions", nargs="*", help="vLLM releases as on PyPI, e.g. 0.33.0 0.8.5.post1")
@@ -136,7 +151,12 @@ def main(argv: list[str] | None = None) -> int:
                              "(that installation must be the same version)")
     parser.add_argument("--src", type=Path, help="use an already unpacked source tree (directory holding vllm/); "
                                                  "exactly one version")
+    parser.add_argument("--index", action="store_true",
+                        help="only rebuild the package's option-index.json from its committed tables")
     args = parser.parse_args(argv)
+    if args.index:
+        print(f"wrote {write_index().relative_to(REPO)}")
+        return 0
     versions = list(args.versions) + (committed_versions() if args.all else [])
     if not versions:
         parser.error("give at least one version (or --all)")
@@ -171,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # keep going: one bad release should not stop the batch
             failures += 1
             print(f"{version}: FAILED: {exc}", file=sys.stderr)
+    if args.out == OUT_DIR:  # the package's own tables changed: the index follows them
+        print(f"rebuilt {write_index().relative_to(REPO)}")
     return 1 if failures else 0
 
 

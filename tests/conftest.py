@@ -39,6 +39,32 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
 
 
 @pytest.fixture
+def deployment(tmp_path):
+    """A one-GPU Deployment of vllm/vllm-openai:v0.10.1 written to tmp_path/deploy.yaml; the argument is the
+    container's args/env YAML (dedented; written at the container's indentation)."""
+    import textwrap
+
+    def write(container: str):
+        body = textwrap.indent(textwrap.dedent(container).strip("\n"), " " * 10)
+        path = tmp_path / "deploy.yaml"
+        path.write_text(f"""apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: qwen}}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.10.1
+{body}
+          resources: {{limits: {{nvidia.com/gpu: 1}}}}
+""")
+        return path
+
+    return write
+
+
+@pytest.fixture
 def cli():
     return run_cli
 

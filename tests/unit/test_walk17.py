@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import ROOT, run_cli
 
 LOGS = ROOT / "tests" / "fixtures" / "logs"
@@ -19,19 +21,28 @@ def _cli(*argv, rc=(0, 1)):
     return proc
 
 
-def _s2_at(tmp_path, util: str, extra: str = "") -> str:
-    text = S2.read_text().replace("--gpu-memory-utilization 0.8", f"--gpu-memory-utilization {util}")
-    if extra:
-        text = text.replace("--max-model-len 8192", f"--max-model-len 8192 {extra}")
-    path = tmp_path / "start_api.sh"
-    path.write_text(text)
-    return str(path)
+def _check_json(path, gpu: str) -> dict:
+    return json.loads(_cli("check", path, "--gpu", gpu, "--format", "json").stdout)
 
 
-def test_fit_lists_checks_fix_once_when_the_search_finds_it_too(tmp_path):
+@pytest.fixture
+def s2_at(tmp_path):
+    """S2's start_api.sh at utilization 0.95, written in tmp_path; ``extra`` flags go after --max-model-len 8192."""
+    def write(extra: str = "") -> str:
+        text = S2.read_text().replace("--gpu-memory-utilization 0.8", "--gpu-memory-utilization 0.95")
+        if extra:
+            text = text.replace("--max-model-len 8192", f"--max-model-len 8192 {extra}")
+        path = tmp_path / "start_api.sh"
+        path.write_text(text)
+        return str(path)
+
+    return write
+
+
+def test_fit_lists_checks_fix_once_when_the_search_finds_it_too(s2_at):
     """S2 at utilization 0.95 on 0.10.0: check's fix (util 0.88) was fit's #1 and again its #2 (the search's
     copy wrote --max-num-batched-tokens 2048 --max-num-seqs 256, the defaults, out)."""
-    script = _s2_at(tmp_path, "0.95")
+    script = s2_at()
     d = json.loads(_cli("fit", "--from", script, "--gpu", "RTX-3090", "--vllm-version", "0.10.0", "--format", "json").stdout)
     edits = [tuple((e["dest"], e["new"]) for e in c["edit"]) for c in d["candidates"]]
     assert edits[0] == (("gpu_memory_utilization", 0.88),), edits
@@ -40,10 +51,10 @@ def test_fit_lists_checks_fix_once_when_the_search_finds_it_too(tmp_path):
     assert len(kv) == len(set(kv)), kv
 
 
-def test_fit_lenient_says_vllm_rejects_the_dropped_flag(tmp_path):
+def test_fit_lenient_says_vllm_rejects_the_dropped_flag(s2_at):
     """S2 with --swap-space on 0.33 (removed in 0.18): check says vLLM rejects the command line; fit --lenient
     said "the launch as written: starts" and "#1 no edit needed" over a command that silently lost the flag."""
-    script = _s2_at(tmp_path, "0.95", "--swap-space 4")
+    script = s2_at("--swap-space 4")
     args = ("--from", script, "--gpu", "RTX-3090", "--vllm-version", "0.33.0", "--lenient", "--top", "2")
     text = _cli("fit", *args).stdout
     assert "no edit needed" not in text and "the launch as written: starts" not in text, text[:1500]
@@ -67,29 +78,19 @@ def test_fit_lenient_carries_rope_scaling_as_hf_overrides(tmp_path):
     assert not any("--rope-scaling" in n and n.endswith("not applied") for n in d["notes"]), d["notes"]
 
 
-def test_check_fix_that_lowers_the_length_adds_no_yarn(tmp_path):
+def test_check_fix_that_lowers_the_length_adds_no_yarn(tmp_path, deployment):
     """A Deployment asking 131,072 tokens of Qwen3-8B on an L4: nothing keeps the length, fix #1 lowers it to
     27,648 (within the native 40,960), and --fix also wrote OG501's YaRN --hf-overrides for 131,072."""
-    deploy = tmp_path / "deploy.yaml"
-    deploy.write_text("""apiVersion: apps/v1
-kind: Deployment
-metadata: {name: qwen}
-spec:
-  template:
-    spec:
-      containers:
-        - name: vllm
-          image: vllm/vllm-openai:v0.10.1
-          args: [Qwen/Qwen3-8B, --max-model-len, "131072", --gpu-memory-utilization=0.95,
-                 --max-num-batched-tokens, "131072"]
-          resources: {limits: {nvidia.com/gpu: 1}}
-""")
+    deploy = deployment("""
+        args: [Qwen/Qwen3-8B, --max-model-len, "131072", --gpu-memory-utilization=0.95,
+               --max-num-batched-tokens, "131072"]
+    """)
     proc = _cli("check", deploy, "--gpu", "L4", "--fix")
     fixed = (tmp_path / "deploy.fixed.yaml").read_text()
     assert "131072" not in fixed, fixed  # both the length and the token budget were lowered
     assert "hf-overrides" not in fixed and "rope_scaling" not in fixed, fixed
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in fixed
-    again = json.loads(_cli("check", tmp_path / "deploy.fixed.yaml", "--gpu", "L4", "--format", "json").stdout)
+    again = _check_json(tmp_path / "deploy.fixed.yaml", "L4")
     assert again["starts"] is True and not [f for f in again["findings"] if f["severity"] == "error"], proc.stdout
     # when the length is kept, the YaRN override stays: the goal needs it
     keep = tmp_path / "keep.sh"
@@ -150,27 +151,17 @@ def test_diagnose_checks_word_valued_fixes_with_the_planner():
     assert after == 2 * before  # fp8 halves the bytes per token: twice the tokens in the same pool
 
 
-def test_check_fix_edits_the_env_value_a_k8s_reference_expands_from(tmp_path):
+def test_check_fix_edits_the_env_value_a_k8s_reference_expands_from(tmp_path, deployment):
     """`- "$(MAXLEN)"` with MAXLEN in the container's env: --fix used to overwrite the reference with a literal;
     the value lives in the env entry, and that is what the fix now changes (the reference stays)."""
-    deploy = tmp_path / "deploy.yaml"
-    deploy.write_text("""apiVersion: apps/v1
-kind: Deployment
-metadata: {name: qwen}
-spec:
-  template:
-    spec:
-      containers:
-        - name: vllm
-          image: vllm/vllm-openai:v0.10.1
-          args: ["$(MODEL_ID)", --max-model-len, "$(MAXLEN)", --max-num-batched-tokens, "131072"]
-          env:
-            - name: MODEL_ID
-              value: Qwen/Qwen3-8B
-            - name: MAXLEN
-              value: "131072"
-          resources: {limits: {nvidia.com/gpu: 1}}
-""")
+    deploy = deployment("""
+        args: ["$(MODEL_ID)", --max-model-len, "$(MAXLEN)", --max-num-batched-tokens, "131072"]
+        env:
+          - name: MODEL_ID
+            value: Qwen/Qwen3-8B
+          - name: MAXLEN
+            value: "131072"
+    """)
     _cli("check", deploy, "--gpu", "L4", "--fix")
     fixed = (tmp_path / "deploy.fixed.yaml").read_text()
     assert '"$(MAXLEN)"' in fixed and '"$(MODEL_ID)"' in fixed, fixed
@@ -179,5 +170,5 @@ spec:
     (c,) = yaml.safe_load(fixed)["spec"]["template"]["spec"]["containers"]
     maxlen = int({e["name"]: e["value"] for e in c["env"]}["MAXLEN"])
     assert maxlen < 40960, fixed  # lowered within what the L4 holds
-    again = json.loads(_cli("check", tmp_path / "deploy.fixed.yaml", "--gpu", "L4", "--format", "json").stdout)
+    again = _check_json(tmp_path / "deploy.fixed.yaml", "L4")
     assert again["plan"]["max_model_len"] == maxlen and again["starts"] is True

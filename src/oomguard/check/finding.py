@@ -6,7 +6,8 @@ read (``oomguard check --format json``): ``rule``, ``severity``, ``title``,
 
 A fix is a list of ``Edit``s. ``Edit.flag`` is a vLLM option as it should be
 spelled (``--max-num-batched-tokens``) or, for settings vLLM reads from the
-environment, the variable name (``VLLM_ALLOW_LONG_MAX_MODEL_LEN``).
+environment, the variable name (``VLLM_ALLOW_LONG_MAX_MODEL_LEN``), or ``SHM_SIZE``
+(the container's /dev/shm in GiB, which only a manifest can size).
 ``value`` None removes the flag; True on a switch means "present".
 """
 
@@ -28,6 +29,11 @@ class Severity(str, enum.Enum):
     @property
     def rank(self) -> int:
         return {"error": 0, "warning": 1, "info": 2}[self.value]
+
+
+# ``Edit.flag`` of a /dev/shm size (value: GiB): not a vLLM flag but the container's shared memory,
+# which check --fix writes in the manifest's own terms (inputs/manifests.py ShmCarrier).
+SHM_SIZE = "/dev/shm"
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,8 @@ class Edit:
         """The edit as a person would type it."""
         import json
 
+        if self.flag == SHM_SIZE:
+            return f"give /dev/shm {self.value} GiB"
         if self.value is None:
             return f"remove {self.flag}" if not self.is_env else f"unset {self.flag}"
         if self.is_env:

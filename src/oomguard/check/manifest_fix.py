@@ -25,7 +25,7 @@ import json
 import re
 from typing import Any
 
-from oomguard.check.finding import Edit
+from oomguard.check.finding import SHM_SIZE, Edit
 from oomguard.check.fix_text import ScriptFixer, TextEdits, flag_meta, render_flag
 from oomguard.inputs.launch import Launch
 
@@ -192,6 +192,7 @@ class ManifestFixer:
         self.flags = self.carrier.flags
         self.notes: list[str] = []
         self.appended: list[list[str]] = []  # new flags, as words
+        self.shm_gib: int | None = None  # OG405's /dev/shm size, written last (finish)
         self.script: ScriptFixer | None = None
         from oomguard.inputs.manifests import ArgsCarrier, HelmCarrier, ScriptCarrier
 
@@ -313,6 +314,9 @@ class ManifestFixer:
                 return
 
     def set(self, e: Edit) -> bool:
+        if e.flag == SHM_SIZE:
+            self.shm_gib = int(e.value)
+            return True
         if self.script is not None:
             return self.script.set(e)
         if isinstance(self.flags, self._Helm) and self._helm_key(e):
@@ -431,4 +435,50 @@ class ManifestFixer:
             elif getattr(args, "parent", None) is not None:
                 block = "".join(f"\n  - {render_string(w, None)}" for w in items)
                 self.y.add_key(args.parent, args.create_key, block)
+        if self.shm_gib is not None:
+            # after the flags: at a position two edits share, the later one comes out first, and a
+            # new list item must follow its own list
+            self._size_shm(self.shm_gib)
         return self.y.apply()
+
+    # ------------------------------------------------------------------ /dev/shm (OG405)
+    def _size_shm(self, gib: int) -> None:
+        """/dev/shm of ``gib`` GiB in the manifest's own terms: compose ``shm_size``, production-stack
+        ``shmSize``, a Kubernetes memory ``emptyDir`` (its ``sizeLimit``, or a new volume and its mount)."""
+        site = self.carrier.shm
+        if site is None:
+            self.notes.append(f"give /dev/shm {gib} GiB by hand: the manifest does not size it")
+            return
+        if site.style in ("compose", "helm"):
+            value = f"{gib}gb" if site.style == "compose" else f"{gib}Gi"
+            key = "shm_size" if site.style == "compose" else "shmSize"
+            if site.size is not None:
+                self.y.replace_node(site.size, render_string(value, getattr(site.size, "style", None)))
+            else:
+                self._first_key(site.parent, key, value)
+            return
+        if site.empty_dir is not None:  # a memory emptyDir at /dev/shm already: its size
+            if site.size is not None:
+                self.y.replace_node(site.size, render_string(f"{gib}Gi", getattr(site.size, "style", None)))
+            else:
+                self.y.add_key(site.empty_dir, "sizeLimit", f" {gib}Gi")
+            return
+        name = next(x for x in ("dshm", *(f"dshm-{i}" for i in range(2, len(site.names) + 3))) if x not in site.names)
+        self._add_item(site.mounts, site.parent, "volumeMounts", f"{{name: {name}, mountPath: /dev/shm}}")
+        self._add_item(site.volumes, site.pod, "volumes", f"{{name: {name}, emptyDir: {{medium: Memory, sizeLimit: {gib}Gi}}}}")
+
+    def _add_item(self, seq: Any, parent: Any, key: str, item: str) -> None:
+        """``item`` (a flow mapping) appended to ``seq``, or ``key: [item]`` added to ``parent``."""
+        if seq is not None:
+            self.y.append_items(seq, [item])
+        else:
+            self._first_key(parent, key, f"[{item}]")
+
+    def _first_key(self, mapping: Any, key: str, value: str) -> None:
+        """``key: value`` (one line) as the mapping's first key: the end of a mapping is where other
+        edits append (its last list, a new args key), its first key's start is nobody else's."""
+        if mapping.flow_style or not mapping.value:
+            self.y.add_key(mapping, key, " " + value)
+            return
+        first = mapping.value[0][0]
+        self.y.te.insert(first.start_mark.index, f"{key}: {value}\n" + " " * first.start_mark.column)

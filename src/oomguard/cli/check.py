@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         flags=flags or None,
         ignore=ignore,
     )
-    from oomguard.cli.same_gpu import shared_for_check
+    from oomguard.cli.same_gpu import fix_split, shared_for_check
 
     if args.same_gpu:
         if args.fix:
@@ -166,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
             run_.reports += check_run(options, path=path, ignore=ignore).reports
     # launches on one GPU set (--same-gpu, or one file pinning several to the same devices): planned together
     shared = shared_for_check(run_.reports, explicit=bool(args.same_gpu))
+    split_notes = fix_split(run_, shared, options, ignore) if shared and not args.same_gpu else []
     report = run_.single
     fmt = args.format
     # Secrets in the launch (--api-key, HF_TOKEN=..., keys nested in JSON-valued flags) stay in
@@ -204,6 +205,8 @@ def run(args: argparse.Namespace) -> int:
             from oomguard.cli.same_gpu import render_text
 
             sys.stdout.write("\n" + redact.text(render_text(shared)))
+    for note in split_notes:
+        print(f"note: {redact.text(note)}", file=sys.stderr)
     if args.fix:
         _write_fix(run_, args.in_place)
     code = int(run_.exit_code(args.strict))

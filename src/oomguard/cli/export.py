@@ -296,6 +296,8 @@ def _apply_fix(args: argparse.Namespace, launch):
         fixed_launch = next((x for x in again if x.name == launch.name), again[0])
     for k, v in launch.env.items():
         fixed_launch.env.setdefault(k, v)
+    for k, v in launch.secret_env.items():
+        fixed_launch.secret_env.setdefault(k, v)
     from oomguard.redact import MASK
 
     for mapping, original in ((fixed_launch.flags, launch.flags), (fixed_launch.env, launch.env)):

@@ -147,6 +147,48 @@ def shared_for_check(reports: list, explicit: bool) -> list[tuple[list, Any]]:
     return out
 
 
+# the splits --fix may write into the launches: flags only (a MIG split needs the card re-partitioned first)
+WRITABLE_SPLITS = ("pinned", "utilization")
+
+
+def fix_split(run, shared: list, options, ignore=()) -> list[str]:
+    """``check --fix`` on one file whose servers share a GPU set and do not all start: the first ok split
+    the shared planner chose (pinned pools, else utilizations) is written into each server's launch in the
+    file's own format, on top of the other fixes, and ``run.fixed`` becomes that text once the servers,
+    re-read from it and re-planned together, all start. Notes say what was written or why nothing was."""
+    from oomguard.check.fixer import apply_edits
+    from oomguard.check.report import check_read, reread
+
+    notes: list[str] = []
+    path = run.reports[0].ctx.launch.path if run.reports else None
+    for group, sp in shared:
+        if sp.ok:
+            continue
+        names = ", ".join(o.server.name for o in sp.outcomes)
+        if path is None or any(r.ctx.launch.path != path for r in group):
+            notes.append(f"shared GPU ({names}): the servers are in several files; --fix writes one file (apply the split by hand)")
+            continue
+        option = next((o for o in sp.options if o.ok and o.kind in WRITABLE_SPLITS), None)
+        if option is None:
+            notes.append(f"shared GPU ({names}): no split of flags lets every server start; nothing written for it")
+            continue
+        original = run.fixed_text if run.fixed_text is not None else run.original
+        text = original
+        for rep, edits in zip(group, option.edits):
+            launch = reread(rep.ctx.launch, text, options.version) if text != rep.ctx.launch.text else rep.ctx.launch
+            text, why = apply_edits(launch, rep.ctx.release, [rep.ctx.edit(d, v) for d, v in edits.items()])
+            notes += why
+        # the file as written, read again and planned together: the split must hold there too
+        again = [check_read(reread(r.ctx.launch, text, options.version), options, ignore=ignore, fix=False) for r in group]
+        verified = shared_for_check(again, explicit=True)
+        if not verified or not all(v.ok for _g, v in verified):
+            notes.append(f"shared GPU ({names}): the {option.kind} split did not hold once written; nothing written for it")
+            continue
+        run.fixed = text
+        notes.append(f"shared GPU ({names}): --fix writes split {option.kind} (the first that lets every server start)")
+    return notes
+
+
 def render_text(shared: list) -> str:
     import io
     import sys

@@ -20,22 +20,23 @@ from typing import Any
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import BadNumber, integer, num
 from oomguard.numbers import MAX_GPUS, NumberError, as_float, as_int
+from oomguard import lazy_re
 
 # GPUs the catalog (src/oomguard/data/gpus.json) does not list, in GiB as PyTorch reports them;
 # catalog GPUs are looked up there (one place for each card's memory).
 _GPU_GIB: tuple[tuple[re.Pattern[str], float], ...] = tuple(
-    (re.compile(p, re.IGNORECASE), gib)
+    (lazy_re.compile(p, re.IGNORECASE), gib)
     for p, gib in (
         (r"GB200", 184.0), (r"H800", 79.2), (r"A800", 79.2),
         (r"RTX ?5070 ?Ti|RTX ?5080", 15.6), (r"RTX ?3080 ?Ti|RTX ?3060|RTX ?4070", 11.7), (r"RTX ?2080(?! ?Ti)|RTX ?3070", 7.9),
         (r"MI210", 63.9), (r"RX ?7900 ?XTX", 23.98), (r"RX ?7900 ?XT\b", 19.98),
     )
 )
-_EXPLICIT_GB = re.compile(r"(\d+(?:\.\d+)?)\s*(GiB|GB|G)\b", re.IGNORECASE)
-_COUNT = re.compile(r"(\d+)\s*[x×]\s*\S|\bTP\s*=?\s*(\d+)|\(TP(\d+)", re.IGNORECASE)
-_PARAMS = re.compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
+_EXPLICIT_GB = lazy_re.compile(r"(\d+(?:\.\d+)?)\s*(GiB|GB|G)\b", re.IGNORECASE)
+_COUNT = lazy_re.compile(r"(\d+)\s*[x×]\s*\S|\bTP\s*=?\s*(\d+)|\(TP(\d+)", re.IGNORECASE)
+_PARAMS = lazy_re.compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
 # Only when no config.json can be read (the config decides otherwise); "-V3" (DeepSeek-V3) is a version, not vision.
-_MULTIMODAL = re.compile(r"VL\b|-V\b|-V-|Vision|vision|llava|LLaVA|Omni|Pixtral|InternVL|MiniCPM-V|Phi-3\.5-vision|"
+_MULTIMODAL = lazy_re.compile(r"VL\b|-V\b|-V-|Vision|vision|llava|LLaVA|Omni|Pixtral|InternVL|MiniCPM-V|Phi-3\.5-vision|"
                          r"Qwen2-VL|Qwen2\.5-VL|Qwen3-VL|gemma-3|Gemma-3|Llama-4|Idefics|paligemma|Molmo", re.IGNORECASE)
 
 

@@ -109,6 +109,7 @@ class Fix:
     why: str
     effect: str | None = None  # filled by a plan callback when the model and GPU are known
     checked: str | None = None  # the planner's verdict on the launch with this fix: "starts: ..." / "fails: ..."
+    chosen: str | None = None  # why the fix is at its place in the list (fixes.attach_fixes: a cue, the votes...)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"flag": self.flag, "value": self.value, "why": self.why}
@@ -116,6 +117,8 @@ class Fix:
             out["effect"] = self.effect
         if self.checked:
             out["checked"] = self.checked
+        if self.chosen:
+            out["chosen"] = self.chosen
         return out
 
 

@@ -28,6 +28,8 @@ from oomguard.diagnose.fixes_config import (
     _max_len,
     _unknown,
     family_fixes,
+    launch_levers,
+    reported_settings,
     named_setting_fixes,
 )
 from oomguard.diagnose.fixes_memory import _cudagraph, _host, _kv_small, _no_kv, _profile, _runtime, _startup_free, _weights
@@ -72,33 +74,101 @@ def suggested_first(fixes: list[Fix], suggested: set[str]) -> list[Fix]:
     pick = next((f for f in fixes[2:] if f.flag in suggested), None)
     if pick is None:
         return fixes
+    pick.chosen = "the report suggests this flag (moved up to second)"
     return [fixes[0], pick] + [f for f in fixes[1:] if f is not pick]
 
 
 def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
                  votes: dict[str, dict[str, int]] | None = None) -> None:
+    from oomguard.diagnose.fixes_blend import blend
+
+    votes = votes or {}
     for v in verdicts:
         members = getattr(v, "_members", [])
         _BUILDERS[v.cls](v, members, col, ctx)
         v.summary = _whole_sentence(v.summary)
-        # The first fix stays first when the report names what caused the failure (the sampler warm-up, the
-        # multimodal encoder, prompt logprobs, the batched tokens...) or rests on vLLM's own message with its
-        # numbers: the builder's first fix answers that. Otherwise the labelled threads' votes order all of them.
-        v.fix = rank_fixes(v.fix, (votes or {}).get(v.cls.value), keep_first=_fact_led(v, members))
-        # The configuration families' standard fixes go first (dtype on pre-Ampere cards, custom all-reduce...).
-        family = [f for f in family_fixes(v, members, col, ctx) if f.flag not in {x.flag for x in v.fix[:1]}]
-        if family:
-            v.fix = family + [f for f in v.fix if f.flag not in {x.flag for x in family}]
-        if v.cls.value in NAMED_SETTING_CLASSES:
-            # The setting the error names: first for a configuration error, after the class's own fixes otherwise.
-            named = [f for f in named_setting_fixes(v, members, col) if f.flag not in {x.flag for x in v.fix}]
-            v.fix = (family + named + v.fix[len(family):]) if v.cls == FC.CONFIG_ERROR else v.fix + named
-        v.fix = suggested_first(v.fix, suggested_flags(col))
+        v.fix = _ordered(v, members, col, ctx, votes)
+
+        def build(cls: FC, members: list[Any], col: Collector, ctx: Context, v: Verdict = v) -> list[Fix]:
+            # a runner-up class's fixes, built and ordered the same way from the same lines
+            alt = Verdict(cls=cls, confidence=0.0, summary="", evidence=v.evidence, phase=v.phase)
+            _BUILDERS[cls](alt, members, col, ctx)
+            return _ordered(alt, members, col, ctx, votes)
+
+        # An uncertain class: the runner-up classes' fixes join (fixes_blend); a sure one keeps its own.
+        v.fix = blend(v, build, members, col, ctx)
+        v.fix = suggested_added(v, col, ctx)
+        if len(v.fix) < 2:
+            have = {f.flag for f in v.fix}
+            v.fix += [f for f in reported_settings(v, members, col) if f.flag not in have][:2 - len(v.fix)]
+        if not v.fix:
+            v.fix = launch_levers(ctx)
+            for f in v.fix:
+                f.chosen = "the launch sets it (no fix of the class or its runner-ups applies)"
         if v.cls in _GPU_OOM and v.settle:
             v.summary += (" The phase is the most likely one from the rest of the report (no phase marker or "
                           f"traceback frame places the error): {v.settle}.")
         if hasattr(v, "_members"):
             del v._members  # type: ignore[attr-defined]
+
+
+def _ordered(v: Verdict, members: list[Any], col: Collector, ctx: Context, votes: dict[str, dict[str, int]]) -> list[Fix]:
+    """The builder's fixes of ``v`` (already in ``v.fix``) in their order: votes, families, named settings, the
+    report's suggestion; each says why it is where it is (``Fix.chosen``)."""
+    fact_led = _fact_led(v, members)
+    class_votes = votes.get(v.cls.value) or {}
+    if v.fix:
+        v.fix[0].chosen = ("the class's first fix for the facts this report shows" if fact_led
+                           else "the class's default first fix")
+    # The first fix stays first when the report names what caused the failure (the sampler warm-up, the
+    # multimodal encoder, prompt logprobs, the batched tokens...) or rests on vLLM's own message with its
+    # numbers: the builder's first fix answers that. Otherwise the labelled threads' votes order all of them.
+    fixes = rank_fixes(v.fix, class_votes, keep_first=fact_led)
+    for f in fixes:
+        n = class_votes.get(f.flag, 0)
+        if n and not (f is v.fix[0] and fact_led):
+            f.chosen = f"fixed {n} labelled {v.cls.value} thread(s) (fix votes)"
+    # The configuration families' standard fixes go first (dtype on pre-Ampere cards, custom all-reduce...).
+    family = [f for f in family_fixes(v, members, col, ctx) if f.flag not in {x.flag for x in fixes[:1]}]
+    for f in family:
+        f.chosen = "the standard fix of the configuration family the error lines name"
+    if family:
+        fixes = family + [f for f in fixes if f.flag not in {x.flag for x in family}]
+    if v.cls.value in NAMED_SETTING_CLASSES:
+        # The setting the error names: first for a configuration error, after the class's own fixes otherwise.
+        named = [f for f in named_setting_fixes(v, members, col) if f.flag not in {x.flag for x in fixes}]
+        for f in named:
+            f.chosen = "the error names this setting"
+        fixes = (family + named + fixes[len(family):]) if v.cls == FC.CONFIG_ERROR else fixes + named
+    fixes = suggested_first(fixes, suggested_flags(col))
+    for f in fixes:
+        if not f.chosen:
+            f.chosen = f"proposed by the {v.cls.value} fix builder for this report's facts (its order)"
+    return fixes
+
+
+def suggested_added(v: Verdict, col: Collector, ctx: Context) -> list[Fix]:
+    """A flag the report suggests changing that no fix names yet joins, second (after the first), with the standard
+    step for that flag (fixes_blend.suggested_fix); one the builder already proposed was moved by suggested_first."""
+    from oomguard.diagnose.fixes_blend import suggested_fix
+    from oomguard.diagnose.parsers.cues import SUGGESTION_PREFIX
+
+    have = {f.flag for f in v.fix}
+    added = []
+    for feature, hit in sorted(col.cues.items(), key=lambda kv: (kv[1].file, kv[1].line)):
+        if not feature.startswith(SUGGESTION_PREFIX):
+            continue
+        flag = "--" + feature.removeprefix(SUGGESTION_PREFIX)
+        if flag in have:
+            continue
+        fix = suggested_fix(flag, hit.text, v, col, ctx)
+        if fix is not None:
+            fix.chosen = f"the report suggests this flag ({hit.file}:{hit.line})"
+            added.append(fix)
+            have.add(flag)
+    if not added:
+        return v.fix
+    return v.fix[:1] + added[:1] + v.fix[1:] + added[1:]
 
 
 def _whole_sentence(summary: str) -> str:

@@ -271,6 +271,43 @@ def lower_seqs_for(ctx: Context) -> int:
     return lower_seqs(ctx)
 
 
+def gpu_without_bf16(ctx: Context, cues: set[str]) -> bool:
+    """Whether the GPU has no bfloat16: the GPU table's dtypes for the GPU the log or --gpu names (compute capability
+    below 8.0: V100, T4, RTX 20xx), else the report's own words for such a card (the ``gpu:pre-ampere`` cue)."""
+    if ctx.gpu_name:
+        try:
+            from oomguard.inputs.hardware import lookup_gpu
+
+            gpu = lookup_gpu(ctx.gpu_name)
+        except Exception:  # noqa: BLE001 - a name the table does not know (or an ambiguous one): the words decide
+            gpu = None
+        if gpu is not None and gpu.platform == "cuda":
+            return "bfloat16" not in gpu.dtypes
+    return "gpu:pre-ampere" in cues
+
+
+_FP32 = ("float", "float32")
+_BF16 = ("bfloat16", "bf16")
+# The launch's own dtype, against the GPU: fp32 weights take twice the bytes of the checkpoint's 16-bit ones (every
+# memory class, and a report cut before its error); bfloat16 on a card without it is refused at start-up.
+_DTYPE_CLASSES = frozenset({"config-error", "unknown", "weights-oom", "profile-oom", "runtime-oom", "cudagraph-oom",
+                            "no-kv-memory", "kv-too-small", "startup-free-memory"})
+
+
+def _dtype_fixes(v: Verdict, ctx: Context, cues: set[str]) -> list[Fix]:
+    dtype = str(ctx.arg("dtype") or "").lower().removeprefix("torch.")
+    if v.cls.value not in _DTYPE_CLASSES or not dtype:
+        return []
+    no_bf16 = gpu_without_bf16(ctx, cues)
+    if dtype in _FP32:
+        return [Fix("--dtype", "half" if no_bf16 else "auto", "the launch runs the weights in fp32: twice the bytes of "
+                    "their 16-bit checkpoint" + (" (half: this GPU has no bfloat16)" if no_bf16 else ""))]
+    if dtype in _BF16 and no_bf16 and v.cls.value in ("config-error", "unknown"):
+        return [Fix("--dtype", "half", "the launch asks for bfloat16, which this GPU does not have (compute "
+                    "capability below 8.0); half precision runs there")]
+    return []
+
+
 def family_fixes(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> list[Fix]:
     """The standard fix of every configuration family the verdict's lines (or the report's cues) name."""
     text = " ".join([e.text for e in v.evidence] + [m.event.text for m in members] +
@@ -279,13 +316,59 @@ def family_fixes(v: Verdict, members: list[Any], col: Collector, ctx: Context) -
                     [f for frames in col.paste_frames.values() for f in frames] +
                     [hit.text for hit in col.cues.values() if hit.feature.startswith(("fail:", "words:"))])
     cues = set(col.cues)
+    if "cfg:bf16" in cues and gpu_without_bf16(ctx, cues):
+        cues.add("gpu:pre-ampere")  # the GPU table says so where the report's words do not
     combos = {f"{a}+{b}" for a in cues for b in cues if a != b}
-    out = []
+    out = _dtype_fixes(v, ctx, cues)
     for _name, classes, pattern, cue_names, flag, value, why in _FAMILIES:
         if v.cls.value not in classes:
             continue
-        if re.search(pattern, text, re.IGNORECASE) or cue_names & (cues | combos):
+        if (re.search(pattern, text, re.IGNORECASE) or cue_names & (cues | combos)) and flag not in {f.flag for f in out}:
             out.append(Fix(flag, value(ctx) if callable(value) else value, why))
+    return out
+
+
+# A setting as people write it in a report: --flag, snake_case (an engine argument) or a hyphenated keyword
+# ('limit-mm-per-prompt'); only names vLLM has as flags count (_is_vllm_flag), so ordinary words fall away.
+_REPORTED = re.compile(r"(?<![\w-])(?:--)?([a-z][a-z0-9]*(?:[-_][a-z0-9]+){1,5})\b")
+
+
+def reported_settings(v: Verdict, members: list[Any], col: Collector, limit: int = 2) -> list[Fix]:
+    """The vLLM settings the report's recognised lines name (the verdict's error lines, then every cue's and signal's
+    line in order), for a verdict whose class proposes fewer than two fixes: the value is left to the reader."""
+    texts = [(m.event.file, m.event.line, m.event.text) for m in members]
+    texts += [(e.file, e.line, e.text) for e in v.evidence]
+    texts += sorted((h.file, h.line, h.text) for h in col.cues.values())
+    texts += [(ev.file, ev.line, ev.text) for ev in col.signals]
+    out: list[Fix] = []
+    seen: set[str] = set()
+    for file, line, text in texts:
+        for m in _REPORTED.finditer(text or ""):
+            flag = "--" + m.group(1).replace("_", "-")
+            if flag in seen or flag in _NOT_A_FIX:
+                continue
+            seen.add(flag)
+            if _is_vllm_flag(flag):
+                fix = Fix(flag, CHOOSE_VALUE, "the report names this setting")
+                fix.chosen = f"the report names this setting ({file}:{line}); the class proposes no more fixes"
+                out.append(fix)
+                if len(out) >= limit:
+                    return out
+    return out
+
+
+def launch_levers(ctx: Context, limit: int = 3) -> list[Fix]:
+    """The vLLM flags the launch itself sets (a flag the user set is the likely lever), for a verdict that has no fix
+    of its own: the value is left to the reader (``CHOOSE_VALUE``)."""
+    out: list[Fix] = []
+    for flag in ctx.launch_flags:
+        flag = "--" + flag.lstrip("-").replace("_", "-")
+        if flag in _NOT_A_FIX or flag in {f.flag for f in out} or not _is_vllm_flag(flag):
+            continue
+        out.append(Fix(flag, CHOOSE_VALUE, "the launch sets this flag and no fix of the class applies: the setting "
+                       "the user chose is the likely lever"))
+        if len(out) >= limit:
+            break
     return out
 
 

@@ -22,15 +22,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.inputs.shell import split_words
+from oomguard import lazy_re
 
 # vLLM's own short aliases.
 _SHORT = {"-tp": "tensor_parallel_size", "-pp": "pipeline_parallel_size", "-dp": "data_parallel_size",
           "-q": "quantization", "-O": "compilation_config", "-dcp": "decode_context_parallel_size",
           "-ep": "enable_expert_parallel"}
 _STOP = {"&&", "||", ";", "|", ">", ">>", "2>&1", "&", "2>", "1>"}
-_ENV = re.compile(r"^([A-Z_][A-Z0-9_]*)=(.*)$")
-_LLM_CALL = re.compile(r"\b(?:LLM|AsyncEngineArgs|EngineArgs)\s*\((.*?)\)\s*(?:$|\n)", re.DOTALL)
-_KWARG = re.compile(r"(\w+)\s*=\s*(\"[^\"]*\"|'[^']*'|\{[^}]*\}|\[[^\]]*\]|[\w.+-]+)")
+_ENV = lazy_re.compile(r"^([A-Z_][A-Z0-9_]*)=(.*)$")
+_LLM_CALL = lazy_re.compile(r"\b(?:LLM|AsyncEngineArgs|EngineArgs)\s*\((.*?)\)\s*(?:$|\n)", re.DOTALL)
+_KWARG = lazy_re.compile(r"(\w+)\s*=\s*(\"[^\"]*\"|'[^']*'|\{[^}]*\}|\[[^\]]*\]|[\w.+-]+)")
 _KNOWN_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "max_num_seqs",
                "max_num_batched_tokens", "enforce_eager", "dtype", "quantization", "kv_cache_dtype")
 

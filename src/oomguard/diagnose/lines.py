@@ -20,41 +20,42 @@ import json
 import re
 
 from oomguard.diagnose.events import LogLine
+from oomguard import lazy_re
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]|\x1b\][^\x07]*\x07")
-_CRI = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)\s+(?:stdout|stderr)\s+[FP]\s")
-_ISO = re.compile(r"^(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+")
-_COMPOSE = re.compile(r"^[A-Za-z0-9][\w.-]*\s*\|\s")
-_JOURNAL = re.compile(
+_ANSI = lazy_re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]|\x1b\][^\x07]*\x07")
+_CRI = lazy_re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)\s+(?:stdout|stderr)\s+[FP]\s")
+_ISO = lazy_re.compile(r"^(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+")
+_COMPOSE = lazy_re.compile(r"^[A-Za-z0-9][\w.-]*\s*\|\s")
+_JOURNAL = lazy_re.compile(
     r"^([A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d)\s+\S+\s+([\w.@/:-]+?)(?:\[(\d+)\])?:\s"
 )
-_HOST_IDENT = re.compile(r"^\S+\s+(kernel):\s")  # rsyslog after an ISO timestamp
-_DMESG = re.compile(
+_HOST_IDENT = lazy_re.compile(r"^\S+\s+(kernel):\s")  # rsyslog after an ISO timestamp
+_DMESG = lazy_re.compile(
     r"^(?:<\d>)?(?:(?:kern|user|daemon|syslog)\s*:\s*\w+\s*:\s*)?"
     r"\[\s*(\d+\.\d+|[A-Z][a-z]{2}\s+[A-Z][a-z]{2}\s+\d+\s+\d\d:\d\d:\d\d\s+\d{4})\]\s?"
 )
 # Lines the prefixes above mark as kernel messages, for diagnose's byte scan (parsers/scanset.py): every kernel
 # line is a cue (comp:kernel). The journald / rsyslog identifier "kernel" in front of a message, or dmesg's stamp.
-_KERNEL_IDENT = re.compile(r"\skernel(?:\[\d+\])?:\s")
+_KERNEL_IDENT = lazy_re.compile(r"\skernel(?:\[\d+\])?:\s")
 KERNEL_SCAN = (_DMESG, _KERNEL_IDENT)
 # vLLM <= 0.7's record prefix ("INFO 10-14 12:32:48 worker.py:124] ", no bracket before the file): one such line says
 # the engine is V0. On every line of such a log, so the scan takes one per block (ONCE_SCAN), not each of them.
 # Written for the scan: the file name after whitespace (_LEVEL's group 4 always follows some) and the "]".
-_OLD_PREFIX_SCAN = re.compile(r"\s[\w./-]+\.py(?::\d+)?\]")
+_OLD_PREFIX_SCAN = lazy_re.compile(r"\s[\w./-]+\.py(?::\d+)?\]")
 ONCE_SCAN = (_OLD_PREFIX_SCAN,)
 # "(EngineCore_DP0 pid=12)", "(VllmWorker TP0 pid=7)", "(VllmWorker rank=0 pid=7)", "(RayWorkerWrapper pid=7, ip=..)"
-_RANK = re.compile(r"^\[rank(\d+)\]:\s?")
-_PROC = re.compile(r"^\(([A-Za-z_][\w.:/=-]*(?:\s[\w.:/=-]+)*?)(?:\s+pid=(\d+))?(?:,\s*ip=[\w.:]+)?\)\s+")
-_LEVEL = re.compile(
+_RANK = lazy_re.compile(r"^\[rank(\d+)\]:\s?")
+_PROC = lazy_re.compile(r"^\(([A-Za-z_][\w.:/=-]*(?:\s[\w.:/=-]+)*?)(?:\s+pid=(\d+))?(?:,\s*ip=[\w.:]+)?\)\s+")
+_LEVEL = lazy_re.compile(
     r"^(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?::\s+|\s+)"
     r"(?:(\d\d-\d\d)\s+)?(?:(\d\d:\d\d:\d\d)(?:[.,]\d+)?\s+)?"
     r"(?:\.\.\.\s+)?(?:\[?([\w./-]+\.py)(?::(\d+))?\]\s*)?"
 )
-_TIME_FIRST = re.compile(
+_TIME_FIRST = lazy_re.compile(
     r"^(\d\d:\d\d:\d\d)(?:\.\d+)?Z?\s+(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|\[\w+\s*\])\s+(?:\[([\w./-]+\.py):(\d+)\]\s*)?"
 )
 # Shapes that say "this is a log record or program output", as opposed to prose someone wrote.
-_RECORD_LIKE = re.compile(
+_RECORD_LIKE = lazy_re.compile(
     r"^(?:Traceback|\s+File \"|\s|[\w.]+(?:Error|Exception|Warning|Interrupt)\b|usage:|[\w.-]+: error:|"
     r"raise |torch\.|RuntimeError|ValueError|\[rank\d+\]|#|[\w.]+\.py|\S+=|Killed|Out of memory|oom|"
     r"Memory cgroup|Loading|Model loading|Available KV|GPU KV|Maximum concurrency|Graph capturing|"

@@ -131,7 +131,8 @@ def run_start_markers() -> tuple[bytes, ...]:
 
 # Start-ups are counted (a crash loop's size) by the two lines every start-up prints once: the engine's
 # "Initializing a V1 LLM engine (v0.10.1) ..." / V0's "Initializing an LLM engine (v0.6.3) ...", and the API
-# server's version line; a count is the larger of the two. Few on purpose: each occurrence costs a callback.
+# server's version line; a count is the larger of the two. Few on purpose: each occurrence costs a callback
+# (hyperscan: in the survey's own pass; a start-up is kilobytes, so that is a few hundred thousand per GB at most).
 COUNT_MARKERS: tuple[bytes, ...] = (b"LLM engine (v", b"vLLM API server version")
 
 
@@ -143,6 +144,9 @@ class Survey:
     run_starts: list[int] = field(default_factory=list)  # occurrences of each of COUNT_MARKERS
     # Only from engines that find the lines anyway (the fallbacks): reused instead of a second pass.
     lines: list[tuple[int, int, int, frozenset[int]]] | None = None
+    # Where each id of ``ids`` first ends (an absolute offset just past its first match), from engines that
+    # say so (hyperscan): the scanner then looks at those lines only, not the whole block.
+    at: dict[int, int] = field(default_factory=dict)
 
 
 class Engine(Protocol):
@@ -163,7 +167,8 @@ class Engine(Protocol):
         """Ids a survey would report for this line that ``lines`` does not (none when they are the same)."""
 
 
-def _line_bounds(data: bytes, pos: int, start: int, end: int) -> tuple[int, int]:
+def line_bounds(data: bytes, pos: int, start: int, end: int) -> tuple[int, int]:
+    """The line of ``data[start:end]`` holding position ``pos``: (its start, its end without the newline)."""
     line_start = max(start, data.rfind(b"\n", start, pos) + 1)
     line_end = data.find(b"\n", pos, end)
     return line_start, end if line_end < 0 else line_end
@@ -195,6 +200,7 @@ class _Hyperscan:
         self._hs = hyperscan
         patterns = scan_patterns()
         self._n = len(patterns)
+        self._markers = self._n + len(ALL)  # ids of COUNT_MARKERS in the survey databases
         self.labels = tuple(p.name for p in patterns) + KEYWORD_LABELS
         self._source = _source_key(patterns)
         self._refused: frozenset[str] = frozenset()
@@ -218,9 +224,10 @@ class _Hyperscan:
         if kind == "keywords":
             keep = [i for i in range(len(ALL)) if self._n + i not in leave_out]
             db = hs.Database(mode=hs.HS_MODE_BLOCK)
-            db.compile(expressions=[_hs_literal(ALL[i]) for i in keep], ids=[self._n + i for i in keep],
+            db.compile(expressions=[_hs_literal(ALL[i]) for i in keep] + [_hs_literal(m) for m in COUNT_MARKERS],
+                       ids=[self._n + i for i in keep] + [self._markers + k for k in range(len(COUNT_MARKERS))],
                        flags=[hs.HS_FLAG_SINGLEMATCH | (hs.HS_FLAG_CASELESS if i >= _CASELESS_FROM else 0)
-                              for i in keep])
+                              for i in keep] + [0] * len(COUNT_MARKERS))
             return db
         try:
             return self._compile()
@@ -237,9 +244,13 @@ class _Hyperscan:
         return db
 
     def survey(self, data: bytes, start: int, end: int, known: frozenset[int] = frozenset()) -> Survey:
-        # Start-ups are counted with bytes.count (memchr speed), not one callback per occurrence.
-        out = Survey(run_starts=[data.count(m, start, end) for m in COUNT_MARKERS])
+        # One pass: the keywords (one report each, SINGLEMATCH) and the start-up markers (every occurrence, a
+        # callback each: a start-up is kilobytes long) are in the same database, so the bytes are read once.
+        out = Survey(run_starts=[0] * len(COUNT_MARKERS))
         ids = out.ids
+        at = out.at
+        starts = out.run_starts
+        markers = self._markers
         db = self._survey_db
         known = frozenset(i for i in known if i >= self._n)
         if known:
@@ -248,8 +259,12 @@ class _Hyperscan:
                 db = self._db("keywords", known) if len(self._partial) < self._MAX_PARTIAL_DBS else self._survey_db
                 self._partial[known] = db
 
-        def on_match(i: int, _from: int, _to: int, _flags: int, _ctx: Any) -> None:
-            ids.add(i)
+        def on_match(i: int, _from: int, to: int, _flags: int, _ctx: Any) -> None:
+            if i >= markers:
+                starts[i - markers] += 1
+            else:
+                ids.add(i)
+                at[i] = start + to
 
         db.scan(memoryview(data)[start:end], match_event_handler=on_match)
         return out
@@ -263,6 +278,7 @@ class _Hyperscan:
 
         # Its newline too: " GPU\n" is a keyword.
         self._survey_db.scan(memoryview(data)[start:min(end + 1, len(data))], match_event_handler=on_match)
+        ids.difference_update(range(self._markers, self._markers + len(COUNT_MARKERS)))
         return frozenset(ids)
 
     def lines(self, data: bytes, start: int, end: int) -> list[tuple[int, int, int, frozenset[int]]]:
@@ -286,7 +302,7 @@ class _Hyperscan:
             if pos > line_end:
                 if ids:
                     out.append((line_start, line_end, first, frozenset(ids)))
-                line_start, line_end = _line_bounds(data, pos, start, end)
+                line_start, line_end = line_bounds(data, pos, start, end)
                 first = pos
                 ids = set()
             ids.add(i)
@@ -415,7 +431,7 @@ class _Regex:
                 break
             hit = m.start()
             # " GPU\n" ends with the newline of its own line.
-            line_start, line_end = _line_bounds(data, min(hit + len(m.group()) - 1, end - 1), start, end)
+            line_start, line_end = line_bounds(data, min(hit + len(m.group()) - 1, end - 1), start, end)
             raw = data[line_start:min(line_end + 1, end)]
             lower = raw.lower()
             out.append((line_start, line_end, hit, frozenset(

@@ -112,7 +112,15 @@ def human_bytes(n: float) -> str:
 
 
 def more_tp(ctx: Context, why: str) -> Fix:
+    """The next tensor-parallel size up: the smallest power of two above the current one that divides the model's
+    attention heads when its config is read (vLLM refuses a size that does not: ModelConfig.verify_with_parallel_config),
+    else twice the current one."""
     tp = ctx.tensor_parallel_size
+    heads = ctx.config_heads
+    if heads:
+        bigger = next((d for d in (2, 4, 8, 16, 32, 64) if d > tp and heads % d == 0), None)
+        if bigger is not None:
+            return Fix("--tensor-parallel-size", bigger, why)
     return Fix("--tensor-parallel-size", tp * 2, why)
 
 

@@ -171,6 +171,10 @@ def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evi
             lines += ["**Why** (the cues scored for this class: weight, feature, line)", "", "```"]
             lines += cue_lines(v)
             lines += ["```", ""]
+        if explain and any(f.get("chosen") for f in v["fix"]):
+            lines += ["**Fix order** (why each fix is where it is)", ""]
+            lines += [f"- `{fix_text(f)}`: {f['chosen']}" for f in v["fix"] if f.get("chosen")]
+            lines.append("")
         evidence = v["evidence"][:evidence_limit] if evidence_limit else v["evidence"]
         if evidence:
             lines.append("**Evidence**")
@@ -230,6 +234,9 @@ def render_text(diagnosis: Diagnosis, out: TextIO, *, explain: bool = False) -> 
         if explain:
             for text in cue_lines(v):
                 console.print(f"   [magenta]why:[/] {escape(text)}")
+            for f in v["fix"]:
+                if f.get("chosen"):
+                    console.print(f"   [magenta]fix order:[/] {escape(fix_text(f))}: {escape(f['chosen'])}")
     console.print()
     for fact in _fact_line(data):
         console.print(f"[dim]{escape(fact)}[/]")

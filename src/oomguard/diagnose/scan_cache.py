@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,6 +85,8 @@ def _save(folder: Path, path: Path, data: bytes) -> None:
     to write leaves things as they were."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        import tempfile  # only when a new database is written (tempfile imports shutil, random: ~10 ms)
+
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".scan-", suffix=".tmp")
     except OSError:
         return

@@ -52,6 +52,7 @@ SUB_BYTES = 256 * 1024  # one survey per this many bytes: a few callbacks each, 
 # A stretch this many surveys long looks only for keywords not routine (a smaller search, built once: ~5 ms).
 _FULL_SURVEYS = 8
 _MAX_STRETCH_NOTES = 5
+_CONTEXT_WINDOW = 8 * 1024  # the first look at a stretch's end (see _Scanner._context)
 
 
 def scan(stream: BinaryIO, name: str, col: Collector, notes: logs.ReadNotes, *, direct: bool = False) -> int:
@@ -225,7 +226,7 @@ class _Scanner:
                 # After its first survey (which names its keywords, for the notes) a stretch looks only for the
                 # new; nothing is parsed while it is open, so what is routine does not change.
                 st.known = frozenset(self.saturated)
-            if survey.ids <= self.saturated:
+            if survey.ids <= self.saturated or self._refuted_at(survey, data, a, b):
                 st.ids |= survey.ids
                 for i, n in enumerate(survey.run_starts):
                     st.run_starts[i] += n
@@ -280,6 +281,31 @@ class _Scanner:
             self.refuted[i] += 1
             if self.refuted[i] >= SATURATION:
                 self.saturated.add(i)
+
+    def _refuted_at(self, survey: prefilter.Survey, data: bytes, a: int, b: int) -> bool:
+        """In a stretch, keywords not yet routine in a block: the lines where each first occurs are given to the
+        pattern automaton (a few lines, not the whole block). When none holds anything new, those keywords are
+        refuted once (``_refute``) and the block stays in the stretch; else False: the block is read line by line.
+        A crash loop's first blocks (keywords such as "Loading" on lines no pattern wants) then cost a few
+        lines each instead of a dense block through the automaton."""
+        new = survey.ids - self.saturated
+        where = survey.at
+        if not where or not all(i in where for i in new):
+            return False
+        found: list[tuple[int, int, int, frozenset[int]]] = []
+        done: set[int] = set()
+        for i in new:
+            # ``where[i]`` is just past the first match (its last byte is on the line; " GPU\n" ends at its newline).
+            line_start, line_end = prefilter.line_bounds(data, min(where[i], b) - 1, a, b)
+            if line_start in done:
+                continue
+            done.add(line_start)
+            line = self.engine.lines(data, line_start, min(line_end + 1, b))
+            if line and not line[0][3] <= self.saturated:
+                return False  # something new there: the block is read line by line
+            found += line
+        self._refute(survey.ids, found)
+        return True
 
     def _starts_run(self, line_start: int, line_end: int) -> bool:
         assert self.block is not None
@@ -352,11 +378,7 @@ class _Scanner:
         assert block is not None and st is not None and self.cursor is not None
         self.stretch = None
         data = block.data
-        lo = max(st.pos, upto - CONTEXT_BYTES)
-        if lo > st.pos and data[lo - 1:lo] != b"\n":
-            nl = data.find(b"\n", lo, upto)
-            lo = upto if nl < 0 else nl + 1
-        context = self.engine.lines(data, lo, upto)
+        lo, context = self._context(st, upto)
         budget = self.extra < EXTRA_LINES
         if len(context) > CONTEXT_LINES or lo > st.pos or st.start < block.offset:
             # A crash loop: begin at the last start-up, so that its run is read from its first line.
@@ -388,6 +410,27 @@ class _Scanner:
             self.extra += 1
             gap = line_end + 1
         self.gap_start = gap
+
+    def _context(self, st: _Stretch, upto: int) -> tuple[int, list[tuple[int, int, int, frozenset[int]]]]:
+        """The candidate lines of the last CONTEXT_BYTES of a stretch (from the start of a line), as
+        ``_close_stretch`` reads them: only its last RUN_CONTEXT_LINES lines are ever looked at (the last
+        start-up among them), or its last CONTEXT_LINES, or all of it when it holds no more than that. So the
+        window grows from its end (8 KiB, then x4) until it holds what those choices need: a dense stretch's
+        end costs a few kilobytes through the pattern automaton, not half a megabyte (same lines chosen)."""
+        data = self.block.data  # type: ignore[union-attr]
+        window = _CONTEXT_WINDOW
+        while True:
+            lo = max(st.pos, upto - min(window, CONTEXT_BYTES))
+            if lo > st.pos and data[lo - 1:lo] != b"\n":
+                nl = data.find(b"\n", lo, upto)
+                lo = upto if nl < 0 else nl + 1
+            context = self.engine.lines(data, lo, upto)
+            if window >= CONTEXT_BYTES or lo <= st.pos or len(context) > RUN_CONTEXT_LINES:
+                return lo, context
+            if len(context) > CONTEXT_LINES and any(
+                    self._starts_run(line_start, line_end) for line_start, line_end, _h, _i in context):
+                return lo, context  # the last start-up of the whole window is in this one
+            window *= 4
 
     def _note_stretch(self, st: _Stretch, skipped_to: int) -> None:
         block = self.block

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from oomguard import lazy_re
 
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
                                         "Dec"), 1)}
-_VLLM_TIME = re.compile(r"^(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)$")
-_ISO_TIME = re.compile(r"^\d{4}-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)")
-_SYSLOG_TIME = re.compile(r"^(?:[A-Z][a-z]{2}\s+)?([A-Z][a-z]{2})\s+(\d{1,2})\s+(\d\d):(\d\d):(\d\d)")
+_VLLM_TIME = lazy_re.compile(r"^(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)$")
+_ISO_TIME = lazy_re.compile(r"^\d{4}-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)")
+_SYSLOG_TIME = lazy_re.compile(r"^(?:[A-Z][a-z]{2}\s+)?([A-Z][a-z]{2})\s+(\d{1,2})\s+(\d\d):(\d\d):(\d\d)")
 # Totals within this share are the same card (marketing GB vs GiB, the driver's reserve).
 _GPU_TOLERANCE = 0.06
 _COMPARED = ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "pipeline_parallel_size",

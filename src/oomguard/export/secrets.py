@@ -96,10 +96,12 @@ def unresolved_values(launch: Any) -> dict[str, Any]:
 
 
 def plan_for(launch: Any) -> SecretPlan:
-    """The export plan of a launch: its flags (with the unresolved references) and environment."""
+    """The export plan of a launch: its flags (with the unresolved references) and environment, the
+    credentials the launch sets outside vLLM's names included (``launch.secret_env``: HF_TOKEN ...)."""
     refs = unresolved_values(launch)
     flags = {**dict(launch.flags), **refs}
-    return plan_secrets(flags, dict(getattr(launch, "env", None) or {}), references=set(refs), launch=launch)
+    env = {**dict(getattr(launch, "secret_env", None) or {}), **dict(getattr(launch, "env", None) or {})}
+    return plan_secrets(flags, env, references=set(refs), launch=launch)
 
 
 def plan_secrets(flags: dict[str, Any], env: dict[str, str], *, references: set[str] = frozenset(),
@@ -173,6 +175,11 @@ def plan_secrets(flags: dict[str, Any], env: dict[str, str], *, references: set[
             plan.notes.append(f"environment variable {k} is ignored by vLLM when the flag is given: the flag's value is kept")
             continue
         if is_secret(k, v):
+            ref = env_reference(v)
+            if ref:  # `export HF_TOKEN="$HF_TOKEN"`: the value is the caller's, never the text `$HF_TOKEN`
+                add_secret(k, None)
+                plan.notes.append(f"environment variable {k} is ${ref} in the launch: set {k} in the secrets file")
+                continue
             add_secret(k, str(v))
             plan.notes.append(f"environment variable {k} holds a credential: its value moved to the secrets file")
         else:

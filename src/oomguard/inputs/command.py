@@ -39,6 +39,7 @@ __all__ = [
     "convert_value",
     "find_vllm",
     "image_version",
+    "keep_env",
     "parse_command",
     "parse_flag_words",
     "parse_flags",
@@ -731,9 +732,22 @@ def _env_from_words(words: list[Word], launch: Launch, *, file: str | None, orig
             _set_env(launch, w.text, w, file, origin)
 
 
+def keep_env(launch: Launch, name: str, value: str) -> bool:
+    """Whether ``name=value`` belongs in ``launch.env`` (what vLLM, CUDA and NCCL read: ``RELEVANT_ENV``).
+    A credential outside those names (``redact.is_secret``: HF_TOKEN, OPENAI_API_KEY ...) is kept in
+    ``launch.secret_env`` instead, for the exports to carry; anything else is not the launch's."""
+    if RELEVANT_ENV.match(name):
+        return True
+    from oomguard.redact import is_secret
+
+    if is_secret(name, value):
+        launch.secret_env[name] = value
+    return False
+
+
 def _set_env(launch: Launch, assignment: str, w: Word | None, file: str | None, origin: str) -> None:
     k, _, v = assignment.partition("=")
-    if RELEVANT_ENV.match(k):
+    if keep_env(launch, k, v):
         launch.env[k] = v
         launch.env_sites[k] = FlagSite(k, file, (w.line or None) if w else None, value_word=w,
                                        column=(w.column or None) if w else None, origin=origin)
@@ -769,10 +783,10 @@ def parse_script(text: str, *, path: str | None, version: str | None = None, len
     launch.program, launch.image, launch.command_line = program, image, cmd.line
     launch.command, launch.flag_start = cmd, start
     for k, v in variables.items():
-        if RELEVANT_ENV.match(k):
+        if keep_env(launch, k, v):
             launch.env[k] = v
     for k, v in cmd.assignments.items():
-        if RELEVANT_ENV.match(k):
+        if keep_env(launch, k, v):
             launch.env[k] = v
     _env_from_words(cmd.words[:start], launch, file=path, origin=kind)
     image_word = next((w for w in cmd.words[:start] if image and w.text == image), None)

@@ -160,6 +160,10 @@ class Launch:
     sites: dict[str, FlagSite] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     env_sites: dict[str, FlagSite] = field(default_factory=dict)
+    # Credentials the launch sets outside ``env``'s names (HF_TOKEN, *_API_KEY: ``redact.is_secret``;
+    # ``inputs.command.keep_env``): nothing plans with them and nothing prints them; exports carry
+    # them to the server through the env file / Kubernetes Secret.
+    secret_env: dict[str, str] = field(default_factory=dict)
     program: str = "vllm serve"
     version: str | None = None  # the release the flags were read with (None: the newest table)
     version_source: Source | None = None

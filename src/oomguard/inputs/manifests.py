@@ -43,9 +43,9 @@ from typing import Any
 
 from oomguard.errors import InputError
 from oomguard.inputs.command import (
-    RELEVANT_ENV,
     find_vllm,
     ignore_directives,
+    keep_env,
     parse_flag_words,
     resolve_version,
 )
@@ -143,10 +143,30 @@ class EnvCarrier:
 
 
 @dataclass
+class ShmCarrier:
+    """Where the manifest sizes /dev/shm (``check --fix`` writes OG405's size there).
+
+    Kubernetes: the container (``parent``) and its pod spec (``pod``); the /dev/shm mount's memory
+    ``emptyDir`` and its ``sizeLimit`` node when there is one, else the ``volumeMounts`` / ``volumes``
+    lists to add one to (None: absent) and the volume names taken. Compose: the service (``parent``)
+    and its ``shm_size`` node (``size``). Helm: the modelSpec (``parent``) and its ``shmSize``."""
+
+    style: str  # "k8s" | "compose" | "helm"
+    parent: Any
+    size: Any = None
+    pod: Any = None
+    empty_dir: Any = None
+    mounts: Any = None
+    volumes: Any = None
+    names: tuple[str, ...] = ()
+
+
+@dataclass
 class ManifestCarrier:
     format: str  # "kubernetes" | "compose" | "helm"
     flags: Any  # ArgsCarrier | ScriptCarrier | HelmCarrier
     env: EnvCarrier | None = None
+    shm: ShmCarrier | None = None  # None: /dev/shm is not the manifest's to size (ipc: host, a volume of another kind)
 
 
 # --------------------------------------------------------------------- detection
@@ -203,7 +223,7 @@ class _Builder:
         launch.command_line = self.n.line(command_node)
         launch.notes.extend(notes)
         for k, (v, node, key) in env.items():
-            if RELEVANT_ENV.match(k):
+            if keep_env(launch, k, v):
                 launch.env[k] = v
                 launch.env_sites[k] = FlagSite(k, self.path, self.n.line(node), column=self.n.column(node), yaml_path=key, origin=self.fmt)
         # sh -c "vllm serve ...": the script is one word; read it as a script
@@ -233,9 +253,11 @@ class _Builder:
                 raise InputError(f"{name}: the `{' '.join(w.text for w in words[:idx])}` script runs no vLLM command",
                                  file=self.path, line=sw.line or None)
             _shift_inner(cmd, sw, self.n)
-            carrier = ManifestCarrier(carrier.format, ScriptCarrier(sw.node, raw), carrier.env)
+            carrier = ManifestCarrier(carrier.format, ScriptCarrier(sw.node, raw), carrier.env, carrier.shm)
             for k, v in {**inner.variables, **cmd.assignments}.items():
-                if RELEVANT_ENV.match(k) and k not in launch.env:
+                if k in launch.env or k in launch.secret_env:
+                    continue  # the container's own env entry wins
+                if keep_env(launch, k, v):
                     launch.env[k] = v
             flag_words = cmd.words[start:]
             launch.command = cmd
@@ -251,7 +273,7 @@ class _Builder:
             for w in words[:start]:
                 if "=" in w.text and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w.text):
                     k, _, v = w.text.partition("=")
-                    if RELEVANT_ENV.match(k):
+                    if keep_env(launch, k, v):
                         launch.env[k] = v
                         launch.env_sites[k] = FlagSite(k, self.path, w.line or None, column=w.column or None, yaml_path=w.key, origin=self.fmt)
             flag_words = words[start:]
@@ -454,7 +476,7 @@ def _k8s_container(n: Nodes, b: _Builder, kind: str, obj_name: str | None, c: An
                 gpus = n.integer(node, f"{where}.resources.{sname}.{res}", minimum=0, maximum=1 << 16)
     mem_node = n.get(limits, "memory", f"{where}.resources.limits") if limits is not None else None
     mem_bytes = n.quantity(mem_node, f"{where}.resources.limits.memory")
-    shm, shm_source = _k8s_shm(n, pod, c, mem_bytes, where)
+    shm, shm_source, shm_site = _k8s_shm(n, pod, c, mem_bytes, where)
     name = f"{kind} {obj_name or '?'}" + (f"/{cname}" if cname else "")
     deployment = {"kind": kind, "name": obj_name, "container": cname, "gpus": gpus, "memory_limit_bytes": mem_bytes,
                   "shm_bytes": shm, "shm_source": shm_source}
@@ -467,7 +489,7 @@ def _k8s_container(n: Nodes, b: _Builder, kind: str, obj_name: str | None, c: An
                      f"{gpus or '?'} GPU(s) per pod")
     command_node = args_node if args_node is not None else (cmd_node if cmd_node is not None else c)
     return b.launch(name=name, image=image, image_node=image_node, words=words, env=env, deployment=deployment,
-                    carrier=ManifestCarrier("kubernetes", flags_carrier, env_carrier), command_node=command_node,
+                    carrier=ManifestCarrier("kubernetes", flags_carrier, env_carrier, shm_site), command_node=command_node,
                     notes=notes, shell_env=env_plain, image_key=f"{where}.image")
 
 
@@ -512,37 +534,46 @@ def _pod_node(n: Nodes, pod: Any, where: str) -> str | None:
     return None
 
 
-def _k8s_shm(n: Nodes, pod: Any, container: Any, mem_bytes: int | None, where: str) -> tuple[int | None, str]:
+def _k8s_shm(n: Nodes, pod: Any, container: Any, mem_bytes: int | None, where: str) -> tuple[int | None, str, ShmCarrier | None]:
+    """/dev/shm's size in bytes (None: not bounded by the manifest), what says so, and where --fix resizes it."""
     pod_where = where.rsplit(".containers", 1)[0] if ".containers" in where else where
     shm_mount = None
-    for i, m in enumerate(n.seq(n.get(container, "volumeMounts", where), f"{where}.volumeMounts")):
+    mounts, volumes = n.get(container, "volumeMounts", where), n.get(pod, "volumes", pod_where) if n.is_map(pod) else None
+    for i, m in enumerate(n.seq(mounts, f"{where}.volumeMounts")):
         if not n.is_map(m):
             raise n.error(m, f"{where}.volumeMounts[{i}]", "expected a mapping")
         path = n.text(n.get(m, "mountPath", where), f"{where}.volumeMounts[{i}].mountPath") or ""
         if path.rstrip("/") == "/dev/shm":
             shm_mount = n.text(n.get(m, "name", where), f"{where}.volumeMounts[{i}].name")
     if shm_mount is None:
-        return RUNTIME_SHM_DEFAULT, "no /dev/shm volume: the container runtime's 64 MiB"
-    for j, vol in enumerate(n.seq(n.get(pod, "volumes", pod_where), f"{pod_where}.volumes")):
+        names: list[str] = []
+        for j, vol in enumerate(n.seq(volumes, f"{pod_where}.volumes")):
+            if n.is_map(vol):
+                names.append(str(n.text(n.get(vol, "name", pod_where), f"{pod_where}.volumes[{j}].name") or ""))
+        site = ShmCarrier("k8s", container, pod=pod, mounts=mounts if n.is_seq(mounts) else None,
+                          volumes=volumes if n.is_seq(volumes) else None, names=tuple(names)) if n.is_map(pod) else None
+        return RUNTIME_SHM_DEFAULT, "no /dev/shm volume: the container runtime's 64 MiB", site
+    for j, vol in enumerate(n.seq(volumes, f"{pod_where}.volumes")):
         if not n.is_map(vol):
             raise n.error(vol, f"{pod_where}.volumes[{j}]", "expected a mapping")
         if n.text(n.get(vol, "name", pod_where), f"{pod_where}.volumes[{j}].name") != shm_mount:
             continue
         ed_key = n.key_node(vol, "emptyDir")
         if ed_key is None:
-            return None, f"volume {shm_mount} at /dev/shm"
+            return None, f"volume {shm_mount} at /dev/shm", None
         ed = n.get(vol, "emptyDir", pod_where)
         at = f"{pod_where}.volumes[{j}].emptyDir"
         if ed is not None and not n.is_null(ed) and not n.is_map(ed):
             raise n.error(ed, at, "expected a mapping")
         medium = n.text(n.get(ed, "medium", at), f"{at}.medium") if ed is not None and n.is_map(ed) else None
         if medium != "Memory":
-            return None, "an emptyDir on disk at /dev/shm"
+            return None, "an emptyDir on disk at /dev/shm", None
         size = n.get(ed, "sizeLimit", at) if n.is_map(ed) else None
+        site = ShmCarrier("k8s", container, size=size, pod=pod, empty_dir=ed)
         if size is not None:
-            return n.quantity(size, f"{at}.sizeLimit"), "emptyDir medium Memory sizeLimit"
-        return mem_bytes, "emptyDir medium Memory without sizeLimit (bounded by the memory limit)"
-    return None, f"volume {shm_mount} at /dev/shm (not defined)"
+            return n.quantity(size, f"{at}.sizeLimit"), "emptyDir medium Memory sizeLimit", site
+        return mem_bytes, "emptyDir medium Memory without sizeLimit (bounded by the memory limit)", site
+    return None, f"volume {shm_mount} at /dev/shm (not defined)", None
 
 
 # --------------------------------------------------------------------- compose
@@ -653,6 +684,7 @@ def _compose_service(n: Nodes, b: _Builder, sname: str, svc: Any, where: str) ->
     device_ids = _compose_device_ids(n, deploy, where)
     ipc = n.text(n.get(svc, "ipc", where), f"{where}.ipc")
     shm_node = n.get(svc, "shm_size", where)
+    shm_site = None if ipc == "host" else ShmCarrier("compose", svc, size=shm_node)
     if ipc == "host":
         shm, shm_source = None, "ipc: host (the host's /dev/shm)"
     elif shm_node is not None:
@@ -670,7 +702,7 @@ def _compose_service(n: Nodes, b: _Builder, sname: str, svc: Any, where: str) ->
                                     if n.is_seq(deps) else [str(k) for k, _kn, _vn in n.pairs(deps, f"{where}.depends_on")])
     command_node = cmd_node if cmd_node is not None else (ep_node if ep_node is not None else svc)
     return b.launch(name=f"compose service {sname}", image=image, image_node=image_node, words=words, env=env,
-                    deployment=deployment, carrier=ManifestCarrier("compose", flags_carrier, EnvCarrier(style, env_node, svc, entries)),
+                    deployment=deployment, carrier=ManifestCarrier("compose", flags_carrier, EnvCarrier(style, env_node, svc, entries), shm_site),
                     command_node=command_node, notes=notes, shell_env={k: v for k, (v, _n, _k) in env.items()},
                     image_key=f"{where}.image")
 
@@ -871,8 +903,10 @@ def _helm_model(n: Nodes, b: _Builder, m: Any, at: str) -> Launch:
     mem_bytes = n.quantity(n.get(m, "limitMemory", at), f"{at}.limitMemory")
     if mem_bytes is None and n.get(m, "requestMemory", at) is not None:
         n.quantity(n.get(m, "requestMemory", at), f"{at}.requestMemory")  # validated; a request is not a limit
+    shm_site = None
     if "tensor_parallel_size" in keys:
         shm_node = n.get(m, "shmSize", at)
+        shm_site = ShmCarrier("helm", m, size=shm_node)  # the chart mounts shmSize only with tensorParallelSize
         shm = n.quantity(shm_node, f"{at}.shmSize") if shm_node is not None else parse_quantity(HELM_SHM_DEFAULT)
         shm_source = "shmSize" if shm_node is not None else f"the chart's default {HELM_SHM_DEFAULT} emptyDir"
     else:
@@ -882,7 +916,7 @@ def _helm_model(n: Nodes, b: _Builder, m: Any, at: str) -> Launch:
     extra_carrier = ArgsCarrier([extra_node] if n.is_seq(extra_node) else [], append_to=extra_node if n.is_seq(extra_node) else None,
                                 parent=cfg if n.is_map(cfg) else m, create_key="extraArgs")
     carrier = ManifestCarrier("helm", HelmCarrier(m, cfg if n.is_map(cfg) else None, extra_carrier, keys),
-                              EnvCarrier("helm", n.get(m, "env", at), m, entries))
+                              EnvCarrier("helm", n.get(m, "env", at), m, entries), shm_site)
     return b.launch(name=f"modelSpec {name}", image=image, image_node=tag_node, words=words, env=env, deployment=deployment,
                     carrier=carrier, command_node=cfg if cfg is not None else m, notes=notes, image_key=f"{at}.tag")
 

@@ -16,25 +16,26 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from oomguard.numbers import float_or_none, int_or_none
+from oomguard import lazy_re
 
 MiB = 1 << 20
 
 # |   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |   0 |
-_TABLE_GPU = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)?")
+_TABLE_GPU = lazy_re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(On|Off)\s+\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)?")
 # | N/A   34C    P0   113W /  700W |   75000MiB /  81559MiB |   0%   Default |
-_TABLE_MEM = re.compile(r"\|\s*(\d+)\s*MiB\s*/\s*(\d+)\s*MiB\s*\|(?:\s*(\d+)%)?")
+_TABLE_MEM = lazy_re.compile(r"\|\s*(\d+)\s*MiB\s*/\s*(\d+)\s*MiB\s*\|(?:\s*(\d+)%)?")
 # |    0   N/A  N/A     12345      C   python3      74990MiB |   (GI/CI columns optional)
-_TABLE_PROC = re.compile(
+_TABLE_PROC = lazy_re.compile(
     r"^\|\s+(\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(\d+)\s+(C\+G|M\+C|C|G|M)\s+(.+?)\s+(\d+|N/A)\s*(?:MiB)?\s*\|"
 )
-_TABLE_HEADER = re.compile(r"NVIDIA-SMI\s+([\d.]+)(?:.*Driver Version:\s*([\d.]+))?(?:.*CUDA Version:\s*([\d.]+))?")
-_TIMESTAMP_LINE = re.compile(
+_TABLE_HEADER = lazy_re.compile(r"NVIDIA-SMI\s+([\d.]+)(?:.*Driver Version:\s*([\d.]+))?(?:.*CUDA Version:\s*([\d.]+))?")
+_TIMESTAMP_LINE = lazy_re.compile(
     r"^(?:Every [\d.]+s: .*?\s{2,})?(\w{3}\s+\w{3}\s+\d+\s+\d\d:\d\d:\d\d\s+\d{4})\s*$"
 )
-_CSV_SPLIT = re.compile(r"\s*,\s*")
-_CSV_UNIT = re.compile(r"^(.*?)\s*\[(.*)\]$")
-_NUMBER_UNIT = re.compile(r"^([-\d.]+)\s*(MiB|GiB|KiB|%|W|MHz)?$")
-_CSV_TIMESTAMP = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?$")
+_CSV_SPLIT = lazy_re.compile(r"\s*,\s*")
+_CSV_UNIT = lazy_re.compile(r"^(.*?)\s*\[(.*)\]$")
+_NUMBER_UNIT = lazy_re.compile(r"^([-\d.]+)\s*(MiB|GiB|KiB|%|W|MHz)?$")
+_CSV_TIMESTAMP = lazy_re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?$")
 
 
 @dataclass

@@ -216,27 +216,8 @@ def _constructor_class():
 
 def compose_yaml(text: str, *, file: str | None = None) -> Any:
     """The YAML node tree (with marks) of ``text``, bounded; None for an empty document."""
-    import yaml
-
-    limit = yaml_size_limit()
-    if len(text) > limit:
-        raise InputError(f"YAML larger than {limit >> 10} KiB, the most oomguard parses "
-                         "(a vLLM --config YAML is a few KiB)", file=file)
-    try:
-        _check_events(text, file)
-        loader = _loader_base()(text)
-        try:
-            node = loader.get_single_node()
-        finally:
-            loader.dispose()
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"invalid YAML: {_problem(exc)}", file=file, line=_line(mark) or _reader_line(exc, text)) from None
-    except RecursionError:
-        raise InputError(f"YAML nested too deeply (more than {MAX_DEPTH} levels)", file=file) from None
-    if node is not None:
-        _expanded_nodes(node, file)
-    return node
+    nodes = _compose_nodes(text, file, "a vLLM --config YAML", single=True)
+    return nodes[0] if nodes else None
 
 
 def construct_yaml(node: Any, *, file: str | None = None) -> Any:
@@ -292,21 +273,28 @@ def _bad_tagged_scalar(node: Any) -> Any:
 def compose_yaml_all(text: str, *, file: str | None = None) -> list[Any]:
     """The node trees (with marks) of every document of ``text`` (``---``-separated), bounded like
     ``compose_yaml``: one size cap, one event pass, and the alias expansion of all documents together."""
+    return _compose_nodes(text, file, "a manifest", single=False)
+
+
+def _compose_nodes(text: str, file: str | None, what: str, *, single: bool) -> list[Any]:
+    """The bounded composition both entry points share: the size cap (``what`` is a few KiB), the event
+    pass, one document (``single``: PyYAML's error for a second) or every one, the alias expansion."""
     import yaml
 
     limit = yaml_size_limit()
     if len(text) > limit:
         raise InputError(f"YAML larger than {limit >> 10} KiB, the most oomguard parses "
-                         "(a manifest is a few KiB)", file=file)
+                         f"({what} is a few KiB)", file=file)
     try:
         _check_events(text, file)
         loader = _loader_base()(text)
         nodes = []
         try:
-            while loader.check_node():
-                node = loader.get_node()
-                if node is not None:
-                    nodes.append(node)
+            if single:
+                nodes = [loader.get_single_node()]
+            else:
+                while loader.check_node():
+                    nodes.append(loader.get_node())
         finally:
             loader.dispose()
     except yaml.YAMLError as exc:
@@ -314,6 +302,7 @@ def compose_yaml_all(text: str, *, file: str | None = None) -> list[Any]:
         raise InputError(f"invalid YAML: {_problem(exc)}", file=file, line=_line(mark) or _reader_line(exc, text)) from None
     except RecursionError:
         raise InputError(f"YAML nested too deeply (more than {MAX_DEPTH} levels)", file=file) from None
+    nodes = [n for n in nodes if n is not None]
     total = 0
     for node in nodes:
         total += _expanded_nodes(node, file)

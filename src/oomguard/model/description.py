@@ -10,6 +10,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+# Bytes per element of the dtypes vLLM runs a model in (torch's element sizes); the one table
+# the adapters (conv/SSM state), the dtype resolution (engine.py) and the weights read.
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
 
 class LayerKind(str, enum.Enum):
     """How one decoder layer stores per-request state (vLLM's KV cache spec types)."""
@@ -177,7 +181,7 @@ class ModelDescription:
 
     @property
     def dtype_bytes(self) -> int:
-        return 4 if self.dtype == "float32" else 2
+        return DTYPE_BYTES.get(self.dtype, 2)
 
     @property
     def num_kv_layers(self) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 
 from oomguard.errors import InputError
 from oomguard.numbers import MAX_GPUS, NumberError, as_int, parse_int
-from oomguard.model.description import LayerKind, ModelDescription
+from oomguard.model.description import DTYPE_BYTES, LayerKind, ModelDescription
 from oomguard.units import GiB
 
 NEWEST = "0.33.0"
@@ -464,7 +464,6 @@ def resolve(
     )
 
 
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 _DTYPE_NAMES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32", "float32": "float32"}
 # config/model.py::_FLOAT16_NOT_SUPPORTED_MODELS @0.32: float16 is refused for these model types.
 NO_FLOAT16_TYPES = ("gemma2", "gemma3", "gemma3_text", "glm4")

@@ -18,6 +18,7 @@ Public API: ``SUPPORTED``, ``family_of``, ``get_release``, ``Release``, ``Flag``
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # real imports happen on first attribute access (PEP 562)
@@ -84,6 +85,11 @@ def get_release(version: str | None = None) -> Release:
     says so. Older than the oldest table, or not a version: InputError listing
     the supported releases.
     """
+    return _release_for(version)
+
+
+@lru_cache(maxsize=256)  # fit and check ask for the same release hundreds of times (each plan it tries)
+def _release_for(version: str | None) -> Release:
     import dataclasses
 
     from .releases import choose

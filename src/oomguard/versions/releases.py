@@ -120,6 +120,7 @@ def family_of(version: str | Version) -> Family:
                      f"({FAMILIES[0].name}); supported: {', '.join(supported())}")
 
 
+@lru_cache(maxsize=None)  # five families; find_family asks for every label on each version request
 def family_label(family: Family) -> str:
     """Display name; the open-ended family shows the newest table (``0.28-0.33``)."""
     if family.last_minor is not None:

@@ -369,8 +369,12 @@ def _options_of(version: str) -> frozenset[str]:
 @lru_cache(maxsize=512)
 def option_history(option: str) -> OptionHistory:
     """Which supported releases accept this exact (normalised) option string."""
+    from . import option_index
+
     versions = releases.supported()
-    present = tuple(v for v in versions if option in _options_of(v))
+    present = option_index.present_in(option)
+    if present is None:  # no index built from exactly these tables: read them all (slow, never stale)
+        present = tuple(v for v in versions if option in _options_of(v))
     if not present:
         return OptionHistory(option, (), None, None, None, None)
     first, last = present[0], present[-1]

@@ -129,6 +129,11 @@ def _problems(ctx, *kinds):
     return [p for p in ctx.launch.problems if p.kind in kinds]
 
 
+def _at_problem(r, ctx, p, message: str, **kw):
+    """A finding about one word the parser could not take (``p``, a FlagProblem): its option, at its line."""
+    return r.finding(ctx, message, flags=[p.option], location=(p.file, p.line), **kw)
+
+
 @rule(
     "OG601",
     "unknown-flag",
@@ -151,12 +156,10 @@ def unknown_flag(ctx):
         if classify_unknown(ctx, p.option) != "unknown":
             continue
         edits, how = _replacement_edits(ctx, p)
-        yield r.finding(
-            ctx,
+        yield _at_problem(
+            r, ctx, p,
             f"{p.option} is not a vLLM {ctx.release.version} flag: `vllm serve` stops with 'unrecognized arguments'; {how}.",
-            flags=[p.option],
             fix=edits,
-            location=(p.file, p.line),
         )
 
 
@@ -185,12 +188,10 @@ def removed_flag(ctx):
         ch = _change(ctx.release._normalise(p.option))  # noqa: SLF001
         hist = _history(ctx, p.option)
         when = ch.describe() if ch is not None else (f"last in {hist.last}" if hist and hist.last else "removed")
-        yield r.finding(
-            ctx,
+        yield _at_problem(
+            r, ctx, p,
             f"{p.option} is not accepted by vLLM {ctx.release.version} ({when}): 'unrecognized arguments'; {how}.",
-            flags=[p.option],
             fix=edits,
-            location=(p.file, p.line),
             numbers={"last_release_with_it": hist.last if hist else None},
         )
 
@@ -215,12 +216,10 @@ def too_new(ctx):
         if classify_unknown(ctx, p.option) != "too-new":
             continue
         hist = _history(ctx, p.option)
-        yield r.finding(
-            ctx,
+        yield _at_problem(
+            r, ctx, p,
             f"{p.option} first appears in vLLM {hist.first}; vLLM {ctx.release.version} stops with 'unrecognized arguments'. Remove it or upgrade.",
-            flags=[p.option],
             fix=[Edit(_as_flag(p.option), None, replaces=p.option)],
-            location=(p.file, p.line),
             numbers={"added_in": hist.first},
         )
 
@@ -279,13 +278,11 @@ def ambiguous(ctx):
             val = True if not flag.takes_value else (_typed(flag, p.value_word.text) if p.value_word else None)
             if val is not None:
                 fix.append(Edit(best, val, dest=flag.dest, replaces=p.option))
-        yield r.finding(
-            ctx,
+        yield _at_problem(
+            r, ctx, p,
             f"{p.option} could mean {', '.join(cands[:6])}{' ...' if len(cands) > 6 else ''}: vLLM stops with 'ambiguous option'."
             + (f" Spelled out as {best}." if best else ""),
-            flags=[p.option],
             fix=fix,
-            location=(p.file, p.line),
         )
 
 
@@ -411,12 +408,10 @@ def json_quoting(ctx):
         if not _json_quoting_problem(ctx, p):
             continue
         value = _recover_json(p.value_word.raw)
-        yield r.finding(
-            ctx,
+        yield _at_problem(
+            r, ctx, p,
             f"the shell turns {p.value_word.raw} into {p.value_word.text!r}, which is not JSON: single-quote it.",
-            flags=[p.option],
             fix=[Edit(ctx.option_for(p.dest), value, dest=p.dest, replaces=p.option)],
-            location=(p.file, p.line),
         )
     for o in ctx.launch.occurrences:
         if o.json_quote != '"' or o.site.value_word is None:
@@ -569,12 +564,10 @@ def unresolved(ctx):
 def unexpected(ctx):
     r = unexpected.rule
     for p in _problems(ctx, ProblemKind.UNEXPECTED):
-        yield r.finding(
-            ctx,
+        yield _at_problem(
+            r, ctx, p,
             f"{p.option!r} is not a flag or a flag's value: 'unrecognized arguments'. Remove it.",
-            flags=[p.option],
             fix=[Edit(_as_flag(p.option), None, replaces=p.option)],
-            location=(p.file, p.line),
         )
 
 

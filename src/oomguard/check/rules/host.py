@@ -13,7 +13,7 @@ the one model ``oomguard host`` and ``oomguard fit`` use too, per release:
 
 from __future__ import annotations
 
-from oomguard.check.finding import Severity
+from oomguard.check.finding import SHM_SIZE, Edit, Severity
 from oomguard.check.rule import rule
 from oomguard.check.rules.common import gib, set_json_key
 from oomguard.model.failures import FailureClass as F
@@ -195,9 +195,10 @@ def offload_total(ctx):
     `/dev/shm` is 64 MiB by default (Docker) or the `sizeLimit` of a memory `emptyDir` (Kubernetes): from
     0.28 vLLM refuses to start ("Insufficient space in /dev/shm: N MiB required"), 0.27 dies with SIGBUS
     while filling it. The file is RAM, charged to the container's memory limit like the rest.""",
-    fix="""None automatic: size `/dev/shm` to the tier plus 1 GiB (`docker run --shm-size`, compose
-    `shm_size`, an `emptyDir: {medium: Memory, sizeLimit: ...}` at /dev/shm) or use `--ipc=host`. An error when
-    the launch is a manifest whose /dev/shm is smaller.""",
+    fix="""Size `/dev/shm` to the tier plus 1 GiB (`docker run --shm-size`, compose `shm_size`, an
+    `emptyDir: {medium: Memory, sizeLimit: ...}` at /dev/shm) or use `--ipc=host`. An error when the launch
+    is a manifest whose /dev/shm is smaller; `--fix` writes the size there (the Kubernetes pod's memory
+    emptyDir and its mount, compose `shm_size`, production-stack `shmSize`); a script: by hand.""",
     example="""docker run --gpus all vllm/vllm-openai --kv-offloading-size 64   # /dev/shm 64 MiB""",
     predicts=(F.CONFIG_ERROR,),  # "Insufficient space in /dev/shm" at start-up (0.28+), SIGBUS on 0.27
 )
@@ -215,6 +216,8 @@ def kv_tier_shm(ctx):
         numbers["shm_gib"] = round(shm / GiB, 2)
         if shm >= need.shm_bytes + GiB:
             return
+        # where the manifest sizes /dev/shm (None: a Helm modelSpec without tensorParallelSize mounts none)
+        site = getattr(getattr(ctx.launch, "carrier", None), "shm", None)
         yield r.finding(
             ctx,
             f"the CPU KV tier is one {gib(need.shm_bytes)} file in /dev/shm and this {deployment.get('kind', 'container')} gives "
@@ -223,6 +226,7 @@ def kv_tier_shm(ctx):
             + f"Give /dev/shm {want_gib} GiB: {how}.",
             dests=[_offload_dest(ctx)],
             severity=Severity.ERROR if shm < need.shm_bytes else Severity.WARNING,
+            fix=[Edit(SHM_SIZE, want_gib)] if site is not None else [],
             numbers=numbers,
         )
         return

@@ -19,31 +19,32 @@ from oomguard.diagnose.parsers.identity import parse_identity
 from oomguard.diagnose.parsers.kernel import parse_kernel
 from oomguard.diagnose.parsers.memory import parse_memory
 from oomguard.diagnose.parsers.numbers import BadNumber
+from oomguard import lazy_re
 
 MAX_NUMBER_NOTES = 10
 
 __all__ = ["feed"]
 
 
-_QUOTE = re.compile(r"^(?:>\s?)+")
+_QUOTE = lazy_re.compile(r"^(?:>\s?)+")
 # Markdown around the start of a pasted record ("`ValueError`: ...", "**RuntimeError:** ...", "```ERROR ...```"):
 # the record is read as if it were unwrapped, when what is left starts like one.
-_MARKDOWN = re.compile(r"^\s*(`{1,3}|\*{1,2})(?=\S)([^`*]{1,200}?)\1")
+_MARKDOWN = lazy_re.compile(r"^\s*(`{1,3}|\*{1,2})(?=\S)([^`*]{1,200}?)\1")
 # A vLLM record or a traceback line behind a prefix nothing else strips: a cloud logger's
 # ("INFO 2025-11-19T20:16:36.09Z [resource.labels.containerName: vllm] (EngineCore_DP0 pid=270) ERROR ..."), FastChat's
 # ("2024-03-20 19:18:27 | ERROR | stderr |   File ..."), a compose service in brackets ("[llm]   | (APIServer pid=1) ...").
-_EMBEDDED = re.compile(r"(?:^|[\s|\]])\s*((?:\([A-Za-z_][\w.:/=-]*(?:\s[\w.:/=-]+)*?(?:\s+pid=\d+)?(?:,\s*ip=[\w.:]+)?\)\s+)?"
+_EMBEDDED = lazy_re.compile(r"(?:^|[\s|\]])\s*((?:\([A-Za-z_][\w.:/=-]*(?:\s[\w.:/=-]+)*?(?:\s+pid=\d+)?(?:,\s*ip=[\w.:]+)?\)\s+)?"
                        r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d|Traceback \(most recent call last\)|"
                        r"File \"[^\"]{1,500}\", line \d))")
 # A traceback flattened into one line with its newlines escaped (a JSON string: "...\\n  File \\"/x.py\\", line 3...").
 MAX_ESCAPED_PIECES = 400
-_RECORD_START = re.compile(r"^(?:[\w.]+(?:Error|Exception)\b|Traceback \(|(?:INFO|WARNING|ERROR|CRITICAL) )")
+_RECORD_START = lazy_re.compile(r"^(?:[\w.]+(?:Error|Exception)\b|Traceback \(|(?:INFO|WARNING|ERROR|CRITICAL) )")
 
 
 # A logfmt record (Go loggers, Docker Model Runner...): time="..." level=info msg="  File \"/x.py\", line 3" component=vllm
-_LOGFMT = re.compile(r'^(?:time="[^"]{0,60}"\s+)?level=\w{1,10}\s+msg="((?:[^"\\]|\\.){0,100000})"')
+_LOGFMT = lazy_re.compile(r'^(?:time="[^"]{0,60}"\s+)?level=\w{1,10}\s+msg="((?:[^"\\]|\\.){0,100000})"')
 # Colour codes whose ESC was lost in a paste: "[36m(main_task pid=1)", caret notation "^[[0;36m".
-_ANSI_REMNANT = re.compile(r"\^\[\[[0-9;]{0,12}m|(?<![\w\]\[])\[[0-9]{1,3}(?:;[0-9]{1,3}){0,3}m")
+_ANSI_REMNANT = lazy_re.compile(r"\^\[\[[0-9;]{0,12}m|(?<![\w\]\[])\[[0-9]{1,3}(?:;[0-9]{1,3}){0,3}m")
 
 
 def _unwrap(message: str) -> str | None:

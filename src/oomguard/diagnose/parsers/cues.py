@@ -25,6 +25,7 @@ from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.fragments import KEYWORDS as FRAGMENT_KEYWORDS
 from oomguard.diagnose.trie import alternation
+from oomguard import lazy_re  # a log's scan runs a few of the ~80 cue patterns: each compiles when first run
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class CueRule:
 def _rule(feature: str, pattern: str, keywords: tuple[str, ...], example: str, *, prose: bool = False,
           failure: bool = False, flags: int = re.IGNORECASE, exact_keywords: bool = False,
           states: bool = False) -> CueRule:
-    return CueRule(feature, re.compile(pattern, flags), tuple(k.encode() for k in keywords), prose, example, failure,
+    return CueRule(feature, lazy_re.compile(pattern, flags), tuple(k.encode() for k in keywords), prose, example, failure,
                    exact_keywords, states)
 
 

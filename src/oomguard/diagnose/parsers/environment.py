@@ -24,60 +24,61 @@ import re
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import integer, num
+from oomguard import lazy_re
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
-_IMPORT = re.compile(r"^(?:[\w.]+\.)?(ImportError|ModuleNotFoundError|OSError)(?::\s*(.*))?$")
-_IMPORT_ANYWHERE = re.compile(r"\b(ImportError|ModuleNotFoundError)(?::\s*(.*))$")
-_PLEASE_INSTALL = re.compile(r"(?<![\w])()([Pp]lease install [`'\"]?vllm\[[\w,-]{1,40}\].*)$")
-_EXTRA = re.compile(r"(?:pip install |[Pp]lease install )[`'\"]?(vllm\[[\w,-]{1,40}\])")
-_NO_MODULE = re.compile(r"No module named '([\w.]{1,100})'")
-_PIP = re.compile(r"pip install\s+[`'\"]?([\w.\[\],<>=-]{1,80})")
-_NOT_INSTALLED = re.compile(r"\b([\w.-]{1,60}) (?:is|are) not installed")
-_SHARED_OBJECT = re.compile(r"([\w.+-]{1,80}\.so[\w.]*): cannot open shared object file")
+_CJK = lazy_re.compile(r"[\u3400-\u9fff]")
+_IMPORT = lazy_re.compile(r"^(?:[\w.]+\.)?(ImportError|ModuleNotFoundError|OSError)(?::\s*(.*))?$")
+_IMPORT_ANYWHERE = lazy_re.compile(r"\b(ImportError|ModuleNotFoundError)(?::\s*(.*))$")
+_PLEASE_INSTALL = lazy_re.compile(r"(?<![\w])()([Pp]lease install [`'\"]?vllm\[[\w,-]{1,40}\].*)$")
+_EXTRA = lazy_re.compile(r"(?:pip install |[Pp]lease install )[`'\"]?(vllm\[[\w,-]{1,40}\])")
+_NO_MODULE = lazy_re.compile(r"No module named '([\w.]{1,100})'")
+_PIP = lazy_re.compile(r"pip install\s+[`'\"]?([\w.\[\],<>=-]{1,80})")
+_NOT_INSTALLED = lazy_re.compile(r"\b([\w.-]{1,60}) (?:is|are) not installed")
+_SHARED_OBJECT = lazy_re.compile(r"([\w.+-]{1,80}\.so[\w.]*): cannot open shared object file")
 # Not the driver's libcuda.so (absent on every CPU-only host, where the CPU build runs without it): the CUDA runtime,
 # torch's own libraries or a symbol mismatch mean the wheel was built for another CUDA / torch.
 def _broken_build(msg: str) -> bool:
     lib = _SHARED_OBJECT.search(msg)
     return "undefined symbol" in msg or (lib is not None and not lib.group(1).startswith("libcuda.so"))
 # "missing vllm[audio]", "need to install vllm[video]" in someone's words
-_EXTRA_WORDS = re.compile(r"(?:missing|install|need|requires?|without)\b.{0,30}?(vllm\[[\w,-]{1,40}\])", re.IGNORECASE)
-_CANNOT_IMPORT = re.compile(r"cannot import name '(\w{1,100})' from '([\w.]{1,100})'")
+_EXTRA_WORDS = lazy_re.compile(r"(?:missing|install|need|requires?|without)\b.{0,30}?(vllm\[[\w,-]{1,40}\])", re.IGNORECASE)
+_CANNOT_IMPORT = lazy_re.compile(r"cannot import name '(\w{1,100})' from '([\w.]{1,100})'")
 
-_TEMPLATE_STRONG = re.compile(r"default chat template is no longer allowed|ChatTemplateResolutionError|"
+_TEMPLATE_STRONG = lazy_re.compile(r"default chat template is no longer allowed|ChatTemplateResolutionError|"
                               r"Cannot use chat template functions because tokenizer\.chat_template is not set")
 _TEMPLATE = ("default chat template is no longer allowed", "chat_template is not set",
              "Error in applying chat template", "TemplateError", "TemplateSyntaxError", "UndefinedError",
              "Conversation roles must alternate", "chat template", "chat_template")
-_TEMPLATE_RX = re.compile("|".join(map(re.escape, _TEMPLATE)))
+_TEMPLATE_RX = lazy_re.compile("|".join(map(re.escape, _TEMPLATE)))
 
-_NCCL_ERROR = re.compile(r"NCCL ?error|NCCL_ERROR_[A-Z_]+|NcclError|DistBackendError|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|Remote|"
+_NCCL_ERROR = lazy_re.compile(r"NCCL ?error|NCCL_ERROR_[A-Z_]+|NcclError|DistBackendError|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|Remote|"
                          r"InvalidArgument)Error\b|NCCL Error \d|ProcessGroupNCCL|WorkNCCL", re.IGNORECASE)
-_NCCL_SHM = re.compile(r"/dev/shm|posix_fallocate|shared memory segment|No space left on device", re.IGNORECASE)
-_NCCL_P2P = re.compile(r"peer access|P2P|NVLink|peer mapping", re.IGNORECASE)
-_NCCL_NET = re.compile(r"ibv_\w+|ibverbs|NET/IB|NET/Socket|Bootstrap|no socket interface|socket|NCCL_SOCKET_IFNAME|IB\b|InfiniBand|"
+_NCCL_SHM = lazy_re.compile(r"/dev/shm|posix_fallocate|shared memory segment|No space left on device", re.IGNORECASE)
+_NCCL_P2P = lazy_re.compile(r"peer access|P2P|NVLink|peer mapping", re.IGNORECASE)
+_NCCL_NET = lazy_re.compile(r"ibv_\w+|ibverbs|NET/IB|NET/Socket|Bootstrap|no socket interface|socket|NCCL_SOCKET_IFNAME|IB\b|InfiniBand|"
                        r"Connection (?:refused|reset|closed)", re.IGNORECASE)
-_SHM_SIZE = re.compile(r"\(size (\d{1,20})\)")
-_PG_INIT_TIMEOUT = re.compile(r"Timed out initializing process group|store based barrier|"
+_SHM_SIZE = lazy_re.compile(r"\(size (\d{1,20})\)")
+_PG_INIT_TIMEOUT = lazy_re.compile(r"Timed out initializing process group|store based barrier|"
                               r"\[c10d\] The client socket has timed out|TCP client failed to connect|"
                               r"\[c10d\] .{0,60}(?:Connection refused|failed to connect)")
-_NCCL_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective operation timeout", re.IGNORECASE)
+_NCCL_TIMEOUT = lazy_re.compile(r"Watchdog caught collective operation timeout|collective operation timeout", re.IGNORECASE)
 
-_PLACEMENT = re.compile(r"Cannot provide a placement group of placement_group_specs=(\[.{0,4000}?\])"
+_PLACEMENT = lazy_re.compile(r"Cannot provide a placement group of placement_group_specs=(\[.{0,4000}?\])"
                         r"(?:\s*within (\d{1,9}) seconds)?")
 _PLACEMENT_OTHER = ("required GPUs exceeds the total number of available GPUs in the placement group",
                     "exceeds available GPUs",  # ray_utils: "Tensor parallel size (16) exceeds available GPUs (8)"
                     "Ray does not allocate any GPUs on the driver node",
                     "Current node has no GPU available", "No available node types can fulfill resource request")
-_WAITING = re.compile(r"Waiting for creating a placement group of specs for (\d{1,9}) seconds")
-_GPU_SPEC = re.compile(r"['\"]GPU['\"]:\s*([\d.]{1,12})")
-_AVAILABLE = re.compile(r"(?:available GPUs|GPUs available)\s*\(?(\d{1,6})\)?|current_node_resource=\{[^}]*?['\"]GPU['\"]:\s*"
+_WAITING = lazy_re.compile(r"Waiting for creating a placement group of specs for (\d{1,9}) seconds")
+_GPU_SPEC = lazy_re.compile(r"['\"]GPU['\"]:\s*([\d.]{1,12})")
+_AVAILABLE = lazy_re.compile(r"(?:available GPUs|GPUs available)\s*\(?(\d{1,6})\)?|current_node_resource=\{[^}]*?['\"]GPU['\"]:\s*"
                         r"([\d.]{1,12})|['\"]GPU['\"]:\s*([\d.]{1,12})\}?\s*(?:available|in the cluster)", re.IGNORECASE)
 
 
-_TP_EXCEEDS = re.compile(r"(?:Tensor parallel size|world size)\s*\((\d{1,6})\) exceeds available GPUs \((\d{1,6})\)",
+_TP_EXCEEDS = lazy_re.compile(r"(?:Tensor parallel size|world size)\s*\((\d{1,6})\) exceeds available GPUs \((\d{1,6})\)",
                          re.IGNORECASE)
 # `ray status`: " 0.0/4.0 GPU" (used/total in the cluster); recorded as the available count for placement.
-_RAY_STATUS_GPU = re.compile(r"^\s*([\d.]{1,12})/([\d.]{1,12}) GPU\b")
+_RAY_STATUS_GPU = lazy_re.compile(r"^\s*([\d.]{1,12})/([\d.]{1,12}) GPU\b")
 
 
 _TRANSFORMERS_TOO_OLD = ("Transformers does not recognize this architecture", "requires a newer version of transformers")

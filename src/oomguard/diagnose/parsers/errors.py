@@ -20,89 +20,90 @@ from oomguard.diagnose.parsers.frames import frame_function
 from oomguard.diagnose.parsers.numbers import integer, num, to_gib
 from oomguard.diagnose.parsers.paraphrase import note_paste_words, parse_paraphrase
 from oomguard.diagnose.parsers.prose import looks_like_words, phase_hints
+from oomguard import lazy_re
 
 # Lines that echo what a client sent (parsers.feed skips them) (prompts can say anything, "CUDA out of memory" included).
-REQUEST_ECHO = re.compile(r"^(?:Received request|Added request|Finished request)\b|\bprompt: '|prompt_token_ids: \[")
+REQUEST_ECHO = lazy_re.compile(r"^(?:Received request|Added request|Finished request)\b|\bprompt: '|prompt_token_ids: \[")
 # vLLM's own advice ("If you are running out of memory, consider ...", "This may cause OOM errors during the initial
 # memory profiling phase"): INFO and WARNING lines that mention OOM without reporting one.
-_ADVICE = re.compile(
+_ADVICE = lazy_re.compile(
     r"\b(?:if you (?:are|run|encounter|see|hit|get)|to (?:avoid|prevent|reduce the risk of)|may (?:cause|lead to|result in)|"
     r"might (?:cause|lead to)|can (?:cause|lead to)|could (?:cause|lead to)|risk of|in case of|prone to|consider)\b"
     r"[^.]{0,80}?(?:\bOOMs?\b|out of memory|out-of-memory)"
     r"|(?:\bOOMs?\b|out of memory|out-of-memory)[^.]{0,40}?\b(?:may|might|can|could) (?:occur|happen)",
     re.IGNORECASE)
-_CJK = re.compile(r"[\u3400-\u9fff]")
-_OOM_WORD = re.compile(r"(?<![A-Za-z])OOM(?:s|ed|ing)?(?![A-Za-z])")
-_HOST_KILL_WORDS = re.compile(
+_CJK = lazy_re.compile(r"[\u3400-\u9fff]")
+_OOM_WORD = lazy_re.compile(r"(?<![A-Za-z])OOM(?:s|ed|ing)?(?![A-Za-z])")
+_HOST_KILL_WORDS = lazy_re.compile(
     r"oom[\s_-]?kill|killed by (?:the )?(?:kernel|oom|linux|os|system|cgroup)|kernel killed|\bOOMKilled\b|"
     r"exit(?:ed)? (?:with )?(?:code |status )?137\b", re.IGNORECASE)
-_METHOD = re.compile(r"Error executing method '?(\w+)'?")
-_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(.*))?$")
+_METHOD = lazy_re.compile(r"Error executing method '?(\w+)'?")
+_EXCEPTION = lazy_re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(.*))?$")
 
 # PyTorch's OOM, new (>= 2.1) and old wording.
-_OOM_NEW = re.compile(
+_OOM_NEW = lazy_re.compile(
     r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)\b.*?GPU (\d+) has a total capac(?:i)?ty of ([\d.]+) (GiB|MiB) "
     r"of which ([\d.]+) (GiB|MiB|KiB|bytes|B) is free"
 )
-_OOM_IN_USE = re.compile(r"this process has ([\d.]+) (GiB|MiB) memory in use")
-_OOM_RESERVED = re.compile(r"([\d.]{1,20}) (GiB|MiB) is reserved by PyTorch but unallocated")
-_OOM_OLD = re.compile(
+_OOM_IN_USE = lazy_re.compile(r"this process has ([\d.]+) (GiB|MiB) memory in use")
+_OOM_RESERVED = lazy_re.compile(r"([\d.]{1,20}) (GiB|MiB) is reserved by PyTorch but unallocated")
+_OOM_OLD = lazy_re.compile(
     r"Tried to allocate ([\d.]+) (GiB|MiB|KiB)\s*\(GPU (\d+); ([\d.]+) (GiB|MiB) total capacity; "
     r"([\d.]+) (GiB|MiB) already allocated; ([\d.]+) (GiB|MiB|KiB|bytes) free"
 )
-_OOM_ALLOC_ONLY = re.compile(r"Tried to allocate ([\d.]+)\s*(GiB|MiB|KiB)")
+_OOM_ALLOC_ONLY = lazy_re.compile(r"Tried to allocate ([\d.]+)\s*(GiB|MiB|KiB)")
 _GPU_OOM_MARKERS = ("CUDA out of memory", "HIP out of memory", "XPU out of memory", "OutOfMemoryError",
                     "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation",
                     "hipErrorOutOfMemory", "CUDNN_STATUS_ALLOC_FAILED", "NCCL WARN Cuda failure 'out of memory'",
                     "Tried to allocate")
-_GPU_OOM_MARKERS_RX = re.compile("|".join(map(re.escape, _GPU_OOM_MARKERS)))
-_HOST_WORDS = re.compile(r"\b(?:RAM|host memory|CPU memory|system memory|swap|memory is \d+\s*G|\d+\s*GB? of RAM)", re.IGNORECASE)
-_GPU_WORDS = re.compile(r"\b(?:GPU|CUDA|VRAM|HBM|KV cache|HIP)\b", re.IGNORECASE)
-_SHORTAGE = re.compile(r"insufficient|not enough|ran out of|run(?:ning)? out of|exhausted|out of memory|too little", re.IGNORECASE)
-_SAMPLER = re.compile(r"out of memory occurred when warming up (sampler|pooler)[^\d]*(\d+) dummy requests")
+_GPU_OOM_MARKERS_RX = lazy_re.compile("|".join(map(re.escape, _GPU_OOM_MARKERS)))
+_HOST_WORDS = lazy_re.compile(r"\b(?:RAM|host memory|CPU memory|system memory|swap|memory is \d+\s*G|\d+\s*GB? of RAM)", re.IGNORECASE)
+_GPU_WORDS = lazy_re.compile(r"\b(?:GPU|CUDA|VRAM|HBM|KV cache|HIP)\b", re.IGNORECASE)
+_SHORTAGE = lazy_re.compile(r"insufficient|not enough|ran out of|run(?:ning)? out of|exhausted|out of memory|too little", re.IGNORECASE)
+_SAMPLER = lazy_re.compile(r"out of memory occurred when warming up (sampler|pooler)[^\d]*(\d+) dummy requests")
 # vLLM's OpenAI handlers log the exception a request met ("ERROR ... serving_chat.py:661] torch.OutOfMemoryError").
-_SERVING_SRC = re.compile(r"(?:serving_\w+|api_server|protocol|launcher)\.py")
-_FLAT_FRAME = re.compile(r'File "[^"]{1,500}\.py", line \d{1,9}, in ([\w.<>]{1,120})')
-_STARTUP_FREE = re.compile(
+_SERVING_SRC = lazy_re.compile(r"(?:serving_\w+|api_server|protocol|launcher)\.py")
+_FLAT_FRAME = lazy_re.compile(r'File "[^"]{1,500}\.py", line \d{1,9}, in ([\w.<>]{1,120})')
+_STARTUP_FREE = lazy_re.compile(
     r"Free memory on device(?: [\w:]+)? \(([\d.]+)/([\d.]+) GiB\) on startup is less than desired GPU memory "
     r"utilization \(([\d.]+), ([\d.]+) GiB\)", re.IGNORECASE
 )
 # The CPU backend's versions of the same checks (host RAM of a NUMA node).
-_CPU_STARTUP_FREE = re.compile(
+_CPU_STARTUP_FREE = lazy_re.compile(
     r"Available memory on node (\d+) \(([\d.]+)/([\d.]+) GiB\) on startup is less than desired CPU memory "
     r"utilization \(([\d.]+), ([\d.]+) GiB\)"
 )
-_CPU_KV_FREE = re.compile(
+_CPU_KV_FREE = lazy_re.compile(
     r"Available memory on node (\d+) \(([\d.]+)/([\d.]+) GiB\) on kv cache allocation is less than requested "
     r"memory for kv \(([\d.]+)(?:/([\d.]+))? GiB\)"
 )
-_PROFILING_BAD = re.compile(r"Error in memory profiling\. Initial free memory ([\d.]+) GiB, current free memory ([\d.]+) GiB")
-_V0_KV = re.compile(r"max\s+seq\s+len\s+\((\d+)\)\s+is\s+larger\s+than\s+the\s+maximum\s+number\s+of\s+tokens\s+that\s+can\s+be\s+"
+_PROFILING_BAD = lazy_re.compile(r"Error in memory profiling\. Initial free memory ([\d.]+) GiB, current free memory ([\d.]+) GiB")
+_V0_KV = lazy_re.compile(r"max\s+seq\s+len\s+\((\d+)\)\s+is\s+larger\s+than\s+the\s+maximum\s+number\s+of\s+tokens\s+that\s+can\s+be\s+"
                     r"stored\s+in\s+KV\s+cache\s+\((\d+)\)", re.IGNORECASE)
-_V1_MAXLEN = re.compile(r"max\s+seq\s+len\s+\((\d+)\)", re.IGNORECASE)
-_V1_NEEDED = re.compile(r"([\d.]{1,20})\s*GiB\s+KV\s+cache\s+is\s+needed", re.IGNORECASE)
-_V1_AVAILABLE = re.compile(r"available\s+KV\s+cache\s+memory\s+\(([\d.]+)\s*GiB\)", re.IGNORECASE)
-_V1_ESTIMATE = re.compile(r"estimated\s+maximum\s+model\s+length\s+is\s+([\d,]+)", re.IGNORECASE)
-_MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
-_MAX_LEN = re.compile(
+_V1_MAXLEN = lazy_re.compile(r"max\s+seq\s+len\s+\((\d+)\)", re.IGNORECASE)
+_V1_NEEDED = lazy_re.compile(r"([\d.]{1,20})\s*GiB\s+KV\s+cache\s+is\s+needed", re.IGNORECASE)
+_V1_AVAILABLE = lazy_re.compile(r"available\s+KV\s+cache\s+memory\s+\(([\d.]+)\s*GiB\)", re.IGNORECASE)
+_V1_ESTIMATE = lazy_re.compile(r"estimated\s+maximum\s+model\s+length\s+is\s+([\d,]+)", re.IGNORECASE)
+_MAMBA = lazy_re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks \((\d+)\)")
+_MAX_LEN = lazy_re.compile(
     r"(?:User-specified\s+)?max_model_len\s+\((\d+)\)\s+is\s+greater\s+than\s+the\s+derived\s+max_model_len"
     r"(?:\s+\((?:(\w+)=)?([\d.]+|None))?", re.IGNORECASE)
-_USAGE = re.compile(r"usage: \S{1,100}(?: serve)? \[-h\]")
-_UNRECOGNIZED = re.compile(r"(?:([\w./-]{1,100}): error: )?unrecognized arguments?:\s*(.{1,2000})$")
-_ARG_INVALID = re.compile(r"([\w./-]{1,100}): error: argument ([^:]{1,200}): (.{1,2000})$")
-_ARG_OTHER = re.compile(r"([\w./-]{1,100}): error: (.{1,2000})$")
-_UNEXPECTED_KWARG = re.compile(r"(\w{1,60})\.__init__\(\) got an unexpected keyword argument '(\w+)'")
-_VALIDATION = re.compile(r"validation errors? for (\w+)")
-_RELATION = re.compile(r"\b[a-z][a-z0-9_]{2,60} \(\d[^)]{0,30}\) (?:is|must be|cannot be|should be) (?:smaller|larger|"
+_USAGE = lazy_re.compile(r"usage: \S{1,100}(?: serve)? \[-h\]")
+_UNRECOGNIZED = lazy_re.compile(r"(?:([\w./-]{1,100}): error: )?unrecognized arguments?:\s*(.{1,2000})$")
+_ARG_INVALID = lazy_re.compile(r"([\w./-]{1,100}): error: argument ([^:]{1,200}): (.{1,2000})$")
+_ARG_OTHER = lazy_re.compile(r"([\w./-]{1,100}): error: (.{1,2000})$")
+_UNEXPECTED_KWARG = lazy_re.compile(r"(\w{1,60})\.__init__\(\) got an unexpected keyword argument '(\w+)'")
+_VALIDATION = lazy_re.compile(r"validation errors? for (\w+)")
+_RELATION = lazy_re.compile(r"\b[a-z][a-z0-9_]{2,60} \(\d[^)]{0,30}\) (?:is|must be|cannot be|should be) (?:smaller|larger|"
                        r"greater|less|lower|higher|bigger)(?: than| or equal to)+ (?:the )?[a-z][a-z0-9_]{2,60}\b")
-_VALUE_ERROR = re.compile(r"^(?:Value error|Assertion failed|Input should be|Field required)[,:]?\s*(.*)")
-_WORLD = re.compile(r"World size \((\d+)\) is larger than the number of available GPUs \((\d+)\)")
-_DIVISIBLE = re.compile(r"(?:Total number of attention heads|number of \w+ heads|[\w ]{1,60}) \((\d+)\) must be divisible by tensor parallel size \((\d+)\)")
-_SIGKILL = re.compile(
+_VALUE_ERROR = lazy_re.compile(r"^(?:Value error|Assertion failed|Input should be|Field required)[,:]?\s*(.*)")
+_WORLD = lazy_re.compile(r"World size \((\d+)\) is larger than the number of available GPUs \((\d+)\)")
+_DIVISIBLE = lazy_re.compile(r"(?:Total number of attention heads|number of \w+ heads|[\w ]{1,60}) \((\d+)\) must be divisible by tensor parallel size \((\d+)\)")
+_SIGKILL = lazy_re.compile(
     r"exit ?code[:=]?\s*-9\b|exitcode[:=]\s*-9\b|(?:exit(?:ed)?(?: with)? (?:code|status)|code)[:=]?\s*137\b|"
     r"status=9/KILL|\bsignal 9\b|SIGKILL|received signal 9|^Killed\b|\d{1,10} Killed\s"
 )
-_EXIT_CODE = re.compile(
+_EXIT_CODE = lazy_re.compile(
     r"exit ?code[:=]?\s*(-?\d+)|exitcode[:=]\s*(-?\d+)|died with exit code (-?\d+)|Failed core proc\(s\): \{[^}]*?:\s*(-?\d+)"
 )
 _MODEL_NOT_FOUND = ("Invalid repository ID or local directory", "is not a local folder and is not a valid model identifier",
@@ -112,27 +113,27 @@ _MODEL_NOT_FOUND = ("Invalid repository ID or local directory", "is not a local 
                     "Unrecognized model in", "GatedRepoError", "You are trying to access a gated repo",
                     "is restricted. You must have access to it", "401 Client Error")
 # The model id needs a Hugging Face token (gated or private): the same class, another fix.
-_GATED = re.compile(r"GatedRepoError|gated repo|is restricted\. You must have access|401 Client Error")
-_MODEL_NOT_FOUND_RX = re.compile("|".join(map(re.escape, _MODEL_NOT_FOUND)))
+_GATED = lazy_re.compile(r"GatedRepoError|gated repo|is restricted\. You must have access|401 Client Error")
+_MODEL_NOT_FOUND_RX = lazy_re.compile("|".join(map(re.escape, _MODEL_NOT_FOUND)))
 _CONFIG = ("not supported", "Not supported", "is unsupported", "Unsupported", "does not support", "No common block size",
            "must be divisible", "is larger than the number of available GPUs", "exceeds the total number of available GPUs",
            "compute capability", "is not compatible", "not implemented", "NotImplementedError", "is not divisible",
            "only supported", "requires", "cannot be used with", "is not available")
-_CONFIG_RX = re.compile("|".join(map(re.escape, _CONFIG)))
+_CONFIG_RX = lazy_re.compile("|".join(map(re.escape, _CONFIG)))
 _IMA = ("illegal memory access", "device-side assert", "misaligned address", "illegal instruction",
         "unspecified launch failure", "CUDA_ERROR_ILLEGAL_ADDRESS")
 # A CUDA kernel's own assertion, printed before "device-side assert triggered" (often the only lines pasted):
 # "../aten/src/ATen/native/cuda/Indexing.cu:1284: indexSelectLargeIndex: block: [0,0,0], thread: [24,0,0] Assertion ..."
-_KERNEL_ASSERT = re.compile(r"\.cuh?:\d+: \w+: block: \[[\d,]+\], thread: \[[\d,]+\] Assertion")
-_IMA_RX = re.compile("|".join(map(re.escape, _IMA)))
+_KERNEL_ASSERT = lazy_re.compile(r"\.cuh?:\d+: \w+: block: \[[\d,]+\], thread: \[[\d,]+\] Assertion")
+_IMA_RX = lazy_re.compile("|".join(map(re.escape, _IMA)))
 _HOST_ALLOC = ("DefaultCPUAllocator: can't allocate memory", "Cannot allocate memory", "cannot allocate memory",
                "std::bad_alloc", "node running low on memory", "OOMKilled", "killed by the OOM killer",
                "Failed with result 'oom-kill'", "NODE_OUT_OF_MEMORY", "Unable to allocate pinned memory")
-_HOST_ALLOC_RX = re.compile("|".join(map(re.escape, _HOST_ALLOC)))
+_HOST_ALLOC_RX = lazy_re.compile("|".join(map(re.escape, _HOST_ALLOC)))
 _ENGINE_DIED = ("EngineCore failed to start", "Engine core initialization failed", "EngineCore encountered a fatal error",
                 "EngineDeadError", "died unexpectedly", "WorkerProc failed to start", "WorkerProc hit an exception",
                 "Engine process failed to start", "Error executing method")
-_ENGINE_DIED_RX = re.compile("|".join(map(re.escape, _ENGINE_DIED)))
+_ENGINE_DIED_RX = lazy_re.compile("|".join(map(re.escape, _ENGINE_DIED)))
 
 
 # Substring tests of the branches below, named so that the byte scan (SCAN) looks for the same text.
@@ -141,7 +142,7 @@ _SAMPLER_WORDS = ("warming up", "occurred when")
 _LOAD_OOM = "Failed to load model - not enough GPU memory"
 _ALLOCATOR_ASSERT = "INTERNAL ASSERT FAILED"
 _NO_KV = ("No available memory", "not enough GPU memory available to serve even a single token")
-_KV_PROSE = re.compile(r"(?:insufficient|not enough|too small|too little)\W+(?:\w+\W+){0,2}KV cache|KV cache (?:is )?too small",
+_KV_PROSE = lazy_re.compile(r"(?:insufficient|not enough|too small|too little)\W+(?:\w+\W+){0,2}KV cache|KV cache (?:is )?too small",
                        re.IGNORECASE)
 _STARTUP_FREE_WORDS = "ree memory on device"
 _PROFILING_BAD_WORDS = "Error in memory profiling"
@@ -422,12 +423,12 @@ def _arguments(line: LogLine, col: Collector, msg: str, joined: str = "") -> boo
 
 # The machine cannot run this launch at all (no GPU visible, a wheel without kernels for this GPU, CUDA in a
 # forked process, a Triton kernel larger than the GPU's shared memory): configuration, not memory.
-_MACHINE = re.compile(r"Failed to infer device type|No CUDA GPUs are available|Found no NVIDIA driver|"
+_MACHINE = lazy_re.compile(r"Failed to infer device type|No CUDA GPUs are available|Found no NVIDIA driver|"
                       r"no kernel image is available for execution|Cannot re-initialize CUDA in forked subprocess|"
                       r"OutOfResources: out of resource: shared memory")
 # The installed torch / vLLM wheels were built for a newer CUDA than the driver supports: the wrong build is
 # installed (missing-dependency: install the build for this driver, or upgrade the driver).
-_DRIVER_TOO_OLD = re.compile(r"CUDA driver version is insufficient|NVIDIA driver on your system is too old|"
+_DRIVER_TOO_OLD = lazy_re.compile(r"CUDA driver version is insufficient|NVIDIA driver on your system is too old|"
                              r"driver (?:version )?is too old|cudaErrorInsufficientDriver")
 
 
@@ -462,8 +463,8 @@ def _config(line: LogLine, col: Collector, msg: str) -> bool:
 # - _USAGE_SCAN for ``msg.startswith("usage: ")``: argparse's usage line names a program, never a number, and
 #   "usage: " alone is on every metrics line ("GPU KV cache usage: 22.8%");
 # - _LOWERCASE_SCAN for the tests on lower-cased text (``"out of memory" in msg.lower()``, ``"max seq" in low``...).
-_USAGE_SCAN = re.compile(r"usage: (?![0-9])")
-_LOWERCASE_SCAN = re.compile(r"out of memory|max seq|seq len|to serve at least one request|"
+_USAGE_SCAN = lazy_re.compile(r"usage: (?![0-9])")
+_LOWERCASE_SCAN = lazy_re.compile(r"out of memory|max seq|seq len|to serve at least one request|"
                              r"larger than the maximum number of tokens that can be stored in kv cache", re.IGNORECASE)
 SCAN = (_TRACEBACK, *_SAMPLER_WORDS, _LOAD_OOM, _ALLOCATOR_ASSERT, *_NO_KV, _STARTUP_FREE_WORDS, _PROFILING_BAD_WORDS,
         _HOST_MEMORY_ERROR)

@@ -13,13 +13,14 @@
 from __future__ import annotations
 
 import re
+from oomguard import lazy_re
 
-_CPYTHON = re.compile(r'^[\s>|│┃]*File "([^"]{1,500})", line (\d{1,9}),? in ([\w.<>]{1,120})')
-_IPYTHON = re.compile(r"^[\s>|│┃]*File ([^\s,]{1,500}\.py):(\d{1,9}),? in ([\w.<>]{1,120})")
-_IPYTHON_OLD = re.compile(r"^[\s>|│┃]*(/[^\s]{1,500}\.py) in ([\w.<>]{1,120})\(")
-_RICH = re.compile(r"^[\s>|│┃]*(?:[^\s│]{0,500}/)?[\w.-]{1,100}\.py:(\d{1,9}) in ([\w.<>]{1,120})\s*(?:│|$)")
-_PYSPY = re.compile(r"^[\s>|│┃]*([\w<>]{1,120}) \(([^\s()]{1,500}\.py):\d{1,9}\)\s*$")
-_TRIMMED = re.compile(r'^[\s>|│┃.]*"?[^\s"]{0,500}\.py"?,? line \d{1,9},? in ([\w.<>]{1,120})\s*$')
+_CPYTHON = lazy_re.compile(r'^[\s>|│┃]*File "([^"]{1,500})", line (\d{1,9}),? in ([\w.<>]{1,120})')
+_IPYTHON = lazy_re.compile(r"^[\s>|│┃]*File ([^\s,]{1,500}\.py):(\d{1,9}),? in ([\w.<>]{1,120})")
+_IPYTHON_OLD = lazy_re.compile(r"^[\s>|│┃]*(/[^\s]{1,500}\.py) in ([\w.<>]{1,120})\(")
+_RICH = lazy_re.compile(r"^[\s>|│┃]*(?:[^\s│]{0,500}/)?[\w.-]{1,100}\.py:(\d{1,9}) in ([\w.<>]{1,120})\s*(?:│|$)")
+_PYSPY = lazy_re.compile(r"^[\s>|│┃]*([\w<>]{1,120}) \(([^\s()]{1,500}\.py):\d{1,9}\)\s*$")
+_TRIMMED = lazy_re.compile(r'^[\s>|│┃.]*"?[^\s"]{0,500}\.py"?,? line \d{1,9},? in ([\w.<>]{1,120})\s*$')
 
 
 def frame_function(message: str) -> str | None:

@@ -17,28 +17,29 @@ from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import integer, maybe_number, num
+from oomguard import lazy_re
 
 _VERSION_PATTERNS = (
-    re.compile(r"vLLM API server version\s+v?(\d+\.\d+[\w.+-]*)"),
-    re.compile(r"LLM engine \(v(\d+\.\d+[\w.+-]*)\)"),
-    re.compile(r"vLLM Version\s*:\s*v?(\d+\.\d+[\w.+-]*)"),
-    re.compile(r"\bvllm[ =-]+v?(\d+\.\d+\.\d+[\w.+-]*)", re.IGNORECASE),
+    lazy_re.compile(r"vLLM API server version\s+v?(\d+\.\d+[\w.+-]*)"),
+    lazy_re.compile(r"LLM engine \(v(\d+\.\d+[\w.+-]*)\)"),
+    lazy_re.compile(r"vLLM Version\s*:\s*v?(\d+\.\d+[\w.+-]*)"),
+    lazy_re.compile(r"\bvllm[ =-]+v?(\d+\.\d+\.\d+[\w.+-]*)", re.IGNORECASE),
 )
-_BANNER_VERSION = re.compile(r"\bversion\s+v?(\d+\.\d+(?:\.\d+)?[\w.+-]*)")
-_BANNER_MODEL = re.compile(r"\bmodel\s{2,}(\S+)")
-_ENGINE_CONFIG = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine(?: \(v([\w.+-]+)\))? with config: (.*)")
-_CONFIG_PAIR = re.compile(r"(\w{1,60})=('(?:[^'\\]|\\.){0,500}'|\"[^\"]{0,500}\"|[^,]{1,300})")
-_NON_DEFAULT = re.compile(r"non-default args:\s*(\{.*)")
-_NAMESPACE = re.compile(r"args:\s*Namespace\((.*)\)")
-_DICT_PAIR = re.compile(r"'(\w+)':\s*('(?:[^'\\]|\\.)*'|\"[^\"]*\"|\[[^\]]*\]|\{[^}]*\}|[^,}]+)")
-_PLATFORM = re.compile(r"detected platform\s+(\w+)")
-_MAX_LEN = re.compile(r"Using max model len\s+(\d+)")
-_CHUNKED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
-_METRICS = re.compile(
+_BANNER_VERSION = lazy_re.compile(r"\bversion\s+v?(\d+\.\d+(?:\.\d+)?[\w.+-]*)")
+_BANNER_MODEL = lazy_re.compile(r"\bmodel\s{2,}(\S+)")
+_ENGINE_CONFIG = lazy_re.compile(r"Initializing an? (?:(V[01]) )?LLM engine(?: \(v([\w.+-]+)\))? with config: (.*)")
+_CONFIG_PAIR = lazy_re.compile(r"(\w{1,60})=('(?:[^'\\]|\\.){0,500}'|\"[^\"]{0,500}\"|[^,]{1,300})")
+_NON_DEFAULT = lazy_re.compile(r"non-default args:\s*(\{.*)")
+_NAMESPACE = lazy_re.compile(r"args:\s*Namespace\((.*)\)")
+_DICT_PAIR = lazy_re.compile(r"'(\w+)':\s*('(?:[^'\\]|\\.)*'|\"[^\"]*\"|\[[^\]]*\]|\{[^}]*\}|[^,}]+)")
+_PLATFORM = lazy_re.compile(r"detected platform\s+(\w+)")
+_MAX_LEN = lazy_re.compile(r"Using max model len\s+(\d+)")
+_CHUNKED = lazy_re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
+_METRICS = lazy_re.compile(
     r"Running:\s*(\d+)\s*reqs,\s*(?:Swapped:\s*(\d+)\s*reqs,\s*)?(?:Pending|Waiting):\s*(\d+)\s*reqs"
     r"(?:,\s*GPU KV cache usage:\s*([\d.]+)%)?"
 )
-_THROUGHPUT = re.compile(r"Avg prompt throughput:\s*([\d.]+)\s*tokens/s,\s*Avg generation throughput:\s*([\d.]+)")
+_THROUGHPUT = lazy_re.compile(r"Avg prompt throughput:\s*([\d.]+)\s*tokens/s,\s*Avg generation throughput:\s*([\d.]+)")
 _STARTING = ("vLLM API server version", "non-default args:", "args: Namespace(", "Initializing a V1 LLM engine",
              "Initializing a V0 LLM engine", "Initializing an LLM engine")
 _LOADING = ("Starting to load model", "Loading model weights", "Loading weights", "Loading safetensors",
@@ -52,11 +53,11 @@ _READY = ("init engine (profile, create kv cache, warmup model) took", "Starting
 _SERVING = ('"POST /', "Received request", "Added request", "Finished request")
 _MODEL_KEYS = ("model", "model_tag")
 _MAX_ARG_VALUE = 300
-_STARTING_RX = re.compile("|".join(map(re.escape, _STARTING)))
-_LOADING_RX = re.compile("|".join(map(re.escape, _LOADING)))
-_PROFILING_RX = re.compile("|".join(map(re.escape, _PROFILING)))
-_READY_RX = re.compile("|".join(map(re.escape, _READY)))
-_SERVING_RX = re.compile("|".join(map(re.escape, _SERVING)))
+_STARTING_RX = lazy_re.compile("|".join(map(re.escape, _STARTING)))
+_LOADING_RX = lazy_re.compile("|".join(map(re.escape, _LOADING)))
+_PROFILING_RX = lazy_re.compile("|".join(map(re.escape, _PROFILING)))
+_READY_RX = lazy_re.compile("|".join(map(re.escape, _READY)))
+_SERVING_RX = lazy_re.compile("|".join(map(re.escape, _SERVING)))
 
 
 # Literal signs (substring tests below), named so that the byte scan (SCAN) looks for the same text.
@@ -65,7 +66,7 @@ _BANNER = "\u2588"  # the block character of the start-up banner
 _CPU_SOURCES = ("cpu_worker.py", "cpu_model_runner.py")
 _MULTIMODAL = ("Encoder cache will be initialized", "multi-modal", "mm_processor")
 
-_PROC_PID = re.compile(r"pid=(\d{1,10})")
+_PROC_PID = lazy_re.compile(r"pid=(\d{1,10})")
 MAX_PIDS = 64
 
 

@@ -19,19 +19,20 @@ import re
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector, KernelKill
 from oomguard.diagnose.parsers.numbers import integer
+from oomguard import lazy_re
 
-_KILLED = re.compile(
+_KILLED = lazy_re.compile(
     r"(?:(Memory cgroup) out of memory: |Out of memory(?: \(oom_kill_allocating_task\))?: )?"
     r"Kill(?:ed)? process (\d+) \(([^)]*)\)(.*)"
 )
-_RSS = re.compile(r"(total-vm|anon-rss|file-rss|shmem-rss):\s*(\d+)kB")
-_INVOKED = re.compile(r"(\S{1,64}) invoked oom-killer:")
-_OOM_KILL = re.compile(r"oom-kill:constraint=(\w+)(?:.*?oom_memcg=([^,\s]+))?(?:.*?task=([^,\s]+))?(?:.*?pid=(\d+))?")
-_USAGE = re.compile(r"memory: usage (\d+)kB, limit (\d+)kB, failcnt (\d+)")
+_RSS = lazy_re.compile(r"(total-vm|anon-rss|file-rss|shmem-rss):\s*(\d+)kB")
+_INVOKED = lazy_re.compile(r"(\S{1,64}) invoked oom-killer:")
+_OOM_KILL = lazy_re.compile(r"oom-kill:constraint=(\w+)(?:.*?oom_memcg=([^,\s]+))?(?:.*?task=([^,\s]+))?(?:.*?pid=(\d+))?")
+_USAGE = lazy_re.compile(r"memory: usage (\d+)kB, limit (\d+)kB, failcnt (\d+)")
 _SYSTEMD = ("killed by the OOM killer", "Failed with result 'oom-kill'", "OOMKilled", "oom_kill")
 # Process names a vLLM server runs under (comm is cut to 15 characters).
-VLLM_PROCESS = re.compile(r"^(?:python[\d.]*|vllm|pt_main_thread|ray::\S*|VLLM::\S*|uvicorn|torchrun|pt_elastic)$")
-_SYSTEMD_RX = re.compile("|".join(map(re.escape, _SYSTEMD)))
+VLLM_PROCESS = lazy_re.compile(r"^(?:python[\d.]*|vllm|pt_main_thread|ray::\S*|VLLM::\S*|uvicorn|torchrun|pt_elastic)$")
+_SYSTEMD_RX = lazy_re.compile("|".join(map(re.escape, _SYSTEMD)))
 
 
 def parse_kernel(line: LogLine, col: Collector) -> bool:

@@ -15,60 +15,61 @@ from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import integer, num, to_gib
+from oomguard import lazy_re
 
-_WEIGHTS = re.compile(r"(?:Model loading took|Loading model weights took|model weights took)\s+(-?[\d.]+)\s*(GiB|GB|MiB)")
-_V0_PROFILE_ONE_LINE = re.compile(r"Memory profiling results:(.*)")
-_KV_PAIR = re.compile(r"(\w{1,40})=(-?[\d.]{1,20})(GiB|GB|MiB)?")
-_CAN_USE = re.compile(
+_WEIGHTS = lazy_re.compile(r"(?:Model loading took|Loading model weights took|model weights took)\s+(-?[\d.]+)\s*(GiB|GB|MiB)")
+_V0_PROFILE_ONE_LINE = lazy_re.compile(r"Memory profiling results:(.*)")
+_KV_PAIR = lazy_re.compile(r"(\w{1,40})=(-?[\d.]{1,20})(GiB|GB|MiB)?")
+_CAN_USE = lazy_re.compile(
     r"total_gpu_memory\s*\(?\s*([\d.]+)\s*GiB\)?\s*x\s*gpu_memory_utilization\s*\(?\s*([\d.]+)\)?\s*=\s*([\d.]+)\s*GiB"
 )
 _V0_PIECES = {
-    "weights": re.compile(r"model weights take\s+(-?[\d.]+)\s*GiB"),
-    "non_torch": re.compile(r"non_torch_memory(?: takes)?\s+(-?[\d.]+)\s*GiB"),
-    "activation_peak": re.compile(r"activation peak memory(?: takes)?\s+(-?[\d.]+)\s*GiB"),
-    "kv_reserved": re.compile(r"reserved for KV Cache is\s+(-?[\d.]+)\s*GiB"),
-    "total_gpu": re.compile(r"^total_gpu_memory\s+([\d.]+)\s*GiB"),
-    "requested": re.compile(r"vLLM instance can use\s+([\d.]+)\s*GiB"),
+    "weights": lazy_re.compile(r"model weights take\s+(-?[\d.]+)\s*GiB"),
+    "non_torch": lazy_re.compile(r"non_torch_memory(?: takes)?\s+(-?[\d.]+)\s*GiB"),
+    "activation_peak": lazy_re.compile(r"activation peak memory(?: takes)?\s+(-?[\d.]+)\s*GiB"),
+    "kv_reserved": lazy_re.compile(r"reserved for KV Cache is\s+(-?[\d.]+)\s*GiB"),
+    "total_gpu": lazy_re.compile(r"^total_gpu_memory\s+([\d.]+)\s*GiB"),
+    "requested": lazy_re.compile(r"vLLM instance can use\s+([\d.]+)\s*GiB"),
 }
-_V0_UTIL = re.compile(r"^gpu_memory_utilization\s+([\d.]+)\s*$")
+_V0_UTIL = lazy_re.compile(r"^gpu_memory_utilization\s+([\d.]+)\s*$")
 _V1_PROFILE = {
-    "non_kv": re.compile(r"Total non KV cache memory:\s*(-?[\d.]+)\s*GiB"),
-    "activation_peak": re.compile(r"torch peak memory increase:\s*(-?[\d.]+)\s*GiB"),
-    "non_torch": re.compile(r"non-torch forward increase memory:\s*(-?[\d.]+)\s*GiB"),
-    "consumed": re.compile(r"total consumed \(from mem_get_info\):\s*(-?[\d.]+)\s*GiB"),
-    "weights": re.compile(r"weights memory:\s*(-?[\d.]+)\s*GiB"),
+    "non_kv": lazy_re.compile(r"Total non KV cache memory:\s*(-?[\d.]+)\s*GiB"),
+    "activation_peak": lazy_re.compile(r"torch peak memory increase:\s*(-?[\d.]+)\s*GiB"),
+    "non_torch": lazy_re.compile(r"non-torch forward increase memory:\s*(-?[\d.]+)\s*GiB"),
+    "consumed": lazy_re.compile(r"total consumed \(from mem_get_info\):\s*(-?[\d.]+)\s*GiB"),
+    "weights": lazy_re.compile(r"weights memory:\s*(-?[\d.]+)\s*GiB"),
 }
-_NPU_AVAILABLE = re.compile(r"^Available memory: (-?\d{1,16}), total memory: (\d{1,16})$")
-_AVAILABLE_KV = re.compile(r"Available KV cache memory:\s*(-?[\d.]+)\s*(GiB|GB|MiB)")
-_KV_OVERRIDE = re.compile(
+_NPU_AVAILABLE = lazy_re.compile(r"^Available memory: (-?\d{1,16}), total memory: (\d{1,16})$")
+_AVAILABLE_KV = lazy_re.compile(r"Available KV cache memory:\s*(-?[\d.]+)\s*(GiB|GB|MiB)")
+_KV_OVERRIDE = lazy_re.compile(
     r"Initial free memory\s+([\d.]+)\s*GiB, reserved\s+([\d.]+)\s*GiB memory for KV Cache as specified by kv_cache_memory_bytes"
 )
-_CG_ESTIMATE = re.compile(r"Estimated CUDA graph memory:\s*([\d.]+)\s*GiB")
-_CG_CAPTURED = re.compile(r"Graph capturing finished in\s+([\d.]+)\s*s(?:ecs?)?,?\s*(?:took\s+|\()(-?[\d.]+)\s*GiB")
-_CG_POOL = re.compile(r"CUDA graph pool memory:\s*([\d.]+)\s*GiB \(actual\)")
-_CG_UTIL = re.compile(r"current --gpu-memory-utilization=([\d.]+) is equivalent to --gpu-memory-utilization=([\d.]+)")
-_BLOCKS = re.compile(r"#\s*(GPU|CUDA|cuda|rocm|ROCm|xpu|XPU|npu|hpu|tpu|cpu|CPU|neuron)\s+blocks:\s*(\d+)(?:,\s*#\s*CPU blocks:\s*(\d+))?")
-_BARE_BLOCKS = re.compile(r"^GPU blocks:\s*(\d+)")
-_KV_SIZE = re.compile(r"(\w{1,12}) KV cache size:\s*([\d,]+)\s*tokens")
-_CONCURRENCY = re.compile(r"Maximum concurrency for\s+([\d,]+)\s+tokens per request:\s*([\d.]+)x")
-_SUGGESTION = re.compile(
+_CG_ESTIMATE = lazy_re.compile(r"Estimated CUDA graph memory:\s*([\d.]+)\s*GiB")
+_CG_CAPTURED = lazy_re.compile(r"Graph capturing finished in\s+([\d.]+)\s*s(?:ecs?)?,?\s*(?:took\s+|\()(-?[\d.]+)\s*GiB")
+_CG_POOL = lazy_re.compile(r"CUDA graph pool memory:\s*([\d.]+)\s*GiB \(actual\)")
+_CG_UTIL = lazy_re.compile(r"current --gpu-memory-utilization=([\d.]+) is equivalent to --gpu-memory-utilization=([\d.]+)")
+_BLOCKS = lazy_re.compile(r"#\s*(GPU|CUDA|cuda|rocm|ROCm|xpu|XPU|npu|hpu|tpu|cpu|CPU|neuron)\s+blocks:\s*(\d+)(?:,\s*#\s*CPU blocks:\s*(\d+))?")
+_BARE_BLOCKS = lazy_re.compile(r"^GPU blocks:\s*(\d+)")
+_KV_SIZE = lazy_re.compile(r"(\w{1,12}) KV cache size:\s*([\d,]+)\s*tokens")
+_CONCURRENCY = lazy_re.compile(r"Maximum concurrency for\s+([\d,]+)\s+tokens per request:\s*([\d.]+)x")
+_SUGGESTION = lazy_re.compile(
     r"Free memory on device(?: [\w:]+)? \(([\d.]+)/([\d.]+) GiB\) on startup\. Desired GPU memory utilization is \(([\d.]+), ([\d.]+) GiB\)"
 )
 # The same line, from 0.11: "Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch
 # memory, and G GiB for CUDAGraph memory" (gpu_worker.py::compile_or_warm_up_model): the whole ledger in one line.
-_ACTUAL_USAGE = re.compile(
+_ACTUAL_USAGE = lazy_re.compile(
     r"Actual usage is\s+(-?[\d.]+)\s*GiB for weight,\s*(-?[\d.]+)\s*GiB for peak activation,\s*(-?[\d.]+)\s*GiB for "
     r"non-torch memory,\s*and\s*(-?[\d.]+)\s*GiB for CUDAGraph memory"
 )
-_CACHE_INFO_BLOCKS = re.compile(r"num_gpu_blocks is:\s*(\d+)")
+_CACHE_INFO_BLOCKS = lazy_re.compile(r"num_gpu_blocks is:\s*(\d+)")
 _CAPTURING = ("Capturing cudagraphs", "Capturing CUDA graph", "Capturing the model for CUDA graphs",
               "Capturing CUDA graphs", "capturing CUDA graph", "Profiling CUDA graph memory",
               "CUDA graphs can take additional")
-_CAPTURING_RX = re.compile("|".join(map(re.escape, _CAPTURING)))
+_CAPTURING_RX = lazy_re.compile("|".join(map(re.escape, _CAPTURING)))
 
 
 # Every memory line contains one of these; anything else skips the ~20 patterns below.
-_MEMORY_HINT = re.compile(r"GiB|GB|blocks|oncurrency|KV cache|raph|apturing|Memory profiling|gpu_memory_utilization|total memory|"
+_MEMORY_HINT = lazy_re.compile(r"GiB|GB|blocks|oncurrency|KV cache|raph|apturing|Memory profiling|gpu_memory_utilization|total memory|"
                           r"total_gpu_memory|non_torch|activation peak|weights take")
 
 
@@ -166,9 +167,9 @@ def parse_memory(line: LogLine, col: Collector) -> None:
         return
     m = _BLOCKS.search(msg) or _BARE_BLOCKS.search(msg)
     if m:
-        blocks = integer(m.group(2) if m.re is _BLOCKS else m.group(1))
+        blocks = integer(m.group(2) if m.re is _BLOCKS.compiled else m.group(1))
         col.add_memory("num_gpu_blocks", blocks, "blocks", line)
-        if m.re is _BLOCKS and m.group(3):
+        if m.re is _BLOCKS.compiled and m.group(3):
             col.add_memory("num_cpu_blocks", integer(m.group(3)), "blocks", line)
         col.advance_phase(Phase.KV_CACHE, line)
         if blocks == 0:

@@ -15,10 +15,11 @@ import re
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.prose import phase_hints
+from oomguard import lazy_re
 
 TIER = "paraphrase"
 
-_HOST = re.compile(
+_HOST = lazy_re.compile(
     r"(?<![A-Za-z])OOM[\s_-]?kill|kernel killed|killed by (?:the )?(?:kernel|oom|linux|os|system|cgroup)|"
     r"ran out of (?:system |host |cpu |)(?:RAM|memory on the host)|killed due to (?:high|excessive|too much) memory|"
     r"(?:node|host|machine|server) (?:is |was )?running (?:low on|out of) memory|killed by (?:kubernetes|k8s|docker|the kubelet)|"
@@ -32,10 +33,10 @@ _HOST = re.compile(
     r"被.{0,16}?(?:OOM|oom|内核|系统|kernel).{0,8}?(?:杀|kill)|(?:系统|主机|物理|CPU\s*)内存(?:不足|不够|耗尽|爆了|溢出)|"
     r"(?<!显)内存不足|(?<!显)内存不够|(?<!显)内存爆了",
     re.IGNORECASE)
-_KV = re.compile(
+_KV = lazy_re.compile(
     r"KV[\s-]*(?:cache|缓存)\s*(?:is |was )?(?:不够|不足|太小|空间不足|装不下|not big enough|insufficient|too small|full)|"
     r"not enough (?:room|space|memory) (?:for|in) (?:the )?KV", re.IGNORECASE)
-_GPU = re.compile(
+_GPU = lazy_re.compile(
     r"ran out of (?:GPU|CUDA|video|device) memory|run(?:s|ning)? out of (?:GPU|CUDA|video|device) memory|out of VRAM|"
     r"(?:GPU|CUDA|video) memory (?:is |was |got )?(?:full|exhausted|insufficient)|"
     r"not enough (?:GPU|CUDA|video|device) memory|(?:insufficient|not enough) (?:free )?memory|(?:does not|doesn't|do not|don't|won't) fit (?:on|in|into) (?:the |one |a )?GPU|"
@@ -43,11 +44,11 @@ _GPU = re.compile(
     r"(?<![A-Za-z])OOM(?:s|ed|ing)?(?![A-Za-z])|out of memory|内存溢出", re.IGNORECASE)
 # Someone says another process holds the GPU ("other processes taking up about 15G", "另一个进程占用了显存"):
 # kept for the paste, it places a GPU OOM that has no phase as start-up free memory (classifier._from_paste).
-_CORESIDENT = re.compile(
+_CORESIDENT = lazy_re.compile(
     r"(?:other|another|second) (?:process(?:es)?|programs?|jobs?|models?|containers?|instances?)\b[^.?!]{0,40}?"
     r"(?:taking|using|occupying|holding|consuming|already uses?|running on)|"
     r"(?:其他|其它|另一个|别的)(?:进程|程序|模型|任务).{0,12}?(?:占用|占了|使用)", re.IGNORECASE)
-_CJK = re.compile(r"[\u3400-\u9fff]")
+_CJK = lazy_re.compile(r"[\u3400-\u9fff]")
 
 
 def note_paste_words(line: LogLine, col: Collector, msg: str) -> None:

@@ -9,25 +9,26 @@ neither is present.
 from __future__ import annotations
 
 import re
+from oomguard import lazy_re
 
 _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("sampler", re.compile(r"\bsampler\b|dummy requests|采样器", re.IGNORECASE)),
-    ("capture", re.compile(r"captur|cuda ?graph|cudagraph|图捕获|捕获", re.IGNORECASE)),
-    ("warmup", re.compile(r"warm[- ]?up|warming|预热", re.IGNORECASE)),
-    ("profile", re.compile(r"profil|dummy (?:run|input)|determine_num_available_blocks|显存分析|性能分析", re.IGNORECASE)),
-    ("loading", re.compile(
+    ("sampler", lazy_re.compile(r"\bsampler\b|dummy requests|采样器", re.IGNORECASE)),
+    ("capture", lazy_re.compile(r"captur|cuda ?graph|cudagraph|图捕获|捕获", re.IGNORECASE)),
+    ("warmup", lazy_re.compile(r"warm[- ]?up|warming|预热", re.IGNORECASE)),
+    ("profile", lazy_re.compile(r"profil|dummy (?:run|input)|determine_num_available_blocks|显存分析|性能分析", re.IGNORECASE)),
+    ("loading", lazy_re.compile(
         r"\bload(?:ing)?\b(?! test)|weights? (?:do not|don't) fit|loading weights|加载|载入|权重", re.IGNORECASE)),
-    ("serving", re.compile(
+    ("serving", lazy_re.compile(
         r"\brequests?\b|\binference\b|\bserving\b|under load|load test|\bgenerating\b|during generation|"
         r"\bgenerate\(|long prompts?|concurren|\bbatch(?:es)? of\b|first (?:prompt|request)|"
         r"推理|请求|并发|生成|压测|运行一段时间|运行时|运行中|撑爆|服务(?:中|期间)",
         re.IGNORECASE)),
-    ("multimodal", re.compile(r"\bimages?\b|vision|multimodal|multi-modal|\bvideo\b|encoder|图片|图像|多模态|视频",
+    ("multimodal", lazy_re.compile(r"\bimages?\b|vision|multimodal|multi-modal|\bvideo\b|encoder|图片|图像|多模态|视频",
                               re.IGNORECASE)),
 )
 
 
-_WORD = re.compile(r"[A-Za-z][a-z]{1,14}|[A-Z]{2,6}s?|[\d.,]+[a-zA-Z%]{0,4}")
+_WORD = lazy_re.compile(r"[A-Za-z][a-z]{1,14}|[A-Z]{2,6}s?|[\d.,]+[a-zA-Z%]{0,4}")
 
 
 def looks_like_words(text: str) -> bool:
@@ -41,7 +42,7 @@ def looks_like_words(text: str) -> bool:
 
 # PyTorch's OOM message names CUDA graphs in every OOM since 2.1 ("allocated in private pools (e.g., CUDA
 # Graphs)"): boilerplate, not a phase.
-_TORCH_BOILERPLATE = re.compile(r"private pools \(e\.g\., CUDA\s*Gra\s*phs\)|PYTORCH_CUDA_ALLOC_CONF\S*|"
+_TORCH_BOILERPLATE = lazy_re.compile(r"private pools \(e\.g\., CUDA\s*Gra\s*phs\)|PYTORCH_CUDA_ALLOC_CONF\S*|"
                                 r"max_split_size_mb|Memory Management", re.IGNORECASE)
 
 

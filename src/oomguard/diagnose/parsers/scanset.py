@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from oomguard.lazy_re import is_pattern  # the parsers' patterns compile on first use (oomguard/lazy_re.py)
+
 if TYPE_CHECKING:
     from oomguard.diagnose.parsers import cues
 
@@ -41,12 +43,12 @@ def module_patterns(module: ModuleType) -> dict[int, tuple[str, re.Pattern[str]]
     """Every compiled pattern the module holds at module level, by id: (its name there, the pattern)."""
     found: dict[int, tuple[str, re.Pattern[str]]] = {}
     for k, v in vars(module).items():
-        if isinstance(v, re.Pattern):
+        if is_pattern(v):
             found.setdefault(id(v), (k, v))
         elif isinstance(v, dict):
-            found.update({id(x): (f"{k}[{key!r}]", x) for key, x in v.items() if isinstance(x, re.Pattern)})
+            found.update({id(x): (f"{k}[{key!r}]", x) for key, x in v.items() if is_pattern(x)})
         elif isinstance(v, tuple) and k not in ("SCAN", "NOT_SCANNED", "KERNEL_SCAN"):
-            found.update({id(x): (f"{k}[{i}]", x) for i, x in enumerate(v) if isinstance(x, re.Pattern)})
+            found.update({id(x): (f"{k}[{i}]", x) for i, x in enumerate(v) if is_pattern(x)})
     return found
 
 
@@ -60,7 +62,7 @@ def _from_module(module: ModuleType, items: tuple[object, ...], label: str, *, e
     for item in items:
         if isinstance(item, str):
             out.append(ScanPattern(f"{label} {item!r}", re.escape(item), 0))
-        elif isinstance(item, re.Pattern):
+        elif is_pattern(item):
             out.append(ScanPattern(f"{label}.{names.get(id(item), item.pattern[:40])}", item.pattern,
                                    item.flags & ~re.UNICODE))
         else:

@@ -146,3 +146,9 @@ def derive_max_model_len(base: int | None, rope: dict | None, model_type: str, *
 
 def pad_vocab(vocab: int, pad: int = 64) -> int:
     return -(-vocab // pad) * pad
+
+
+def first_architecture(config: dict) -> str:
+    """The config's first ``architectures`` entry (the class vLLM's registry resolves), "" if none."""
+    return (config.get("architectures") or [""])[0]
+

@@ -9,8 +9,9 @@ from the family's documented pattern.
 from __future__ import annotations
 
 from oomguard.model.architectures import register
+from oomguard.model.architectures.builder import build_description
 from oomguard.model.architectures.common import (
-    derive_max_model_len,
+    first_architecture,
     head_size,
     max_len_from_keys,
     model_dtype,
@@ -18,11 +19,9 @@ from oomguard.model.architectures.common import (
     num_kv_heads,
     rope_scaling,
 )
-from oomguard.model.architectures.vision import TOWER_KEYS, vision_params
-from oomguard.model.description import AttentionLayer, LayerKind, MambaState, ModelDescription, MoE
-from oomguard.model.quantization import parse_quantization
+from oomguard.model.architectures.vision import TOWER_KEYS
+from oomguard.model.description import DTYPE_BYTES, AttentionLayer, LayerKind, MambaState, ModelDescription, MoE
 
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 DENSE = (
     "llama",
@@ -200,11 +199,9 @@ def describe_decoder(config: dict, cfg: dict, *, source: str, name: str, hf_quan
         or (isinstance(cfg.get("rope_scaling"), dict) and "mrope_section" in cfg["rope_scaling"])
         or (isinstance(cfg.get("rope_parameters"), dict) and "mrope_section" in cfg["rope_parameters"])
     )
-    return ModelDescription(
-        name=name,
-        source=source,
-        model_type=model_type,
-        architecture=(config.get("architectures") or [""])[0],
+    return build_description(
+        config, cfg, name=name, source=source, model_type=model_type, hf_quant=hf_quant, max_len=base_len, rope=rope,
+        multimodal=is_mm,
         family="hybrid-gdn" if gdn else ("moe" if moe else "dense"),
         hidden_size=hidden,
         num_layers=n,
@@ -214,21 +211,14 @@ def describe_decoder(config: dict, cfg: dict, *, source: str, name: str, hf_quan
         intermediate_size=inter,
         vocab_size=vocab,
         tie_word_embeddings=tie,
-        dtype=dtype,
         layers=tuple(layers),
-        max_position_embeddings=base_len,
-        derived_max_model_len=derive_max_model_len(base_len, rope, model_type),
-        rope_scaling=rope,
         moe=moe,
-        quantization=parse_quantization(config, hf_quant, cfg),
         attn_output_gate=bool(cfg.get("attn_output_gate", model_type in HYBRID_GDN)),
         qkv_bias=bool(cfg.get("attention_bias") or model_type.startswith("qwen2") or model_type == "opt"),
-        is_multimodal=bool(is_mm),
-        vision_params=vision_params(config) if is_mm else 0,
         num_mtp_layers=int(cfg.get("mtp_num_hidden_layers") or cfg.get("num_nextn_predict_layers") or 0),
         mrope=mrope,
-        pooling=_pooling_architecture((config.get("architectures") or [""])[0]),
-        notes=_runner_notes((config.get("architectures") or [""])[0]),
+        pooling=_pooling_architecture(first_architecture(config)),
+        notes=_runner_notes(first_architecture(config)),
         gated_mlp=model_type not in UNGATED_MLP,
         extra_params=_opt_extras(cfg, hidden) if model_type == "opt" else None,
     )

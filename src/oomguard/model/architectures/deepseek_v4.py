@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from oomguard.errors import UnsupportedModelError
 from oomguard.model.architectures import register
-from oomguard.model.architectures.common import derive_max_model_len, max_len_from_keys, model_dtype, need, rope_scaling
+from oomguard.model.architectures.builder import build_description
+from oomguard.model.architectures.common import max_len_from_keys, need, rope_scaling
 from oomguard.model.description import AttentionLayer, LayerKind, ModelDescription, MoE
-from oomguard.model.quantization import parse_quantization
 
 SWA_BLOCK = 64  # DeepseekV4SWACache(block_size=64)
 SPARSE_MLA_BLOCK = 256  # DeepseekV4SparseMLABackend.get_supported_kernel_block_sizes -> [256]
@@ -175,11 +175,8 @@ def describe_deepseek_v4(config: dict, cfg: dict, *, source: str, name: str, hf_
     base = max_len_from_keys(cfg)
     notes = ("not modelled: DeepSeek-V4 with speculative decoding: the MTP / dspark draft layers' caches "
              "and weights are not in the plan",)
-    return ModelDescription(
-        name=name,
-        source=source,
-        model_type=mt,
-        architecture=(config.get("architectures") or [""])[0],
+    return build_description(
+        config, cfg, name=name, source=source, model_type=mt, hf_quant=hf_quant, max_len=base, rope=rope,
         family="deepseek-v4",
         hidden_size=hidden,
         num_layers=n,
@@ -189,13 +186,8 @@ def describe_deepseek_v4(config: dict, cfg: dict, *, source: str, name: str, hf_
         intermediate_size=0,
         vocab_size=vocab,
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        dtype=model_dtype(config, cfg),
         layers=tuple(own),
-        max_position_embeddings=base,
-        derived_max_model_len=derive_max_model_len(base, rope, mt),
-        rope_scaling=rope,
         moe=moe,
-        quantization=parse_quantization(config, hf_quant, cfg),
         num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
         aux_caches=tuple(aux),
         kv_block_outermost=True,

@@ -15,9 +15,9 @@ GELU MLP with biases; the pooler dense layer where the architecture has one.
 from __future__ import annotations
 
 from oomguard.model.architectures import register
-from oomguard.model.architectures.common import model_dtype, need
+from oomguard.model.architectures.builder import build_description
+from oomguard.model.architectures.common import first_architecture, need
 from oomguard.model.description import AttentionLayer, LayerKind, ModelDescription
-from oomguard.model.quantization import parse_quantization
 
 
 @register("bert", "roberta", "xlm-roberta")
@@ -33,7 +33,7 @@ def describe_encoder(config: dict, cfg: dict, *, source: str, name: str, hf_quan
     # No decoder KV: every layer is attention over the request alone (kind NONE for the KV cache;
     # its projections are counted as an attention layer's).
     layers = tuple(AttentionLayer(LayerKind.NONE, heads, H // heads, H // heads, kv_shared=True) for _ in range(n))
-    arch = (config.get("architectures") or [""])[0]
+    arch = first_architecture(config)
     # position and token-type embeddings, the embedding LayerNorm, the o_proj bias and the MLP
     # biases the generic layer formula leaves out; the pooler / classifier dense (H×H + H) only
     # for the classification heads (vLLM's embedding BertModel has none: the oracle's numel)
@@ -45,11 +45,8 @@ def describe_encoder(config: dict, cfg: dict, *, source: str, name: str, hf_quan
     mlm = mt == "bert" and arch == "BertForMaskedLM"
     if mlm:
         extra += H * H + 3 * H + vocab
-    return ModelDescription(
-        name=name,
-        source=source,
-        model_type=mt,
-        architecture=arch,
+    return build_description(
+        config, cfg, name=name, source=source, model_type=mt, hf_quant=hf_quant, max_len=max_pos, rope=None,
         family="encoder",
         hidden_size=H,
         num_layers=n,
@@ -59,11 +56,8 @@ def describe_encoder(config: dict, cfg: dict, *, source: str, name: str, hf_quan
         intermediate_size=inter,
         vocab_size=vocab,
         tie_word_embeddings=not mlm,
-        dtype=model_dtype(config, cfg),
         layers=layers,
-        max_position_embeddings=max_pos,
         derived_max_model_len=max_pos - (2 if mt in ("roberta", "xlm-roberta") else 0),
-        quantization=parse_quantization(config, hf_quant, cfg),
         qkv_bias=True,
         gated_mlp=False,
         pooling=True,

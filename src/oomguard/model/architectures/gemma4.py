@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from oomguard.model.architectures import register
-from oomguard.model.architectures.common import derive_max_model_len, max_len_from_keys, model_dtype, need, rope_scaling
+from oomguard.model.architectures.builder import build_description
+from oomguard.model.architectures.common import max_len_from_keys, need, rope_scaling
 from oomguard.model.architectures.vision import vision_params
 from oomguard.model.description import AttentionLayer, LayerKind, ModelDescription, MoE
-from oomguard.model.quantization import parse_quantization
 
 
 @register("gemma4", "gemma4_text")
@@ -72,11 +72,9 @@ def describe_gemma4(config: dict, cfg: dict, *, source: str, name: str, hf_quant
     inter = int(cfg.get("intermediate_size") or 0)
     rope = rope_scaling(cfg)
     base = max_len_from_keys(cfg)
-    return ModelDescription(
-        name=name,
-        source=source,
-        model_type=mt,
-        architecture=(config.get("architectures") or [""])[0],
+    return build_description(
+        config, cfg, name=name, source=source, model_type=mt, hf_quant=hf_quant, max_len=base, rope=rope,
+        multimodal="vision_config" in config,
         family="gemma4",
         hidden_size=hidden,
         num_layers=n,
@@ -86,14 +84,9 @@ def describe_gemma4(config: dict, cfg: dict, *, source: str, name: str, hf_quant
         intermediate_size=inter,
         vocab_size=int(cfg["vocab_size"]),
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", True)),
-        dtype=model_dtype(config, cfg),
         layers=tuple(layers),
-        max_position_embeddings=base,
-        derived_max_model_len=derive_max_model_len(base, rope, mt),
-        rope_scaling=rope,
         moe=moe,
-        quantization=parse_quantization(config, hf_quant, cfg),
-        is_multimodal="vision_config" in config,
+        # every tower the config holds, whether or not it names a vision_config
         vision_params=vision_params(config),
         per_layer_embed_params=ple_params,
     )

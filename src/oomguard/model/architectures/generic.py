@@ -17,9 +17,9 @@ missing one of the four standard sizes.
 from __future__ import annotations
 
 from oomguard.errors import UnsupportedModelError
+from oomguard.model.architectures.builder import build_description
 from oomguard.model.architectures.common import (
     KV_HEAD_FIELDS,
-    derive_max_model_len,
     head_size,
     max_len_from_keys,
     model_dtype,
@@ -27,7 +27,6 @@ from oomguard.model.architectures.common import (
     rope_scaling,
 )
 from oomguard.model.description import AttentionLayer, LayerKind, ModelDescription, MoE
-from oomguard.model.quantization import parse_quantization
 
 MARK = "generic: {model_type} is not checked against vLLM's code for this architecture"
 
@@ -193,13 +192,8 @@ def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quan
         assumptions.append(f"learned absolute positions: {rows} × {hidden}")
     rope = rope_scaling(cfg)
     base = max_len_from_keys(cfg)
-    from oomguard.model.architectures.vision import vision_params
-
-    return ModelDescription(
-        name=name,
-        source=source,
-        model_type=mt,
-        architecture=(config.get("architectures") or [""])[0],
+    return build_description(
+        config, cfg, name=name, source=source, model_type=mt, hf_quant=hf_quant, max_len=base, rope=rope, multimodal=vision,
         family="generic",
         hidden_size=hidden,
         num_layers=n,
@@ -209,16 +203,9 @@ def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quan
         intermediate_size=inter if gated else inter * 2 // 3,
         vocab_size=vocab,
         tie_word_embeddings=tie,
-        dtype=model_dtype(config, cfg),
         layers=tuple(layers),
-        max_position_embeddings=base,
-        derived_max_model_len=derive_max_model_len(base, rope, mt),
-        rope_scaling=rope,
         moe=moe,
-        quantization=parse_quantization(config, hf_quant, cfg),
         qkv_bias=bias,
-        is_multimodal=vision,
-        vision_params=vision_params(config) if vision else 0,
         num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or cfg.get("mtp_num_hidden_layers") or 0),
         coverage="generic",
         assumptions=tuple(assumptions),

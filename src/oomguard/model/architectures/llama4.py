@@ -19,10 +19,9 @@ The vision tower (``vision_config``) counts in the weights as the generic ViT es
 from __future__ import annotations
 
 from oomguard.model.architectures import register
-from oomguard.model.architectures.common import derive_max_model_len, head_size, max_len_from_keys, model_dtype, need, num_kv_heads, rope_scaling
-from oomguard.model.architectures.vision import TOWER_KEYS, vision_params
+from oomguard.model.architectures.builder import build_description
+from oomguard.model.architectures.common import head_size, max_len_from_keys, need, num_kv_heads, rope_scaling
 from oomguard.model.description import AttentionLayer, LayerKind, ModelDescription, MoE
-from oomguard.model.quantization import parse_quantization
 
 
 def no_rope_layers(cfg: dict, n: int) -> list[int]:
@@ -62,11 +61,8 @@ def describe_llama4(config: dict, cfg: dict, *, source: str, name: str, hf_quant
     rope = rope_scaling(cfg)
     base = max_len_from_keys(cfg)
     is_mm = "vision_config" in config or config.get("model_type") == "llama4"
-    return ModelDescription(
-        name=name,
-        source=source,
-        model_type=mt,
-        architecture=(config.get("architectures") or [""])[0],
+    return build_description(
+        config, cfg, name=name, source=source, model_type=mt, hf_quant=hf_quant, max_len=base, rope=rope, multimodal=is_mm,
         family="llama4",
         hidden_size=hidden,
         num_layers=n,
@@ -76,14 +72,7 @@ def describe_llama4(config: dict, cfg: dict, *, source: str, name: str, hf_quant
         intermediate_size=dense_i,
         vocab_size=vocab,
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
-        dtype=model_dtype(config, cfg),
         layers=tuple(layers),
-        max_position_embeddings=base,
-        derived_max_model_len=derive_max_model_len(base, rope, mt),
-        rope_scaling=rope,
         moe=moe,
-        quantization=parse_quantization(config, hf_quant, cfg),
         qkv_bias=bool(cfg.get("attention_bias")),
-        is_multimodal=bool(is_mm),
-        vision_params=vision_params(config) if is_mm else 0,
     )

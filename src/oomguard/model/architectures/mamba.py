@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from oomguard.errors import UnsupportedModelError
 from oomguard.model.architectures import register
+from oomguard.model.architectures.builder import build_description
 from oomguard.model.architectures.common import (
-    derive_max_model_len,
     head_size,
     max_len_from_keys,
     model_dtype,
@@ -33,10 +33,8 @@ from oomguard.model.architectures.common import (
     num_kv_heads,
     rope_scaling,
 )
-from oomguard.model.description import AttentionLayer, LayerKind, MambaState, ModelDescription, MoE
-from oomguard.model.quantization import parse_quantization
+from oomguard.model.description import DTYPE_BYTES, AttentionLayer, LayerKind, MambaState, ModelDescription, MoE
 
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # Legacy layer-type names (configs saved before transformers 5) -> the names vLLM 0.32 keys on.
 _LAYER_NAMES = {"mamba": "linear_attention", "attention": "full_attention"}
 
@@ -169,11 +167,8 @@ def describe_mamba(config: dict, cfg: dict, *, source: str, name: str, hf_quant:
     inter = cfg.get("intermediate_size")
     inter = int(inter[0] if isinstance(inter, list) else (inter or 0))
     ungated = str(cfg.get("mlp_hidden_act") or "") == "relu2"
-    return ModelDescription(
-        name=name,
-        source=source,
-        model_type=mt,
-        architecture=(config.get("architectures") or [""])[0],
+    return build_description(
+        config, cfg, name=name, source=source, model_type=mt, hf_quant=hf_quant, max_len=base, rope=rope,
         family="hybrid-mamba" if attn_layers else "mamba",
         hidden_size=hidden,
         num_layers=n,
@@ -183,13 +178,8 @@ def describe_mamba(config: dict, cfg: dict, *, source: str, name: str, hf_quant:
         intermediate_size=inter,
         vocab_size=vocab,
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", mt in ("mamba", "mamba2")))),
-        dtype=dtype,
         layers=tuple(layers),
-        max_position_embeddings=base,
-        derived_max_model_len=derive_max_model_len(base, rope, mt),
-        rope_scaling=rope,
         moe=moe,
-        quantization=parse_quantization(config, hf_quant, cfg),
         qkv_bias=bool(cfg.get("attention_bias")),
         gated_mlp=not ungated,
         attention_free=mt in ("mamba", "mamba2", "falcon_mamba"),

@@ -9,10 +9,10 @@ layer: fp8 keys of ``index_head_dim`` plus one fp32 scale per 128 values.
 from __future__ import annotations
 
 from oomguard.model.architectures import register
-from oomguard.model.architectures.common import derive_max_model_len, max_len_from_keys, model_dtype, need, rope_scaling
-from oomguard.model.architectures.vision import TOWER_KEYS, vision_params
+from oomguard.model.architectures.builder import build_description
+from oomguard.model.architectures.common import max_len_from_keys, need, rope_scaling
+from oomguard.model.architectures.vision import TOWER_KEYS
 from oomguard.model.description import MLA, AttentionLayer, LayerKind, ModelDescription, MoE
-from oomguard.model.quantization import parse_quantization
 
 
 @register("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2")
@@ -55,11 +55,9 @@ def describe_mla(config: dict, cfg: dict, *, source: str, name: str, hf_quant: d
     rope = rope_scaling(cfg)
     base = max_len_from_keys(cfg)
     mm = any(k in config for k in TOWER_KEYS)
-    return ModelDescription(
-        name=name,
-        source=source,
-        model_type=mt,
-        architecture=(config.get("architectures") or [""])[0],
+    # multimodal: a DeepSeek-V2/V3 language model inside a VLM wrapper (Kimi-VL's MoonViT, DeepSeek-VL2)
+    return build_description(
+        config, cfg, name=name, source=source, model_type=mt, hf_quant=hf_quant, max_len=base, rope=rope, multimodal=mm,
         family="mla",
         hidden_size=hidden,
         num_layers=n,
@@ -69,16 +67,8 @@ def describe_mla(config: dict, cfg: dict, *, source: str, name: str, hf_quant: d
         intermediate_size=int(cfg.get("intermediate_size") or 0),
         vocab_size=vocab,
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        dtype=model_dtype(config, cfg),
         layers=tuple(layers),
-        max_position_embeddings=base,
-        derived_max_model_len=derive_max_model_len(base, rope, mt),
-        rope_scaling=rope,
         moe=moe,
         mla=MLA(kv_lora, rope_d, nope_d, v_d, cfg.get("q_lora_rank")),
-        quantization=parse_quantization(config, hf_quant, cfg),
         num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
-        # a DeepSeek-V2/V3 language model inside a VLM wrapper (Kimi-VL's MoonViT, DeepSeek-VL2)
-        is_multimodal=mm,
-        vision_params=vision_params(config) if mm else 0,
     )

@@ -1,0 +1,94 @@
+"""Each command imports and reads only what it uses (start-up cost; benchmarks/cli_startup.py has the times).
+
+The real CLI runs in a fresh interpreter; an audit hook records every file it opens, and at exit the
+modules it imported are listed. No timing: what is asserted is that heavy libraries and other
+commands' packages stay out, and that only the asked release's flag table is parsed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from oomguard.versions import releases
+
+REPO = Path(__file__).resolve().parents[2]
+S1 = REPO / "tests" / "scenarios" / "s1"
+LOGS = REPO / "tests" / "fixtures" / "logs"
+
+_PROBE = r"""
+import json, sys
+opened = []
+sys.addaudithook(lambda ev, a: opened.append(a[0]) if ev == "open" and isinstance(a[0], str) else None)
+report, sys.argv = sys.argv[1], ["oomguard"] + sys.argv[2:]
+from oomguard.cli.main import main
+try:
+    code = main()
+finally:
+    with open(report, "w") as out:
+        json.dump({"modules": sorted(sys.modules), "opened": opened}, out)
+sys.exit(code)
+"""
+
+HEAVY = ("rich", "yaml", "httpx", "hyperscan", "re2", "psutil", "prometheus_client", "numpy", "shutil")
+
+
+def _run(tmp_path: Path, *argv: str) -> tuple[set[str], set[str]]:
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-c", _PROBE, str(report), *map(str, argv)], capture_output=True,
+                          text=True, cwd=REPO)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    data = json.loads(report.read_text())
+    tables = {Path(p).name for p in data["opened"] if Path(p).parent == releases.DATA_DIR}
+    return set(data["modules"]), tables
+
+
+def _packages(modules: set[str], *prefixes: str) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY or m.startswith(prefixes))
+
+
+def _table(version: str) -> str:
+    return f"vllm-{version}.json"
+
+
+def test_plan_json_imports_no_heavy_library_and_reads_one_table(tmp_path):
+    modules, tables = _run(tmp_path, "plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--json")
+    assert _packages(modules, "oomguard.diagnose", "oomguard.check", "oomguard.fit", "oomguard.export",
+                     "oomguard.probe", "oomguard.watch", "oomguard.host", "oomguard.calibrate") == []
+    assert tables == {_table(releases.supported()[-1])}
+
+
+def test_plan_reads_only_the_asked_release(tmp_path):
+    modules, tables = _run(tmp_path, "plan", S1 / "start_api.sh", "--model", S1 / "model", "--gpu", "A100-80GB",
+                           "--vllm-version", "0.20.0", "--json")
+    assert tables == {_table("0.20.0")}
+
+
+def test_check_with_an_unknown_flag_reads_the_index_not_every_table(tmp_path):
+    """"removed in 0.18.0 (last accepted by 0.17.1)" comes from the option index (versions/option_index.py)."""
+    modules, tables = _run(tmp_path, "check", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--swap-space", "4",
+                           "--format", "json")
+    assert tables == {_table(releases.supported()[-1]), "option-index.json"}
+    assert _packages(modules, "oomguard.diagnose", "oomguard.export", "oomguard.probe", "oomguard.watch") == []
+
+
+@pytest.mark.parametrize("log", ["bad-argument-swap-space.log", "v1-kv-too-small.log"])
+def test_diagnose_reads_at_most_one_flag_table(tmp_path, log):
+    """The fix that names a flag reads the option index and the log's release, not every table; the byte
+    scan's engine (hyperscan) is diagnose's own."""
+    modules, tables = _run(tmp_path, "diagnose", LOGS / log, "--format", "json")
+    assert len([t for t in tables if t.startswith("vllm-")]) <= 1, tables
+    found = _packages(modules, "oomguard.check", "oomguard.fit", "oomguard.export", "oomguard.probe", "oomguard.watch")
+    assert [m for m in found if m.split(".")[0] != "hyperscan"] == []
+
+
+def test_fit_imports_no_heavy_library(tmp_path):
+    modules, tables = _run(tmp_path, "fit", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--context", "32768",
+                           "--format", "json")
+    assert _packages(modules, "oomguard.diagnose", "oomguard.check", "oomguard.export", "oomguard.probe",
+                     "oomguard.watch") == []
+    assert tables == {_table(releases.supported()[-1])}

@@ -1,0 +1,39 @@
+"""The committed option index is exactly what the flag tables say (the tables are the source)."""
+
+from __future__ import annotations
+
+from oomguard.versions import option_index, releases
+from oomguard.versions.table import _options_of, option_history
+
+
+def test_committed_index_equals_the_tables():
+    rebuilt = option_index.build(releases.supported(), _options_of)
+    committed = (releases.DATA_DIR / option_index.INDEX_NAME).read_text(encoding="utf-8")
+    assert committed == option_index.render(rebuilt), (
+        "data/flags/option-index.json is stale: run python scripts/gen_flag_tables.py --index")
+
+
+def test_index_is_used_and_agrees_with_a_full_read():
+    assert option_index.load() is not None
+    for option in ("--swap-space", "--kv-cache-memory-bytes", "--no-enable-prefix-caching", "-tp", "--nope"):
+        expected = tuple(v for v in releases.supported() if option in _options_of(v))
+        assert option_index.present_in(option) == expected
+        assert option_history(option).present_in == expected
+
+
+def test_an_index_of_other_releases_is_not_used(monkeypatch, tmp_path):
+    """A table added without rebuilding the index: the tables answer, never a stale index."""
+    index = option_index.build(releases.supported()[:-1], _options_of)
+    (tmp_path / option_index.INDEX_NAME).write_text(option_index.render(index), encoding="utf-8")
+    monkeypatch.setattr(releases, "DATA_DIR", tmp_path)
+    option_index.load.cache_clear()
+    try:
+        assert option_index.load() is None
+        assert option_index.present_in("--swap-space") is None
+    finally:
+        option_index.load.cache_clear()
+
+
+def test_runs_are_compact():
+    index = option_index.build(["a", "b", "c", "d"], {"a": {"--x"}, "b": {"--x"}, "c": set(), "d": {"--x", "--y"}}.get)
+    assert index["options"] == {"--x": [[0, 1], [3, 3]], "--y": [[3, 3]]}
