@@ -193,6 +193,10 @@ def prepare(r: dict, models: dict) -> tuple[dict | None, str | None]:
     if "Using FlashInfer for top-p & top-k sampling" in str(r.get("raw_excerpt") or "") and \
             "mixed" not in str((r.get("extra") or {}).get("sampler_backend_logged") or ""):
         env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "1")
+    # Likewise the MXFP4 MoE kernel: sm90 took OAI Triton where triton_kernels was installed and
+    # Marlin where it was not (S132's 0.10.1 log: "Weight-only FP4 compression ... Marlin").
+    if str((r.get("extra") or {}).get("mxfp4_backend_logged") or "").lower() == "marlin":
+        env.setdefault("VLLM_MXFP4_USE_MARLIN", "1")
     return {"model": model, "gpu": gpu, "flags": flags, "env": env, "version": version}, None
 
 
@@ -220,8 +224,12 @@ def compare(r: dict, inp: dict) -> dict:
     if logged_w:
         t["weights"] = (rank.weights.bytes / GiB, float(logged_w))
     act = r.get("activation_peak_gib")
-    if act is not None and not (r.get("extra") or {}).get("activation_note"):
+    note = str((r.get("extra") or {}).get("activation_note") or "")
+    if act is not None and not note:
         t["activation"] = (rank.activation.bytes / GiB, float(act))
+    elif act is not None and "includes weights" in note and logged_w:
+        # 0.6.4's one-line summary prints peak_torch_memory, the weights included
+        t["activation"] = (rank.activation.bytes / GiB, float(act) - float(logged_w))
     if r.get("non_torch_gib") is not None:
         t["non_torch"] = (rank.non_torch.bytes / GiB, float(r["non_torch_gib"]))
     if r.get("cuda_graph_gib") is not None and float(r["cuda_graph_gib"]) > 0:

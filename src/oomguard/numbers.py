@@ -38,6 +38,7 @@ import math
 import re
 
 from oomguard.errors import InputError
+import oomguard.lazy_re as lazy_re
 
 # No figure a person or a tool writes for vLLM has more characters than this (a byte count of a
 # multi-terabyte host is 14 digits; the exact decimal expansion of a double is up to ~60 with its
@@ -54,9 +55,9 @@ FLOAT_LIMIT = float(1 << 63)
 MAX_GPUS = 65536
 
 _DIGITS = r"[0-9](?:_?[0-9])*"
-_INT = re.compile(rf"[+-]?{_DIGITS}")
-_FLOAT = re.compile(rf"[+-]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE][+-]?{_DIGITS})?")
-_NONFINITE = re.compile(r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+_INT = lazy_re.compile(rf"[+-]?{_DIGITS}")
+_FLOAT = lazy_re.compile(rf"[+-]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})(?:[eE][+-]?{_DIGITS})?")
+_NONFINITE = lazy_re.compile(r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
 
 
 class NumberError(ValueError):

@@ -30,6 +30,7 @@ import json
 import re
 from collections.abc import Iterable
 from typing import Any
+import oomguard.lazy_re as lazy_re
 
 MASK = "***"
 
@@ -40,7 +41,7 @@ _SECRET_WORDS = frozenset({"password", "passwd", "pwd", "secret", "secrets", "ap
 _SECRET_LAST = frozenset({"key", "token", "cookie"})
 # ...and inside a word written without separators (``DBPASSWORD``, ``MYSECRET``)
 _SECRET_PARTS = ("password", "passwd", "secret", "credential", "apikey", "privatekey", "passphrase")
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_WORD = lazy_re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
 def is_secret_name(name: str) -> bool:
@@ -93,31 +94,31 @@ def is_secret(name: str, value: Any) -> bool:
 # --- free text -----------------------------------------------------------------------------
 
 _QUOTED = r"\[[^\]\n]{0,2000}\]|'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\"|\\\"(?:[^\\\n]|\\(?!\"))*\\\""
-_NOT_A_VALUE = re.compile(r"(?i)^(?:none|null|true|false|nil|\[\]|\{\}|''|\"\")$")
+_NOT_A_VALUE = lazy_re.compile(r"(?i)^(?:none|null|true|false|nil|\[\]|\{\}|''|\"\")$")
 
-_HEADER = re.compile(
+_HEADER = lazy_re.compile(
     r"(?i)\b(authorization|proxy-authorization)(\s*[:=]\s*)(?:(bearer|basic|token|digest)\s+)?([^\s,;'\"}]+)"
 )
-_API_KEY_HEADER = re.compile(r"(?i)\b(x-api-key|api-key)(\s*:\s*)[^\s,;'\"}]+")
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{4,}")
+_API_KEY_HEADER = lazy_re.compile(r"(?i)\b(x-api-key|api-key)(\s*:\s*)[^\s,;'\"}]+")
+_BEARER = lazy_re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{4,}")
 # scheme://user:pass@  and  scheme://token@ (userinfo without a password is a token too)
-_URL_USERINFO = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,30}://)([^/\s:@'\"]{1,200})(?::([^@\s/'\"]{0,200}))?@")
+_URL_USERINFO = lazy_re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,30}://)([^/\s:@'\"]{1,200})(?::([^@\s/'\"]{0,200}))?@")
 # --flag value / --flag=value: the flag's name decides
 # Only names that could be secret are matched (the callback decides), so an ordinary
 # ``name: value`` never swallows the secret assignment that follows it.
 _NAMEISH = (r"[A-Za-z0-9_.-]{0,64}(?i:password|passwd|pwd|secret|apikey|credential|authorization|passphrase"
             r"|privatekey|key|token|auth|cookie)[A-Za-z0-9_.-]{0,64}")
-_FLAG = re.compile(r"(?<![\w-])(--?" + _NAMEISH + r")(=|[ \t]+)(?!-)(" + _QUOTED + r"|[^\s'\"]+)")
+_FLAG = lazy_re.compile(r"(?<![\w-])(--?" + _NAMEISH + r")(=|[ \t]+)(?!-)(" + _QUOTED + r"|[^\s'\"]+)")
 # name=value, name: value, 'name': 'value', "name": "value", name='value' (Namespace repr)
-_ASSIGN = re.compile(
+_ASSIGN = lazy_re.compile(
     r"(?<![\w.-])(\\?[\"']?)(" + _NAMEISH + r")(\1)(\s*[:=]\s*)(" + _QUOTED + r"|[^\s,;})\]'\"]+)"
 )
 _SHAPES = (
-    (re.compile(r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_-]{16,}"), "sk-" + MASK),
-    (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), "hf_" + MASK),
-    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"), MASK),
-    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), MASK),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"), MASK),
+    (lazy_re.compile(r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_-]{16,}"), "sk-" + MASK),
+    (lazy_re.compile(r"\bhf_[A-Za-z0-9]{20,}"), "hf_" + MASK),
+    (lazy_re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"), MASK),
+    (lazy_re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), MASK),
+    (lazy_re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"), MASK),
 )
 
 
@@ -345,7 +346,7 @@ class Redactor:
 
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), other two-byte ESC sequences, C0/C1 controls
 # except tab and newline, DEL, and the Unicode bidi overrides that reorder what a terminal shows.
-_ESCAPES = re.compile(
+_ESCAPES = lazy_re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
     r"|\x1b[P^_X][^\x1b]*(?:\x1b\\)?"

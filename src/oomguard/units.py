@@ -8,12 +8,13 @@ from __future__ import annotations
 import re
 
 from oomguard.numbers import NumberError, parse_float, parse_int
+import oomguard.lazy_re as lazy_re
 
 KiB = 1 << 10
 MiB = 1 << 20
 GiB = 1 << 30
 
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)(i?[bB])?\s*$")
+_SIZE = lazy_re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)(i?[bB])?\s*$")
 # vLLM's utils/argparse_utils.py::human_readable_int: lower-case suffixes are
 # decimal (10^3...), upper-case are binary (2^10...).
 _DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}

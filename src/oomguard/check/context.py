@@ -319,7 +319,46 @@ def _read_evidence_text(path: str, what: str) -> str:
         raise InputError(f"not UTF-8 text, expected {what}", file=path) from None
 
 
-def _evidence(path: str, what: str, parse):
+def _evidence_lines(path: str, what: str):
+    """``(line_no, line)`` of an evidence file, streamed (a 64 MB ``nvidia-smi -l`` series is not held as
+    text, nor as a list of lines), with ``_read_evidence_text``'s refusals: over the capture cap, binary,
+    not UTF-8. Returns (the first 64 KiB as text, for the form, and the lines)."""
+    from oomguard.inputs import files, logs
+
+    if path == "-":
+        raise InputError(f"{what}: cannot read this input from stdin", file="-")
+    stream = files.open_stream(path, what=what, limit=files.CAPTURE_BYTES, gunzip=False)
+    head = logs.sniff(stream)
+    if b"\x00" in head[:4096]:
+        stream.close()
+        raise InputError(f"binary file, expected {what}", file=path)
+
+    def lines():
+        notes = logs.ReadNotes()
+        try:
+            for block in logs.iter_blocks(stream, notes):
+                try:
+                    text = block.text.decode("utf-8")
+                except UnicodeDecodeError:
+                    if not block.long_line_piece:
+                        raise InputError(f"not UTF-8 text, expected {what}", file=path) from None
+                    text = block.text.decode("utf-8", errors="replace")  # a piece of a huge line: cut anywhere
+                yield from enumerate(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"),
+                                     start=block.first_line)
+        finally:
+            stream.close()
+
+    return head.decode("utf-8", errors="replace"), lines()
+
+
+def _nvidia_smi_evidence(path: str, what: str):
+    from oomguard.inputs.nvidia_smi import parse_nvidia_smi
+
+    head, lines = _evidence_lines(path, what)
+    return parse_nvidia_smi(lines, sample=head)
+
+
+def _evidence(path: str, what: str, parse, *, streamed: bool = False):
     """A parsed evidence file (``--nvidia-smi``, ``--topo``), read once per command: check builds its
     context again for each fix it tries (a 31 MB ``nvidia-smi -l`` series was parsed three times,
     40 s). Keyed by the file's identity and size, so a file rewritten in between is read again."""
@@ -331,7 +370,7 @@ def _evidence(path: str, what: str, parse):
     key = (what, os.fspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     kept = _EVIDENCE.get(what)
     if kept is None or kept[0] != key:
-        kept = _EVIDENCE[what] = (key, parse(_read_evidence_text(path, what)))
+        kept = _EVIDENCE[what] = (key, parse(path, what) if streamed else parse(_read_evidence_text(path, what)))
     return kept[1]
 
 
@@ -354,9 +393,7 @@ def build_check_context(launch: Launch, options: CheckOptions) -> CheckContext:
 
     # --- evidence files first: nvidia-smi can name the GPU
     if options.nvidia_smi:
-        from oomguard.inputs.nvidia_smi import parse_nvidia_smi
-
-        ctx.smi = _evidence(options.nvidia_smi, "nvidia-smi output", parse_nvidia_smi)
+        ctx.smi = _evidence(options.nvidia_smi, "nvidia-smi output", _nvidia_smi_evidence, streamed=True)
         if not ctx.smi.gpus:
             raise InputError("no GPU rows found in the nvidia-smi output", file=options.nvidia_smi)
     if options.topo:

@@ -13,7 +13,6 @@ max-model-len check run) until no new edit appears.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -77,6 +76,8 @@ class FixResult:
             if lines and not lines[-1].endswith("\n"):
                 lines[-1] += "\n"
         src = self.path or "command"
+        import difflib  # only when a diff is printed
+
         return "".join(difflib.unified_diff(a, b, fromfile=src, tofile=fixed_path or (src + " (fixed)")))
 
 

@@ -247,11 +247,12 @@ def reread(launch: Launch, text: str, version: str | None) -> Launch:
     """Read a corrected text in the original's form (the same launch of a file holding several)."""
     from oomguard.errors import InputError
     from oomguard.inputs.command import parse_config_yaml, parse_script
-    from oomguard.inputs.manifests import read_manifests
 
     if launch.kind == "yaml":
         return parse_config_yaml(text, path=launch.path, version=version, lenient=True)
     if launch.kind == "manifest":
+        from oomguard.inputs.manifests import read_manifests  # its YAML reader, for manifests only
+
         again = [x for x in read_manifests(text, path=launch.path or "", version=version, lenient=True) if x.name == launch.name]
         if len(again) != 1:
             raise InputError(f"the corrected manifest no longer holds {launch.name}", file=launch.path)

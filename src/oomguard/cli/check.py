@@ -135,6 +135,19 @@ def _write_fix(run, in_place: bool) -> str | None:
     return str(target)
 
 
+def _write_split_files(texts: dict[str, str]) -> None:
+    """The --same-gpu files the shared split changed: NAME.fixed.EXT beside each (never the file itself)."""
+    from pathlib import Path
+
+    from oomguard.inputs.writes import write_text
+
+    for path, text in texts.items():
+        p = Path(path)
+        target = p.with_name(f"{p.stem}.fixed{p.suffix}")
+        write_text(target, text, mode_from=path, what="the corrected launch")
+        print(f"oomguard check: wrote {target}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from oomguard.check.report import check_run
     from oomguard.errors import InputError
@@ -160,13 +173,13 @@ def run(args: argparse.Namespace) -> int:
     from oomguard.cli.same_gpu import fix_split, shared_for_check
 
     if args.same_gpu:
-        if args.fix:
-            raise InputError("--fix corrects one launch file at a time: run it per file (the shared plan gives each its flags)")
+        if args.fix and args.in_place:
+            raise InputError("--fix --in-place corrects one launch file: with --same-gpu, --fix writes NAME.fixed.EXT beside each")
         for path in args.same_gpu:
             run_.reports += check_run(options, path=path, ignore=ignore).reports
     # launches on one GPU set (--same-gpu, or one file pinning several to the same devices): planned together
     shared = shared_for_check(run_.reports, explicit=bool(args.same_gpu))
-    split_notes = fix_split(run_, shared, options, ignore) if shared and not args.same_gpu else []
+    split_files, split_notes = fix_split(run_, shared, options, ignore) if shared else ({}, [])
     report = run_.single
     fmt = args.format
     # Secrets in the launch (--api-key, HF_TOKEN=..., keys nested in JSON-valued flags) stay in
@@ -209,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {redact.text(note)}", file=sys.stderr)
     if args.fix:
         _write_fix(run_, args.in_place)
+        _write_split_files(split_files)
     code = int(run_.exit_code(args.strict))
     if shared and not all(sp.ok for _g, sp in shared) and code == EXIT_CLEAN:
         code = EXIT_FINDINGS  # one of the servers fails next to the others: a finding like any other

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oomguard.numbers import MAX_GPUS  # one bound for TP x PP x DP and --num-gpus
+import oomguard.lazy_re as lazy_re
 
 # Exit codes: one table for every command (README "Commands"; each command's --help prints it).
 EXIT_OK = 0  # ok: starts, fits, clean, passed, no alert
@@ -120,7 +121,7 @@ def host_gib_or_auto(text: str) -> str | float:
     return HOST_GIB(text)
 
 
-_K8S_QUANTITY = re.compile(r"(\d{1,15}(?:\.\d{1,9})?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+_K8S_QUANTITY = lazy_re.compile(r"(\d{1,15}(?:\.\d{1,9})?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
 
 
 def k8s_quantity(text: str) -> str:

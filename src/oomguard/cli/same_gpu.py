@@ -151,42 +151,55 @@ def shared_for_check(reports: list, explicit: bool) -> list[tuple[list, Any]]:
 WRITABLE_SPLITS = ("pinned", "utilization")
 
 
-def fix_split(run, shared: list, options, ignore=()) -> list[str]:
-    """``check --fix`` on one file whose servers share a GPU set and do not all start: the first ok split
-    the shared planner chose (pinned pools, else utilizations) is written into each server's launch in the
-    file's own format, on top of the other fixes, and ``run.fixed`` becomes that text once the servers,
-    re-read from it and re-planned together, all start. Notes say what was written or why nothing was."""
+def fix_split(run, shared: list, options, ignore=()) -> tuple[dict[str, str], list[str]]:
+    """``check --fix`` for servers that share a GPU set and do not all start: the first ok split the shared
+    planner chose (pinned pools, else utilizations) is written into each server's launch in its file's own
+    format, on top of the other fixes, once the servers, re-read from the written text and re-planned
+    together, all start. The target file's text becomes ``run.fixed``; the other files' (``--same-gpu``)
+    come back as {path: text}, for NAME.fixed.EXT beside each. Notes say what was written or why nothing was."""
     from oomguard.check.fixer import apply_edits
-    from oomguard.check.report import check_read, reread
+    from oomguard.check.report import check_read, fixed_path_for, reread
 
     notes: list[str] = []
-    path = run.reports[0].ctx.launch.path if run.reports else None
+    others: dict[str, str] = {}
+    target = run.reports[0].ctx.launch.path if run.reports else None
     for group, sp in shared:
         if sp.ok:
             continue
         names = ", ".join(o.server.name for o in sp.outcomes)
-        if path is None or any(r.ctx.launch.path != path for r in group):
-            notes.append(f"shared GPU ({names}): the servers are in several files; --fix writes one file (apply the split by hand)")
+        if any(fixed_path_for(r.ctx.launch) is None for r in group):
+            notes.append(f"shared GPU ({names}): a server comes from a pipe or the command line; apply the split by hand")
             continue
         option = next((o for o in sp.options if o.ok and o.kind in WRITABLE_SPLITS), None)
         if option is None:
             notes.append(f"shared GPU ({names}): no split of flags lets every server start; nothing written for it")
             continue
-        original = run.fixed_text if run.fixed_text is not None else run.original
-        text = original
+        # each file's text so far: the target's with check's other fixes; a --same-gpu file's with its own
+        texts: dict[str, str] = {}
+        for r in group:
+            path = r.ctx.launch.path
+            if path not in texts:
+                base = run.fixed_text if path == target and run.fixed_text is not None else None
+                texts[path] = base or others.get(path) or (r.fixed_text if path != target else None) or r.ctx.launch.text or ""
         for rep, edits in zip(group, option.edits):
-            launch = reread(rep.ctx.launch, text, options.version) if text != rep.ctx.launch.text else rep.ctx.launch
-            text, why = apply_edits(launch, rep.ctx.release, [rep.ctx.edit(d, v) for d, v in edits.items()])
+            path = rep.ctx.launch.path
+            launch = reread(rep.ctx.launch, texts[path], options.version) if texts[path] != rep.ctx.launch.text else rep.ctx.launch
+            texts[path], why = apply_edits(launch, rep.ctx.release, [rep.ctx.edit(d, v) for d, v in edits.items()])
             notes += why
-        # the file as written, read again and planned together: the split must hold there too
-        again = [check_read(reread(r.ctx.launch, text, options.version), options, ignore=ignore, fix=False) for r in group]
+        # the files as written, read again and planned together: the split must hold there too
+        again = [check_read(reread(r.ctx.launch, texts[r.ctx.launch.path], options.version), options, ignore=ignore, fix=False)
+                 for r in group]
         verified = shared_for_check(again, explicit=True)
         if not verified or not all(v.ok for _g, v in verified):
             notes.append(f"shared GPU ({names}): the {option.kind} split did not hold once written; nothing written for it")
             continue
-        run.fixed = text
+        for path, text in texts.items():
+            if path == target:
+                run.fixed = text
+            else:
+                others[path] = text
         notes.append(f"shared GPU ({names}): --fix writes split {option.kind} (the first that lets every server start)")
-    return notes
+    return others, notes
 
 
 def render_text(shared: list) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import BadNumber, integer, num
 from oomguard.numbers import MAX_GPUS, NumberError, as_float, as_int
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 # GPUs the catalog (src/oomguard/data/gpus.json) does not list, in GiB as PyTorch reports them;
 # catalog GPUs are looked up there (one place for each card's memory).

@@ -95,8 +95,15 @@ class Evidence:
         return {"file": self.file, "line": self.line, "text": self.text}
 
 
-# The value of a fix for a setting an error names without saying what it should be: the user picks it.
-CHOOSE_VALUE = "<a value the message allows>"
+class FixValue(Enum):
+    """Fix values that are not values: a member of its own type, so that no real flag value (a string
+    a message or a launch holds) can ever be taken for one. JSON writes its text and ``"choose": true``."""
+
+    # a setting an error names without saying what it should be: the user picks the value
+    CHOOSE = "<a value the message allows>"
+
+
+CHOOSE_VALUE = FixValue.CHOOSE
 
 
 @dataclass
@@ -112,7 +119,8 @@ class Fix:
     chosen: str | None = None  # why the fix is at its place in the list (fixes.attach_fixes: a cue, the votes...)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"flag": self.flag, "value": self.value, "why": self.why}
+        out: dict[str, Any] = ({"flag": self.flag, "value": self.value.value, "why": self.why, "choose": True}
+                               if isinstance(self.value, FixValue) else {"flag": self.flag, "value": self.value, "why": self.why})
         if self.effect:
             out["effect"] = self.effect
         if self.checked:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.inputs.shell import split_words
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 # vLLM's own short aliases.
 _SHORT = {"-tp": "tensor_parallel_size", "-pp": "pipeline_parallel_size", "-dp": "data_parallel_size",

@@ -20,7 +20,7 @@ import json
 import re
 
 from oomguard.diagnose.events import LogLine
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 _ANSI = lazy_re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]|\x1b\][^\x07]*\x07")
 _CRI = lazy_re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)\s+(?:stdout|stderr)\s+[FP]\s")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from oomguard.diagnose.events import Fix, Verdict
+from oomguard.diagnose.events import Fix, FixValue, Verdict
 
 PlanCallback = Callable[[Verdict, Fix], "str | None"]
 
@@ -66,7 +66,8 @@ def make_plan_callback(
         return None
 
     def plan(verdict: Verdict, fix: Fix) -> str | None:
-        if not fix.flag.startswith("--") or fix.value is None or isinstance(fix.value, str) and fix.value.startswith("<"):
+        if not fix.flag.startswith("--") or fix.value is None or isinstance(fix.value, FixValue) \
+                or isinstance(fix.value, str) and fix.value.startswith("<"):
             return None
         text = predict(model=model, gpu=gpu, num_gpus=num_gpus, args=args, flag=fix.flag, value=fix.value,
                        vllm_version=vllm_version)

@@ -11,7 +11,6 @@ import json
 from typing import Any, TextIO
 
 from oomguard.diagnose.diagnosis import Diagnosis
-from oomguard.diagnose.events import CHOOSE_VALUE
 
 GiB = 1 << 30
 
@@ -50,7 +49,7 @@ def fix_text(fix: dict[str, Any]) -> str:
         return f"{flag}={value}"
     if value is True:
         return flag
-    if value == CHOOSE_VALUE:
+    if fix.get("choose"):  # FixValue.CHOOSE: the message names the setting, not its value
         return f"change {flag} (to a value the message allows)"
     if isinstance(value, str) and (" " in value or "{" in value):
         return f"{flag} '{value}'"

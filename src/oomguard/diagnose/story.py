@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
                                         "Dec"), 1)}

@@ -15,7 +15,6 @@ The file is made with::
 
 from __future__ import annotations
 
-import functools
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -23,8 +22,6 @@ from typing import Protocol
 from collections.abc import Callable, Iterable
 
 from oomguard.errors import InputError
-from oomguard.numbers import NumberError, int_or_none, parse_float
-from oomguard.units import MiB
 
 __all__ = [
     "GpuDevice",
@@ -167,134 +164,32 @@ class NvmlSource:
 # nvidia-smi CSV
 
 
-# A GPU's memory in MiB: the largest card has under 2**20 MiB (1 TiB); the bound keeps a hostile
-# cell from becoming a byte count no arithmetic downstream expects.
-_MAX_MIB = 1 << 24
-# Processes kept from a CSV series (the same pids repeat every sample; distinct ones are few).
-MAX_PROCESSES = 4096
-
-
-def _mib(cell: str, where: str, line: int) -> int | None:
-    try:
-        return _mib_value(cell)
-    except NumberError as exc:
-        raise InputError(f"not a MiB value: {cell.strip()[:40]!r} ({exc.why})", file=where, line=line) from None
-
-
-@functools.lru_cache(maxsize=1 << 12)
-def _mib_value(cell: str) -> int | None:
-    # Cached: a series repeats the same few thousand cells (a total, the used values) per GPU.
-    value = cell.strip()
-    if value.startswith("[") or value.upper() in ("N/A", ""):
-        return None  # "[N/A]", "[Insufficient Permissions]"
-    value = value.removesuffix("MiB").strip()
-    return int(parse_float(value, lo=0, hi=_MAX_MIB) * MiB)
-
-
-def _header_key(cell: str) -> str:
-    return cell.strip().split(" [", 1)[0].strip().lower()
-
-
-class _Device:
-    """What is kept of one GPU across a CSV series: its last row and its peak."""
-
-    __slots__ = ("index", "uuid", "name", "total", "used", "peak", "samples")
-
-    def __init__(self, index: int, uuid: str | None, name: str | None, total: int, used: int):
-        self.index, self.uuid, self.name, self.total, self.used = index, uuid, name, total, used
-        self.peak, self.samples = used, 1
-
-
 def parse_nvidia_smi_csv(text: str | Iterable[tuple[int, str]], source: str = "nvidia-smi") -> GpuSnapshot:
     """Parse the CSV of the two queries (with headers), in either order, in one text.
 
-    ``text`` is the whole text or an iterator of ``(line_no, line)`` (a streamed file): memory is
-    one entry per GPU and per distinct process, whatever the length. A series (``-l 1``) repeats
-    every GPU each sample: the device keeps its last row (the current state), with the peak
-    used memory and the number of samples.
+    ``text`` is the whole text or an iterator of ``(line_no, line)`` (a streamed file). Read by the one
+    nvidia-smi reader (``inputs/nvidia_smi.py``) in its strict mode: a row that is not what nvidia-smi
+    prints is a one-line error naming ``source`` and the line. Memory is one entry per GPU and per distinct
+    process, whatever the length. A series (``-l 1``) repeats every GPU each sample: the device keeps its
+    last row (the current state), with the peak used memory and the number of samples.
     """
+    from oomguard.inputs.nvidia_smi import NvidiaSmiParser
+
+    parser = NvidiaSmiParser("csv", strict=True, source=source)
     lines = enumerate(text.splitlines(), start=1) if isinstance(text, str) else text
-    devices: dict[int, _Device] = {}
-    apps: dict[tuple[str | None, int], tuple[str, int | None]] = {}
-    columns: list[str] | None = None
-    col: dict[str, int] = {}
-    gpu_rows = False
-    indices: dict[str, int | None] = {}  # "0" -> 0: a series repeats the same few index cells
-    dropped = 0
-    for no, raw in lines:
-        line = raw.strip()
-        if not line:
-            continue
-        cells = line.split(",")
-        if "index" in line or "pid" in line:
-            keys = [_header_key(c) for c in cells]
-            if "index" in keys or "pid" in keys:
-                columns = keys
-                col = {k: i for i, k in reversed(list(enumerate(keys)))}  # first of a repeated name
-                gpu_rows = "index" in col
-                continue
-        if columns is None:
-            if line.lower().startswith("no running"):
-                continue
-            raise InputError(
-                "no CSV header line; make the file with nvidia-smi --query-gpu=... --format=csv "
-                "(not noheader) and --query-compute-apps=... --format=csv",
-                file=source,
-                line=no,
-            )
-        if len(cells) < len(columns):
-            if line.lower().startswith("no running"):
-                continue
-            raise InputError(f"expected {len(columns)} columns, found {len(cells)}", file=source, line=no)
-
-        def cell(name: str) -> str | None:
-            i = col.get(name)
-            return cells[i].strip() if i is not None else None
-
-        if gpu_rows:
-            total = _mib(cell("memory.total") or "", source, no)
-            used = _mib(cell("memory.used") or "", source, no) or 0
-            if not total:
-                raise InputError("memory.total missing or 0 for a GPU", file=source, line=no)
-            index_text = cells[col["index"]]
-            index = indices.get(index_text, -1)
-            if index == -1:
-                index = int_or_none(index_text, lo=0, hi=1 << 16)
-                if len(indices) < 1024:
-                    indices[index_text] = index
-            if index is None:
-                raise InputError(f"not a GPU index: {index_text.strip()[:40]!r}", file=source, line=no)
-            dev = devices.get(index)
-            if dev is None:
-                devices[index] = _Device(index, cell("uuid"), cell("name"), total, used)
-            else:
-                dev.total, dev.used = total, used
-                if used > dev.peak:
-                    dev.peak = used
-                dev.samples += 1
-        else:
-            pid_text = cell("pid") or ""
-            pid = int_or_none(pid_text, lo=0, hi=1 << 32)
-            if pid is None:
-                raise InputError(f"not a pid: {pid_text[:40]!r}", file=source, line=no)
-            used_cell = cell("used_gpu_memory") if "used_gpu_memory" in col else cell("used_memory")
-            used_app = _mib(used_cell or "", source, no)
-            key = (cell("gpu_uuid"), pid)
-            if key in apps:
-                prev = apps[key][1]
-                apps[key] = (apps[key][0], used_app if prev is None else max(prev, used_app or 0))
-            elif len(apps) < MAX_PROCESSES:
-                apps[key] = (cell("process_name") or "?", used_app)
-            else:
-                dropped += 1
-    if not devices and not apps:
-        raise InputError("no GPU or process rows found", file=source)
-    by_uuid = {d.uuid: d.index for d in devices.values() if d.uuid}
-    processes = tuple(GpuProcess(by_uuid.get(uuid or ""), uuid, pid, name, used)
-                      for (uuid, pid), (name, used) in apps.items())
-    out = tuple(GpuDevice(d.index, d.uuid, d.name, d.total, d.used, d.peak if d.samples > 1 else None, d.samples)
-                for d in sorted(devices.values(), key=lambda d: d.index))
-    return GpuSnapshot(source, out, processes, processes_dropped=dropped)
+    for no, line in lines:
+        parser.feed(no, line)
+    report = parser.finish()
+    devices = []
+    for series in sorted(report.gpus.values(), key=lambda g: g.index or 0):
+        last = series.last
+        assert last is not None and series.index is not None and series.memory_total_bytes  # strict mode's rows
+        used = last.memory_used_bytes or 0
+        devices.append(GpuDevice(series.index, series.uuid, series.name, last.memory_total_bytes or series.memory_total_bytes,
+                                 used, series.peak.memory_used_bytes if series.num_samples > 1 and series.peak else None,
+                                 series.num_samples))
+    processes = tuple(GpuProcess(p.gpu_index, p.gpu_uuid, p.pid, p.name, p.used_memory_bytes) for p in report.processes)
+    return GpuSnapshot(source, tuple(devices), processes, processes_dropped=report.processes_dropped)
 
 
 Runner = Callable[[list[str]], str]

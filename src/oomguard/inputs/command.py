@@ -31,6 +31,7 @@ from oomguard.inputs.launch import FlagProblem, FlagSite, Launch, Occurrence, Pr
 from oomguard.inputs.shell import Command, Word, lex
 from oomguard.numbers import NumberError, parse_float, parse_int
 from oomguard.units import parse_size
+import oomguard.lazy_re as lazy_re
 
 __all__ = [
     "RELEVANT_ENV",
@@ -52,15 +53,15 @@ __all__ = [
 
 MAX_LAUNCH_BYTES = files.LAUNCH_BYTES  # a start_api.sh is a few KiB; the cap is also the time bound (~1 MiB/s lexed)
 # Environment variables that change memory behaviour or GPU visibility.
-RELEVANT_ENV = re.compile(r"^(VLLM_[A-Z0-9_]+|LMCACHE_[A-Z0-9_]+|CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES|PYTORCH_CUDA_ALLOC_CONF|HF_HUB_OFFLINE|OMP_NUM_THREADS|NCCL_[A-Z_]+)$")
+RELEVANT_ENV = lazy_re.compile(r"^(VLLM_[A-Z0-9_]+|LMCACHE_[A-Z0-9_]+|CUDA_VISIBLE_DEVICES|NVIDIA_VISIBLE_DEVICES|PYTORCH_CUDA_ALLOC_CONF|HF_HUB_OFFLINE|OMP_NUM_THREADS|NCCL_[A-Z_]+)$")
 _SHELLS = {"sh", "bash", "dash", "zsh", "ash", "ksh"}
-_IGNORE = re.compile(r"#.*?oomguard:\s*ignore\s+([A-Za-z0-9_\-]+(?:\s*[, ]\s*[A-Za-z0-9_\-]+)*)")
+_IGNORE = lazy_re.compile(r"#.*?oomguard:\s*ignore\s+([A-Za-z0-9_\-]+(?:\s*[, ]\s*[A-Za-z0-9_\-]+)*)")
 # Names of unknown options that are switches (take no value) in every vLLM we know of.
-_SWITCH_HINT = re.compile(r"^--?(enable|disable|no|use|trust|skip|allow|enforce|load|language)[-_]|[-_](only|eager|mode-only)$")
-_REDIRECT = re.compile(r"^\d*(>>?|<|&>>?|>&|<&)(&?\d+|-)?$")
-_REDIRECT_ATTACHED = re.compile(r"^\d*(>>?|<|&>>?)\S+$")
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_PLAIN_INT = re.compile(r"[+-]?[0-9][0-9_]*")
+_SWITCH_HINT = lazy_re.compile(r"^--?(enable|disable|no|use|trust|skip|allow|enforce|load|language)[-_]|[-_](only|eager|mode-only)$")
+_REDIRECT = lazy_re.compile(r"^\d*(>>?|<|&>>?|>&|<&)(&?\d+|-)?$")
+_REDIRECT_ATTACHED = lazy_re.compile(r"^\d*(>>?|<|&>>?)\S+$")
+_ASSIGNMENT = lazy_re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_PLAIN_INT = lazy_re.compile(r"[+-]?[0-9][0-9_]*")
 _MAX_NUMBER_CHARS = 64  # no vLLM quantity is written with more (2**53 has 16 digits)
 # No vLLM quantity needs more: token counts, bytes, GiB, seconds (2**53 is also where floats stop being exact).
 _MAX_MAGNITUDE = 2**53
@@ -630,8 +631,8 @@ def ignore_directives(text: str, launch: Launch, *, line_offset: int = 0) -> Non
 # --------------------------------------------------------------------- versions
 
 
-_IMAGE_VERSION = re.compile(r"^v?(\d+\.\d+(?:\.\d+){0,2}(?:\.?post\d+)?)(?:$|[-_+])")
-_EMBEDDED_VERSION = re.compile(r"vllm[_-]v?(\d+\.\d+(?:\.\d+){0,2}(?:\.?post\d+)?)(?:$|[-_+])", re.I)
+_IMAGE_VERSION = lazy_re.compile(r"^v?(\d+\.\d+(?:\.\d+){0,2}(?:\.?post\d+)?)(?:$|[-_+])")
+_EMBEDDED_VERSION = lazy_re.compile(r"vllm[_-]v?(\d+\.\d+(?:\.\d+){0,2}(?:\.?post\d+)?)(?:$|[-_+])", re.I)
 
 
 def image_version(image: str | None) -> str | None:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from oomguard.errors import InputError
+import oomguard.lazy_re as lazy_re
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -47,7 +48,7 @@ SMALL_BYTES = 64 * KiB  # a ref file in the HF cache, one line of text
 
 _GZIP_MAGIC = b"\x1f\x8b"
 # /dev/fd/N, /proc/self/fd/N, /dev/stdin: a stream the user handed us by name.
-_NAMED_STREAM = re.compile(r"^/(?:dev/fd|proc/self/fd|proc/\d+/fd)/\d+$|^/dev/stdin$")
+_NAMED_STREAM = lazy_re.compile(r"^/(?:dev/fd|proc/self/fd|proc/\d+/fd)/\d+$|^/dev/stdin$")
 
 
 def display(path: str | os.PathLike[str]) -> str:

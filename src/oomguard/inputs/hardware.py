@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from oomguard.errors import InputError, UnknownGPUError
 from oomguard.units import GiB
+import oomguard.lazy_re as lazy_re
 
 # Interconnects that link every GPU of a node to every other (custom all-reduce beyond two GPUs,
 # NCCL's NVLink channel count): NVSwitch boards, rack NVLink, AMD's XGMI between OAM modules.
@@ -181,7 +182,7 @@ class MigProfile:
     total_memory_slices: int
 
 
-_MIG_SUFFIX = re.compile(r"^(.*?)[\s:_/-]*(?:mig[\s:_-]*)?(\d+g\.\d+gb)$", re.IGNORECASE)
+_MIG_SUFFIX = lazy_re.compile(r"^(.*?)[\s:_/-]*(?:mig[\s:_-]*)?(\d+g\.\d+gb)$", re.IGNORECASE)
 
 
 def mig_profiles(gpu: GPU) -> list[MigProfile]:

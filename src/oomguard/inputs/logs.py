@@ -422,9 +422,35 @@ def iter_text_lines(stream: BinaryIO, notes: ReadNotes) -> Iterator[tuple[int, s
             yield block.first_line, decode_line(block.data, block.first_line, notes)
             continue
         line_no = block.first_line
-        parts = block.text.split(b"\n")
+        raw_text = block.text
+        lines = _decoded_lines(raw_text)
+        if lines is not None:
+            # The common case in one go (a million-row nvidia-smi series): what decode_line gives each line.
+            yield from enumerate(lines, start=line_no)
+            continue
+        parts = raw_text.split(b"\n")
         if parts and parts[-1] == b"":
             parts.pop()
         for raw in parts:
             yield line_no, decode_line(raw, line_no, notes)
             line_no += 1
+
+
+def _decoded_lines(raw: bytes) -> list[str] | None:
+    """A block's lines as ``decode_line`` would give them, decoded at once; None when one of them needs
+    ``decode_line``'s care (invalid UTF-8, a NUL byte, a line that may be over MAX_LINE_BYTES)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if "\x00" in text:
+        return None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    # Characters, not bytes: exact for ASCII, and a UTF-8 character is at most 4 bytes.
+    if lines and max(map(len, lines)) > (MAX_LINE_BYTES if len(text) == len(raw) else MAX_LINE_BYTES // 4):
+        return None
+    if "\r" in text:
+        lines = [line.rstrip("\r") for line in lines]
+    return lines

@@ -50,15 +50,23 @@ def _looks_like_yaml(text: str) -> bool:
     return all(re.match(r"^[A-Za-z0-9_\-\"'.]+\s*:(\s|$)", ln) or ln.startswith((" ", "-", "\t")) for ln in lines)
 
 
+def _is_unit(text: str) -> bool:
+    from oomguard.inputs.systemd_unit import is_unit
+
+    return is_unit(text)
+
+
 def launches_from_text(text: str, *, path: str, version: str | None = None, lenient: bool = False,
                        suffix: str = "") -> list[Launch]:
     """Every launch in a launch text (the kind told from the content)."""
     if not text.strip():
         raise InputError("empty file, expected a launch script or YAML", file=path)
     head = text.lstrip()
-    from oomguard.inputs.systemd_unit import is_unit, read_unit
+    # a systemd unit (oomguard's own export, or a hand-written one); is_unit needs a "[Service]" line, so a
+    # text without one never imports the unit reader
+    if suffix == ".service" or ("[Service]" in text and _is_unit(text)):
+        from oomguard.inputs.systemd_unit import read_unit
 
-    if suffix == ".service" or is_unit(text):  # a systemd unit (oomguard's own export, or a hand-written one)
         return [read_unit(text, path=path, version=version, lenient=lenient)]
     script_like = head.startswith(("#!", "vllm", "python", "export", "docker", "exec", "CUDA_", "VLLM_"))
     if (suffix in (".yaml", ".yml") and not head.startswith("#!")) or (not script_like and _looks_like_yaml(text)):

@@ -21,11 +21,12 @@ import re
 from dataclasses import dataclass, field
 
 from oomguard.errors import InputError
+import oomguard.lazy_re as lazy_re
 
 MAX_VARIABLE_CHARS = 64 * 1024  # a model path, a JSON config: a few hundred characters
 MAX_EXPANSION_CHARS = 4 * 1024 * 1024
 
-_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
+_VAR = lazy_re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 @dataclass
@@ -328,8 +329,8 @@ def lex(text: str, *, path: str | None = None, env: dict[str, str] | None = None
 
 
 # One segment of a word: '...', "...", a backslash escape, a run of plain characters; or a separator.
-_SEGMENT = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)|([^\s'"\\]+)|(\s+)|(['"])""", re.DOTALL)
-_DQ_ESCAPE = re.compile(r"""\\([\\"$`\n])""")
+_SEGMENT = lazy_re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)|([^\s'"\\]+)|(\s+)|(['"])""", re.DOTALL)
+_DQ_ESCAPE = lazy_re.compile(r"""\\([\\"$`\n])""")
 
 
 def split_words(line: str) -> list[str]:

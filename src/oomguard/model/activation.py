@@ -56,7 +56,8 @@ def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool 
     N = min(S, T)
 
     # Phase 2: the LM forward (attention skipped), MoE workspace retained after it.
-    fwd, fwd_kept, top = phases.forward_peak_bytes(m, T, tp, b, workspace_manager=e.version >= (0, 27, 0))
+    fwd, fwd_kept, top = phases.forward_peak_bytes(m, T, tp, b, workspace_manager=e.version >= (0, 27, 0),
+                                                   version=e.version)
     parts = [f"forward {T}·{b}·({top.name}: {top.formula}) = {fwd / GiB:.2f} GiB"]
 
     # Phase 1: the multimodal encoder; its outputs stay alive through phases 2 and 3.

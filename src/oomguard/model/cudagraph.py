@@ -90,7 +90,7 @@ def _first_capture(m: ModelDescription, e: EngineSettings, tokens: int) -> int:
     from oomguard.model import phases
 
     b = int(getattr(e, "act_dtype_bytes", 2))
-    fwd, _, _ = phases.forward_peak_bytes(m, tokens, e.tensor_parallel_size, b, workspace_manager=False)
+    fwd, _, _ = phases.forward_peak_bytes(m, tokens, e.tensor_parallel_size, b, workspace_manager=False, version=e.version)
     return int(GRAPH_POOL_BASE + fwd)
 
 

@@ -32,6 +32,17 @@ QK_NORM_TYPES = frozenset({
     "qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe",
     "gemma3", "gemma3_text", "gemma3n", "gemma4", "gemma4_text", "olmo2", "olmoe",
 })
+# Gated MLPs whose forward rebinds one name (``x, _ = self.gate_up_proj(x); x = act(x); x, _ =
+# self.down_proj(x)``), so gate_up is freed before down_proj runs: read in the 0.32 wheel (llama.py
+# LlamaMLP, which mistral and phi3 reuse or copy, and the files listed). Every other gated MLP there
+# (qwen2.py's, which qwen3 imports, gemma*, deepseek_v2, granite, glm4_moe, ...) writes
+# ``gate_up, _ = ...; x = act(gate_up)``: gate_up stays alive through down_proj, whose output then
+# sits beside residual, input, gate_up and the activation: 3H + 3I per token, not 2H + 3I. The V0
+# Llama of 0.6.4 kept it too (S001/S002: 110.6 KB per token logged between 20,000 and 29,000
+# tokens = (3H + 3I)·2 for Llama-3.1-8B); the release where llama.py moved to the rebinding form is
+# not known: ASSUMED 0.32 (the first read), the kept form before it.
+REBIND_MLP_TYPES = frozenset({"llama", "mistral", "phi3", "bailing_moe", "falcon_h1", "step1"})
+REBIND_MLP_SINCE = (0, 32, 0)
 # MLPs without a gate (fc1 -> activation -> fc2): no gate_up pair, plain torch ops on every platform.
 UNGATED_TYPES = frozenset({"opt", "gpt2", "phi", "gpt_neox", "gpt_bigcode", "falcon", "bloom", "mpt", "starcoder2"})
 
@@ -46,7 +57,14 @@ class LayerPeak:
     formula: str = ""
 
 
-def dense_layer(m: ModelDescription, tp: int, platform: str = "cuda", inter: int | None = None) -> list[LayerPeak]:
+def keeps_gate_up(m: ModelDescription, version: tuple[int, int, int] | None) -> bool:
+    """Whether the gated MLP's gate_up output is still referenced when down_proj runs."""
+    v = version or REBIND_MLP_SINCE
+    return not (m.model_type in REBIND_MLP_TYPES and v >= REBIND_MLP_SINCE)
+
+
+def dense_layer(m: ModelDescription, tp: int, platform: str = "cuda", inter: int | None = None,
+                version: tuple[int, int, int] | None = None) -> list[LayerPeak]:
     """Attention (skipped kernel, zero-filled output) and the dense MLP of one decoder layer."""
     H, D = m.hidden_size, m.head_size
     hq, hkv = m.num_attention_heads / tp, max(1.0, m.num_kv_heads / tp)
@@ -87,7 +105,17 @@ def dense_layer(m: ModelDescription, tp: int, platform: str = "cuda", inter: int
             out.append(LayerPeak("mlp", 4 * H + 2 * I, formula=f"4H + fc1 {I:.0f} + act {I:.0f}"))
         else:
             act = 2 * I if platform == "cpu" else I
-            out.append(LayerPeak("mlp", 2 * H + extra_h + 2 * I + act, formula=f"{hh} + gate_up {2 * I:.0f} + act {act:.0f}"))
+            at_act = 2 * H + extra_h + 2 * I + act
+            # down_proj's moment on CUDA: residual, input, [gate_up,] activation, output (+ the
+            # out-of-place all-reduce at TP > 1). On the CPU build the activation's moment (two
+            # [T, I] temporaries of the native SiluAndMul) stays the larger either way.
+            kept = platform != "cpu" and keeps_gate_up(m, version)
+            at_down = 3 * H + (2 * I if kept else 0) + I + (H if tp > 1 else 0)
+            if platform != "cpu" and at_down > at_act:
+                out.append(LayerPeak("mlp", at_down, formula=f"3H + gate_up {2 * I:.0f} kept + act {I:.0f}"
+                                     + (f" + all-reduce {H}" if tp > 1 else "") + " (at down_proj)"))
+            else:
+                out.append(LayerPeak("mlp", at_act, formula=f"{hh} + gate_up {2 * I:.0f} + act {act:.0f}"))
     return out
 
 
@@ -197,7 +225,7 @@ def mamba_layer(m: ModelDescription, tp: int, platform: str = "cuda") -> LayerPe
                      f"norm {norm:.0f}, norm out {I:.0f} + out_proj {H}" + (f" + all-reduce {H}" if tp > 1 else "") + ") (scan skipped)")
 
 
-def layer_peaks(m: ModelDescription, tp: int, platform: str = "cuda") -> list[LayerPeak]:
+def layer_peaks(m: ModelDescription, tp: int, platform: str = "cuda", version: tuple[int, int, int] | None = None) -> list[LayerPeak]:
     from oomguard.model.description import LayerKind
 
     peaks: list[LayerPeak] = []
@@ -211,7 +239,7 @@ def layer_peaks(m: ModelDescription, tp: int, platform: str = "cuda") -> list[La
     has_mlp = any(l.mlp_multiplier > 0 and not l.moe for l in m.layers)
     if not has_mlp and m.moe is None:
         inter = 0
-    dense = dense_layer(m, tp, platform, inter=inter)
+    dense = dense_layer(m, tp, platform, inter=inter, version=version)
     peaks += [p for p in dense if p.name != "attention" or has_attn or m.mla is not None]
     if m.moe is not None:
         peaks.append(moe_layer(m, tp, platform))
@@ -222,12 +250,12 @@ def layer_peaks(m: ModelDescription, tp: int, platform: str = "cuda") -> list[La
 
 
 def forward_peak_bytes(m: ModelDescription, T: int, tp: int, b: int, platform: str = "cuda", *,
-                       workspace_manager: bool = True) -> tuple[int, int, LayerPeak]:
+                       workspace_manager: bool = True, version: tuple[int, int, int] | None = None) -> tuple[int, int, LayerPeak]:
     """(peak bytes of the LM forward, bytes retained after it, the layer that sets the peak).
 
     ``workspace_manager``: MoE workspaces outlive the layer (v1/worker/workspace.py, 0.27+);
     before that they were per-call temporaries."""
-    peaks = layer_peaks(m, tp, platform)
+    peaks = layer_peaks(m, tp, platform, version)
     top = max(peaks, key=lambda p: p.per_token * b + p.fp32_per_token * 4)
     retained = max((p.retained_per_token for p in peaks), default=0.0) if workspace_manager else 0.0
     # The MoE workspace of an earlier layer stays allocated while a later dense/attention layer

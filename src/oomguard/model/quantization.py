@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from oomguard.errors import UnsupportedModelError
 from oomguard.model.description import Quantization
+import oomguard.lazy_re as lazy_re
 
 # Module categories the weight model asks about.
 CATEGORIES = ("attn", "mlp", "experts", "shared_experts", "linear_attn", "lm_head", "embed")
@@ -145,8 +146,8 @@ _ENDINGS = {
     "experts": ("experts", "block_sparse_moe"),
     "mlp": ("mlp", "ffn"),
 }
-_LAYER_INDEX = re.compile(r"layers\.(\d+)\.")
-_WHOLE_LAYER = re.compile(r"layers\.(\d+)$")
+_LAYER_INDEX = lazy_re.compile(r"layers\.(\d+)\.")
+_WHOLE_LAYER = lazy_re.compile(r"layers\.(\d+)$")
 # The projections vLLM checks one by one against an ignore list (quant_utils.is_layer_skipped: the
 # checkpoint's unfused names, exact match), per category: a layer's category stays unquantized when
 # its listed projections cover one of these sets.

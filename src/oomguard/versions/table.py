@@ -171,7 +171,7 @@ class Release:
     env: Mapping[str, dict]
     parser: ParserBehaviour
     note: str = ""
-    _index: dict[str, tuple[Flag, bool]] = field(default_factory=dict, repr=False, compare=False)
+    _index: dict[str, tuple[str, bool]] = field(default_factory=dict, repr=False, compare=False)  # option -> (dest, negated)
 
     # ------------------------------------------------------------- lookups
     def flag(self, dest: str) -> Flag:
@@ -260,8 +260,9 @@ class Release:
                                      file=file, line=line)
         raise self._unknown(option.partition("=")[0], word, file, line)
 
-    def _resolved(self, hit: tuple[Flag, bool], option: str, value: str | None, subkey: str | None) -> Resolved:
-        flag, negated = hit
+    def _resolved(self, hit: tuple[str, bool], option: str, value: str | None, subkey: str | None) -> Resolved:
+        dest, negated = hit
+        flag = self.flags[dest]
         deprecated = flag.deprecated or option in flag.deprecated_options
         return Resolved(flag, negated, option, value, subkey, deprecated)
 
@@ -335,6 +336,35 @@ def _flag_from_json(raw: dict) -> Flag:
     )
 
 
+class _Flags(Mapping):
+    """A release's flags by dest, each ``Flag`` built from its table entry when first asked for: a plan
+    reads a dozen of the ~320 (building them all was ~3 ms of every command's start-up). Read-only."""
+
+    __slots__ = ("_raw", "_built")
+
+    def __init__(self, raw: dict[str, dict]):
+        self._raw = raw
+        self._built: dict[str, Flag] = {}
+
+    def __getitem__(self, dest: str) -> Flag:
+        flag = self._built.get(dest)
+        if flag is None:
+            flag = self._built[dest] = _flag_from_json(self._raw[dest])
+        return flag
+
+    def __contains__(self, dest: object) -> bool:
+        return dest in self._raw
+
+    def __iter__(self):
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __repr__(self) -> str:
+        return f"<{len(self._raw)} vLLM flags>"
+
+
 @lru_cache(maxsize=None)
 def load_table(version: str) -> Release:
     """The release table for an exact supported version string (cached)."""
@@ -345,19 +375,19 @@ def load_table(version: str) -> Release:
         raise InputError(f"no flag table for vLLM {version}; supported: {', '.join(releases.supported())}") from None
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: unreadable flag table ({exc})") from None
-    flags = {}
-    index: dict[str, tuple[Flag, bool]] = {}
-    for raw in data["flags"]:
-        flag = _flag_from_json(raw)
-        flags[flag.dest] = flag
-        for opt in flag.options:
-            index.setdefault(opt, (flag, False))
-        for opt in flag.negatives:
-            index.setdefault(opt, (flag, True))
+    raw: dict[str, dict] = {}
+    index: dict[str, tuple[str, bool]] = {}
+    for entry in data["flags"]:
+        dest = entry["dest"]
+        raw[dest] = entry  # one entry per dest (the generator's; test_versions_option_index checks)
+        for opt in entry.get("options", ()):
+            index.setdefault(opt, (dest, False))
+        for opt in entry.get("neg", ()):
+            index.setdefault(opt, (dest, True))
     parser = ParserBehaviour(**{k: v for k, v in data.get("parser", {}).items()
                                 if k in ParserBehaviour.__dataclass_fields__})
     fam = releases.family_label(releases.family_of(data["version"]))
-    return Release(data["version"], data.get("commit"), fam, MappingProxyType(flags),
+    return Release(data["version"], data.get("commit"), fam, _Flags(raw),
                    MappingProxyType(data.get("env", {})), parser, "", index)
 
 

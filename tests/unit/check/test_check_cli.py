@@ -122,7 +122,7 @@ def test_evidence_files_are_parsed_once_however_many_fixes_check_tries(tmp_path,
     smi.write_text("index, name, memory.total [MiB], memory.used [MiB]\n0, NVIDIA H100 80GB HBM3, 81559 MiB, 30000 MiB\n")
     calls = []
     real = nvidia_smi.parse_nvidia_smi
-    monkeypatch.setattr(nvidia_smi, "parse_nvidia_smi", lambda text: calls.append(1) or real(text))
+    monkeypatch.setattr(nvidia_smi, "parse_nvidia_smi", lambda *a, **k: calls.append(1) or real(*a, **k))
     rc = main(["check", "--gpu", "H100", "--nvidia-smi", str(smi), "--", "vllm", "serve", "Qwen/Qwen3-8B"])
     out = capsys.readouterr().out
     assert rc == 1 and "--gpu-memory-utilization" in out  # another process holds 30 GB: a fix was tried

@@ -48,3 +48,22 @@ def test_fix_writes_the_first_split_that_starts_every_server(fixture, kind, tmp_
     after = run_cli("check", str(fixed), "--gpu", "A100-80GB", "--format", "json", timeout=120)
     assert after.returncode == 0, after.stdout[-2000:]
     assert all(sp["ok"] for sp in json.loads(after.stdout)["shared_gpu"])
+
+
+def test_fix_with_same_gpu_writes_each_script_beside_itself(tmp_path):
+    """Two scripts on one A100 (`check chat.sh --same-gpu helper.sh`), the helper failing vLLM's free-memory check:
+    --fix writes chat.fixed.sh and helper.fixed.sh with the split, never the scripts themselves, and the two
+    written scripts pass check together."""
+    chat, helper = tmp_path / "chat.sh", tmp_path / "helper.sh"
+    chat.write_text("vllm serve Qwen/Qwen3-8B --max-model-len 32768 --gpu-memory-utilization 0.7\n")
+    helper.write_text("vllm serve Qwen/Qwen3-0.6B --max-model-len 8192 --gpu-memory-utilization 0.3 --port 8001\n")
+    originals = chat.read_text(), helper.read_text()
+    args = ("--gpu", "A100-80GB", "--vllm-version", "0.11.0")
+    p = run_cli("check", str(chat), "--same-gpu", str(helper), *args, "--fix", timeout=120)
+    assert p.returncode == 1 and "--fix writes split" in p.stderr, p.stderr
+    assert (chat.read_text(), helper.read_text()) == originals
+    fixed = tmp_path / "chat.fixed.sh", tmp_path / "helper.fixed.sh"
+    assert all(f.read_text() != o for f, o in zip(fixed, originals))  # each server's own flags changed
+    after = run_cli("check", str(fixed[0]), "--same-gpu", str(fixed[1]), *args, "--format", "json", timeout=120)
+    assert after.returncode == 0, after.stdout[-2000:]
+    assert json.loads(after.stdout)["shared_gpu"][0]["ok"] is True

@@ -272,3 +272,36 @@ def test_file_blocks_number_every_line_like_the_stream_reader(tmp_path, seed):
     assert (n1.lines, n1.bytes_read) == (n2.lines, n2.bytes_read) == (len(lines), len(data))
     # lines longer than the carry are noted when they had to be cut: the stream reader cuts at every chunk
     assert 0 < n1.long_lines <= n2.long_lines
+
+
+@pytest.mark.parametrize("kind", ["crash-loop", "errors", "loop-with-long-runs"])
+def test_context_window_chooses_what_the_whole_window_chooses(tmp_path, monkeypatch, kind):
+    """A stretch's closing context is found from a window grown from its end (scanner._context); the lines
+    parsed, the notes and the verdicts are those of the half-megabyte window it replaced."""
+    from oomguard.diagnose import scanner
+
+    rng = random.Random(4)
+    if kind == "crash-loop":
+        data = _crash_loop(300) + (FIXTURES / "v1-no-kv-memory.log").read_bytes() + _crash_loop(300, seed=3)
+    elif kind == "errors":
+        head = (FIXTURES / "healthy" / "v0.8.5-v1.log").read_bytes()
+        lines = [f"(APIServer pid=1) ERROR 05-01 12:00:{i % 60:02d} [serving_chat.py:{rng.randint(1, 999)}] Error in "
+                 f"request {rng.getrandbits(64):016x}: {rng.getrandbits(30)} reset by peer"
+                 + (" (exit code 137)" if i % 7001 == 7000 else "") + "\n" for i in range(30000)]
+        data = head + "".join(lines).encode() + (FIXTURES / "v1-runtime-oom.log").read_bytes().split(b"\n", 11)[-1]
+    else:  # start-ups far apart: the last one is further back than the first window
+        unit = _crash_loop(1)
+        filler = b"".join(b"(APIServer pid=1) ERROR 05-01 12:00:00 [serving_chat.py:1] Error in request %d\n" % i
+                          for i in range(700))
+        data = (unit + filler) * 60
+    log = tmp_path / "x.log"
+    log.write_bytes(data)
+
+    def run():
+        d = diagnose([str(log)])
+        return ([v.cls for v in d.verdicts], [[e.line for e in v.evidence] for v in d.verdicts],
+                d.inputs[0].matched_lines, d.inputs[0].notes)
+
+    grown = run()
+    monkeypatch.setattr(scanner, "_CONTEXT_WINDOW", scanner.CONTEXT_BYTES)
+    assert grown == run()

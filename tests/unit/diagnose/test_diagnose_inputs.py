@@ -195,3 +195,26 @@ def test_message_variants(tmp_path, text, expected):
     d = diagnose([_write(tmp_path, "v.log", (text + "\n").encode())])
     got = d.verdicts[0].cls.value if d.verdicts else None
     assert got == expected, [(v.cls.value, v.confidence) for v in d.verdicts]
+
+
+@pytest.mark.parametrize("raw", [
+    b"a,b\r\nc\n\nlast without newline",
+    "GPU 0 显存 81920 MiB\n".encode() * 3,
+    b"bad \xff utf-8\nok\n",
+    b"nul \x00 byte\nok\n",
+    b"x" * (logs.MAX_LINE_BYTES + 10) + b"\nshort\n",
+    ("é" * (logs.MAX_LINE_BYTES // 2)).encode() + b"\n",
+])
+def test_text_lines_decoded_per_block_as_per_line(raw):
+    """iter_text_lines decodes a clean block at once: the same lines, numbers and notes as decode_line."""
+    import io
+
+    fast_notes, slow_notes = logs.ReadNotes(), logs.ReadNotes()
+    fast = list(logs.iter_text_lines(io.BufferedReader(io.BytesIO(raw)), fast_notes))
+    parts = raw.split(b"\n")
+    if parts[-1] == b"":
+        parts.pop()
+    slow = [(i, logs.decode_line(p, i, slow_notes)) for i, p in enumerate(parts, start=1)]
+    assert fast == slow
+    assert (fast_notes.invalid_utf8_lines, fast_notes.truncated_lines, fast_notes.nul_bytes) == \
+        (slow_notes.invalid_utf8_lines, slow_notes.truncated_lines, slow_notes.nul_bytes)

@@ -96,3 +96,23 @@ def test_flashinfer_is_the_only_profiled_path_before_the_forward_native_warm_pas
     # from the warm pass on, the native path sets the phase whatever the env says
     later = sampler.sampler_peak(N, V, 2, version=(0, 21, 0), engine="V1", mrv2=False, env={"VLLM_USE_FLASHINFER_SAMPLER": "1"})
     assert later.path == "triton"
+
+
+def test_a_kept_gate_up_sets_the_mlp_peak_at_down_proj_on_cuda():
+    """qwen2.py's MLP (``gate_up, _ = ...; x = act(gate_up)``) keeps gate_up through down_proj:
+    3H + 3I per token; 0.32's LlamaMLP rebinds ``x`` and frees it first: 2H + 3I at the activation.
+    The V0 Llama of 0.6.4 kept it (S001/S002: peak_torch − weights = 2.07 / 2.99 GiB at 20,000 /
+    29,000 tokens, Llama-3.1-8B)."""
+    llama = load_model("meta-llama/Llama-3.1-8B-Instruct")
+    qwen = load_model("Qwen/Qwen3-8B")
+    H, I = llama.hidden_size, llama.intermediate_size
+    new = {p.name: p.per_token for p in phases.dense_layer(llama, 1, version=(0, 32, 0))}
+    old = {p.name: p.per_token for p in phases.dense_layer(llama, 1, version=(0, 6, 4))}
+    assert new["mlp"] == 2 * H + 3 * I and old["mlp"] == 3 * H + 3 * I
+    Hq, Iq = qwen.hidden_size, qwen.intermediate_size
+    assert {p.name: p.per_token for p in phases.dense_layer(qwen, 1, version=(0, 32, 0))}["mlp"] == 3 * Hq + 3 * Iq
+    # the CPU build's native SiluAndMul peaks at the activation either way (what the oracle measures)
+    assert {p.name: p.per_token for p in phases.dense_layer(qwen, 1, platform="cpu")}["mlp"] == 4 * Hq + 4 * Iq
+    for T, logged in ((20000, 2.07), (29000, 2.99)):
+        fwd, _, _ = phases.forward_peak_bytes(llama, T, 1, 2, version=(0, 6, 4))
+        assert abs(fwd / 2**30 - logged) < 0.02

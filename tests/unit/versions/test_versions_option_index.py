@@ -37,3 +37,17 @@ def test_an_index_of_other_releases_is_not_used(monkeypatch, tmp_path):
 def test_runs_are_compact():
     index = option_index.build(["a", "b", "c", "d"], {"a": {"--x"}, "b": {"--x"}, "c": set(), "d": {"--x", "--y"}}.get)
     assert index["options"] == {"--x": [[0, 1], [3, 3]], "--y": [[3, 3]]}
+
+
+def test_one_entry_per_dest_and_flags_built_on_demand():
+    """load_table keys its lazy flags and its option index by dest: a table lists each dest once."""
+    import json
+
+    from oomguard.versions.table import load_table
+
+    for version in releases.supported():
+        dests = [f["dest"] for f in json.loads((releases.DATA_DIR / f"vllm-{version}.json").read_text())["flags"]]
+        assert len(dests) == len(set(dests)), version
+    rel = load_table(releases.supported()[-1])
+    assert rel.resolve_option("--max-model-len").flag is rel.flags["max_model_len"]
+    assert list(rel.flags) == list(dict(rel.flags.items())) and len(rel.flags) == len(list(rel.flags.values()))

@@ -10,7 +10,6 @@ will mangle, ``--config`` YAML keys that are not flags, duplicates.
 
 from __future__ import annotations
 
-import difflib
 import json
 
 from oomguard.check.finding import Edit, Severity
@@ -271,6 +270,8 @@ def ambiguous(ctx):
     for p in _problems(ctx, ProblemKind.AMBIGUOUS):
         norm = ctx.release._normalise(p.option)  # noqa: SLF001
         cands = sorted(o for o in ctx.release._index if o.startswith(norm))  # noqa: SLF001
+        import difflib  # the closest candidate: only for an ambiguous abbreviation
+
         best = (difflib.get_close_matches(norm, cands, n=1, cutoff=0) or cands[:1] or [None])[0]
         fix = [Edit(_as_flag(p.option), None, replaces=p.option)]
         if best:
@@ -592,6 +593,8 @@ def unknown_env(ctx):
     for name, value in ctx.env.items():
         if not name.startswith("VLLM_") or name in known:
             continue
+        import difflib  # did-you-mean: only for an unknown name
+
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.85)
         fix = [Edit(name, None), Edit(close[0], value)] if close else []
         yield r.finding(

@@ -19,7 +19,7 @@ from oomguard.diagnose.parsers.identity import parse_identity
 from oomguard.diagnose.parsers.kernel import parse_kernel
 from oomguard.diagnose.parsers.memory import parse_memory
 from oomguard.diagnose.parsers.numbers import BadNumber
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 MAX_NUMBER_NOTES = 10
 

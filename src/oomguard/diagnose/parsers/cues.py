@@ -25,7 +25,7 @@ from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.fragments import KEYWORDS as FRAGMENT_KEYWORDS
 from oomguard.diagnose.trie import alternation
-from oomguard import lazy_re  # a log's scan runs a few of the ~80 cue patterns: each compiles when first run
+import oomguard.lazy_re as lazy_re  # a log's scan runs a few of the ~80 cue patterns: each compiles when first run
 
 
 @dataclass(frozen=True)

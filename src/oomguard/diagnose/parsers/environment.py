@@ -24,7 +24,7 @@ import re
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import integer, num
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 _CJK = lazy_re.compile(r"[\u3400-\u9fff]")
 _IMPORT = lazy_re.compile(r"^(?:[\w.]+\.)?(ImportError|ModuleNotFoundError|OSError)(?::\s*(.*))?$")

@@ -20,7 +20,7 @@ from oomguard.diagnose.parsers.frames import frame_function
 from oomguard.diagnose.parsers.numbers import integer, num, to_gib
 from oomguard.diagnose.parsers.paraphrase import note_paste_words, parse_paraphrase
 from oomguard.diagnose.parsers.prose import looks_like_words, phase_hints
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 # Lines that echo what a client sent (parsers.feed skips them) (prompts can say anything, "CUDA out of memory" included).
 REQUEST_ECHO = lazy_re.compile(r"^(?:Received request|Added request|Finished request)\b|\bprompt: '|prompt_token_ids: \[")

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import re
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 _CPYTHON = lazy_re.compile(r'^[\s>|│┃]*File "([^"]{1,500})", line (\d{1,9}),? in ([\w.<>]{1,120})')
 _IPYTHON = lazy_re.compile(r"^[\s>|│┃]*File ([^\s,]{1,500}\.py):(\d{1,9}),? in ([\w.<>]{1,120})")

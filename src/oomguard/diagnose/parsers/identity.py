@@ -17,7 +17,7 @@ from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import integer, maybe_number, num
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 _VERSION_PATTERNS = (
     lazy_re.compile(r"vLLM API server version\s+v?(\d+\.\d+[\w.+-]*)"),

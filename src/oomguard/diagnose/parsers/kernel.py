@@ -19,7 +19,7 @@ import re
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector, KernelKill
 from oomguard.diagnose.parsers.numbers import integer
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 _KILLED = lazy_re.compile(
     r"(?:(Memory cgroup) out of memory: |Out of memory(?: \(oom_kill_allocating_task\))?: )?"

@@ -15,7 +15,7 @@ from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import integer, num, to_gib
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 _WEIGHTS = lazy_re.compile(r"(?:Model loading took|Loading model weights took|model weights took)\s+(-?[\d.]+)\s*(GiB|GB|MiB)")
 _V0_PROFILE_ONE_LINE = lazy_re.compile(r"Memory profiling results:(.*)")

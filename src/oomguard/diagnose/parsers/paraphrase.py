@@ -15,7 +15,7 @@ import re
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.prose import phase_hints
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 TIER = "paraphrase"
 

@@ -9,7 +9,7 @@ neither is present.
 from __future__ import annotations
 
 import re
-from oomguard import lazy_re
+import oomguard.lazy_re as lazy_re
 
 _HINTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("sampler", lazy_re.compile(r"\bsampler\b|dummy requests|采样器", re.IGNORECASE)),
