@@ -221,6 +221,10 @@ def parse_errors(line: LogLine, col: Collector) -> None:
             col.signal(Signal.GENERIC_EXCEPTION, line, numbers={"exception": m.group(1)})
 
 
+_HOST_NAMED_OOM = lazy_re.compile(r"(?<![A-Za-z])(?:host|system|cpu|RAM)[\s_-]+(?:out[\s_-]of[\s_-]memory|OOM(?![A-Za-z]))",
+                                  re.IGNORECASE)
+
+
 def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     m = _SAMPLER.search(joined) if any(w in msg for w in _SAMPLER_WORDS) else None
     if m:
@@ -247,7 +251,8 @@ def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     if _OOM_WORD.search(msg) or ("out of memory" in msg.lower() and "Out of memory: Kill" not in msg):
         if _CJK.search(msg):
             return False  # a sentence in Chinese: the paraphrase tier reads it (parsers/paraphrase.py)
-        if _HOST_KILL_WORDS.search(joined) and not _GPU_OOM_MARKERS_RX.search(msg):
+        if (_HOST_KILL_WORDS.search(joined) or _HOST_NAMED_OOM.search(msg)) and not _GPU_OOM_MARKERS_RX.search(msg):
+            # "CPU Out of Memory", "host OOM": the memory is named before the OOM (Ray's and RL frameworks' words)
             col.signal(Signal.HOST_PROSE, line)
             return True
         if line.level in ("INFO", "DEBUG"):
