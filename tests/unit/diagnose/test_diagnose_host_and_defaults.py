@@ -43,3 +43,12 @@ def test_fewer_sequences_start_from_the_small_card_default(tmp_path):
     assert v.cls.value == "profile-oom"
     seqs = [f.value for f in v.fix if f.flag == "--max-num-seqs"]
     assert seqs == [128]
+
+
+def test_exit_code_137_is_a_whole_number_not_part_of_a_token_count():
+    from oomguard.diagnose.parsers import cues
+
+    rule = next(r for r in cues.TABLE if r.feature == "host:oomkilled")
+    assert rule.pattern.search("the pod exited, Exit code 137") or rule.pattern.search("container exited with code 137")
+    assert not rule.pattern.search("INFO decode 137041102 tokens in 12.3 s")
+    assert not rule.pattern.search("errcode 1370")

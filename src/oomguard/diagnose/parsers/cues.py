@@ -58,7 +58,7 @@ TABLE: tuple[CueRule, ...] = (
           r"\bmemory limit\b|MemoryMax=|--memory[= ]\d|\bmem_limit\b|\bmemory:\s*\d+(?:Gi|G|Mi)\b|内存限制",
           ("memory.max", "memory.limit", "limits:", "limits.memory", "memory limit", "Memory limit", "MemoryMax",
            "--memory", "mem_limit", "memory: ", "内存限制"), "resources: limits: memory: 64Gi"),
-    _rule("host:oomkilled", r"\bOOMKilled\b|exit(?:ed)?(?: with)? (?:code|status)[: ]*137\b|exitCode: 137|code 137",
+    _rule("host:oomkilled", r"\bOOMKilled\b|exit(?:ed)?(?: with)? (?:code|status)[: ]*137\b|\bexitCode: 137\b|\bcode 137\b",
           ("OOMKilled", "code 137", "code: 137", "status 137", "status: 137", "exitCode: 137"),
           "Last State: Terminated  Reason: OOMKilled  Exit Code: 137", flags=0),
     _rule("host:memory-monitor",
