@@ -52,3 +52,25 @@ def test_exit_code_137_is_a_whole_number_not_part_of_a_token_count():
     assert rule.pattern.search("the pod exited, Exit code 137") or rule.pattern.search("container exited with code 137")
     assert not rule.pattern.search("INFO decode 137041102 tokens in 12.3 s")
     assert not rule.pattern.search("errcode 1370")
+
+
+def test_a_failure_word_said_not_to_have_happened_is_not_a_failure_cue(tmp_path):
+    from oomguard.diagnose.parsers import cues
+
+    rule = next(r for r in cues.TABLE if r.feature == "fail:words")
+
+    def counts(text: str) -> bool:
+        return any(not cues.negated(text, m) for m in rule.pattern.finditer(text))
+
+    for clean in ("no errors at all", "returned HTTP 200 without any error", "无报错、无截断",
+                  "Failed requests:                         0", "errors=0"):
+        assert not counts(clean), clean
+    for failing in ("it fails with an error when I start it", "it failed after 0.5 s", "Error 0x1f",
+                    "vLLM 报错 了", "the server crashed with error 0"):
+        assert counts(failing), failing
+    # a benchmark's summary after a clean run: no failure found (it was a config-error false alarm)
+    p = tmp_path / "bench.txt"
+    p.write_text("============ Serving Benchmark Result ============\nSuccessful requests:   200\n"
+                 "Failed requests:                         0\nMaximum request concurrency:             50\n",
+                 encoding="utf-8")
+    assert not diagnose([str(p)]).verdicts

@@ -38,13 +38,14 @@ class CueRule:
     failure: bool = False  # prose, CJK, or an error record (ERROR / CRITICAL, an exception line): words of a failure
     exact_keywords: bool = False  # keywords matched as written even when the pattern ignores case (see _caseless)
     states: bool = False  # the words state a failure of their own ("memory leak", "is not supported"): an anchor
+    negatable: bool = False  # "no error", "无报错", "Failed requests: 0" say the opposite: such a match does not count
 
 
 def _rule(feature: str, pattern: str, keywords: tuple[str, ...], example: str, *, prose: bool = False,
           failure: bool = False, flags: int = re.IGNORECASE, exact_keywords: bool = False,
-          states: bool = False) -> CueRule:
+          states: bool = False, negatable: bool = False) -> CueRule:
     return CueRule(feature, lazy_re.compile(pattern, flags), tuple(k.encode() for k in keywords), prose, example, failure,
-                   exact_keywords, states)
+                   exact_keywords, states, negatable)
 
 
 TABLE: tuple[CueRule, ...] = (
@@ -191,7 +192,7 @@ TABLE: tuple[CueRule, ...] = (
           ("error", "Error", "fail", "Fail", "crash", "Crash", "xception", "killed", "Killed", "dies", "died", "freez",
            "hangs", "stuck", "unable to", "Unable to", "t start", "t run", "t load", "t work", "not work", "报错", "错误",
            "失败", "崩溃", "挂掉", "卡死", "被杀", "异常", "エラー", "失敗", "kill"),
-          "it fails with an error when I start it", prose=True),
+          "it fails with an error when I start it", prose=True, negatable=True),
     _rule("fail:exception", r"\b[A-Z]\w*(?:Error|Exception)\b(?!\s*=)", ("Error", "Exception"),
           "> ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0", prose=True, flags=0),
     # --- words of a failure that bear on its class (prose, or an error record) ---------------------
@@ -372,6 +373,19 @@ _KEYWORD_RX = re.compile(alternation(_EXACT))
 _CASELESS_RX = re.compile(alternation([k.decode() for k in CASELESS_KEYWORDS]), re.IGNORECASE)
 
 
+# A failure word said not to have happened: "no errors", "without error", "never crashed", "0 failed",
+# "无报错 / 没有报错 / 未报错" before it; a zero count after it ("Failed requests: 0", "errors=0": a benchmark's
+# or a health check's summary). Hex ("error 0x1f") and decimals are not a zero count.
+_NEGATION_BEFORE = re.compile(r"(?:\b(?:no|without|zero|never|not any|0)\s+(?:\w+\s+)?|(?:无|没有|没|未|不|零))$", re.IGNORECASE)
+_ZERO_AFTER = re.compile(r"^\s*(?:[A-Za-z]+\s*)?[:：=]?\s*0(?![\w.,])")
+
+
+def negated(msg: str, m: re.Match[str]) -> bool:
+    """True when the failure word ``m`` is negated or counted as zero (see _NEGATION_BEFORE / _ZERO_AFTER)."""
+    return (_NEGATION_BEFORE.search(msg[max(0, m.start() - 20):m.start()]) is not None
+            or _ZERO_AFTER.match(msg[m.end():m.end() + 64]) is not None)
+
+
 def parse_cues(line: LogLine, col: Collector) -> None:
     """Record every report cue the line carries (first occurrence per feature, and a count)."""
     if line.kernel:
@@ -391,5 +405,5 @@ def parse_cues(line: LogLine, col: Collector) -> None:
             if rule.feature in tried or (rule.prose and not words) or (rule.failure and not failure):
                 continue
             tried.add(rule.feature)
-            if rule.pattern.search(msg):
+            if any(not (rule.negatable and negated(msg, m)) for m in rule.pattern.finditer(msg)):
                 col.note_cue(rule.feature, line, error=error)
