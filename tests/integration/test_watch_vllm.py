@@ -91,8 +91,9 @@ def test_watch_sees_load_alerts_and_ends_cleanly_when_the_server_stops(vllm_serv
     report = json.loads(out)
     assert report["ended_by"] == "server-gone"
     assert ended_after < 30
-    # samples arrived from /metrics and from the server's process tree
-    assert report["samples"]["metrics"] >= 8 and report["samples"]["rss"] >= 8
+    # samples arrived from /metrics and from the server's process tree, all along (a loaded CI machine took 7 in a
+    # run that broke out after one wave: a sample of /metrics plus the process tree can take longer than 0.25 s)
+    assert report["samples"]["metrics"] >= 5 and report["samples"]["rss"] >= 5
     peaks = report["peaks"]
     assert peaks["engine"]["running"]["value"] >= 1
     # above the 0.2 % alert (262 of 131,072 tokens); CI's clean runs peaked at 0.5-0.9 % with 16 concurrent
