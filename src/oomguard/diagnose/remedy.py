@@ -69,21 +69,20 @@ def lower_tokens(ctx: Context) -> int:
 
 
 def current_max_num_seqs(ctx: Context) -> int:
-    """The launch's max_num_seqs, else the release's default for the GPU the report shows (vLLM 0.8+
-    gives a large card 1024 and a small one 256: model.engine.default_batch_limits); with the GPU
-    unknown, V1's large-card default, the larger of the two (so the lowered value is below either)."""
+    """The launch's max_num_seqs, else the release's default for the GPU the report shows
+    (model.engine.default_batch_limits: 0.8+ gives a large card 1024, a small one 256); with the GPU
+    unknown, a large card's default, the larger one (so the lowered value is below either)."""
+    from oomguard.model.engine import default_batch_limits
+
     explicit = int_arg(ctx, "max_num_seqs")
     if explicit:
         return explicit
     version = ctx.version_tuple()
-    if version is None and ctx.engine == "V1":
-        version = (0, 10)  # a V1 log without its version: 0.10's rule (A100s get the small-card default)
-    gib = ctx.gpu_total_gib or ctx.mentioned_gpu_gib
-    if version is not None and gib:
-        from oomguard.model.engine import default_batch_limits
-
-        return default_batch_limits((*version, 0), int(gib * (1 << 30)), ctx.gpu_name or "")[1]
-    return 1024 if ctx.engine == "V1" or (version is not None and version >= (0, 8)) else 256
+    if version is None:
+        # a V1 log without its version: 0.10's rule (A100s get the small-card default); else V0's
+        version = (0, 10) if ctx.engine == "V1" else (0, 7)
+    gib = ctx.gpu_total_gib or ctx.mentioned_gpu_gib or 80.0
+    return default_batch_limits((*version, 0), int(gib * (1 << 30)), ctx.gpu_name or "")[1]
 
 
 def lower_seqs(ctx: Context, hint: int | None = None) -> int:
