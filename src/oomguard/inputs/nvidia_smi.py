@@ -4,7 +4,9 @@ The one reader of nvidia-smi captures: ``diagnose`` (any input that looks like o
 and ``host --nvidia-smi`` (``host/gpus.parse_nvidia_smi_csv`` turns this report into its snapshot) all
 read through ``NvidiaSmiParser``. ``strict=True`` is host's reading: a CSV must have its header, and a
 row that is not what nvidia-smi prints is a one-line error naming the file and line (exit 2), where
-diagnose and check skip it.
+diagnose and check skip it. The live sampling query that ``probe`` and ``watch`` run once per tick
+(``SAMPLING_QUERY``: ``--format=csv,noheader,nounits``, no header to read) is a mode of the same
+reader: ``read_sampling`` gives the parser the query's own columns instead of a header.
 
 Both forms may repeat (``watch nvidia-smi``, ``nvidia-smi -l 1``,
 ``--query-gpu=... --format=csv -l 1``), so the parser is incremental: feed it
@@ -196,7 +198,7 @@ class NvidiaSmiParser:
     Lenient (diagnose, check): such rows are skipped, and a CSV without a header has its columns guessed."""
 
     def __init__(self, form: str | None = None, *, step_min_bytes: int = 1 << 30, max_steps: int = 50,
-                 strict: bool = False, source: str | None = None):
+                 strict: bool = False, source: str | None = None, columns: Iterable[str] | None = None):
         self.form = form
         self.step_min_bytes = step_min_bytes
         self.max_steps = max_steps
@@ -214,6 +216,8 @@ class NvidiaSmiParser:
         self._apps: dict[tuple[str | None, int], list] = {}
         self._indices: dict[str, int | None] = {}  # "0" -> 0: a series repeats the same few index cells
         self._mibs: dict[str, int | None] = {}  # the same for memory cells (a total, the used values)
+        if columns is not None:  # a noheader query whose columns the caller asked for (SAMPLING_QUERY)
+            self._set_fields([(name, None) for name in columns])
 
     # --- feeding -------------------------------------------------------
     def feed(self, line_no: int, line: str) -> None:
@@ -505,6 +509,21 @@ class NvidiaSmiParser:
             delta = used - prev.memory_used_bytes
             if abs(delta) >= self.step_min_bytes and len(series.steps) < self.max_steps:
                 series.steps.append(MemoryStep(sample.index, prev.memory_used_bytes, used, sample.timestamp, sample.source_line))
+
+
+# The live sampling query (probe and watch, once per tick). ``nounits``: the memory cells are MiB and
+# utilization is %, as the reader takes a bare number; ``[N/A]`` / ``[Not Supported]`` (a MIG-enabled card's
+# utilization, some boards' memory) are not readings and leave that value out.
+SAMPLING_FIELDS = ("index", "memory.used", "memory.total", "utilization.gpu")
+SAMPLING_QUERY = ("nvidia-smi", "--query-gpu=" + ",".join(SAMPLING_FIELDS), "--format=csv,noheader,nounits")
+
+
+def read_sampling(text: str, fields: Iterable[str] = SAMPLING_FIELDS) -> list[GpuSample]:
+    """One answer of the sampling query: a sample per GPU, by index. A row that is not the query's (a
+    warning, a wrong cell count, no GPU index) is skipped, as diagnose reads a capture."""
+    parser = NvidiaSmiParser("csv", columns=fields)
+    report = parser.feed_all(enumerate(text.splitlines(), start=1))
+    return [g.last for _, g in sorted(report.gpus.items()) if g.index is not None and g.last is not None]
 
 
 def looks_like_table(sample: str) -> bool:

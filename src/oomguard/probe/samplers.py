@@ -23,8 +23,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from oomguard.probe.classes import Source
 
-MiB = 1 << 20
-
 
 @dataclass
 class Sample:
@@ -152,34 +150,24 @@ def _text(value: Any) -> str:
 
 # -- nvidia-smi ---------------------------------------------------------------
 
-SMI_QUERY = (
-    "nvidia-smi",
-    "--query-gpu=index,memory.used,memory.total,utilization.gpu",
-    "--format=csv,noheader,nounits",
-)
+def smi_samples(t: float, text: str) -> list[Sample]:
+    """One answer of the sampling query, read by the one nvidia-smi reader (``inputs/nvidia_smi.read_sampling``),
+    as samples keyed ``gpuN``; a value nvidia-smi did not give (``[N/A]``) is left out."""
+    from oomguard.inputs.nvidia_smi import read_sampling
 
-
-def parse_smi_csv(text: str) -> list[tuple[int, dict[str, float]]]:
-    """Parse ``index, used MiB, total MiB, util %`` rows; ``[N/A]`` fields are skipped."""
-    rows = []
-    for line in text.splitlines():
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) < 3 or not cells[0].isdigit():
-            continue
+    out = []
+    for g in read_sampling(text):
         values: dict[str, float] = {}
-        for name, cell, scale in (
-            ("used_bytes", cells[1], MiB),
-            ("total_bytes", cells[2], MiB),
-            ("util_pct", cells[3] if len(cells) > 3 else "", 1),
-        ):
-            try:
-                values[name] = float(cell.split()[0]) * scale
-            except (ValueError, IndexError):
-                continue
-        if "used_bytes" in values and "total_bytes" in values:
-            values["free_bytes"] = values["total_bytes"] - values["used_bytes"]
-        rows.append((int(cells[0]), values))
-    return rows
+        if g.memory_used_bytes is not None:
+            values["used_bytes"] = float(g.memory_used_bytes)
+        if g.memory_total_bytes is not None:
+            values["total_bytes"] = float(g.memory_total_bytes)
+        if g.utilization_pct is not None:
+            values["util_pct"] = float(g.utilization_pct)
+        if g.memory_used_bytes is not None and g.memory_total_bytes is not None:
+            values["free_bytes"] = float(g.memory_total_bytes - g.memory_used_bytes)
+        out.append(Sample(t, Source.NVIDIA_SMI, f"gpu{g.index}", values))
+    return out
 
 
 def _run_smi(argv: tuple[str, ...]) -> str:
@@ -193,7 +181,10 @@ class NvidiaSmiSampler(ThreadedSampler):
     name = "nvidia-smi"
 
     def __init__(self, run: Callable[[tuple[str, ...]], str] = _run_smi):
+        from oomguard.inputs.nvidia_smi import SAMPLING_QUERY
+
         self._run = run
+        self._query = SAMPLING_QUERY
 
     @classmethod
     def create(cls) -> tuple[NvidiaSmiSampler | None, str]:
@@ -203,7 +194,7 @@ class NvidiaSmiSampler(ThreadedSampler):
             return None, "nvidia-smi not on PATH"
         sampler = cls()
         try:
-            rows = parse_smi_csv(sampler._run(SMI_QUERY))
+            rows = smi_samples(0.0, sampler._run(sampler._query))
         except (OSError, subprocess.SubprocessError) as exc:
             return None, f"nvidia-smi failed: {exc}"
         if not rows:
@@ -211,7 +202,7 @@ class NvidiaSmiSampler(ThreadedSampler):
         return sampler, f"nvidia-smi: {len(rows)} GPU(s)"
 
     def sample_sync(self, t: float) -> list[Sample]:
-        return [Sample(t, self.source, f"gpu{i}", v) for i, v in parse_smi_csv(self._run(SMI_QUERY))]
+        return smi_samples(t, self._run(self._query))
 
 
 # -- process RSS -----------------------------------------------------------------

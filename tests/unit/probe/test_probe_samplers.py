@@ -24,7 +24,7 @@ from oomguard.probe.samplers import (
     ProcessTree,
     RssSampler,
     find_server_pid,
-    parse_smi_csv,
+    smi_samples,
 )
 
 MiB = 1 << 20
@@ -65,11 +65,42 @@ garbage line
 """
 
 
-def test_parse_smi_csv():
-    rows = parse_smi_csv(SMI)
-    assert [i for i, _ in rows] == [0, 1, 2]
-    assert rows[0][1] == {"used_bytes": 19876 * MiB, "total_bytes": 24576 * MiB, "util_pct": 87.0, "free_bytes": 4700 * MiB}
-    assert "used_bytes" not in rows[2][1]
+def test_smi_samples_through_the_one_reader():
+    rows = smi_samples(1.0, SMI)
+    assert [s.key for s in rows] == ["gpu0", "gpu1", "gpu2"]
+    assert rows[0].values == {"used_bytes": 19876 * MiB, "total_bytes": 24576 * MiB, "util_pct": 87.0,
+                              "free_bytes": 4700 * MiB}
+    assert rows[2].values == {"total_bytes": 24576 * MiB}  # [N/A] is not a reading
+    assert {s.source for s in rows} == {Source.NVIDIA_SMI}
+
+
+def test_smi_samples_real_shapes():
+    # An H100 with MIG enabled (utilization is [N/A] in MIG mode), a board that reports [Not Supported]
+    # memory, a driver warning line before the rows, and cells with the spaces nvidia-smi pads them with.
+    text = ("WARNING: infoROM is corrupted at gpu 0000:41:00.0\n"
+            "0, 40123, 81559, [N/A]\n"
+            "1, [Not Supported], [Not Supported], 12\n"
+            "  2 ,  512 , 81559 ,  0  \n"
+            "3, 99999999999999999999999999, 81559, 5\n"
+            "4, 1, 2\n")
+    rows = {s.key: s.values for s in smi_samples(0.0, text)}
+    assert rows["gpu0"] == {"used_bytes": 40123 * MiB, "total_bytes": 81559 * MiB, "free_bytes": (81559 - 40123) * MiB}
+    assert "gpu1" not in rows  # neither memory cell is a reading
+    assert rows["gpu2"]["used_bytes"] == 512 * MiB and rows["gpu2"]["util_pct"] == 0
+    assert rows["gpu3"] == {"total_bytes": 81559 * MiB, "util_pct": 5.0}  # a hostile figure is not a reading
+    assert "gpu4" not in rows  # not the query's four columns
+
+
+def test_host_and_probe_read_nvidia_smi_with_one_parser():
+    import inspect
+
+    import oomguard.host.gpus as host_gpus
+    import oomguard.probe.samplers as samplers
+
+    for mod in (samplers, host_gpus):
+        src = inspect.getsource(mod)
+        assert "NvidiaSmiParser" in src or "read_sampling" in src
+        assert ".split(\",\")" not in src  # no CSV splitting of its own
 
 
 def test_nvidia_smi_sampler_with_recorded_output():
