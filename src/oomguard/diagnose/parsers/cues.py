@@ -328,8 +328,8 @@ TABLE += (
 # Cue kinds that are read by other parts (the fix choice, the context), never weighed by the scorer.
 UNSCORED_PREFIXES = (SUGGESTION_PREFIX, MENTION_PREFIX)
 
-_CJK = re.compile(r"[\u3400-\u9fff]")
-_ERROR_RECORD = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
+_CJK = lazy_re.compile(r"[\u3400-\u9fff]")
+_ERROR_RECORD = lazy_re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
 # Words of a failure (counted only in prose or error records): on an error record they state a failure.
 FAILURE_WORDS: frozenset[str] = frozenset(r.feature for r in TABLE if r.failure and r.feature.startswith("words:"))
 # Words that state a failure on their own, in prose as on an error record: anchors (features.extract).
@@ -369,15 +369,15 @@ for _r in TABLE:
 _EXACT = sorted((k for k in _RULES_BY_KEYWORD if k.encode() not in CASELESS_KEYWORDS or k != k.lower()),
                 key=len, reverse=True)
 # Trie-shaped (diagnose/trie.py): the same matches as the flat alternations longest first, ten times faster a line.
-_KEYWORD_RX = re.compile(alternation(_EXACT))
-_CASELESS_RX = re.compile(alternation([k.decode() for k in CASELESS_KEYWORDS]), re.IGNORECASE)
+_KEYWORD_RX = lazy_re.compile(alternation(_EXACT))
+_CASELESS_RX = lazy_re.compile(alternation([k.decode() for k in CASELESS_KEYWORDS]), re.IGNORECASE)
 
 
 # A failure word said not to have happened: "no errors", "without error", "never crashed", "0 failed",
 # "无报错 / 没有报错 / 未报错" before it; a zero count after it ("Failed requests: 0", "errors=0": a benchmark's
 # or a health check's summary). Hex ("error 0x1f") and decimals are not a zero count.
-_NEGATION_BEFORE = re.compile(r"(?:\b(?:no|without|zero|never|not any|0)\s+(?:\w+\s+)?|(?:无|没有|没|未|不|零))$", re.IGNORECASE)
-_ZERO_AFTER = re.compile(r"^\s*(?:[A-Za-z]+\s*)?[:：=]?\s*0(?![\w.,])")
+_NEGATION_BEFORE = lazy_re.compile(r"(?:\b(?:no|without|zero|never|not any|0)\s+(?:\w+\s+)?|(?:无|没有|没|未|不|零))$", re.IGNORECASE)
+_ZERO_AFTER = lazy_re.compile(r"^\s*(?:[A-Za-z]+\s*)?[:：=]?\s*0(?![\w.,])")
 
 
 def negated(msg: str, m: re.Match[str]) -> bool:

@@ -13,8 +13,9 @@ import re
 
 from oomguard.diagnose.events import LogLine, Signal
 from oomguard.diagnose.facts import Collector
+import oomguard.lazy_re as lazy_re  # parsers' patterns compile when first run (diagnose's start-up)
 
-_FRAGMENTS: tuple[tuple[Signal, re.Pattern[str]], ...] = tuple((s, re.compile(p, re.IGNORECASE)) for s, p in (
+_FRAGMENTS: tuple[tuple[Signal, re.Pattern[str]], ...] = tuple((s, lazy_re.compile(p, re.IGNORECASE)) for s, p in (
     (Signal.KV_TOO_SMALL, r"cache is needed,? which is larger than the available KV cache|larger than the available "
                           r"KV cache memory|Based on the available memory, the estimated maximum model length|"
                           r"to serve at least one request with the models?'s max seq len"),

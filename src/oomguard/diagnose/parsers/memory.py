@@ -165,11 +165,12 @@ def parse_memory(line: LogLine, col: Collector) -> None:
     if m:
         col.add_memory("gpu_memory_utilization", num(m.group(1)), "ratio", line)
         return
-    m = _BLOCKS.search(msg) or _BARE_BLOCKS.search(msg)
-    if m:
-        blocks = integer(m.group(2) if m.re is _BLOCKS.compiled else m.group(1))
+    m = _BLOCKS.search(msg)
+    bare = None if m else _BARE_BLOCKS.search(msg)
+    if m or bare:
+        blocks = integer(m.group(2) if m else bare.group(1))
         col.add_memory("num_gpu_blocks", blocks, "blocks", line)
-        if m.re is _BLOCKS.compiled and m.group(3):
+        if m and m.group(3):
             col.add_memory("num_cpu_blocks", integer(m.group(3)), "blocks", line)
         col.advance_phase(Phase.KV_CACHE, line)
         if blocks == 0:

@@ -31,13 +31,13 @@ and the last ones, where a run dies; when lines in between are skipped, the outp
 from __future__ import annotations
 
 import json
-import re
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from oomguard.diagnose.events import LogLine
+import oomguard.lazy_re as lazy_re  # parsers' patterns compile when first run (diagnose's start-up)
 
 CATALOG_FILE = Path(__file__).resolve().parents[2] / "data" / "vllm_messages.json"
 MAX_LINES_HEAD = 500
@@ -59,9 +59,9 @@ FAILURE_KINDS_EXCLUDED = frozenset({"warning"})
 # records and exception lines. Prose reaches the parsers through the other parsers' keywords.
 SCAN: tuple[object, ...] = ("ERROR", "CRITICAL", "Error", "Exception", "error:", "Traceback")
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\^\[\[[0-9;]*m|(?<![\w\]])\[[0-9]{1,3}(?:;[0-9]{1,3}){0,3}m")
-_BOX = re.compile(r"[\u2500-\u257f\u2580-\u259f]+")
-_PREFIXES = re.compile(
+_ANSI = lazy_re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\^\[\[[0-9;]*m|(?<![\w\]])\[[0-9]{1,3}(?:;[0-9]{1,3}){0,3}m")
+_BOX = lazy_re.compile(r"[\u2500-\u257f\u2580-\u259f]+")
+_PREFIXES = lazy_re.compile(
     r"^(?:\s*(?:```\w*|>+|[+-](?=\s|[A-Z])|\*\*?|`|#+\s|\|))*\s*"  # markdown / quote / diff / table
     r"(?:\[rank\d+\]:\s*)?"
     r"(?:\([\w.:/=-]+(?:\s+[\w.:/=-]+)*?(?:\s+pid=\d+)?(?:,\s*ip=[\w.:]+)?\)\s*)*"  # (EngineCore_DP0 pid=1, ip=...)
@@ -70,14 +70,14 @@ _PREFIXES = re.compile(
     r"(?:\[?[\w./-]+\.py(?::\d+)?\]\s*)?)?"
     r"(?:\[rank\d+\]:\s*)?",
 )
-_EXCEPTION = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Exit|Interrupt))\s*:\s*")
+_EXCEPTION = lazy_re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Exit|Interrupt))\s*:\s*")
 # a word keeps its hyphens ("device-side", a flag's name "--tool-call-parser" is one word)
-_TOKEN = re.compile(r"[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*(?:'[a-z]+)?|\d+(?:\.\d+)?")
-_PLACEHOLDER = re.compile(r"\{n?\}")
-_TOKEN_OR_SLOT = re.compile(_TOKEN.pattern + r"|\x00")
-_DIGITS = re.compile(r"\d+")
-_ERROR_RECORD = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
-_OTHER_LEVEL = re.compile(r"(?:^|[\s\[|:(-])(?:INFO|DEBUG|TRACE|WARN|WARNING|NOTICE|UserWarning|FutureWarning|"
+_TOKEN = lazy_re.compile(r"[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*(?:'[a-z]+)?|\d+(?:\.\d+)?")
+_PLACEHOLDER = lazy_re.compile(r"\{n?\}")
+_TOKEN_OR_SLOT = lazy_re.compile(_TOKEN.pattern + r"|\x00")
+_DIGITS = lazy_re.compile(r"\d+")
+_ERROR_RECORD = lazy_re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
+_OTHER_LEVEL = lazy_re.compile(r"(?:^|[\s\[|:(-])(?:INFO|DEBUG|TRACE|WARN|WARNING|NOTICE|UserWarning|FutureWarning|"
                           r"DeprecationWarning)(?:[\s\]|:)-]|$)")
 # Traceback frames and source lines, a caret line: never a message
 _NOT_MESSAGES = ("File \"", "Traceback", "  ", "^", "~", "raise ", "return ", "self.", "During handling", "--", "$ ",
