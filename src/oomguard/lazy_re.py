@@ -19,10 +19,17 @@ from typing import Any
 __all__ = ["LazyPattern", "compile", "is_pattern"]
 
 
-class LazyPattern:
-    """A ``re.Pattern`` compiled the first time it matches; ``pattern`` and ``flags`` without compiling."""
+# The methods parsers call: after the first compile they are the compiled pattern's own bound methods, set on
+# the instance, so a lazy pattern in a per-line loop costs what a compiled one does (no wrapper frame).
+_METHODS = ("search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split", "scanner")
 
-    __slots__ = ("pattern", "_flags", "_compiled")
+
+class LazyPattern:
+    """A ``re.Pattern`` compiled the first time it matches; ``pattern`` and ``flags`` without compiling.
+
+    Not the same object as the compiled pattern: ``match.re is LAZY`` is always False. Compare a match's
+    pattern by equality (``match.re == LAZY``: same source and flags) or keep the match of each pattern
+    apart; tests/unit/test_lazy_re.py refuses identity tests on patterns in src/."""
 
     def __init__(self, pattern: str | bytes, flags: int = 0):
         self.pattern = pattern
@@ -41,34 +48,13 @@ class LazyPattern:
         compiled = self._compiled
         if compiled is None:
             compiled = self._compiled = re.compile(self.pattern, self._flags)
+            for name in _METHODS:  # found on the instance from now on; __getattr__ is not asked again
+                self.__dict__[name] = getattr(compiled, name)
         return compiled
 
-    # the methods parsers call, without a __getattr__ hop
-    def search(self, *args: Any, **kwargs: Any):
-        return self.compiled.search(*args, **kwargs)
-
-    def match(self, *args: Any, **kwargs: Any):
-        return self.compiled.match(*args, **kwargs)
-
-    def fullmatch(self, *args: Any, **kwargs: Any):
-        return self.compiled.fullmatch(*args, **kwargs)
-
-    def finditer(self, *args: Any, **kwargs: Any):
-        return self.compiled.finditer(*args, **kwargs)
-
-    def findall(self, *args: Any, **kwargs: Any):
-        return self.compiled.findall(*args, **kwargs)
-
-    def sub(self, *args: Any, **kwargs: Any):
-        return self.compiled.sub(*args, **kwargs)
-
-    def subn(self, *args: Any, **kwargs: Any):
-        return self.compiled.subn(*args, **kwargs)
-
-    def split(self, *args: Any, **kwargs: Any):
-        return self.compiled.split(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:  # groups, groupindex, scanner...
+    def __getattr__(self, name: str) -> Any:  # search/match... before the first compile; groups, groupindex...
+        if name.startswith("_"):  # not re's (and never recurse through _compiled before __init__)
+            raise AttributeError(name)
         return getattr(self.compiled, name)
 
     def __eq__(self, other: object) -> bool:

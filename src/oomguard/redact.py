@@ -305,9 +305,9 @@ def secrets_in_text(text: str) -> list[str]:
     for m in _HEADER.finditer(text):  # "Authorization: Bearer X": X, not the scheme
         if len(m.group(4)) >= 4 and MASK not in m.group(4):
             found.append(m.group(4))
-    for rx in (_FLAG, _ASSIGN):
+    for rx, name_group, value_group in ((_FLAG, 1, 3), (_ASSIGN, 2, 5)):
         for m in rx.finditer(text):
-            name, value = (m.group(1), m.group(3)) if rx is _FLAG else (m.group(2), m.group(5))
+            name, value = m.group(name_group), m.group(value_group)
             if not is_secret_name(name) or _NOT_A_VALUE.match(value) or name.lower().endswith("authorization"):
                 continue
             value = value.strip("'\"\\")

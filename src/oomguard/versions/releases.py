@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import oomguard.lazy_re as lazy_re
 from oomguard.errors import InputError
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "flags"
 
 # Version components are bounded ({1,9}): a 5000-digit "release" must not reach int().
-_VERSION = re.compile(
+_VERSION = lazy_re.compile(
     r"^v?(?P<major>\d{1,9})\.(?P<minor>\d{1,9})(?:\.(?P<patch>\d{1,9}))?(?:\.(?P<sub>\d{1,9}))?"
     r"(?:[.-]?post(?P<post>\d{1,9}))?(?:[.-]?(?P<pre>rc|dev|a|b)(?P<prenum>\d{0,9}))?"
     r"(?:\+[\w.]+)?$",
