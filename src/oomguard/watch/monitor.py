@@ -75,6 +75,15 @@ class WatchResult:
         return any(t.fired() for t in self.trackers)
 
 
+def _kv_usage(values: dict) -> float | None:
+    return values.get("kv_cache_usage")
+
+
+def _gpu_fraction(values: dict) -> float | None:
+    used, total = values.get("used_bytes"), values.get("total_bytes")
+    return None if used is None or not total else used / total
+
+
 def make_trackers(config: WatchConfig) -> list[AlertTracker]:
     out = []
     if config.alert_kv is not None:
@@ -149,17 +158,32 @@ class Monitor:
             st.samples += len(got)
         return got
 
-    def _observe_alerts(self, t: float) -> list[Event]:
+    def _observe_alerts(self, t: float, samples: list[Sample] = ()) -> list[Event]:
+        """Feed the alert machines every reading of this tick, each at its own time: a scrape that outlived its
+        tick arrives together with the next one, and the peak it carries must be seen (not only the latest
+        value). A key with no new reading is observed at ``t`` with its latest value while it is fresh."""
         events = []
+        arrived: dict[str, list[Sample]] = {}
+        for s in samples:
+            arrived.setdefault(s.key, []).append(s)
         for tracker in self.trackers:
             rule = tracker.rule
             if rule.signal is Signal.KV_USAGE:
                 keys = self.state.engine_keys() if len(self.state.engine_keys()) > 1 else ["engine"]  # per DP engine
-                pairs = [(k, self.state.value(k, "kv_cache_usage") if self._fresh(k, t) else None) for k in keys]
+                sources, reading = (Source.METRICS,), _kv_usage
             else:
-                pairs = [(k, self.state.gpu_fraction(k) if self._fresh(k, t) else None) for k in self.state.gpu_keys()]
-            for key, value in pairs:
-                for tr in tracker.observe(key, t, value):
+                keys = self.state.gpu_keys()
+                sources, reading = (Source.NVML, Source.NVIDIA_SMI), _gpu_fraction
+            pairs = []
+            for k in keys:
+                new = sorted((s for s in arrived.get(k, ()) if s.source in sources), key=lambda s: s.t)
+                if new:
+                    pairs += [(k, s.t, reading(s.values)) for s in new]
+                else:
+                    lt = self.state.latest.get(k)
+                    pairs.append((k, t, reading(lt.values) if lt is not None and self._fresh(k, t) else None))
+            for key, at, value in pairs:
+                for tr in tracker.observe(key, at, value):
                     what = "KV cache usage" if rule.signal is Signal.KV_USAGE else f"{key} memory"
                     if tr.state is AlertState.FIRING:
                         events.append(
@@ -168,7 +192,7 @@ class Monitor:
                                 EventKind.ALERT_FIRING,
                                 Severity.CRITICAL if rule.signal is Signal.GPU_MEMORY else Severity.WARNING,
                                 f"ALERT {rule.name}: {what} {tr.value:.1%} >= {rule.threshold:.0%} "
-                                f"held {t - tr.since:.1f}s (since +{tr.since:.1f}s)",
+                                f"held {tr.t - tr.since:.1f}s (since +{tr.since:.1f}s)",
                                 {
                                     "rule": rule.name,
                                     "key": key,
@@ -245,7 +269,7 @@ class Monitor:
                 t = self.now()
                 samples = await self._sample_all(t)
                 events = self.state.ingest(t, samples)
-                events += self._observe_alerts(t)
+                events += self._observe_alerts(t, samples)
                 if self.drift is not None:
                     events += self.drift.check(t, self.state)
                 events += self._metrics_warning(t)

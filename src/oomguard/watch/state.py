@@ -73,12 +73,6 @@ class WatchState:
         lt = self.latest.get(key)
         return None if lt is None else lt.values.get(name)
 
-    def gpu_fraction(self, key: str) -> float | None:
-        used, total = self.value(key, "used_bytes"), self.value(key, "total_bytes")
-        if used is None or not total:
-            return None
-        return used / total
-
     def ingest(self, t: float, samples: list[Sample]) -> list[Event]:
         """Fold one tick's samples in; return the events they imply."""
         self.ticks += 1

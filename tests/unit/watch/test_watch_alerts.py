@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from oomguard.probe.classes import Source
+from oomguard.probe.samplers import Sample
 from oomguard.watch.alerts import AlertRule, AlertState, AlertTracker, Signal
+from oomguard.watch.events import EventKind
 
 
 def rule(threshold=0.9, hold=60.0):
@@ -82,3 +87,59 @@ def test_matches_a_brute_force_reference(values, threshold, hold):
     tr = AlertTracker(rule(threshold, hold))
     fired = [tx.t for t, v in samples for tx in tr.observe("engine", t, v) if tx.state is AlertState.FIRING]
     assert fired == _reference(samples, threshold, hold)
+
+
+# -- a scrape that outlives its tick (the integration test's flake: a KV peak above the alert, no alert) ------
+
+
+class _LateScrape:
+    """Engine samples from /metrics; the second scrape (the peak) answers only after its tick's wait, when the
+    test releases it: it then arrives in the same tick as the next, lower, reading. No sleeping: the late
+    answer is held by an asyncio.Event, so the timing is the same on any machine."""
+
+    source = Source.METRICS
+    name = "metrics"
+
+    def __init__(self, peak: float, usual: float) -> None:
+        self.release = asyncio.Event()
+        self.calls = 0
+        self.peak, self.usual = peak, usual
+
+    async def sample(self, t: float) -> list[Sample]:
+        self.calls += 1
+        if self.calls == 2:
+            await self.release.wait()
+            return [Sample(t, Source.METRICS, "engine", {"kv_cache_usage": self.peak})]
+        return [Sample(t, Source.METRICS, "engine", {"kv_cache_usage": self.usual})]
+
+    async def close(self) -> None:
+        return None
+
+
+def test_a_peak_from_a_late_scrape_fires_the_alert():
+    from oomguard.probe.client import normalize_base_url
+    from oomguard.watch.config import WatchConfig
+    from oomguard.watch.monitor import Monitor
+    from oomguard.watch.sources import Sources
+
+    async def go():
+        late = _LateScrape(peak=0.5, usual=0.01)
+        cfg = WatchConfig(url=normalize_base_url("http://127.0.0.1:9"), interval_s=0.05, duration_s=60.0, hold_s=0.0,
+                          local=False, alert_kv=0.3)
+        m = Monitor(cfg, Sources(samplers=[late]))
+        fired = []
+        for tick, t in enumerate((0.0, 0.25, 0.5)):
+            if tick == 2:
+                late.release.set()  # the peak's scrape answers now, after its own tick gave up waiting
+                await asyncio.sleep(0)  # let it finish (a yield to the loop, not a wait)
+            samples = await m._sample_all(t)
+            m.state.ingest(t, samples)
+            fired += [e for e in m._observe_alerts(t, samples) if e.kind is EventKind.ALERT_FIRING]
+            if tick == 1:
+                assert samples == [] and "metrics" in m._pending  # the peak's scrape is still out
+        return m, fired
+
+    m, fired = asyncio.run(go())
+    assert [e.data["value"] for e in fired] == [0.5]
+    assert fired[0].data["since"] == 0.25  # at the peak's own time, not the tick that collected it
+    assert m.state.value("engine", "kv_cache_usage") == 0.01  # the latest reading is the later, lower one
