@@ -310,10 +310,23 @@ def secrets_in_text(text: str) -> list[str]:
             name, value = m.group(name_group), m.group(value_group)
             if not is_secret_name(name) or _NOT_A_VALUE.match(value) or name.lower().endswith("authorization"):
                 continue
+            if value[:1] in "{[" or value.endswith(":"):
+                continue  # YAML / JSON structure ("secretKeyRef: {name: ...", a key on the next line), not a value
             value = value.strip("'\"\\")
             if len(value) >= 4 and value.lower() not in _PROSE:
                 found.append(value)
     return found
+
+
+def launch_secrets(launch: Any) -> list[str]:
+    """Every value to mask in what is printed about one launch: its secret flag and env values (JSON-valued
+    flags included) and what follows a secret name in its raw text. A manifest's ``valueFrom`` names a
+    Secret and its key (``key: token``): identifiers, not values, and not masked."""
+    refs = {str(v) for e in (getattr(launch, "env_from", None) or {}).values()
+            for part in (e.spec.values() if isinstance(e.spec, dict) else ()) if isinstance(part, dict)
+            for k, v in part.items() if k in ("name", "key")}
+    text_found = [v for v in secrets_in_text(getattr(launch, "text", "") or "") if v not in refs]
+    return secret_values(getattr(launch, "flags", {}) or {}, getattr(launch, "env", {}) or {}) + text_found
 
 
 def redact_argv(argv: Iterable[str]) -> list[str]:

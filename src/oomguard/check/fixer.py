@@ -106,7 +106,11 @@ def apply_edits(launch: Launch, release, edits: list[Edit]) -> tuple[str, list[s
     renamed = {x.replaces for x in edits if x.value is not None and x.replaces}
     for e in ordered:
         if e.is_env:
-            if not fixer.env(e):
+            elsewhere = launch.env_from.get(e.flag)
+            if elsewhere is not None:  # never a second definition beside the manifest's valueFrom
+                notes.append(f"{e.flag} is set from {elsewhere.source} (make it {e.value} there)"
+                             if e.value is not None else f"{e.flag} is set from {elsewhere.source} (remove it there)")
+            elif not fixer.env(e):
                 notes.append(f"set {e.flag}={e.value} in the environment of the server")
             continue
         if e.value is None:

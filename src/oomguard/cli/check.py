@@ -185,12 +185,11 @@ def run(args: argparse.Namespace) -> int:
     # Secrets in the launch (--api-key, HF_TOKEN=..., keys nested in JSON-valued flags) stay in
     # the file --fix writes but never reach stdout: redacted here, at the render edge, as a
     # structure for json/sarif and as text for the line-oriented formats.
-    from oomguard.redact import Redactor, secret_values, secrets_in_text
+    from oomguard.redact import Redactor, launch_secrets
 
     secrets: list = []
     for rep in run_.reports:
-        launch = rep.ctx.launch
-        secrets += secret_values(launch.flags, launch.env) + secrets_in_text(launch.text or "")
+        secrets += launch_secrets(rep.ctx.launch)
     redact = Redactor(secrets)
     if fmt == "json":
         doc = run_.to_dict()

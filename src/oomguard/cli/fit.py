@@ -237,7 +237,7 @@ def hardware_mode(args: argparse.Namespace) -> bool:
 def run(args: argparse.Namespace) -> int:
     from oomguard.fit.runner import fit
 
-    from oomguard.redact import Redactor, secret_values, secrets_in_text
+    from oomguard.redact import Redactor, launch_secrets
 
     if args.same_gpu:
         from oomguard.cli.same_gpu import fit_split
@@ -252,8 +252,7 @@ def run(args: argparse.Namespace) -> int:
     # The corrected command repeats the launch's --api-key and JSON-valued flags: secrets are
     # masked at this render edge (the launch file itself is never rewritten by fit).
     launch = req.launch
-    redact = Redactor(secret_values(getattr(launch, "flags", {}) or {}, getattr(launch, "env", {}) or {})
-                      + secrets_in_text(getattr(launch, "text", "") or ""))
+    redact = Redactor(launch_secrets(launch))
     if args.format == "json":
         json.dump(redact.data(json.loads(json.dumps(result.to_dict(), default=str))), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -252,10 +252,12 @@ def _container_env(parts: _Parts) -> dict[str, str]:
     return {k: v for k, v in parts.env.items() if k != "CUDA_VISIBLE_DEVICES"}
 
 
-def _secrets_note(parts: _Parts, opts: ExportOptions, where: str) -> list[str]:
-    if not parts.secret_names:
+def _secrets_note(parts: _Parts, opts: ExportOptions, where: str, skip: Any = ()) -> list[str]:
+    """Where the secrets go; ``skip``: names the target takes from elsewhere (a manifest's own valueFrom)."""
+    wanted = [k for k in parts.secret_names if k not in skip]
+    if not wanted:
         return []
-    names = ", ".join(parts.secret_names)
+    names = ", ".join(wanted)
     if opts.secrets_file:
         return [f"secrets {names}: values written to {visible(opts.secrets_file)} (mode 0600); {where}"]
     return [f"secrets {names}: not written anywhere; {where} (export with --secrets-file FILE to write them, mode 0600)"]
@@ -491,7 +493,9 @@ def render_kubernetes(launch: Any, opts: ExportOptions) -> Rendered:
     env: list[dict[str, Any]] = [{"name": k, "value": _dollar(v, "")} for k, v in _container_env(p).items()]
     secret_name = f"{opts.name}-secrets"
     for k in p.secret_names:
-        env.append({"name": k, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": k}}})
+        kept = p.secrets.env_from.get(k)  # the manifest's own valueFrom, as it was
+        env.append({"name": k, "valueFrom": kept.spec if kept is not None else
+                    {"secretKeyRef": {"name": secret_name, "key": k}}})
     gpus = str(len(p.devices) if p.devices else p.num_gpus)
     resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": gpus}, "requests": {"nvidia.com/gpu": gpus}}
     if res.memory_max_bytes:
@@ -544,7 +548,8 @@ def render_kubernetes(launch: Any, opts: ExportOptions) -> Rendered:
     text = "\n".join(head) + "\n" + _yaml_checked(lambda: dump_all([doc]), "--to kubernetes")
     notes += _secrets_note(
         p, opts, f"the Deployment reads them from the Secret {secret_name} (secretKeyRef): "
-        f"kubectl create secret generic {secret_name} --from-env-file={visible(opts.secrets_file or 'FILE')}"
+        f"kubectl create secret generic {secret_name} --from-env-file={visible(opts.secrets_file or 'FILE')}",
+        skip=p.secrets.env_from,
     )
     return Rendered(text, notes, {"comments": head, "docs": [doc]}, dict(p.secrets.secrets))
 

@@ -41,6 +41,9 @@ class SecretPlan:
     moved: dict[str, list[str]] = field(default_factory=dict)  # flag dest -> the variables its value moved to
     dropped: dict[str, str] = field(default_factory=dict)  # flag dest -> the variable vLLM reads instead
     notes: list[str] = field(default_factory=list)
+    # Variables a manifest sets from a Secret / ConfigMap / pod field (``Launch.env_from``): the Kubernetes
+    # target writes each ``valueFrom`` back as it was; the others ask for it in the secrets file (``secrets``: None).
+    env_from: dict[str, Any] = field(default_factory=dict)
 
 
 def env_reference(value: Any) -> str | None:
@@ -49,6 +52,20 @@ def env_reference(value: Any) -> str | None:
         m = _REFERENCE.fullmatch(value.strip())
         if m:
             return m.group(1) or m.group(2)
+    return None
+
+
+_K8S_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _as_reference(text: str, launch: Any) -> str | None:
+    """``text`` as ``${NAME}`` when it is one variable: ``$NAME`` / ``${NAME}``, or in a Kubernetes manifest
+    ``$(NAME)`` (the kubelet's expansion: a variable the container's env sets, from ``valueFrom`` too)."""
+    if env_reference(text) is not None:
+        return text.strip()
+    m = _K8S_REFERENCE.fullmatch(text.strip())
+    if m and (getattr(launch, "deployment", None) or {}).get("format") == "kubernetes":
+        return "${" + m.group(1) + "}"
     return None
 
 
@@ -87,11 +104,12 @@ def unresolved_values(launch: Any) -> dict[str, Any]:
             continue
         occ = next((o for o in reversed(launch.occurrences) if o.dest == u.dest), None)
         text = occ.value_text if occ is not None else None
-        if text is None or env_reference(text) is None:
+        ref = _as_reference(text, launch) if text is not None else None
+        if ref is None:
             raise InputError(f"{u.option}: its value uses {', '.join('$' + v.lstrip('$') for v in u.variables)}, which the "
                              "launch does not set; an export writes values or a reference to one variable: set it in "
                              "the launch", file=u.file, line=u.line)
-        out[u.dest] = text.strip()
+        out[u.dest] = ref
     return out
 
 
@@ -101,7 +119,13 @@ def plan_for(launch: Any) -> SecretPlan:
     refs = unresolved_values(launch)
     flags = {**dict(launch.flags), **refs}
     env = {**dict(getattr(launch, "secret_env", None) or {}), **dict(getattr(launch, "env", None) or {})}
-    return plan_secrets(flags, env, references=set(refs), launch=launch)
+    plan = plan_secrets(flags, env, references=set(refs), launch=launch)
+    for name, found in (getattr(launch, "env_from", None) or {}).items():
+        plan.env_from[name] = found
+        plan.secrets[name] = None
+        plan.notes.append(f"environment variable {name} is set from {found.source} in the manifest: the Kubernetes "
+                          f"export keeps that reference; other targets read {name} from the secrets file")
+    return plan
 
 
 def plan_secrets(flags: dict[str, Any], env: dict[str, str], *, references: set[str] = frozenset(),

@@ -139,6 +139,17 @@ class Occurrence:
     json_quote: str = ""  # quoting of a JSON value word in a script ("'", '"', "")
 
 
+@dataclass(frozen=True)
+class EnvFrom:
+    """A variable a Kubernetes manifest sets from elsewhere (``valueFrom``: a Secret's or ConfigMap's key, a
+    pod field): it is set, with a value oomguard cannot know. Nothing plans with a value for it; exports
+    write the reference back as it was (``spec``, the ``valueFrom`` mapping as plain data)."""
+
+    source: str  # "Secret hf key token", "ConfigMap vllm key allow-long", "the pod field status.podIP"
+    spec: Any
+    line: int | None = None
+
+
 @dataclass
 class Unresolved:
     """A flag (or its value) built from variables the launch does not set."""
@@ -164,6 +175,8 @@ class Launch:
     # ``inputs.command.keep_env``): nothing plans with them and nothing prints them; exports carry
     # them to the server through the env file / Kubernetes Secret.
     secret_env: dict[str, str] = field(default_factory=dict)
+    # Variables set from a Secret / ConfigMap / pod field (Kubernetes ``valueFrom``): set, value unknown.
+    env_from: dict[str, EnvFrom] = field(default_factory=dict)
     program: str = "vllm serve"
     version: str | None = None  # the release the flags were read with (None: the newest table)
     version_source: Source | None = None
@@ -241,8 +254,21 @@ class Launch:
         for u in self.unresolved:
             names = ", ".join(v if v.startswith("$") else "$" + v for v in u.variables)
             where = f"{u.file or 'command'}:{u.line}: " if u.line else ""
-            out.append(f"{where}{u.option} uses {names}, which the launch does not set: vLLM's default is assumed")
+            sources = self.set_elsewhere(u)
+            if sources:
+                out.append(f"{where}{u.option} takes its value from {names}, set from {'; '.join(sources)} (a value not "
+                           "known here: vLLM's default is assumed for planning)")
+            else:
+                out.append(f"{where}{u.option} uses {names}, which the launch does not set: vLLM's default is assumed")
         return out
+
+    def set_elsewhere(self, u: Unresolved) -> list[str]:
+        """Where an unresolved value's variables come from when every one is set by a manifest's ``valueFrom``
+        (``$(NAME)`` the kubelet expands): a value that exists but is not known here; else []."""
+        names = [v[2:-1] if v.startswith("$(") and v.endswith(")") else v.lstrip("$").strip("{}") for v in u.variables]
+        if not names or any(n not in self.env_from for n in names):
+            return []
+        return [self.env_from[n].source for n in names]
 
     def to_dict(self) -> dict:
         """The launch as data, with the source of every value (secret values masked)."""

@@ -49,7 +49,7 @@ from oomguard.inputs.command import (
     parse_flag_words,
     resolve_version,
 )
-from oomguard.inputs.launch import FlagSite, Launch, Source
+from oomguard.inputs.launch import EnvFrom, FlagSite, Launch, Source
 from oomguard.inputs.shell import Command, Word, lex
 from oomguard.inputs.yamlnodes import Nodes, parse_docker_size, parse_quantity
 from oomguard.units import GiB, MiB
@@ -215,8 +215,10 @@ class _Builder:
 
     def launch(self, *, name: str, image: str | None, image_node: Any, words: list[NodeWord], env: dict[str, tuple[str, Any, str]],
                deployment: dict, carrier: ManifestCarrier, command_node: Any, notes: list[str],
-               shell_env: dict[str, str] | None = None, image_key: str | None = None) -> Launch:
+               shell_env: dict[str, str] | None = None, image_key: str | None = None,
+               env_from: dict[str, EnvFrom] | None = None) -> Launch:
         launch = Launch("manifest", self.path, None, text=self.text, lenient=self.lenient)
+        launch.env_from = dict(env_from or {})
         launch.name = name
         launch.image = image
         launch.deployment = {**deployment, "format": self.fmt, "line": self.n.line(command_node)}
@@ -339,8 +341,10 @@ def _expand_k8s(text: str, env: dict[str, str]) -> tuple[str, tuple[str, ...]]:
     return _K8S_VAR.sub(sub, text), tuple(missing)
 
 
-def _env_values(n: Nodes, node: Any, where: str, notes: list[str]) -> tuple[dict[str, tuple[str, Any, str]], dict]:
-    """A Kubernetes / Helm ``env`` list: name -> (value, value node, key path); and the carrier entries."""
+def _env_values(n: Nodes, node: Any, where: str, notes: list[str],
+                env_from: dict[str, EnvFrom] | None = None) -> tuple[dict[str, tuple[str, Any, str]], dict]:
+    """A Kubernetes / Helm ``env`` list: name -> (value, value node, key path); and the carrier entries.
+    An entry set by ``valueFrom`` goes to ``env_from`` (set, its value not known here)."""
     out: dict[str, tuple[str, Any, str]] = {}
     entries: dict = {}
     for i, item in enumerate(n.seq(node, where)):
@@ -349,13 +353,58 @@ def _env_values(n: Nodes, node: Any, where: str, notes: list[str]) -> tuple[dict
         if not name:
             raise n.error(item, at, "an env entry needs a name")
         vnode = n.get(item, "value", at)
-        if n.get(item, "valueFrom", at) is not None:
-            notes.append(f"env {name} comes from valueFrom (a secret or config map): not read")
+        ref = n.get(item, "valueFrom", at)
+        if ref is not None and not n.is_null(ref):
+            found = _value_from(n, ref, f"{at}.valueFrom")
+            notes.append(f"env {name} is set from {found.source} (taken as set, with a value not known here)")
+            if env_from is not None:
+                env_from[name] = found
             continue
         value = n.text(vnode, f"{at}.value") if vnode is not None else ""
         out[name] = (value or "", vnode if vnode is not None else item, f"{at}.value")
         entries[name] = (item, vnode)
     return out, entries
+
+
+# valueFrom's sources (core/v1 EnvVarSource) and how a note names each.
+_KEY_REFS = (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap"))
+_FIELD_REFS = (("fieldRef", "fieldPath", "the pod field"), ("resourceFieldRef", "resource", "the container resource"))
+
+
+def _shown(text: str | None) -> str:
+    """A name from the manifest as a note shows it: printable, bounded."""
+    text = "?" if not text else text
+    return "".join(c if c.isprintable() else "?" for c in text[:80])
+
+
+def _plain(n: Nodes, node: Any, where: str, depth: int = 0) -> Any:
+    """A small YAML subtree as plain data (the ``valueFrom`` an export writes back)."""
+    if depth > 6:
+        raise n.error(node, where, "nested too deep for an env source")
+    if n.is_map(node):
+        return {k: _plain(n, v, f"{where}.{k}", depth + 1) for k, _kn, v in n.pairs(node, where)[:32]}
+    if n.is_seq(node):
+        return [_plain(n, v, f"{where}[{i}]", depth + 1) for i, v in enumerate(n.seq(node, where)[:32])]
+    value = n.value(node, where)
+    return value if isinstance(value, (str, bool, int, float)) or value is None else n.text(node, where)
+
+
+def _value_from(n: Nodes, node: Any, where: str) -> EnvFrom:
+    if not n.is_map(node):
+        raise n.error(node, where, "expected a mapping (secretKeyRef, configMapKeyRef, fieldRef or resourceFieldRef)")
+    spec = _plain(n, node, where)
+    for key, what in _KEY_REFS:
+        ref = n.get(node, key, where)
+        if ref is not None and n.is_map(ref):
+            name = n.text(n.get(ref, "name", f"{where}.{key}"), f"{where}.{key}.name")
+            k = n.text(n.get(ref, "key", f"{where}.{key}"), f"{where}.{key}.key")
+            return EnvFrom(f"{what} {_shown(name)} key {_shown(k)}", spec, n.line(node))
+    for key, field_key, what in _FIELD_REFS:
+        ref = n.get(node, key, where)
+        if ref is not None and n.is_map(ref):
+            return EnvFrom(f"{what} {_shown(n.text(n.get(ref, field_key, where), f'{where}.{key}.{field_key}'))}",
+                           spec, n.line(node))
+    return EnvFrom("a valueFrom source", spec, n.line(node))
 
 
 # --------------------------------------------------------------------- Kubernetes
@@ -435,7 +484,8 @@ def _k8s_container(n: Nodes, b: _Builder, kind: str, obj_name: str | None, c: An
     image = n.text(image_node, f"{where}.image")
     cname = n.text(n.get(c, "name", where), f"{where}.name") or ("model" if extra.get("kserve") else None)
     notes: list[str] = []
-    env, entries = _env_values(n, n.get(c, "env", where), f"{where}.env", notes)
+    env_from: dict[str, EnvFrom] = {}
+    env, entries = _env_values(n, n.get(c, "env", where), f"{where}.env", notes, env_from)
     if n.get(c, "envFrom", where) is not None:
         notes.append(f"{cname or 'the container'} reads variables from envFrom (config maps / secrets): not read")
     env_plain = {k: v for k, (v, _node, _key) in env.items()}
@@ -490,7 +540,7 @@ def _k8s_container(n: Nodes, b: _Builder, kind: str, obj_name: str | None, c: An
     command_node = args_node if args_node is not None else (cmd_node if cmd_node is not None else c)
     return b.launch(name=name, image=image, image_node=image_node, words=words, env=env, deployment=deployment,
                     carrier=ManifestCarrier("kubernetes", flags_carrier, env_carrier, shm_site), command_node=command_node,
-                    notes=notes, shell_env=env_plain, image_key=f"{where}.image")
+                    notes=notes, shell_env=env_plain, image_key=f"{where}.image", env_from=env_from)
 
 
 def _kserve_words(n: Nodes, b: _Builder, c: Any, where: str, words: list[NodeWord], notes: list[str]) -> list[NodeWord]:
@@ -896,7 +946,8 @@ def _helm_model(n: Nodes, b: _Builder, m: Any, at: str) -> Launch:
                 if positive:
                     env_extra["LMCACHE_LOCAL_CPU"] = ("True", size_node, f"{lat}.cpuOffloadingBufferSize")
                     env_extra["LMCACHE_MAX_LOCAL_CPU_SIZE"] = (size, size_node, f"{lat}.cpuOffloadingBufferSize")
-    env, entries = _env_values(n, n.get(m, "env", at), f"{at}.env", notes)
+    env_from: dict[str, EnvFrom] = {}
+    env, entries = _env_values(n, n.get(m, "env", at), f"{at}.env", notes, env_from)
     env = {**env_extra, **env}
     gpu_node = n.get(m, "requestGPU", at)
     gpus = n.integer(gpu_node, f"{at}.requestGPU", minimum=0, maximum=1 << 16)
@@ -918,7 +969,8 @@ def _helm_model(n: Nodes, b: _Builder, m: Any, at: str) -> Launch:
     carrier = ManifestCarrier("helm", HelmCarrier(m, cfg if n.is_map(cfg) else None, extra_carrier, keys),
                               EnvCarrier("helm", n.get(m, "env", at), m, entries), shm_site)
     return b.launch(name=f"modelSpec {name}", image=image, image_node=tag_node, words=words, env=env, deployment=deployment,
-                    carrier=carrier, command_node=cfg if cfg is not None else m, notes=notes, image_key=f"{at}.tag")
+                    carrier=carrier, command_node=cfg if cfg is not None else m, notes=notes, image_key=f"{at}.tag",
+                    env_from=env_from)
 
 
 # --------------------------------------------------------------------- entry point

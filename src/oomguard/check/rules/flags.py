@@ -538,6 +538,8 @@ def duplicate(ctx):
 def unresolved(ctx):
     r = unresolved.rule
     for u in ctx.launch.unresolved:
+        if ctx.launch.set_elsewhere(u):
+            continue  # set from a Secret / ConfigMap (valueFrom): it has a value, not known here (the reader's note)
         names = ", ".join(v if v.startswith("$(") else "$" + v for v in u.variables)
         yield r.finding(
             ctx,

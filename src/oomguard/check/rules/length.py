@@ -80,7 +80,13 @@ def len_exceeds(ctx):
 
     rope, src = _effective_rope(ctx)
     reach = rope_reach(ctx.model_for(ctx.flags)) if rope else None
-    if reach is not None and reach >= L:
+    elsewhere = ctx.launch.env_from.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN")
+    if reach is not None and reach >= L and elsewhere is not None:
+        # set from a Secret / ConfigMap: it has a value oomguard cannot read; the launch starts if that value is 1
+        fix = []
+        how = (f" The {_rtype(rope)} scaling ({src}) reaches {reach:,} ≥ {L:,}: it starts when VLLM_ALLOW_LONG_MAX_MODEL_LEN, "
+               f"set from {elsewhere.source}, is 1 (a value not known here; the plan took it as unset).")
+    elif reach is not None and reach >= L:
         fix = [ctx.edit("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")]
         how = f" The {_rtype(rope)} scaling ({src}) reaches {reach:,} ≥ {L:,}: set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
     else:
