@@ -21,7 +21,9 @@ def test_k8s_deployment_picks_the_vllm_container_of_a_multi_document_file():
     assert launch.flags["tensor_parallel_size"] == 4 and launch.flags["max_model_len"] == 750000
     assert launch.flags["kv_transfer_config"]["kv_connector_extra_config"]["cpu_bytes_to_use"] == 214748364800
     assert launch.env == {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
-    assert any("HF_TOKEN" in n and "valueFrom" in n for n in launch.notes)  # a secret is never read
+    # a secret is never read: the variable is set from its Secret, with a value not known here
+    assert launch.env_from["HF_TOKEN"].source.startswith("Secret ") and "HF_TOKEN" not in launch.secret_env
+    assert any("env HF_TOKEN is set from Secret" in n for n in launch.notes)
     d = launch.deployment
     assert (d["kind"], d["container"], d["gpus"]) == ("Deployment", "vllm", 4)
     assert d["memory_limit_bytes"] == 240 * GiB and d["shm_bytes"] == 16 * GiB
