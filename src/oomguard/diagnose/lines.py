@@ -26,6 +26,11 @@ _ANSI = lazy_re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]
 _CRI = lazy_re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)\s+(?:stdout|stderr)\s+[FP]\s")
 _ISO = lazy_re.compile(r"^(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+")
 _COMPOSE = lazy_re.compile(r"^[A-Za-z0-9][\w.-]*\s*\|\s")
+# Python's logging after a timestamp, as wrappers print it: "%(name)s %(process)d %(levelname)s" (Xinference:
+# "xinference.core.model 822191 ERROR    msg") and "- %(name)s - %(levelname)s -" (GPUStack, vllm-ascend:
+# "- gpustack.worker.backends.vllm - INFO - msg"). Only after a timestamp: a sentence may start "numpy 2 ERROR".
+_PYLOG = lazy_re.compile(r"^(?:-\s+)?([A-Za-z_][\w.]{0,80})(?:\s+\d{1,10})?\s+(?:-\s+)?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
+                         r"(?:\s+-\s+|:?\s+)")
 _JOURNAL = lazy_re.compile(
     r"^([A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d)\s+\S+\s+([\w.@/:-]+?)(?:\[(\d+)\])?:\s"
 )
@@ -128,7 +133,12 @@ def parse_line(file: str, line_no: int, text: str, following: str = "", truncate
         had_prefix = True
     level = src = None
     old_prefix = False
-    m = _LEVEL.match(msg)
+    if time is not None and not proc:
+        m = _PYLOG.match(msg)
+        if m:
+            level = "WARNING" if m.group(2) == "WARN" else m.group(2)
+            msg = msg[m.end():]
+    m = _LEVEL.match(msg) if level is None else None
     if m and (m.group(2) or m.group(3) or m.group(4) or msg[m.end(1):m.end(1) + 1] == ":"):
         level = "WARNING" if m.group(1) == "WARN" else m.group(1)
         time = time or " ".join(x for x in (m.group(2), m.group(3)) if x) or None
@@ -137,7 +147,7 @@ def parse_line(file: str, line_no: int, text: str, following: str = "", truncate
             old_prefix = msg[m.start(4) - 1:m.start(4)] != "[" and msg[m.end(4):m.end()].rstrip().endswith("]")
         msg = msg[m.end():]
         had_prefix = True
-    else:
+    elif level is None:
         m = _TIME_FIRST.match(msg)
         if m:
             time = m.group(1)

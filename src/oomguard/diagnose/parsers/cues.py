@@ -101,6 +101,12 @@ TABLE: tuple[CueRule, ...] = (
     _rule("req:lora", r"\bLoRA\b|lora_modules|enable[-_]lora|max_loras|--lora", ("LoRA", "lora_modules", "enable-lora",
                                                                             "enable_lora", "max_loras", "--lora"),
           "--enable-lora --max-loras 4", failure=True),
+    # --- what the server answered ----------------------------------------------------------------
+    # A 5xx in an access line: the server came up and then failed a request (a 4xx is the client's: a bad request,
+    # an unknown route, a missing key). A failure on its own, whatever the serving lines around it say.
+    _rule("serve:5xx", r'HTTP/\d(?:\.\d)?" 5\d\d\b', ('" 500', '" 502', '" 503', '" 504'),
+          'INFO:     10.0.0.7:51820 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error', flags=0,
+          states=True),
     # --- the phase, in the reporter's words (prose and CJK only) --------------------------------
     _rule("words:startup",
           r"\b(?:at|on|during) start(?:-?up)?\b|when (?:starting|launching)|while starting|(?:fails?|failed) to start|"
@@ -352,8 +358,11 @@ _CASE_VARIANTS: tuple[bytes, ...] = (b"OUT OF MEMORY", b"Out Of Memory", b"Out o
 # Lines other parsers read that no keyword of the prefilter's own list covers (kept here, next to the cue table):
 # vllm-ascend's KV budget line (memory.py), c10d's store timeouts (environment.py), logfmt records (parsers.feed),
 # an ImportError's "undefined symbol" said in words.
+# Ray Serve's ready lines (identity.py), V0's dead-engine line, Ascend's HCCL error codes (environment.py).
 PARSER_KEYWORDS: tuple[bytes, ...] = (b"total memory: ", b"[c10d]", b"TCPStore", b"level=error", b"level=info",
-                                      b"undefined symbol", b"driver on your system is too old")
+                                      b"undefined symbol", b"driver on your system is too old", b"' is ready at http",
+                                      b"Deployed app '", b"Background loop has errored", b"is already dead", b"EI0",
+                                      b"EI1", b"EI9", b"HCCL", b"RCCL", b"hccl", b"RESOURCE_EXHAUSTED")
 KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys([k for r in TABLE for k in r.keywords if not _caseless(r, k)]
                                                   + list(FRAGMENT_KEYWORDS) + list(_CASE_VARIANTS)
                                                   + list(PARSER_KEYWORDS)))

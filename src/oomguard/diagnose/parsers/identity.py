@@ -49,7 +49,9 @@ _PROFILING = ("Memory profiling takes", "torch.compile takes", "Compiling a grap
               "Encoder cache will be initialized", "profile run", "Profiling", "compiled graph")
 _READY = ("init engine (profile, create kv cache, warmup model) took", "Starting vLLM API server",
           "Uvicorn running on", "Application startup complete", "Started server process", "Available routes are",
-          "Starting vLLM server on")
+          "Starting vLLM server on",
+          # Ray Serve (serve run / serve deploy, Ray Serve LLM, KubeRay's RayService): the application is up
+          "' is ready at http", "Deployed app '")
 _SERVING = ('"POST /', "Received request", "Added request", "Finished request")
 _MODEL_KEYS = ("model", "model_tag")
 _MAX_ARG_VALUE = 300
