@@ -64,11 +64,14 @@ FRAME_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "run_engine_loop", "process_input_queue", "_run_engine")),
 )
 # Among weak frames the one that says most: a dummy run, then the engine's model execution, then a forward pass.
-_WEAK_ORDER = ("dummy-run", "warmup", "execute-model", "forward")
+_WEAK_ORDER = ("dummy-run", "warmup", "kv-init", "execute-model", "forward")
 _FRAME_GROUP = {name: group for group, names in FRAME_GROUPS for name in names}
 # Frames that only narrow it down: V1's compile_or_warm_up_model runs the compile sizes, the graph capture and the
 # sampler warm-up; execute_model runs for the profile and for requests.
 _WEAK_FRAMES = {"execute_model": "execute-model", "_dummy_run": "dummy-run", "compile_or_warm_up_model": "warmup",
+                # the engine's KV-cache set-up (V0 LLMEngine, V1 EngineCore): the profile run, the KV tensors, then
+                # (V1) the compile and graph capture; a cut traceback that stops here stopped in one of them
+                "_initialize_kv_caches": "kv-init", "initialize_kv_caches": "kv-init",
                 "_warmup_and_capture": "warmup", "warm_up_model": "warmup",
                 # a model's forward pass (torch's module call, a layer's or a quantized linear's forward): the
                 # weights were loaded, the model was running (a profile run or requests)
@@ -136,6 +139,11 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
             if group is not None:
                 cues.append(Cue(f"paste-frame:{group[0]}", f"the traceback passes through {group[1]}()", file, 0,
                                 group[1]))
+            phase = col.paste_phase.get((file, _run), Phase.UNKNOWN)
+            if phase > Phase.STARTING:
+                # where the log had got to when the traceback was printed: its start-up step, like a frame
+                cues.append(Cue(f"cut-phase:{phase.label}", f"the log had reached {phase.label} before the traceback",
+                                file, 0, phase.label))
             break
     elif not any(c.event is not None and c.event.frames for c in cues if c.anchor) and not any(
             c.event is not None and c.event.signal not in _UNSPECIFIC for c in cues if c.anchor):

@@ -49,7 +49,8 @@ _OOM_IN_USE = lazy_re.compile(r"this process has ([\d.]+) (GiB|MiB) memory in us
 _OOM_RESERVED = lazy_re.compile(r"([\d.]{1,20}) (GiB|MiB) is reserved by PyTorch but unallocated")
 _OOM_OLD = lazy_re.compile(
     r"Tried to allocate ([\d.]+) (GiB|MiB|KiB)\s*\((?:GPU|NPU|XPU) (\d+); ([\d.]+) (GiB|MiB) total capacity; "
-    r"([\d.]+) (GiB|MiB) already allocated; ([\d.]+) (GiB|MiB|KiB|bytes) free"
+    # torch_npu adds "58.92 GiB current active;" between the two
+    r"([\d.]+) (GiB|MiB) already allocated; (?:[\d.]+ (?:GiB|MiB|KiB|bytes) current active; )?([\d.]+) (GiB|MiB|KiB|bytes) free"
 )
 _OOM_ALLOC_ONLY = lazy_re.compile(r"Tried to allocate ([\d.]+)\s*(GiB|MiB|KiB)")
 # Other accelerators' words for their device memory running out, read as a GPU OOM (the same classes by phase):
