@@ -95,7 +95,7 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
 
 
 # Cues that say the server failed while it served: it answered a request with a 5xx (parsers/cues.py).
-SERVING_FAILURES = frozenset({"serve:5xx"})
+SERVING_FAILURES = frozenset({"serve:5xx", "client:server-error"})
 
 
 def _failed_serving(col: Collector, anchors: list[feat.Cue]) -> bool:

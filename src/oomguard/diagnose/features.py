@@ -58,6 +58,11 @@ FRAME_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "_process_weights_after_loading", "load_weights_and_postprocess")),
     # only real requests ask for prompt logprobs (the dummy runs never do)
     ("logprobs", ("_get_prompt_logprobs_dict", "compute_logprobs", "_compute_prompt_logprobs", "get_logprobs")),
+    # torch.distributed's set-up of the workers' groups (NCCL / gloo / HCCL): not the collectives themselves (a GPU
+    # OOM inside an all_reduce of the profile run is the profile's)
+    ("dist-init", ("init_world_group", "init_distributed_environment", "init_process_group", "new_group",
+                   "_new_group_with_tag", "init_model_parallel_group", "initialize_model_parallel",
+                   "ensure_model_parallel_initialized", "_init_distributed_environment")),
     # argparse and vLLM's own checks of the parsed command line
     ("cli-args", ("parse_args", "validate_parsed_serve_args", "_parse_known_args")),
     ("step", ("step", "step_with_batch_queue", "run_busy_loop", "_process_engine_step", "engine_step", "sample_tokens",
@@ -250,13 +255,13 @@ def _gpu_oom_cues(ev: SignalEvent, col: Collector, ctx: Context, cue) -> list[Cu
     if own is not None:
         group, frame = own
         out.append(cue(f"frame:{group}", f"traceback passes through {frame}()"))
-        placed = group not in ("execute-model", "dummy-run", "warmup", "forward")
+        placed = group not in ("execute-model", "dummy-run", "warmup", "kv-init", "forward")
     else:
         paste = frame_group(tuple(col.paste_frames.get((ev.file, ev.run), ())))
         if paste is not None:
             group, frame = paste
             out.append(cue(f"paste-frame:{group}", f"a traceback in the same paste passes through {frame}()"))
-            placed = group not in ("execute-model", "dummy-run", "warmup", "forward")
+            placed = group not in ("execute-model", "dummy-run", "warmup", "kv-init", "forward")
     if ev.phase != Phase.UNKNOWN:
         label = ev.phase.label
         if ev.phase == Phase.KV_CACHE and ctx.enforce_eager:

@@ -195,3 +195,61 @@ def test_a_cut_traceback_through_the_kv_cache_setup_during_profiling_is_a_memory
     assert {"paste-frame:kv-init", "cut-phase:profiling"} & features
     assert v.cls.value == "profile-oom"
     assert v.tier == "paraphrase" and v.confidence <= _CAP
+
+
+def test_dist_init_frames_of_a_cut_traceback_are_a_collective_failure(tmp_path):
+    text = ("(RayWorkerWrapper pid=7) ERROR 04-30 02:38:09 [worker_base.py:620] Traceback (most recent call last):\n"
+            '(RayWorkerWrapper pid=7) ERROR 04-30 02:38:09 [worker_base.py:620]   File "/x/vllm/distributed/'
+            'parallel_state.py", line 771, in init_world_group\n'
+            '(RayWorkerWrapper pid=7) ERROR 04-30 02:38:09 [worker_base.py:620]   File "/x/torch/distributed/'
+            'distributed_c10d.py", line 4981, in new_group\n')
+    v = _diagnose(tmp_path, text).verdicts[0]
+    assert v.cls.value == "nccl-error" and v.confidence <= _CAP
+
+
+# --- what a client's error says about the server -------------------------------------------------------------
+
+def test_a_clients_5xx_is_the_server_failing_a_request(tmp_path):
+    text = ("openai.InternalServerError: Error code: 500 - {'object': 'error', 'message': 'Internal Server Error', "
+            "'type': 'InternalServerError', 'code': 500}\n")
+    v = _diagnose(tmp_path, text).verdicts[0]
+    features = {c["feature"] for c in v.cues}
+    assert {"sig:client-exception", "client:server-error"} <= features
+    assert not v.summary.startswith("vLLM rejected the configuration")
+
+
+def test_a_refused_connection_says_the_server_is_not_listening(tmp_path):
+    text = ("requests.exceptions.ConnectionError: HTTPConnectionPool(host='localhost', port=8000): Max retries exceeded "
+            "with url: /v1/completions (Caused by NewConnectionError('<urllib3.connection.HTTPConnection object>: "
+            "Failed to establish a new connection: [Errno 111] Connection refused'))\n")
+    v = _diagnose(tmp_path, text).verdicts[0]
+    assert "client:unreachable" in {c["feature"] for c in v.cues}
+    assert v.cls.value == "unknown"
+
+
+def test_kubectl_prefix_and_ray_serve_records_are_unwrapped():
+    line = parse_line("f", 1, "[pod/vllm-7d9f/vllm] ERROR 06-23 14:21:48 [core.py:700] EngineCore failed to start.")
+    assert (line.level, line.src, line.message) == ("ERROR", "core.py:700", "EngineCore failed to start.")
+    line = parse_line("f", 1, "(ServeReplica:default:VLLMDeployment pid=1234) ERROR 2024-11-07 02:21:29,123 "
+                              "default_VLLMDeployment kfcx7f0b -- Exception raised in creation task")
+    assert (line.level, line.proc, line.message) == ("ERROR", "ServeReplica:default:VLLMDeployment pid=1234",
+                                                      "Exception raised in creation task")
+
+
+@pytest.mark.parametrize("text", [
+    '(APIServer pid=1) INFO:     192.168.1.14:37188 - "GET /v1/models HTTP/1.1" 200 OK\n',
+    '(APIServer pid=9) INFO:     127.0.0.1:46686 - "GET /v1/chat/completions HTTP/1.1" 401 Unauthorized\n',
+    "(APIServer pid=1) INFO 02-06 09:17:20 [launcher.py:47] Route: /v1/models, Methods: GET\n",
+    "│ INFO 03-21 20:19:24 [launcher.py:34] Route: /v1/embeddings, Methods: POST                          │\n",
+    '{"id":"chatcmpl-8470","object":"chat.completion","created":1784699055,"model":"qwen3-32b","choices":[]}\n',
+])
+def test_the_servers_answers_and_route_list_mean_it_is_running(tmp_path, text):
+    d = _diagnose(tmp_path, text)
+    assert d.verdicts == [] and d.incomplete is None
+
+
+def test_a_health_scrape_alone_is_not_an_answer_of_the_api(tmp_path):
+    # "/health" and "/metrics" are polled by probes before the API is up too: they are not read as serving
+    text = ("INFO 02-06 09:17:00 [api_server.py:1] vLLM API server version 0.9.1\n"
+            'INFO:     10.0.0.2:40000 - "GET /metrics HTTP/1.1" 200 OK\n')
+    assert _diagnose(tmp_path, text).incomplete is not None

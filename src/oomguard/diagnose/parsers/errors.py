@@ -238,7 +238,19 @@ def parse_errors(line: LogLine, col: Collector) -> None:
     m = _EXCEPTION.match(msg)
     if m and m.group(1) not in ("Exception", "KeyboardInterrupt", "SystemExit") or (m and m.group(2)):
         if m.group(1) not in ("KeyboardInterrupt", "SystemExit", "CancelledError"):
-            col.signal(Signal.GENERIC_EXCEPTION, line, numbers={"exception": m.group(1)})
+            numbers: dict[str, object] = {"exception": m.group(1)}
+            if msg.startswith(_CLIENT_MODULES) or m.group(1) in _CLIENT_EXCEPTIONS:
+                # the client's exception (openai, requests, httpx...): what it says is about the server's answer,
+                # not an error vLLM raised; its own feature, so that it gets its own weight
+                numbers["cue"] = "sig:client-exception"
+            col.signal(Signal.GENERIC_EXCEPTION, line, numbers=numbers)
+
+
+# HTTP clients' exceptions (a user's script or a benchmark calling the server): modules, and the openai SDK's
+# classes when printed without their module.
+_CLIENT_MODULES = ("openai.", "requests.exceptions.", "httpx.", "aiohttp.", "urllib3.exceptions.", "httpcore.")
+_CLIENT_EXCEPTIONS = frozenset({"APIConnectionError", "APITimeoutError", "APIStatusError", "BadRequestError",
+                                "InternalServerError", "NotFoundError", "UnprocessableEntityError", "RateLimitError"})
 
 
 _HOST_NAMED_OOM = lazy_re.compile(r"(?<![A-Za-z])(?:host|system|cpu|RAM)[\s_-]+(?:out[\s_-]of[\s_-]memory|OOM(?![A-Za-z]))",
