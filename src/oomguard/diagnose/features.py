@@ -22,6 +22,7 @@ Adding a feature kind means one entry here (or in parsers/cues.py) and its prior
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from oomguard.diagnose.classes import Phase
@@ -69,7 +70,10 @@ FRAME_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "run_engine_loop", "process_input_queue", "_run_engine")),
 )
 # Among weak frames the one that says most: a dummy run, then the engine's model execution, then a forward pass.
-_WEAK_ORDER = ("dummy-run", "warmup", "kv-init", "execute-model", "forward")
+_WEAK_ORDER = ("dummy-run", "warmup", "kv-init", "request", "execute-model", "forward")
+# A request being served: the OpenAI server's handlers ("create_chat_completion", "chat_completion_stream_generator",
+# a wrapper's "generate_videos") and the offline LLM.generate / LLM.chat; weak (a start-up's dummy run is not one).
+_REQUEST_FRAME = re.compile(r"^(?:create_[a-z_]+|[a-z_]*completion[a-z_]*_generator|generate(?:_[a-z]+)?|chat)$")
 _FRAME_GROUP = {name: group for group, names in FRAME_GROUPS for name in names}
 # Frames that only narrow it down: V1's compile_or_warm_up_model runs the compile sizes, the graph capture and the
 # sampler warm-up; execute_model runs for the profile and for requests.
@@ -104,8 +108,9 @@ def frame_group(frames: tuple[str, ...] | list[str]) -> tuple[str, str] | None:
         low = frame.lower()
         if "cudagraph" in low or "cuda_graph" in low:
             return "capture", frame
-        if frame in _WEAK_FRAMES and (weak is None or _WEAK_ORDER.index(_WEAK_FRAMES[frame]) < _WEAK_ORDER.index(weak[0])):
-            weak = (_WEAK_FRAMES[frame], frame)
+        kind = _WEAK_FRAMES.get(frame) or ("request" if _REQUEST_FRAME.match(frame) else None)
+        if kind is not None and (weak is None or _WEAK_ORDER.index(kind) < _WEAK_ORDER.index(weak[0])):
+            weak = (kind, frame)
     return weak
 
 

@@ -253,3 +253,27 @@ def test_a_health_scrape_alone_is_not_an_answer_of_the_api(tmp_path):
     text = ("INFO 02-06 09:17:00 [api_server.py:1] vLLM API server version 0.9.1\n"
             'INFO:     10.0.0.2:40000 - "GET /metrics HTTP/1.1" 200 OK\n')
     assert _diagnose(tmp_path, text).incomplete is not None
+
+
+def test_torch_npu_insufficient_memory_wording_and_its_sizes(tmp_path):
+    text = ("RuntimeError: NPU memory is insufficient. Attempting to allocate 386.00 MiB (NPU 1; total capacity 29.49 GiB; "
+            "allocated 28.90 GiB; currently active 28.90 GiB; free 171.96 MiB; PyTorch has reserved a total of 28.95 GiB)\n")
+    oom = [s for s in prepare([_write(tmp_path, text)]).collector.signals if s.signal == Signal.CUDA_OOM]
+    assert oom and oom[0].numbers["total_gib"] == pytest.approx(29.49)
+    assert oom[0].numbers["alloc_gib"] == pytest.approx(386 / 1024)
+
+
+def test_a_cut_traceback_in_a_request_handler_is_read_as_request_time(tmp_path):
+    prefix = "(APIServer pid=298) ERROR 03-05 01:39:01 [api_server.py:1591] "
+    text = (prefix + "Traceback (most recent call last):\n"
+            + prefix + '  File "/x/vllm/entrypoints/openai/serving_chat.py", line 137, in create_chat_completion\n'
+            + prefix + "    result = await self._run(prompt, params, request_id)\n")
+    v = _diagnose(tmp_path, text).verdicts[0]
+    assert "paste-frame:request" in {c["feature"] for c in v.cues} or v.cls.value == "runtime-oom"
+    assert v.confidence <= _CAP
+
+
+def test_a_404_on_models_from_a_misconfigured_client_is_a_running_server(tmp_path):
+    text = ("I got the server started on 0.0.0.0:8000, but my front end gets weird errors:\n"
+            '"GET /models HTTP/1.1" 404 Not Found\n')
+    assert _diagnose(tmp_path, text).verdicts == []

@@ -373,13 +373,15 @@ _CASE_VARIANTS: tuple[bytes, ...] = (b"OUT OF MEMORY", b"Out Of Memory", b"Out o
 # vllm-ascend's KV budget line (memory.py), c10d's store timeouts (environment.py), logfmt records (parsers.feed),
 # an ImportError's "undefined symbol" said in words.
 # Ray Serve's ready lines, the API server's route list, its answers to GET /v1/... and completions' JSON bodies
-# (identity.py), V0's dead-engine line, Ascend's HCCL error codes (environment.py).
+# (identity.py), V0's dead-engine line, Ascend's HCCL error codes (environment.py), versions pinned in words.
 PARSER_KEYWORDS: tuple[bytes, ...] = (b"total memory: ", b"[c10d]", b"TCPStore", b"level=error", b"level=info",
                                       b"undefined symbol", b"driver on your system is too old", b"' is ready at http",
                                       b"Deployed app '", b"Background loop has errored", b"is already dead", b"EI0",
                                       b"EI1", b"EI9", b"HCCL", b"RCCL", b"hccl", b"RESOURCE_EXHAUSTED", b"Route: /v1/",
-                                      b'"GET /v1/', b'"object":"chat.completion', b'"object": "chat.completion',
-                                      b'"object":"text_completion', b'"object": "text_completion')
+                                      b'"GET /v1/', b'"GET /models', b'"object":"chat.completion', b'"object": "chat.completion',
+                                      b'"object":"text_completion', b'"object": "text_completion',
+                                      # a version pinned in words ("vLLM==0.4.0+cu118"): identity.py's version patterns
+                                      b"vLLM=", b"VLLM=")
 KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys([k for r in TABLE for k in r.keywords if not _caseless(r, k)]
                                                   + list(FRAGMENT_KEYWORDS) + list(_CASE_VARIANTS)
                                                   + list(PARSER_KEYWORDS)))

@@ -52,11 +52,18 @@ _OOM_OLD = lazy_re.compile(
     # torch_npu adds "58.92 GiB current active;" between the two
     r"([\d.]+) (GiB|MiB) already allocated; (?:[\d.]+ (?:GiB|MiB|KiB|bytes) current active; )?([\d.]+) (GiB|MiB|KiB|bytes) free"
 )
+# torch_npu's newer wording: "NPU memory is insufficient. Attempting to allocate 386.00 MiB (NPU 1; total capacity
+# 29.49 GiB; allocated 28.90 GiB; currently active 28.90 GiB; free 171.96 MiB; ...)".
+_OOM_NPU = lazy_re.compile(
+    r"Attempting to allocate ([\d.]+) (GiB|MiB|KiB)\s*\(NPU (\d+); total capacity ([\d.]+) (GiB|MiB); allocated "
+    r"([\d.]+) (GiB|MiB); (?:currently active [\d.]+ (?:GiB|MiB|KiB|B); )?free ([\d.]+) (GiB|MiB|KiB|B)"
+)
 _OOM_ALLOC_ONLY = lazy_re.compile(r"Tried to allocate ([\d.]+)\s*(GiB|MiB|KiB)")
 # Other accelerators' words for their device memory running out, read as a GPU OOM (the same classes by phase):
 # torch_npu's "NPU out of memory" (vllm-ascend, torch's old wording with "(NPU 0; ... total capacity; ...)"), Intel's
 # "XPU out of memory", ROCm's HIP spellings.
-_GPU_OOM_MARKERS = ("CUDA out of memory", "HIP out of memory", "XPU out of memory", "NPU out of memory", "OutOfMemoryError",
+_GPU_OOM_MARKERS = ("CUDA out of memory", "HIP out of memory", "XPU out of memory", "NPU out of memory",
+                    "NPU memory is insufficient", "OutOfMemoryError",
                     "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation",
                     "hipErrorOutOfMemory", "CUDNN_STATUS_ALLOC_FAILED", "NCCL WARN Cuda failure 'out of memory'",
                     "Tried to allocate")
@@ -312,7 +319,7 @@ def _oom_numbers(msg: str) -> dict[str, float | int]:
         out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=integer(m.group(3)),
                    total_gib=to_gib(m.group(4), m.group(5)), free_gib=to_gib(m.group(6), m.group(7)))
     else:
-        m = _OOM_OLD.search(msg)
+        m = _OOM_OLD.search(msg) or (_OOM_NPU.search(msg) if "NPU" in msg else None)
         if m:
             out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=integer(m.group(3)),
                        total_gib=to_gib(m.group(4), m.group(5)), allocated_gib=to_gib(m.group(6), m.group(7)),

@@ -57,7 +57,8 @@ _READY = ("init engine (profile, create kv cache, warmup model) took", "Starting
 _SERVING = ('"POST /', "Received request", "Added request", "Finished request")
 # Answers the server gave: an OpenAI API GET it served (any status: a 401 or 404 is an answer too), a completion's
 # JSON body pasted by its client. Scanned (not frequent: "/health" and "/metrics" scrapes are not /v1/).
-_ANSWERED = lazy_re.compile(r'"GET /v1/[^" ]{0,200} HTTP/\d(?:\.\d)?" \d{3}|"object": ?"(?:chat\.completion|text_completion)"')
+_ANSWERED = lazy_re.compile(r'"GET /(?:v1/|models\b)[^" ]{0,200} HTTP/\d(?:\.\d)?" \d{3}|'
+                            r'"object": ?"(?:chat\.completion|text_completion)"')
 _MODEL_KEYS = ("model", "model_tag")
 _MAX_ARG_VALUE = 300
 _STARTING_RX = lazy_re.compile("|".join(map(re.escape, _STARTING)))
@@ -169,7 +170,7 @@ def _phase_markers(line: LogLine, col: Collector) -> None:
         busy = integer(running) > 0 or (t is not None and (num(t.group(1)) > 0 or num(t.group(2)) > 0))
         col.advance_phase(Phase.SERVING if busy else Phase.READY, line)
         return
-    if _SERVING_RX.search(msg) or (('"GET /v1/' in msg or '"object":' in msg) and _ANSWERED.search(msg)):
+    if _SERVING_RX.search(msg) or (('"GET /' in msg or '"object":' in msg) and _ANSWERED.search(msg)):
         col.advance_phase(Phase.SERVING, line)
 
 
