@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
+from oomguard.textenum import TextEnum
 from oomguard.errors import InputError
 from oomguard.export.fields import CONTROL, check_env_name, refuse_control, refuse_nul, visible
 from oomguard.export.secrets import SecretPlan, plan_for
@@ -34,16 +34,13 @@ DEFAULT_PORT = 8000
 DEFAULT_SHM = "16Gi"
 
 
-class Target(str, Enum):
+class Target(TextEnum):
     SYSTEMD = "systemd"
     DOCKER = "docker"
     COMPOSE = "compose"
     KUBERNETES = "kubernetes"
     ENV = "env"
     YAML = "yaml"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ NVIDIA's DCGM exporter publishes ``DCGM_FI_DEV_FB_USED`` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
+from oomguard.textenum import TextEnum
 from oomguard.model.engine import NEWEST, parse_version
 
 V1_DEFAULT_IN = (0, 8, 0)  # the V1 engine (and its prefix-cache counters) became the default
@@ -35,12 +35,9 @@ RENAMED_IN = (0, 9, 2)  # first release with vllm:kv_cache_usage_perc
 OLD_HIDDEN_IN = (0, 11, 0)  # the old names are hidden from here (removed in 0.12.0)
 
 
-class GpuExporter(str, Enum):
+class GpuExporter(TextEnum):
     DCGM = "dcgm"
     NVIDIA_SMI = "nvidia-smi"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ confusing the two.
 
 from __future__ import annotations
 
-from enum import Enum
 
+from oomguard.textenum import TextEnum
 from oomguard.model.failures import FailureClass
 
 
-class ProbeClass(str, Enum):
+class ProbeClass(TextEnum):
     # memory classes: the values come from the one shared definition
     RUNTIME_OOM = FailureClass.RUNTIME_OOM.value
     HOST_OOM = FailureClass.HOST_OOM.value
@@ -50,9 +50,6 @@ class ProbeClass(str, Enum):
     def is_memory(self) -> bool:
         return self in _MEMORY
 
-    def __str__(self) -> str:
-        return self.value
-
 
 _MEMORY = frozenset(
     {
@@ -72,7 +69,7 @@ _MEMORY = frozenset(
 )
 
 
-class Source(str, Enum):
+class Source(TextEnum):
     """Where a memory sample came from."""
 
     NVML = "nvml"
@@ -82,11 +79,8 @@ class Source(str, Enum):
     KERNEL = "kernel"
     CLIENT = "client"  # the load generator's own view: requests in flight
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Severity(str, Enum):
+class Severity(TextEnum):
     """How much a failed chain check matters.
 
     ``ERROR`` fails the verdict and stops stage 2 (nothing useful can be
@@ -98,13 +92,8 @@ class Severity(str, Enum):
     FAIL_CONTINUE = "fail-continue"
     WARN = "warn"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class OutputFormat(str, Enum):
+class OutputFormat(TextEnum):
     TEXT = "text"
     JSON = "json"
 
-    def __str__(self) -> str:
-        return self.value

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import Enum
+
+from oomguard.textenum import TextEnum
 
 
-class StageKind(str, Enum):
+class StageKind(TextEnum):
     LONG_PROMPT = "long-prompt"
     CONCURRENCY = "concurrency"
     FIND_LIMIT = "find-limit"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -14,24 +14,19 @@ recovery). ``hold_s = 0`` fires on the first sample at or above the threshold.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+
+from oomguard.textenum import TextEnum
 
 
-class AlertState(str, Enum):
+class AlertState(TextEnum):
     OK = "ok"
     PENDING = "pending"
     FIRING = "firing"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Signal(str, Enum):
+class Signal(TextEnum):
     KV_USAGE = "kv-usage"  # vLLM's KV cache usage, 0..1
     GPU_MEMORY = "gpu-memory"  # used / total per GPU, 0..1
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

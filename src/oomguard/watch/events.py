@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
+from oomguard.textenum import TextEnum
 
-class EventKind(str, Enum):
+
+class EventKind(TextEnum):
     ALERT_FIRING = "alert-firing"
     ALERT_RESOLVED = "alert-resolved"
     PREEMPTIONS = "preemptions"
@@ -16,17 +17,11 @@ class EventKind(str, Enum):
     SERVER_GONE = "server-gone"
     SOURCE = "source"  # a sampler stopped or recovered
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Severity(str, Enum):
+class Severity(TextEnum):
     INFO = "info"
     WARNING = "warning"
     CRITICAL = "critical"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Protocol
 
+from oomguard.textenum import TextEnum
 from oomguard.probe.classes import Source
 from oomguard.probe.samplers import MemorySampler, Sample
 from oomguard.watch.alerts import AlertRule, AlertState, AlertTracker, Signal
@@ -31,14 +31,11 @@ from oomguard.watch.sources import Sources
 from oomguard.watch.state import WatchState
 
 
-class EndReason(str, Enum):
+class EndReason(TextEnum):
     DURATION = "duration"
     INTERRUPT = "interrupt"
     SERVER_GONE = "server-gone"
     UNREACHABLE = "unreachable"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 class View(Protocol):

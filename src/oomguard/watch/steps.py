@@ -15,10 +15,11 @@ most of the rise.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+
+from oomguard.textenum import TextEnum
 
 
-class Pattern(str, Enum):
+class Pattern(TextEnum):
     TOO_SHORT = "too-short"
     FLAT = "flat"
     STEPS = "steps"  # two or more upward jumps between plateaus
@@ -26,9 +27,6 @@ class Pattern(str, Enum):
     RAMP = "ramp"  # climbing without plateaus
     FALLING = "falling"
     VARYING = "varying"  # up and down (KV usage under changing load)
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
