@@ -114,8 +114,9 @@ _ASSIGN = lazy_re.compile(
     r"(?<![\w.-])(\\?[\"']?)(" + _NAMEISH + r")(\1)(\s*[:=]\s*)(" + _QUOTED + r"|[^\s,;})\]'\"]+)"
 )
 _SHAPES = (
-    (lazy_re.compile(r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_-]{16,}"), "sk-" + MASK),
-    (lazy_re.compile(r"\bhf_[A-Za-z0-9]{20,}"), "hf_" + MASK),
+    # Not after a letter or digit, but after "_" too ("hf_token_hf_..."): \b would not see a token glued to a name.
+    (lazy_re.compile(r"(?<![A-Za-z0-9])sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_-]{16,}"), "sk-" + MASK),
+    (lazy_re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,}"), "hf_" + MASK),
     (lazy_re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"), MASK),
     (lazy_re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), MASK),
     (lazy_re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"), MASK),

@@ -246,3 +246,21 @@ def test_is_secret_by_name_and_by_value(name, value, secret):
     from oomguard.redact import is_secret
 
     assert is_secret(name, value) is secret
+
+
+def test_a_hub_token_glued_to_a_name_is_masked_in_fit_output(tmp_path):
+    """Found by the fuzz campaign (seed 4747, launch-json-flags): a token written after an underscore
+    (``hf_token_hf_...`` inside a JSON-valued flag) has no word boundary before it, and fit --format json
+    printed it. Through the real CLI."""
+    import subprocess
+    import sys
+
+    token = "hf_zqMENDhftokenABCDEFGH1234"
+    script = tmp_path / "start_api.sh"
+    script.write_text("vllm serve Qwen/Qwen3-8B --max-model-len 8192 "
+                      f"--speculative-config='{{\"extra\": [{{\"note\": [\"hf_token_{token}\"]}}]}}'\n")
+    p = subprocess.run([sys.executable, "-m", "oomguard.cli.main", "fit", "--from", str(script), "--gpu", "A100-80GB",
+                        "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert p.returncode in (0, 1, 2), p.stderr
+    assert token not in p.stdout + p.stderr
+    assert redact_text(f"x_{token}") != f"x_{token}"
