@@ -138,8 +138,7 @@ class Occurrence:
     json_quote: str = ""  # quoting of a JSON value word in a script ("'", '"', "")
 
 
-@dataclass(frozen=True)
-class EnvFrom:
+class EnvFrom(NamedTuple):
     """A variable a Kubernetes manifest sets from elsewhere (``valueFrom``: a Secret's or ConfigMap's key, a
     pod field): it is set, with a value oomguard cannot know. Nothing plans with a value for it; exports
     write the reference back as it was (``spec``, the ``valueFrom`` mapping as plain data)."""
