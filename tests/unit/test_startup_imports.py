@@ -29,20 +29,28 @@ from oomguard.cli.main import main
 try:
     code = main()
 finally:
+    records = sorted({f"{c.__module__}.{c.__qualname__}": c.__dataclass_params__.frozen
+                      for m in list(sys.modules.values()) if getattr(m, "__name__", "").startswith("oomguard")
+                      for c in vars(m).values()
+                      if isinstance(c, type) and c.__module__ == m.__name__ and "__dataclass_params__" in vars(c)}.items())
     with open(report, "w") as out:
-        json.dump({"modules": sorted(sys.modules), "opened": opened}, out)
+        json.dump({"modules": sorted(sys.modules), "opened": opened, "dataclasses": records}, out)
 sys.exit(code)
 """
 
 HEAVY = ("rich", "yaml", "httpx", "hyperscan", "re2", "psutil", "prometheus_client", "numpy", "shutil")
 
 
-def _run(tmp_path: Path, *argv: str) -> tuple[set[str], set[str]]:
+def _report(tmp_path: Path, *argv: str) -> dict:
     report = tmp_path / "report.json"
     done = subprocess.run([sys.executable, "-c", _PROBE, str(report), *map(str, argv)], capture_output=True,
                           text=True, cwd=REPO)
     assert done.returncode in (0, 1), done.stderr[-2000:]
-    data = json.loads(report.read_text())
+    return json.loads(report.read_text())
+
+
+def _run(tmp_path: Path, *argv: str) -> tuple[set[str], set[str]]:
+    data = _report(tmp_path, *argv)
     tables = {Path(p).name for p in data["opened"] if Path(p).parent == releases.DATA_DIR}
     return set(data["modules"]), tables
 
@@ -60,6 +68,30 @@ def test_plan_json_imports_no_heavy_library_and_reads_one_table(tmp_path):
     assert _packages(modules, "oomguard.diagnose", "oomguard.check", "oomguard.fit", "oomguard.export",
                      "oomguard.probe", "oomguard.watch", "oomguard.host", "oomguard.calibrate") == []
     assert tables == {_table(releases.supported()[-1])}
+
+
+# The mutable records plan builds step by step (and Release, frozen, which memoises in its __dict__): the
+# only dataclasses its path defines. Defining a frozen dataclass costs ~1 ms on Python 3.11 (six
+# generated methods, each compiled from source), a typing.NamedTuple ~0.2 ms: plan's frozen records
+# are NamedTuples (benchmarks/cli_startup.py; reports/startup2.md has the prototype figures).
+PLAN_DATACLASSES = {
+    "oomguard.cli.common.Context", "oomguard.inputs.shell.Word", "oomguard.inputs.shell.Command",
+    "oomguard.inputs.shell.Script", "oomguard.inputs.launch.FlagSite", "oomguard.inputs.launch.FlagProblem",
+    "oomguard.inputs.launch.Occurrence", "oomguard.inputs.launch.Unresolved", "oomguard.inputs.launch.Launch",
+    "oomguard.versions.table.Release", "oomguard.inputs.safetensors_header.TensorStats",
+    "oomguard.model.estimate.Breakdown", "oomguard.model.planner.RankLedger", "oomguard.model.planner.Plan",
+}
+
+
+@pytest.mark.parametrize("argv", [
+    ("plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--json"),
+    ("plan", S1 / "start_api.sh", "--model", S1 / "model", "--gpu", "A100-80GB", "--json"),
+])
+def test_plan_defines_no_frozen_dataclass(tmp_path, argv):
+    records = dict(_report(tmp_path, *argv)["dataclasses"])
+    frozen = {name for name, is_frozen in records.items() if is_frozen}
+    assert frozen <= {"oomguard.versions.table.Release"}, f"frozen records on plan's path are NamedTuples: {frozen}"
+    assert set(records) <= PLAN_DATACLASSES, sorted(set(records) - PLAN_DATACLASSES)
 
 
 def test_plan_reads_only_the_asked_release(tmp_path):

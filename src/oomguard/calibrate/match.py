@@ -123,6 +123,7 @@ def resolve(facts: StartupFacts, opts: Options, models: dict) -> Match:
 
 def _model(spec: str, opts: Options, models: dict) -> tuple[Any, str]:
     from oomguard.inputs.model_config import load_model
+    from oomguard.model.description import ModelDescription
 
     candidates = _model_candidates(spec, opts.model_dirs)
     last = ""
@@ -136,7 +137,7 @@ def _model(spec: str, opts: Options, models: dict) -> tuple[Any, str]:
             except OomguardError as exc:
                 hit = ("missing", str(exc))
             models[cand] = hit
-        if isinstance(hit, tuple):
+        if not isinstance(hit, ModelDescription):  # ("unsupported" | "missing", message)
             if hit[0] == "unsupported":
                 return None, f"model {spec}: architecture not modelled ({hit[1][:140]})"
             last = hit[1]

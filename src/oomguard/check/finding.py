@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class Severity(str, enum.Enum):
@@ -36,8 +36,7 @@ class Severity(str, enum.Enum):
 SHM_SIZE = "/dev/shm"
 
 
-@dataclass(frozen=True)
-class Edit:
+class Edit(NamedTuple):
     """One concrete change to the launch."""
 
     flag: str  # "--max-num-batched-tokens" or an environment variable name

@@ -53,13 +53,11 @@ def findings_for_fix(ctx, findings: list[Finding], options: list) -> list[Findin
     """The findings whose edits ``--fix`` applies: the first goal option in place of the memory rules' edits."""
     if not options:
         return findings
-    from dataclasses import replace
-
     best = options[0]
     # a flag another rule respells (--kv-cache-memory → --kv-cache-memory-bytes) keeps that rename
     renames = {e.dest: e.replaces for f in findings for e in f.fix if e.dest and e.replaces and e.value is not None}
     edits = [ctx.edit(d, v) for d, v in best.edits]
-    edits = [replace(e, replaces=renames[e.dest]) if e.dest in renames else e for e in edits]
+    edits = [e._replace(replaces=renames[e.dest]) if e.dest in renames else e for e in edits]
     carrier = Finding(
         rule=GOAL_RULE,
         severity=Severity.ERROR,

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from oomguard.check.finding import Edit, Finding, Severity
 from oomguard.check.needs import Needs
@@ -59,8 +58,7 @@ _FAMILY_TITLES = {
 }
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     id: str
     name: str  # kebab-case name of the problem
     title: str

@@ -63,7 +63,7 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
     if not anchors:
         return []
     if all(c.feature.startswith("fail:") or c.feature in FAILURE_STATEMENTS for c in anchors) and any(
-            p >= Phase.READY for p in col.paste_phase.values()):
+            p >= Phase.READY for p in col.paste_phase.values()) and not _failed_serving(col, anchors):
         # Complaints in words about a server that came up and answered (a 404, the output's quality): the server
         # itself did not fail.
         return []
@@ -80,6 +80,16 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
     verdicts = [_verdict(FC(cls), confidence[cls], scores, cues, anchors, weights, ctx, words_only)
                 for cls in chosen]
     return verdicts
+
+
+# Cues that say the server failed while it served: it answered a request with a 5xx (parsers/cues.py).
+SERVING_FAILURES = frozenset({"serve:5xx", "client:server-error"})
+
+
+def _failed_serving(col: Collector, anchors: list[feat.Cue]) -> bool:
+    """The server came up and then failed: a 5xx answer, or an error record after its ready / serving line
+    (``Collector.served_failure``), not only words about it."""
+    return col.served_failure is not None or any(c.feature in SERVING_FAILURES for c in anchors)
 
 
 def _choose(scores: scoring.Scores, active: set[str], anchors: list[feat.Cue], weights: scoring.Weights,

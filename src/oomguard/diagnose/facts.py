@@ -126,6 +126,10 @@ class Collector:
     vllm_pids: dict[int, str] = field(default_factory=dict)  # pid -> process prefix seen in vLLM lines
     ray_gpus: int | None = None  # GPUs in the Ray cluster (`ray status`)
     multimodal_seen: bool = False  # "Encoder cache will be initialized ... image items" and the like
+    # The first error record (ERROR / CRITICAL, an exception line) logged after the server's ready or serving line in
+    # its file: (file, line, text). A server that came up and then logs an error failed under load; complaints in
+    # words beside a server that came up and logged no error are not a failure of it (classifier.classify).
+    served_failure: tuple[str, int, str] | None = None
     cues: dict[str, CueHit] = field(default_factory=dict)  # report cues by feature (bounded by the cue table)
     # candidate lines for the message catalog (parsers/messages.LineBuffer, bounded), matched once at the end
     message_lines: Any = None

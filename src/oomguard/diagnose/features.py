@@ -22,6 +22,7 @@ Adding a feature kind means one entry here (or in parsers/cues.py) and its prior
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from oomguard.diagnose.classes import Phase
@@ -58,17 +59,28 @@ FRAME_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "_process_weights_after_loading", "load_weights_and_postprocess")),
     # only real requests ask for prompt logprobs (the dummy runs never do)
     ("logprobs", ("_get_prompt_logprobs_dict", "compute_logprobs", "_compute_prompt_logprobs", "get_logprobs")),
+    # torch.distributed's set-up of the workers' groups (NCCL / gloo / HCCL): not the collectives themselves (a GPU
+    # OOM inside an all_reduce of the profile run is the profile's)
+    ("dist-init", ("init_world_group", "init_distributed_environment", "init_process_group", "new_group",
+                   "_new_group_with_tag", "init_model_parallel_group", "initialize_model_parallel",
+                   "ensure_model_parallel_initialized", "_init_distributed_environment")),
     # argparse and vLLM's own checks of the parsed command line
     ("cli-args", ("parse_args", "validate_parsed_serve_args", "_parse_known_args")),
     ("step", ("step", "step_with_batch_queue", "run_busy_loop", "_process_engine_step", "engine_step", "sample_tokens",
               "run_engine_loop", "process_input_queue", "_run_engine")),
 )
 # Among weak frames the one that says most: a dummy run, then the engine's model execution, then a forward pass.
-_WEAK_ORDER = ("dummy-run", "warmup", "execute-model", "forward")
+_WEAK_ORDER = ("dummy-run", "warmup", "kv-init", "request", "execute-model", "forward")
+# A request being served: the OpenAI server's handlers ("create_chat_completion", "chat_completion_stream_generator",
+# a wrapper's "generate_videos") and the offline LLM.generate / LLM.chat; weak (a start-up's dummy run is not one).
+_REQUEST_FRAME = re.compile(r"^(?:create_[a-z_]+|[a-z_]*completion[a-z_]*_generator|generate(?:_[a-z]+)?|chat)$")
 _FRAME_GROUP = {name: group for group, names in FRAME_GROUPS for name in names}
 # Frames that only narrow it down: V1's compile_or_warm_up_model runs the compile sizes, the graph capture and the
 # sampler warm-up; execute_model runs for the profile and for requests.
 _WEAK_FRAMES = {"execute_model": "execute-model", "_dummy_run": "dummy-run", "compile_or_warm_up_model": "warmup",
+                # the engine's KV-cache set-up (V0 LLMEngine, V1 EngineCore): the profile run, the KV tensors, then
+                # (V1) the compile and graph capture; a cut traceback that stops here stopped in one of them
+                "_initialize_kv_caches": "kv-init", "initialize_kv_caches": "kv-init",
                 "_warmup_and_capture": "warmup", "warm_up_model": "warmup",
                 # a model's forward pass (torch's module call, a layer's or a quantized linear's forward): the
                 # weights were loaded, the model was running (a profile run or requests)
@@ -100,8 +112,9 @@ def frame_group(frames: tuple[str, ...] | list[str]) -> tuple[str, str] | None:
         low = frame.lower()
         if "cudagraph" in low or "cuda_graph" in low:
             return "capture", frame
-        if frame in _WEAK_FRAMES and (weak is None or _WEAK_ORDER.index(_WEAK_FRAMES[frame]) < _WEAK_ORDER.index(weak[0])):
-            weak = (_WEAK_FRAMES[frame], frame)
+        kind = _WEAK_FRAMES.get(frame) or ("request" if _REQUEST_FRAME.match(frame) else None)
+        if kind is not None and (weak is None or _WEAK_ORDER.index(kind) < _WEAK_ORDER.index(weak[0])):
+            weak = (kind, frame)
     return weak
 
 
@@ -140,6 +153,11 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
             if group is not None:
                 cues.append(Cue(f"paste-frame:{group[0]}", f"the traceback passes through {group[1]}()", file, 0,
                                 group[1]))
+            phase = col.paste_phase.get((file, _run), Phase.UNKNOWN)
+            if phase > Phase.STARTING:
+                # where the log had got to when the traceback was printed: its start-up step, like a frame
+                cues.append(Cue(f"cut-phase:{phase.label}", f"the log had reached {phase.label} before the traceback",
+                                file, 0, phase.label))
             break
     elif not any(c.event is not None and c.event.frames for c in cues if c.anchor) and not any(
             c.event is not None and c.event.signal not in _UNSPECIFIC for c in cues if c.anchor):
@@ -256,13 +274,13 @@ def _gpu_oom_cues(ev: SignalEvent, col: Collector, ctx: Context, cue) -> list[Cu
     if own is not None:
         group, frame = own
         out.append(cue(f"frame:{group}", f"traceback passes through {frame}()"))
-        placed = group not in ("execute-model", "dummy-run", "warmup", "forward")
+        placed = group not in ("execute-model", "dummy-run", "warmup", "kv-init", "forward")
     else:
         paste = frame_group(tuple(col.paste_frames.get((ev.file, ev.run), ())))
         if paste is not None:
             group, frame = paste
             out.append(cue(f"paste-frame:{group}", f"a traceback in the same paste passes through {frame}()"))
-            placed = group not in ("execute-model", "dummy-run", "warmup", "forward")
+            placed = group not in ("execute-model", "dummy-run", "warmup", "kv-init", "forward")
     if ev.phase != Phase.UNKNOWN:
         label = ev.phase.label
         if ev.phase == Phase.KV_CACHE and ctx.enforce_eager:

@@ -26,6 +26,18 @@ _ANSI = lazy_re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]
 _CRI = lazy_re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)\s+(?:stdout|stderr)\s+[FP]\s")
 _ISO = lazy_re.compile(r"^(\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+")
 _COMPOSE = lazy_re.compile(r"^[A-Za-z0-9][\w.-]*\s*\|\s")
+_RECORD_LEVELS = ("DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL ", "(")
+# `kubectl logs --prefix`: "[pod/vllm-7d9f/vllm] " before every line.
+_KUBECTL_PREFIX = lazy_re.compile(r"^\[pod/[\w.-]{1,253}/[\w.-]{1,63}\]\s")
+# Ray Serve's own records: "INFO 2024-11-07 02:21:29,123 default_VLLMDeployment kfcx7f0b -- message" (the
+# deployment or controller, a replica id, then "--").
+_RAY_SERVE = lazy_re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? "
+                             r"(?:[\w.:-]{1,120} ){1,3}-- ")
+# Python's logging after a timestamp, as wrappers print it: "%(name)s %(process)d %(levelname)s" (Xinference:
+# "xinference.core.model 822191 ERROR    msg") and "- %(name)s - %(levelname)s -" (GPUStack, vllm-ascend:
+# "- gpustack.worker.backends.vllm - INFO - msg"). Only after a timestamp: a sentence may start "numpy 2 ERROR".
+_PYLOG = lazy_re.compile(r"^(?:-\s+)?([A-Za-z_][\w.]{0,80})(?:\s+\d{1,10})?\s+(?:-\s+)?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
+                         r"(?:\s+-\s+|:?\s+)")
 _JOURNAL = lazy_re.compile(
     r"^([A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d)\s+\S+\s+([\w.@/:-]+?)(?:\[(\d+)\])?:\s"
 )
@@ -80,6 +92,14 @@ def parse_line(file: str, line_no: int, text: str, following: str = "", truncate
     time = None
     kernel = False
     had_prefix = False
+    if msg.startswith(("│", "┃")) and msg[1:].lstrip().startswith(_RECORD_LEVELS):
+        # a terminal UI's log pane (k9s, Lens): "│ INFO 03-21 20:19:24 [launcher.py:34] Route: ... │" (only a
+        # record: rich's traceback boxes are read by parsers/frames.py as they are)
+        msg = msg[1:].rstrip().rstrip("│┃").strip()
+    m = _KUBECTL_PREFIX.match(msg) if msg.startswith("[pod/") else None
+    if m:
+        msg = msg[m.end():]
+        had_prefix = True
     m = _CRI.match(msg)
     if m:
         msg = msg[m.end():]
@@ -128,7 +148,18 @@ def parse_line(file: str, line_no: int, text: str, following: str = "", truncate
         had_prefix = True
     level = src = None
     old_prefix = False
-    m = _LEVEL.match(msg)
+    if time is not None and not proc:
+        m = _PYLOG.match(msg)
+        if m:
+            level = "WARNING" if m.group(2) == "WARN" else m.group(2)
+            msg = msg[m.end():]
+    if level is None and " -- " in msg:
+        m = _RAY_SERVE.match(msg)
+        if m:
+            level, time = m.group(1), time or m.group(2)
+            msg = msg[m.end():]
+            had_prefix = True
+    m = _LEVEL.match(msg) if level is None else None
     if m and (m.group(2) or m.group(3) or m.group(4) or msg[m.end(1):m.end(1) + 1] == ":"):
         level = "WARNING" if m.group(1) == "WARN" else m.group(1)
         time = time or " ".join(x for x in (m.group(2), m.group(3)) if x) or None
@@ -137,7 +168,7 @@ def parse_line(file: str, line_no: int, text: str, following: str = "", truncate
             old_prefix = msg[m.start(4) - 1:m.start(4)] != "[" and msg[m.end(4):m.end()].rstrip().endswith("]")
         msg = msg[m.end():]
         had_prefix = True
-    else:
+    elif level is None:
         m = _TIME_FIRST.match(msg)
         if m:
             time = m.group(1)

@@ -166,12 +166,67 @@ class Engine(Protocol):
     def line_keywords(self, data: bytes, start: int, end: int) -> frozenset[int]:
         """Ids a survey would report for this line that ``lines`` does not (none when they are the same)."""
 
+    def new_names(self, data: bytes, start: int, end: int, names: frozenset[bytes]) -> list[int]:
+        """Where lines of ``data[start:end]`` name an exception not in ``names`` (see ``known_names``): just past
+        each such name. A stretch's keywords are all routine in a crash loop whose every start-up ends in a
+        traceback, so a new exception there would be counted, not parsed, without this."""
+
 
 def line_bounds(data: bytes, pos: int, start: int, end: int) -> tuple[int, int]:
     """The line of ``data[start:end]`` holding position ``pos``: (its start, its end without the newline)."""
     line_start = max(start, data.rfind(b"\n", start, pos) + 1)
     line_end = data.find(b"\n", pos, end)
     return line_start, end if line_end < 0 else line_end
+
+
+# A word character of an exception's name (Python's \w, any non-ASCII byte included), and the suffixes of a name
+# as the errors parser reads it (errors._EXCEPTION). The name is watched when a colon follows it: "ValueError: ..."
+# (a bare name at the end of a line is not: an alternative for it costs 3x on dense error text, where every line
+# says "Error").
+_NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
+_EXCEPTION_SUFFIXES = (b"Error", b"Exception", b"Interrupt", b"Exit")
+_NAME = re.compile(rb"(?<![A-Za-z0-9_\x80-\xff])([A-Za-z0-9_\x80-\xff]*)(?:Error|Exception|Interrupt|Exit):")
+
+
+def known_names(raw: bytes) -> set[bytes]:
+    """The exception names on a parsed line, less their suffix (``b"Runtime"`` for ``RuntimeError: ...``)."""
+    return set(_NAME.findall(raw)) if b":" in raw else set()
+
+
+def _byte_class(allowed: frozenset[int]) -> bytes:
+    out, run = [], []
+    for c in sorted(allowed):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append((run[0], run[-1]))
+        run = [c]
+    out.append((run[0], run[-1]))
+    return b"[" + b"".join(b"\\x%02x" % a if a == b else b"\\x%02x-\\x%02x" % (a, b) for a, b in out) + b"]"
+
+
+def new_exception_expression(names: frozenset[bytes]) -> bytes:
+    """A Hyperscan expression for a name of an exception, then ``:``, whose name less its suffix is not in
+    ``names``: the complement of that finite set over name characters, written from its trie (the empty name, a
+    bare ``Error:``, counts as known)."""
+    trie: dict = {}
+    for name in names | {b""}:
+        node = trie
+        for c in name:
+            node = node.setdefault(c, {})
+        node[None] = True
+    word = _byte_class(_NAME_BYTES)
+
+    def rest(node: dict) -> bytes:
+        children = sorted(k for k in node if k is not None)
+        parts = [_byte_class(_NAME_BYTES - set(children)) + word + b"*"] if children else [word + b"+"]
+        parts += [b"\\x%02x" % c + rest(node[c]) for c in children]
+        body = b"(?:" + b"|".join(parts) + b")"
+        return body if None in node else body + b"?"
+
+    before = b"(?:^|" + _byte_class(frozenset(range(256)) - _NAME_BYTES - {10}) + b")"
+    return before + rest(trie) + b"(?:" + b"|".join(_EXCEPTION_SUFFIXES) + b"):"
 
 
 class _Hyperscan:
@@ -207,6 +262,7 @@ class _Hyperscan:
         self._lines_db = self._db("lines", frozenset())
         self._survey_db = self._db("keywords", frozenset())
         self._partial: dict[frozenset[int], Any] = {}
+        self._names: dict[frozenset[bytes], Any] = {}
 
     @property
     def fallbacks(self) -> tuple[tuple[str, str], ...]:
@@ -268,6 +324,22 @@ class _Hyperscan:
 
         db.scan(memoryview(data)[start:end], match_event_handler=on_match)
         return out
+
+    def new_names(self, data: bytes, start: int, end: int, names: frozenset[bytes]) -> list[int]:
+        db = self._names.get(names)
+        if db is None:
+            if len(self._names) >= 8:
+                self._names.clear()
+            hs = self._hs
+            db = self._names[names] = hs.Database(mode=hs.HS_MODE_BLOCK)
+            db.compile(expressions=[new_exception_expression(names)], ids=[0], flags=[hs.HS_FLAG_MULTILINE])
+        found: list[int] = []
+
+        def on_match(_i: int, _from: int, to: int, _flags: int, _ctx: Any) -> None:
+            found.append(start + to)
+
+        db.scan(memoryview(data)[start:end], match_event_handler=on_match)
+        return found
 
     def line_keywords(self, data: bytes, start: int, end: int) -> frozenset[int]:
         """The keyword ids (as surveys report them) of the line ``data[start:end]``."""
@@ -409,6 +481,13 @@ class _Regex:
 
     def line_keywords(self, data: bytes, start: int, end: int) -> frozenset[int]:
         return frozenset()  # its lines' ids are keywords already
+
+    def new_names(self, data: bytes, start: int, end: int, names: frozenset[bytes]) -> list[int]:
+        found = []
+        for m in _NAME.finditer(data, start, end):
+            if m.group(1) and m.group(1) not in names:  # a bare "Error:" is known
+                found.append(m.end())
+        return found
 
     def __init__(self, name: str, pattern: Any) -> None:
         self.name = name

@@ -133,6 +133,8 @@ class _Scanner:
         self.seen = [0] * len(engine.labels)
         self.saturated: set[int] = set()
         self.refuted = [0] * len(engine.labels)  # see _refute
+        self.names: set[bytes] = set()  # the exception names parsed lines gave (prefilter.known_names)
+        self._names_key: frozenset[bytes] = frozenset()
         self.parsed = 0
         self.extra = 0  # lines parsed as grace or context
         self.grace = GRACE_LINES
@@ -219,6 +221,7 @@ class _Scanner:
         data = block.data
         survey = None
         st = self.stretch
+        forced: set[int] = set()  # lines naming an exception not seen yet: parsed, whatever their patterns
         if st is not None:
             survey = self.engine.survey(data, a, b, st.known)
             st.surveys += 1
@@ -226,7 +229,10 @@ class _Scanner:
                 # After its first survey (which names its keywords, for the notes) a stretch looks only for the
                 # new; nothing is parsed while it is open, so what is routine does not change.
                 st.known = frozenset(self.saturated)
-            if survey.ids <= self.saturated or self._refuted_at(survey, data, a, b):
+            quiet = survey.ids <= self.saturated or self._refuted_at(survey, data, a, b)
+            forced = self._new_names(data, a, b)
+            quiet = quiet and not forced
+            if quiet:
                 st.ids |= survey.ids
                 for i, n in enumerate(survey.run_starts):
                     st.run_starts[i] += n
@@ -237,14 +243,14 @@ class _Scanner:
             # routine ones) holds nothing to parse: the literal survey says so at memory speed, where the
             # pattern automaton would read the whole block (1 GB of serving traffic: a dozen lines to parse).
             survey = self.engine.survey(data, a, b)
-            if survey.ids <= self.saturated:
+            if survey.ids <= self.saturated and (self.parsed < HEAD_LINES or not (forced := self._new_names(data, a, b))):
                 return
         found = survey.lines if survey is not None and survey.lines is not None else self.engine.lines(data, a, b)
-        if survey is not None and survey.lines is None:
+        if survey is not None and survey.lines is None and not forced:
             self._refute(survey.ids, found)
         extra = False
         for line_start, line_end, hit, ids in found:
-            if self.parsed >= HEAD_LINES and ids <= self.saturated:
+            if self.parsed >= HEAD_LINES and ids <= self.saturated and line_start not in forced:
                 st = self.stretch
                 if st is not None:
                     st.ids |= ids
@@ -269,6 +275,14 @@ class _Scanner:
                 self.extra += 1
                 extra = False
             self.gap_start = line_end + 1
+
+    def _new_names(self, data: bytes, a: int, b: int) -> set[int]:
+        """Lines of the block that name an exception no parsed line named (prefilter.known_names): new, whatever
+        their keywords and patterns say (a crash loop's Traceback and RuntimeError lines are routine; a new
+        ValueError among them is not). Before HEAD_LINES nothing is routine, so nothing needs forcing."""
+        if len(self._names_key) != len(self.names):
+            self._names_key = frozenset(self.names)
+        return {prefilter.line_bounds(data, pos - 1, a, b)[0] for pos in self.engine.new_names(data, a, b, self._names_key)}
 
     def _refute(self, ids: set[int], found: list[tuple[int, int, int, frozenset[int]]]) -> None:
         """A survey (keywords) said a block of a stretch holds something new, and its lines (patterns) say
@@ -352,6 +366,7 @@ class _Scanner:
         text = logs.decode_line(raw, line_no, self.notes)
         parsers.feed(parse_line(self.name, line_no, text, following=_following(data, line_end, block.end),
                                 truncated=line_end - line_start > logs.MAX_LINE_BYTES), self.col)
+        self.names |= prefilter.known_names(bytes(raw))
         if counted:
             # And the keywords a survey would see on it (the hyperscan engine surveys keywords, parses patterns).
             self._count(ids | self.engine.line_keywords(data, line_start, line_end))

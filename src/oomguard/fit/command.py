@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from oomguard.units import GiB, MiB
 
@@ -104,8 +103,7 @@ def render(model: str, flags: dict, env: dict | None = None, *, version: tuple[i
     return " ".join(parts)
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """One flag (or environment variable) a --from edit changes."""
 
     dest: str

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from oomguard.fit.space import HEADROOM_FLOOR_BYTES, HEADROOM_FLOOR_SHARE
 from oomguard.model.failures import FailureClass
@@ -123,8 +122,7 @@ def activation_slack(plan) -> int:
     return max((r.activation.high or r.activation.bytes) - r.activation.bytes for r in plan.ranks)
 
 
-@dataclass(frozen=True)
-class Goal:
+class Goal(NamedTuple):
     """What a fix must keep."""
 
     max_model_len: int
@@ -141,8 +139,7 @@ class Goal:
         return True
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     """One verified edit: flags by vLLM dest (value None removes), the plan it gives, and its cost."""
 
     edits: tuple[tuple[str, Any], ...]
@@ -153,7 +150,7 @@ class Option:
     kv_spare_bytes: int
     robust: bool  # starts even at the high end of the activation estimate
     cost: float
-    tradeoffs: tuple[str, ...] = field(default=())
+    tradeoffs: tuple[str, ...] = ()
 
     @property
     def flags(self) -> dict:

@@ -206,8 +206,6 @@ def search(model, goal, *, gpus: list, prices, version: str | None = None, usage
            interconnect_gbps: float | None = None, calibration=None, model_name: str | None = None,
            other_gpu_use_bytes: int = 0, fixed_flags: dict | None = None) -> HardwareResult:
     """Every GPU type × count that fits the goal, with its best launch, cost and speed."""
-    from dataclasses import replace
-
     from oomguard.fit.goalfix import headroom_floor
     from oomguard.fit.runner import FitRequest, fit
     from oomguard.fit.space import HEADROOM_FLOOR_SHARE
@@ -240,7 +238,7 @@ def search(model, goal, *, gpus: list, prices, version: str | None = None, usage
                 searched.append({"gpu": gpu.name, "count": count,
                                  "result": f"weights + the goal's KV ({need:,.0f} GiB, fp8 where possible) exceed {count} card(s)"})
                 continue
-            g = replace(goal, margin_bytes=max(goal.margin_bytes, headroom_floor(gpu.total_bytes, HEADROOM_FLOOR_SHARE)))
+            g = goal._replace(margin_bytes=max(goal.margin_bytes, headroom_floor(gpu.total_bytes, HEADROOM_FLOOR_SHARE)))
             req = FitRequest(model=model, gpu=gpu, num_gpus=count, goal=g, version=version, model_name=model_name,
                              usage=usage, top=1, calibration=calibration, other_gpu_use_bytes=other_gpu_use_bytes,
                              max_tensor_parallel=GPUS_PER_NODE if nodes > 1 else None, fixed_flags=fixed_flags)

@@ -18,7 +18,7 @@ only serves to compare candidate launches with each other.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from oomguard.model.description import LayerKind
 
@@ -85,8 +85,7 @@ def _attention_shape(model) -> tuple[float, int, list[int]]:
     return per, full, windows
 
 
-@dataclass(frozen=True)
-class Roofline:
+class Roofline(NamedTuple):
     """Speed of one launch shape (model, GPU, TP, PP, eager) on the catalog's peak numbers."""
 
     flops_per_token: float  # 2 × active parameters

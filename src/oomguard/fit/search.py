@@ -22,6 +22,7 @@ against ``plan_launch`` on samples of candidates.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from oomguard.model import activation as act
 from oomguard.model.cudagraph import cudagraph_estimate
@@ -34,8 +35,7 @@ from oomguard.units import MiB, cdiv
 
 
 
-@dataclass(frozen=True)
-class RankCost:
+class RankCost(NamedTuple):
     """One pipeline stage's fixed bytes (every TP rank of a stage is the same)."""
 
     weights_bytes: int
@@ -119,8 +119,7 @@ class Base:
         return v
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """What the token budget T and max_num_seqs S fix for one parallel split."""
 
     token_budget: int

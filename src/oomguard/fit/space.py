@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from oomguard.units import GiB, MiB
 
@@ -53,8 +53,7 @@ class KVMemoryMode(str, enum.Enum):
     PINNED_AS_LAUNCHED = "pinned-as-launched"  # the --from launch's own value
 
 
-@dataclass(frozen=True)
-class Goal:
+class Goal(NamedTuple):
     """What the launch must do (constraints) and what to maximise (objective)."""
 
     context: int | None = None  # max-model-len the launch must serve; None = keep the launch's / the model's
@@ -71,8 +70,7 @@ class Goal:
         return min(self.avg_input_len or max_model_len, max_model_len)
 
 
-@dataclass(frozen=True)
-class Structure:
+class Structure(NamedTuple):
     """One structural combination; becomes a search ``Base``."""
 
     tensor_parallel_size: int
@@ -93,15 +91,14 @@ class Structure:
         return f
 
 
-@dataclass(frozen=True)
-class Space:
+class Space(NamedTuple):
     structures: tuple[Structure, ...]
     token_budgets: tuple[int, ...]
     num_seqs: tuple[int, ...]
     utilizations: tuple[float, ...]
     kv_memory_modes: tuple[KVMemoryMode, ...]
     launched_kv_memory_bytes: int | None = None
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
     @property
     def size_hint(self) -> int:

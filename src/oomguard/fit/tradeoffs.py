@@ -7,7 +7,7 @@ memory figures come from the memory model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from oomguard.fit.roofline import LABEL, Roofline, prefill_steps
 from oomguard.units import GiB
@@ -33,8 +33,7 @@ def _secs(s: float) -> str:
     return f"{s * 1000:.0f} ms"
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(NamedTuple):
     """What every trade-off sentence may need about one candidate."""
 
     gpu: object

@@ -51,9 +51,8 @@ read whole into each worker.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 from collections.abc import Mapping
 
 from oomguard.units import GiB
@@ -143,8 +142,7 @@ PART_KEYS = {
 }
 
 
-@dataclass(frozen=True)
-class RamComponent:
+class RamComponent(NamedTuple):
     name: str
     kind: MemoryKind
     low_bytes: int
@@ -170,8 +168,7 @@ class RamComponent:
         }
 
 
-@dataclass(frozen=True)
-class HostRamNeed:
+class HostRamNeed(NamedTuple):
     components: tuple[RamComponent, ...]
     world_size: int
     notes: tuple[str, ...] = ()
@@ -314,8 +311,7 @@ def kv_offload_bytes(flags: Mapping[str, Any]) -> tuple[int | None, str | None]:
     return None, None
 
 
-@dataclass(frozen=True)
-class KvTierLayout:
+class KvTierLayout(NamedTuple):
     """What the pinned-tensor path (< 0.27) needs to know about one worker's KV caches."""
 
     tensors_per_worker: int  # len(kv_cache_config.kv_cache_tensors): attention layers, or a hybrid group's size

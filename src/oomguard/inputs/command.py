@@ -21,9 +21,8 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from oomguard.errors import InputError
 from oomguard.inputs import files, jsonflags
@@ -754,8 +753,7 @@ def _set_env(launch: Launch, assignment: str, w: Word | None, file: str | None, 
                                        column=(w.column or None) if w else None, origin=origin)
 
 
-@dataclass(frozen=True)
-class QuotedScript:
+class QuotedScript(NamedTuple):
     """The vLLM command of a script runs inside a quoted ``sh -c`` string: ``quote`` is its quote
     character (text written into it is escaped for it); ``editable`` is False when the string's
     words cannot be mapped back to the file (an unquoted or mixed-quote string)."""

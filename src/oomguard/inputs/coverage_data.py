@@ -10,7 +10,6 @@ refused, not checked) and the generic path's measured error ranges. ``oomguard m
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -62,4 +61,4 @@ def detail_for(desc) -> dict:
 
 
 def attach(desc):
-    return replace(desc, coverage_detail=detail_for(desc))
+    return desc._replace(coverage_detail=detail_for(desc))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from oomguard.errors import InputError, UnknownGPUError
 from oomguard.units import GiB
@@ -27,8 +27,7 @@ import oomguard.lazy_re as lazy_re
 FULLY_CONNECTED = ("nvswitch", "mnnvl", "xgmi")
 
 
-@dataclass(frozen=True)
-class GPU:
+class GPU(NamedTuple):
     """One GPU of the bundled table (data/gpus.json): the memory vLLM sees and the card's capabilities."""
     name: str
     total_bytes: int
@@ -170,8 +169,7 @@ def _to_gpu(e: dict, total_gib: float | None) -> GPU:
     )
 
 
-@dataclass(frozen=True)
-class MigProfile:
+class MigProfile(NamedTuple):
     """One MIG profile of a card: a GPU of its own size (``gpu``), and the slices it takes."""
 
     name: str  # "3g.40gb"
@@ -198,11 +196,9 @@ def mig_profiles(gpu: GPU) -> list[MigProfile]:
 
 
 def _mig_instance(card: GPU, name: str, compute: int, memory: int, spec: dict) -> MigProfile:
-    from dataclasses import replace
 
     mem_share = memory / spec["memory_slices"]
-    g = replace(
-        card,
+    g = card._replace(
         name=f"{card.name} MIG {name}",
         total_bytes=int(card.total_bytes * mem_share),
         total_source=f"derived: {card.name} total × {memory}/{spec['memory_slices']} memory slices ({spec['source']})",
@@ -228,9 +224,8 @@ def lookup_gpu(name: str | None, memory_gib: float | None = None) -> GPU:
             have = ", ".join(p.name for p in mig_profiles(card)) or "none in the catalog"
             raise UnknownGPUError(f"{card.name} has no MIG profile {m.group(2)!r} (profiles: {have})")
         if memory_gib is not None:
-            from dataclasses import replace
 
-            return replace(prof.gpu, total_bytes=int(round(memory_gib * GiB)), total_source="--gpu-memory-gib")
+            return prof.gpu._replace(total_bytes=int(round(memory_gib * GiB)), total_source="--gpu-memory-gib")
         return prof.gpu
     if not name:
         if memory_gib is None:

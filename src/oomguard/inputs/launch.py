@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from oomguard.inputs.shell import Command, Word
 
@@ -44,8 +44,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(NamedTuple):
     """Where one value of a launch came from.
 
     ``origin`` is one of ``script``, ``command`` (after ``--``), ``flags`` (given to

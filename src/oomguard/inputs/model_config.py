@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import replace
 from pathlib import Path
 
 from oomguard.errors import InputError
@@ -205,7 +204,7 @@ def _describe(config: dict, cfg_path: Path, **kwargs) -> ModelDescription:
     filled, applied = with_defaults(config)
     try:
         desc = describe(filled, **kwargs)
-        return attach(replace(desc, defaults_applied=tuple(applied)) if applied else desc)
+        return attach(desc._replace(defaults_applied=tuple(applied)) if applied else desc)
     except KeyError as exc:
         raise InputError(f"config field {exc.args[0] if exc.args else '?'} is missing, and "
                          f"model_type {config.get('model_type')!r} needs it", file=str(cfg_path)) from None
@@ -294,11 +293,10 @@ def _from_dir(directory: Path, source: str, name: str) -> ModelDescription:
     config = read_json(cfg_path)
     hq_path = directory / "hf_quant_config.json"
     hf_quant = read_json(hq_path) if files.is_file(hq_path) else None
-    desc = replace(_describe(config, cfg_path, source=source, name=name, hf_quant=hf_quant), config_path=str(cfg_path))
+    desc = _describe(config, cfg_path, source=source, name=name, hf_quant=hf_quant)._replace(config_path=str(cfg_path))
     stats = scan_dir(directory)
     if stats is not None:
-        desc = replace(
-            desc,
+        desc = desc._replace(
             checkpoint_bytes=stats.float_params * desc.dtype_bytes + stats.other_bytes,
             checkpoint_dtype_bytes={k: list(v) for k, v in stats.by_group.items()},
         )
@@ -317,7 +315,7 @@ def load_model(spec: str, *, allow_hub: bool = True) -> ModelDescription:
         hq = path.with_name("hf_quant_config.json")
         hf_quant = read_json(hq) if files.is_file(hq) and hq != path else None
         desc = _describe(config, path, source=str(path), name=path.parent.name or path.stem, hf_quant=hf_quant)
-        return replace(desc, config_path=str(path))
+        return desc._replace(config_path=str(path))
     if files.is_dir(path):
         return _from_dir(path, str(path), path.name)
     cached = _hf_cache_dir(spec)

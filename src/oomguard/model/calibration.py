@@ -22,7 +22,7 @@ activation offset of that start-up (``calibrate.offsets`` says so per record).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from oomguard.model.estimate import Term
 from oomguard.units import GiB
@@ -151,9 +151,7 @@ def adjust(term: Term, off: TermOffset, key: GroupKey) -> Term:
     after = max(0, before + off.offset_bytes)
     why = (f"calibrated: {_signed(off.offset_bytes)} GiB from {off.n} start-ups on {key.label()} "
            f"(offsets seen {_signed(off.low_bytes)} to {_signed(off.high_bytes)} GiB)")
-    return replace(
-        term,
-        bytes=after,
+    return term._replace(bytes=after,
         exact=False,
         # the measured offsets bound where the logged value fell around the prediction
         low=max(0, min(after, before + off.low_bytes)),

@@ -14,7 +14,6 @@ and the measured error of KV tokens for a given pool.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from oomguard.units import GiB
 
@@ -78,12 +77,12 @@ def widen_terms(plan):
     r = (getattr(m, "coverage_detail", None) or {}).get("ranges") or {}
     for rank in plan.ranks:
         w_lo, w_hi = _truth(rank.weights.bytes, r.get("weights"))
-        rank.weights = replace(rank.weights, exact=False, low=int(min(w_lo, rank.weights.low or w_lo)),
+        rank.weights = rank.weights._replace(exact=False, low=int(min(w_lo, rank.weights.low or w_lo)),
                                high=int(max(w_hi, rank.weights.high or w_hi)),
                                source=rank.weights.source + "; generic path (architectures/generic.py): range measured by the registry sweep")
         if r.get("activation"):
             a_lo, a_hi = _truth(rank.activation.bytes, r["activation"])
-            rank.activation = replace(rank.activation, exact=False, low=int(min(a_lo, rank.activation.low or a_lo)),
+            rank.activation = rank.activation._replace(exact=False, low=int(min(a_lo, rank.activation.low or a_lo)),
                                       high=int(max(a_hi, rank.activation.high or a_hi)))
     return plan
 

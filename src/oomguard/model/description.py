@@ -8,7 +8,7 @@ raw config dictionaries. Field names follow vLLM's vocabulary.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # Bytes per element of the dtypes vLLM runs a model in (torch's element sizes); the one table
 # the adapters (conv/SSM state), the dtype resolution (engine.py) and the weights read.
@@ -27,8 +27,7 @@ class LayerKind(str, enum.Enum):
     NONE = "none"  # no KV cache (encoder-only, KV-shared layers)
 
 
-@dataclass(frozen=True)
-class AttentionLayer:
+class AttentionLayer(NamedTuple):
     """How one decoder layer stores per-request state (before the TP split)."""
     kind: LayerKind
     num_kv_heads: int = 0  # total, before TP split
@@ -56,8 +55,7 @@ class AttentionLayer:
     index: int | None = None  # the decoder layer an auxiliary cache belongs to
 
 
-@dataclass(frozen=True)
-class MambaState:
+class MambaState(NamedTuple):
     """Recurrent state of a Gated DeltaNet / Mamba2 layer (vLLM MambaStateShapeCalculator)."""
 
     variant: str  # "gdn" | "mamba2" | "mamba1" | "short_conv"
@@ -72,8 +70,7 @@ class MambaState:
     ssm_dtype_bytes: int = 2
 
 
-@dataclass(frozen=True)
-class MoE:
+class MoE(NamedTuple):
     """The mixture-of-experts shape of a model: experts, experts per token, expert widths."""
     num_experts: int
     top_k: int
@@ -85,8 +82,7 @@ class MoE:
     dense_alongside: bool = False  # a dense MLP runs in parallel with the experts (Gemma-4)
 
 
-@dataclass(frozen=True)
-class MLA:
+class MLA(NamedTuple):
     """Multi-head latent attention dimensions (DeepSeek V2/V3): the latent and rotary widths vLLM caches."""
     kv_lora_rank: int
     qk_rope_head_dim: int
@@ -95,8 +91,7 @@ class MLA:
     q_lora_rank: int | None
 
 
-@dataclass(frozen=True)
-class Quantization:
+class Quantization(NamedTuple):
     """How the checkpoint's weights are stored: method, bits, group or block size, and which parts stay unquantized."""
     method: str  # "none", "fp8", "awq", "gptq", "nvfp4", "mxfp4", "compressed-tensors", "bitsandbytes", "gguf"
     bits: int = 16
@@ -112,8 +107,7 @@ class Quantization:
         return self.method != "none"
 
 
-@dataclass(frozen=True)
-class ModelDescription:
+class ModelDescription(NamedTuple):
     """The normalised model every memory computation reads, built once from a Hugging Face config."""
     name: str
     source: str  # where the config came from (path or catalog id)
@@ -137,7 +131,7 @@ class ModelDescription:
     original_max_position_embeddings: int | None = None
     moe: MoE | None = None
     mla: MLA | None = None
-    quantization: Quantization = field(default_factory=lambda: Quantization("none"))
+    quantization: Quantization = Quantization("none")
     attn_output_gate: bool = False
     qkv_bias: bool = False
     is_multimodal: bool = False

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from oomguard.errors import InputError
 from oomguard.numbers import MAX_GPUS, NumberError, as_int, parse_int
@@ -35,8 +34,7 @@ def parse_version(v: str | None) -> tuple[int, int, int]:
     return (nums[0], nums[1], nums[2])
 
 
-@dataclass(frozen=True)
-class EngineSettings:
+class EngineSettings(NamedTuple):
     """The engine settings vLLM derives from a launch for one release: the inputs of every memory term."""
     version: tuple[int, int, int]
     engine: str  # "V0" | "V1"
@@ -73,7 +71,7 @@ class EngineSettings:
     dtype_error: str | None = None  # vLLM refuses this dtype on this GPU / model type
     mm_profile: bool = True  # multimodal encoder profiled (off with --limit-mm-per-prompt all 0 / --language-model-only)
     runner: str = ""  # "pooling" (or a pooling --task / --convert) when asked; architectures decide otherwise
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
     @property
     def world_size(self) -> int:

@@ -8,10 +8,10 @@ range the true value is expected to fall in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Term:
+class Term(NamedTuple):
     """One named amount of memory, with how it was computed and its source."""
     name: str
     bytes: int

@@ -9,7 +9,7 @@ See docs/memory-model.md#kv-cache.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from oomguard.errors import InputError
 from oomguard.model.description import AttentionLayer, LayerKind, ModelDescription
@@ -33,8 +33,7 @@ _KV_DTYPE_BYTES = {
 }
 
 
-@dataclass(frozen=True)
-class LayerKVSpec:
+class LayerKVSpec(NamedTuple):
     """One layer's cache spec on one rank (vLLM's KVCacheSpec, flattened)."""
 
     layer_index: int
@@ -267,7 +266,6 @@ def layer_kv_specs(
 def _mamba_in_served_dtype(model: ModelDescription, served: int) -> ModelDescription:
     """Conv/SSM states kept in the model dtype (mamba_cache_dtype auto) take the served size;
     a state the config pins (mamba_ssm_dtype float32) keeps its own."""
-    from dataclasses import replace
 
     ck = model.dtype_bytes
 
@@ -275,15 +273,14 @@ def _mamba_in_served_dtype(model: ModelDescription, served: int) -> ModelDescrip
         st = layer.mamba
         if st is None:
             return layer
-        st = replace(st, conv_dtype_bytes=served if st.conv_dtype_bytes == ck else st.conv_dtype_bytes,
+        st = st._replace(conv_dtype_bytes=served if st.conv_dtype_bytes == ck else st.conv_dtype_bytes,
                      ssm_dtype_bytes=served if st.ssm_dtype_bytes == ck else st.ssm_dtype_bytes)
-        return replace(layer, mamba=st)
+        return layer._replace(mamba=st)
 
-    return replace(model, layers=tuple(fix(l) for l in model.layers))
+    return model._replace(layers=tuple(fix(l) for l in model.layers))
 
 
-@dataclass(frozen=True)
-class KVGroup:
+class KVGroup(NamedTuple):
     """Layers that share one KV cache page layout (vLLM's KV cache groups)."""
     kind: str
     specs: tuple[LayerKVSpec, ...]
@@ -301,8 +298,7 @@ class KVGroup:
         return self.group_size * self.page_size_bytes
 
 
-@dataclass(frozen=True)
-class KVLayout:
+class KVLayout(NamedTuple):
     """The KV cache layout of a model under one launch: its groups, the bytes of one block and the block size."""
     groups: tuple[KVGroup, ...]
     bytes_per_block: int

@@ -14,7 +14,7 @@ What the KV budget pays for outside PyTorch's allocator depends on three things
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from oomguard.model.description import ModelDescription
 from oomguard.model.engine import EngineSettings
@@ -78,8 +78,7 @@ def startup_free_check(e: EngineSettings) -> bool:
     return e.version >= (STARTUP_FREE_CHECK if e.engine != "V0" else (0, 10, 2))
 
 
-@dataclass(frozen=True)
-class Accounting:
+class Accounting(NamedTuple):
     """How one release's profiling path splits the device between baseline and budget."""
 
     path: str
@@ -110,8 +109,7 @@ def accounting(e: EngineSettings) -> Accounting:
                       "v1/worker/gpu_worker.py::init_device (init_worker_distributed_environment, then MemorySnapshot)")
 
 
-@dataclass(frozen=True)
-class Topology:
+class Topology(NamedTuple):
     """What the custom all-reduce and NCCL rules read about the GPUs of one TP group."""
 
     nvlink: bool  # every pair of the group linked (NVSwitch, rack NVLink, AMD XGMI): vLLM's is_fully_connected
@@ -169,8 +167,7 @@ def nccl_ring_bytes(topo: Topology) -> int:
     return NCCL_RING_CHANNELS_PCIE * (NCCL_SIMPLE + NCCL_LL)
 
 
-@dataclass(frozen=True)
-class NonTorch:
+class NonTorch(NamedTuple):
     """Memory outside PyTorch's allocator on one GPU: the term charged to the KV budget and what else sits on the device."""
     term: Term  # charged to the KV budget
     baseline_bytes: int  # on the device at the snapshot: context, other processes, communicators built before it

@@ -17,7 +17,6 @@ limit, and the same two inside ``text_config``. ``plan``, ``check`` and ``fit`` 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 from oomguard.errors import InputError
@@ -92,9 +91,9 @@ def apply_overrides(model, flags: dict, version: tuple[int, int, int] | None = N
         changes["max_position_embeddings"] = mpe
     if not changes:
         return model
-    m = replace(model, **changes)
+    m = model._replace(**changes)
     new_rules = version is None or tuple(version) >= (0, 30, 0)
-    return replace(m, derived_max_model_len=derive_max_model_len(m.max_position_embeddings, m.rope_scaling, m.model_type, new_rules=new_rules))
+    return m._replace(derived_max_model_len=derive_max_model_len(m.max_position_embeddings, m.rope_scaling, m.model_type, new_rules=new_rules))
 
 
 def unmodelled_keys(flags: dict) -> list[str]:

@@ -22,7 +22,7 @@ size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from oomguard.model.description import ModelDescription
 
@@ -47,8 +47,7 @@ REBIND_MLP_SINCE = (0, 32, 0)
 UNGATED_TYPES = frozenset({"opt", "gpt2", "phi", "gpt_neox", "gpt_bigcode", "falcon", "bloom", "mpt", "starcoder2"})
 
 
-@dataclass(frozen=True)
-class LayerPeak:
+class LayerPeak(NamedTuple):
     """The activation peak of one layer kind during a forward pass."""
     name: str
     per_token: float  # elements per token (activation dtype) at this layer's peak

@@ -283,11 +283,10 @@ def plan_launch(
             # get_limit_per_prompt), and the vision tower is not built (_mark_tower_model). Audio
             # towers are kept: calibration S028 (Gemma-4 E2B, 0.21) loads 8.89 GiB, which the
             # language model plus the audio tower give (without it 8.58).
-            from dataclasses import replace as _replace
 
             keep = min(1.0, model.audio_params / model.vision_params)
             dropped = split.vision_bytes * (1 - keep)
-            split = _replace(split, vision_bytes=split.vision_bytes * keep)
+            split = split._replace(vision_bytes=split.vision_bytes * keep)
             if dropped and stage == 0:
                 messages.append(f"--language-model-only: the vision tower is not loaded ({_fmt_gib(dropped)} GiB less weights per GPU)")
         w_bytes = max(0, split.total_bytes - cpu_off)

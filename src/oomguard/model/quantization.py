@@ -10,7 +10,7 @@ model dtype unless a method says otherwise.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from oomguard.errors import UnsupportedModelError
 from oomguard.model.description import Quantization
@@ -46,8 +46,7 @@ NVFP4_BYTES = 0.5 + 1 / 16  # fp4 packed + fp8 scale per 16
 MXFP4_BYTES = 0.5 + 1 / 32  # fp4 packed + e8m0 scale per 32
 
 
-@dataclass(frozen=True)
-class WeightCosts:
+class WeightCosts(NamedTuple):
     """Bytes per parameter for each module category."""
 
     per_category: dict

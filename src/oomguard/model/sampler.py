@@ -11,7 +11,7 @@ tests/unit/test_activation_oracle.py); the Triton and FlashInfer paths are deriv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # ParallelLMHead pads the vocabulary to a multiple of 64 (DEFAULT_VOCAB_PADDING_SIZE); logits are
 # a view of the padded [N, V_pad] storage (logits_processor.py::_get_logits slices it).
@@ -37,8 +37,7 @@ DEFAULT_SMS = 132  # H100 SXM; the Triton buffer is min(next_pow2(N), SMs) rows
 FORWARD_NATIVE_WARM_SINCE = (0, 21, 0)
 
 
-@dataclass(frozen=True)
-class SamplerPeak:
+class SamplerPeak(NamedTuple):
     """The sampler's peak memory in the profile run."""
     path: str  # "sort" | "triton" | "flashinfer" | "mrv2" | "mrv2-warm" | "v0"
     bytes: int  # live bytes of the sampler phase: logits + the sampler's own tensors

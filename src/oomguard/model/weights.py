@@ -10,14 +10,13 @@ head on the last; quantized bytes per parameter per method's ``create_weights``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from oomguard.model.architectures.common import pad_vocab
 from oomguard.model.description import LayerKind, ModelDescription
 from oomguard.model.quantization import WeightCosts
 
-@dataclass(frozen=True)
-class WeightSplit:
+class WeightSplit(NamedTuple):
     """Bytes on one rank, by part (for the ledger)."""
 
     embed_bytes: float

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 from functools import lru_cache
 from pathlib import Path
 
@@ -35,8 +35,7 @@ _VERSION = re.compile(
     re.IGNORECASE,
 )
 
-@dataclass(frozen=True, order=True)
-class Version:
+class Version(NamedTuple):
     """A parsed vLLM version. Orders like PEP 440 for the forms vLLM publishes."""
 
     key: tuple
@@ -69,8 +68,7 @@ def parse_version(text: str) -> Version | None:
     return Version(key, text.strip())
 
 
-@dataclass(frozen=True)
-class Family:
+class Family(NamedTuple):
     """A range of vLLM releases that share one engine and one flag table."""
     name: str
     engine: str
@@ -141,8 +139,7 @@ def find_family(name: str) -> Family | None:
     return None
 
 
-@dataclass(frozen=True)
-class Choice:
+class Choice(NamedTuple):
     """Which table answers a version request, and why (``note`` empty for an exact match)."""
 
     version: str

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from oomguard.errors import InputError
 
@@ -50,8 +50,7 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
-@dataclass(frozen=True)
-class Flag:
+class Flag(NamedTuple):
     """One ``vllm serve`` argument of one release.
 
     ``default`` is the argparse default (what ``vllm serve`` starts from); ``None``
@@ -90,8 +89,7 @@ class Flag:
         return self.options + self.negatives
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(NamedTuple):
     """What an option string means: ``negated`` for ``--no-x`` / ``--disable-x`` forms
     (the flag is set to False); ``value`` holds ``=VALUE`` or an attached short-option
     value (``-O3``); ``subkey`` the dotted JSON path (``--compilation-config.mode``)."""
@@ -138,8 +136,7 @@ class AmbiguousFlagError(InputError):
                          file=file, line=line)
 
 
-@dataclass(frozen=True)
-class ParserBehaviour:
+class ParserBehaviour(NamedTuple):
     """How one release's argument parser treats prefixes, negations and repeated options."""
     underscores: str = "before_dot"   # all | before_dot | none
     dotted_json: bool = True
@@ -149,8 +146,7 @@ class ParserBehaviour:
     abbrev: bool = True
 
 
-@dataclass(frozen=True)
-class OptionHistory:
+class OptionHistory(NamedTuple):
     """Where an option string exists among the supported releases."""
 
     option: str
@@ -385,7 +381,7 @@ def load_table(version: str) -> Release:
         for opt in entry.get("neg", ()):
             index.setdefault(opt, (dest, True))
     parser = ParserBehaviour(**{k: v for k, v in data.get("parser", {}).items()
-                                if k in ParserBehaviour.__dataclass_fields__})
+                                if k in ParserBehaviour._fields})
     fam = releases.family_label(releases.family_of(data["version"]))
     return Release(data["version"], data.get("commit"), fam, _Flags(raw),
                    MappingProxyType(data.get("env", {})), parser, "", index)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 from oomguard.inputs.model_config import load_model
 from oomguard.model import phases, sampler
@@ -32,7 +31,7 @@ def test_peak_is_the_largest_phase_not_the_sum():
 def test_sampler_dominates_at_h100_defaults_for_mrv1_sort_path():
     m = load_model("meta-llama/Llama-3.1-8B-Instruct")
     s = _settings(m, "0.12.0", max_num_seqs=1024, max_num_batched_tokens=8192)
-    s = dataclasses.replace(s, model_runner_v2=False)
+    s = s._replace(model_runner_v2=False)
     t = activation_peak(m, s)
     # 1024 rows x 128,256 x (2 bf16 logits + 36 bytes while the CUDA sort runs) ~ 4.7 GiB; the
     # H100 0.11 records log 4.76 GiB for this model (S114)
@@ -42,9 +41,9 @@ def test_sampler_dominates_at_h100_defaults_for_mrv1_sort_path():
 
 def test_mrv2_profile_pass_is_logits_only_through_032():
     m = load_model("meta-llama/Llama-3.1-8B-Instruct")
-    s = dataclasses.replace(_settings(m, "0.32.0", max_num_seqs=1024, max_num_batched_tokens=8192), model_runner_v2=True)
+    s = _settings(m, "0.32.0", max_num_seqs=1024, max_num_batched_tokens=8192)._replace(model_runner_v2=True)
     t32 = activation_peak(m, s)
-    t33 = activation_peak(m, dataclasses.replace(s, version=(0, 33, 0)))
+    t33 = activation_peak(m, s._replace(version=(0, 33, 0)))
     assert "[mrv2]" in t32.formula and "[mrv2-warm]" in t33.formula
     assert t33.bytes > t32.bytes
     # 0.33: logits (2) + the warm-up pass's fp32 copy (4) + in-place masking / fp32 logprobs (4)
@@ -54,7 +53,7 @@ def test_mrv2_profile_pass_is_logits_only_through_032():
 
 def test_flashinfer_env_settles_the_033_path():
     m = load_model("meta-llama/Llama-3.1-8B-Instruct")
-    s = dataclasses.replace(_settings(m, "0.33.0", max_num_seqs=1024, max_num_batched_tokens=8192), model_runner_v2=True)
+    s = _settings(m, "0.33.0", max_num_seqs=1024, max_num_batched_tokens=8192)._replace(model_runner_v2=True)
     plain = activation_peak(m, s)  # 0.33's flag table: VLLM_USE_FLASHINFER_SAMPLER defaults on
     off = activation_peak(m, s, env={"VLLM_USE_FLASHINFER_SAMPLER": "0"})
     assert "FlashInfer" in plain.formula and "Triton" in off.formula
@@ -67,7 +66,7 @@ def test_activation_element_size_follows_act_dtype_bytes():
     s = _settings(m, "0.32.0", max_num_seqs=8, max_num_batched_tokens=16384)
     half = activation_peak(m, s)
 
-    full = activation_peak(m, dataclasses.replace(s, act_dtype_bytes=4))
+    full = activation_peak(m, s._replace(act_dtype_bytes=4))
     assert abs(full.bytes / half.bytes - 2.0) < 0.05  # no constant allowance: every byte scales
 
 

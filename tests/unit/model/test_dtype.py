@@ -1,6 +1,5 @@
 """--dtype reaches weights, the auto KV dtype, Mamba states and the activation element size."""
 
-from dataclasses import replace
 
 import pytest
 
@@ -65,7 +64,7 @@ def test_hybrid_states_follow_the_served_dtype():
 def test_auto_dtype_rules_per_release(qwen8b, cfg, model_type, flag, version, cc, want):
     from oomguard.model.engine import parse_version
 
-    m = replace(qwen8b, dtype=cfg, model_type=model_type)
+    m = qwen8b._replace(dtype=cfg, model_type=model_type)
     got, _, err = resolve_dtype(m, flag, parse_version(version), _dtypes(cc), gpu_cc=cc)
     assert got == want and err is None
 
@@ -75,7 +74,7 @@ def test_refused_dtypes_fail_the_plan(qwen8b):
     assert not p.starts and p.failure.value == "config-error" and "--dtype=half" in p.error
     old = plan_launch(qwen8b, lookup_gpu("T4"), {"max_model_len": 4096}, version="0.8.5")
     assert not old.starts and "Bfloat16" in old.error  # a bf16 config on sm75 before 0.9.1
-    g = replace(qwen8b, model_type="gemma3")
+    g = qwen8b._replace(model_type="gemma3")
     p = plan_launch(g, lookup_gpu("H100"), {"max_model_len": 4096, "dtype": "half"})
     assert p.failure.value == "config-error" and "does not support float16" in p.error
 
@@ -98,7 +97,7 @@ def test_matches_vllms_own_dtype_resolution(qwen8b):
     data = json.loads((Path(__file__).parent / "data" / "dtype_oracle_vllm-0.32.0.json").read_text())
     assert len(data["cases"]) >= 300
     for c in data["cases"]:
-        m = replace(qwen8b, dtype=c["config_dtype"], model_type=c["model_type"])
+        m = qwen8b._replace(dtype=c["config_dtype"], model_type=c["model_type"])
         cc = tuple(c["cc"])
         got, _, err = resolve_dtype(m, c["flag"], parse_version(data["vllm"]), _dtypes(cc), gpu_cc=cc)
         assert got == c["dtype"], c

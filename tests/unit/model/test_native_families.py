@@ -9,7 +9,6 @@ runner, the CUDA sort temporaries in the sampler and the shape of the CUDA-graph
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -128,7 +127,7 @@ def test_cudagraph_term_follows_vllms_estimate_shape():
     assert all(x <= s.max_num_seqs for x in modes["FULL"])
     t = cudagraph_estimate(m, s)
     assert t.low < t.bytes < t.high and "max over modes (first capture)" in t.formula
-    eager = cudagraph_estimate(m, dataclasses.replace(s, cudagraph_mode="NONE"))
+    eager = cudagraph_estimate(m, s._replace(cudagraph_mode="NONE"))
     assert eager.bytes == 0
 
 

@@ -101,6 +101,26 @@ TABLE: tuple[CueRule, ...] = (
     _rule("req:lora", r"\bLoRA\b|lora_modules|enable[-_]lora|max_loras|--lora", ("LoRA", "lora_modules", "enable-lora",
                                                                             "enable_lora", "max_loras", "--lora"),
           "--enable-lora --max-loras 4", failure=True),
+    # --- what the server answered ----------------------------------------------------------------
+    # A 5xx in an access line: the server came up and then failed a request (a 4xx is the client's: a bad request,
+    # an unknown route, a missing key). A failure on its own, whatever the serving lines around it say.
+    _rule("serve:5xx", r'HTTP/\d(?:\.\d)?" 5\d\d\b', ('" 500', '" 502', '" 503', '" 504'),
+          'INFO:     10.0.0.7:51820 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error', flags=0,
+          states=True),
+    # The same from the client's side: the openai SDK's "Error code: 500", a 5xx status in requests / httpx words.
+    _rule("client:server-error", r"Error code: 5\d\d\b|\bInternalServerError\b|Server error '5\d\d|"
+                                 r"\b5\d\d Server Error\b|status(?:_code)?[=: ]{1,3}5\d\d\b",
+          ("Error code: 5", "InternalServerError", "Server error '5", "Server Error", "status=5", "status: 5",
+           "status_code=5", "status_code: 5", "status 5"),
+          "openai.InternalServerError: Error code: 500 - {'object': 'error', 'message': 'Internal Server Error'}",
+          flags=0, states=True),
+    # The client could not reach the server at all: it is not listening (died, killed, still starting, another port).
+    _rule("client:unreachable", r"Connection refused|APIConnectionError|Failed to establish a new connection|"
+                                r"ConnectError\b|Cannot connect to host|Connection reset by peer|RemoteDisconnected",
+          ("Connection refused", "APIConnectionError", "Failed to establish a new connection", "ConnectError",
+           "Cannot connect to host", "Connection reset by peer", "RemoteDisconnected"),
+          "requests.exceptions.ConnectionError: ... Failed to establish a new connection: [Errno 111] Connection refused",
+          flags=0, states=True),
     # --- the phase, in the reporter's words (prose and CJK only) --------------------------------
     _rule("words:startup",
           r"\b(?:at|on|during) start(?:-?up)?\b|when (?:starting|launching)|while starting|(?:fails?|failed) to start|"
@@ -352,8 +372,16 @@ _CASE_VARIANTS: tuple[bytes, ...] = (b"OUT OF MEMORY", b"Out Of Memory", b"Out o
 # Lines other parsers read that no keyword of the prefilter's own list covers (kept here, next to the cue table):
 # vllm-ascend's KV budget line (memory.py), c10d's store timeouts (environment.py), logfmt records (parsers.feed),
 # an ImportError's "undefined symbol" said in words.
+# Ray Serve's ready lines, the API server's route list, its answers to GET /v1/... and completions' JSON bodies
+# (identity.py), V0's dead-engine line, Ascend's HCCL error codes (environment.py), versions pinned in words.
 PARSER_KEYWORDS: tuple[bytes, ...] = (b"total memory: ", b"[c10d]", b"TCPStore", b"level=error", b"level=info",
-                                      b"undefined symbol", b"driver on your system is too old")
+                                      b"undefined symbol", b"driver on your system is too old", b"' is ready at http",
+                                      b"Deployed app '", b"Background loop has errored", b"is already dead", b"EI0",
+                                      b"EI1", b"EI9", b"HCCL", b"RCCL", b"hccl", b"RESOURCE_EXHAUSTED", b"Route: /v1/",
+                                      b'"GET /v1/', b'"GET /models', b'"object":"chat.completion', b'"object": "chat.completion',
+                                      b'"object":"text_completion', b'"object": "text_completion',
+                                      # a version pinned in words ("vLLM==0.4.0+cu118"): identity.py's version patterns
+                                      b"vLLM=", b"VLLM=")
 KEYWORDS: tuple[bytes, ...] = tuple(dict.fromkeys([k for r in TABLE for k in r.keywords if not _caseless(r, k)]
                                                   + list(FRAGMENT_KEYWORDS) + list(_CASE_VARIANTS)
                                                   + list(PARSER_KEYWORDS)))

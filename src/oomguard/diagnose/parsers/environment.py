@@ -52,7 +52,14 @@ _TEMPLATE = ("default chat template is no longer allowed", "chat_template is not
 _TEMPLATE_RX = lazy_re.compile("|".join(map(re.escape, _TEMPLATE)))
 
 _NCCL_ERROR = lazy_re.compile(r"NCCL ?error|NCCL_ERROR_[A-Z_]+|NcclError|DistBackendError|\bnccl(?:UnhandledCuda|System|Internal|InvalidUsage|Remote|"
-                         r"InvalidArgument)Error\b|NCCL Error \d|ProcessGroupNCCL|WorkNCCL", re.IGNORECASE)
+                         r"InvalidArgument)Error\b|NCCL Error \d|ProcessGroupNCCL|WorkNCCL|"
+                         # the same library on other accelerators: ROCm's RCCL (NCCL's API and words), Ascend's HCCL
+                         # (torch_npu: "HCCL function error: HcclCommInitRootInfo(...), error code is 7", "[ERROR] HCCL
+                         # error in: ProcessGroupHCCL.cpp", "DIST call hccl api failed")
+                         r"RCCL ?error|HCCL (?:function )?error|ProcessGroupHCCL|hccl api failed|\bHccl\w*Error", re.IGNORECASE)
+# Ascend's error codes of HCCL (EI****: communication) in a CANN error record, e.g. "EI0007: ... Failed to allocate
+# resource[qp]": an HCCL failure even when the line does not say HCCL.
+_HCCL_CODE = lazy_re.compile(r"\bEI\d{4}\b[:\]]")
 _NCCL_SHM = lazy_re.compile(r"/dev/shm|posix_fallocate|shared memory segment|No space left on device", re.IGNORECASE)
 _NCCL_P2P = lazy_re.compile(r"peer access|P2P|NVLink|peer mapping", re.IGNORECASE)
 _NCCL_NET = lazy_re.compile(r"ibv_\w+|ibverbs|NET/IB|NET/Socket|Bootstrap|no socket interface|socket|NCCL_SOCKET_IFNAME|IB\b|InfiniBand|"
@@ -105,7 +112,7 @@ def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> b
     if line.level in ("INFO", "DEBUG", "WARNING") and "NCCL WARN" not in msg and "placement group" not in msg:
         return False
     if ("NCCL" in msg or "nccl" in msg or "WorkNCCL" in msg or "DistBackendError" in msg or "process group" in msg
-            or "c10d" in msg or "TCPStore" in msg):
+            or "c10d" in msg or "TCPStore" in msg or "CCL" in msg or "ccl" in msg or "EI" in msg):
         if _nccl(line, col, msg, joined):
             return True
     if "placement" in msg or "GPU available" in msg or "fulfill resource request" in msg:
@@ -176,6 +183,10 @@ def _nccl(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
     if _PG_INIT_TIMEOUT.search(msg):
         # torch.distributed never saw all ranks join: a worker on another node cannot reach the store (network)
         col.signal(Signal.NCCL_ERROR, line, numbers={"cause": "network", "detail": msg[:300]})
+        return True
+    if "EI" in msg and _HCCL_CODE.search(msg) and _is_error_record(line, msg):
+        cause = _nccl_cause(joined)
+        col.signal(Signal.NCCL_ERROR, line, numbers={"cause": cause, "detail": msg[:300]} if cause else {"detail": msg[:300]})
         return True
     if not (_NCCL_ERROR.search(msg) or _NCCL_TIMEOUT.search(msg)):
         return False

@@ -42,21 +42,39 @@ _EXCEPTION = lazy_re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Interrupt|Ex
 
 # PyTorch's OOM, new (>= 2.1) and old wording.
 _OOM_NEW = lazy_re.compile(
-    r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)\b.*?GPU (\d+) has a total capac(?:i)?ty of ([\d.]+) (GiB|MiB) "
+    r"Tried to allocate ([\d.]+) (GiB|MiB|KiB|B)\b.*?(?:GPU|NPU|XPU) (\d+) has a total capac(?:i)?ty of ([\d.]+) (GiB|MiB) "
     r"of which ([\d.]+) (GiB|MiB|KiB|bytes|B) is free"
 )
 _OOM_IN_USE = lazy_re.compile(r"this process has ([\d.]+) (GiB|MiB) memory in use")
 _OOM_RESERVED = lazy_re.compile(r"([\d.]{1,20}) (GiB|MiB) is reserved by PyTorch but unallocated")
 _OOM_OLD = lazy_re.compile(
-    r"Tried to allocate ([\d.]+) (GiB|MiB|KiB)\s*\(GPU (\d+); ([\d.]+) (GiB|MiB) total capacity; "
-    r"([\d.]+) (GiB|MiB) already allocated; ([\d.]+) (GiB|MiB|KiB|bytes) free"
+    r"Tried to allocate ([\d.]+) (GiB|MiB|KiB)\s*\((?:GPU|NPU|XPU) (\d+); ([\d.]+) (GiB|MiB) total capacity; "
+    # torch_npu adds "58.92 GiB current active;" between the two
+    r"([\d.]+) (GiB|MiB) already allocated; (?:[\d.]+ (?:GiB|MiB|KiB|bytes) current active; )?([\d.]+) (GiB|MiB|KiB|bytes) free"
+)
+# torch_npu's newer wording: "NPU memory is insufficient. Attempting to allocate 386.00 MiB (NPU 1; total capacity
+# 29.49 GiB; allocated 28.90 GiB; currently active 28.90 GiB; free 171.96 MiB; ...)".
+_OOM_NPU = lazy_re.compile(
+    r"Attempting to allocate ([\d.]+) (GiB|MiB|KiB)\s*\(NPU (\d+); total capacity ([\d.]+) (GiB|MiB); allocated "
+    r"([\d.]+) (GiB|MiB); (?:currently active [\d.]+ (?:GiB|MiB|KiB|B); )?free ([\d.]+) (GiB|MiB|KiB|B)"
 )
 _OOM_ALLOC_ONLY = lazy_re.compile(r"Tried to allocate ([\d.]+)\s*(GiB|MiB|KiB)")
-_GPU_OOM_MARKERS = ("CUDA out of memory", "HIP out of memory", "XPU out of memory", "OutOfMemoryError",
+# Other accelerators' words for their device memory running out, read as a GPU OOM (the same classes by phase):
+# torch_npu's "NPU out of memory" (vllm-ascend, torch's old wording with "(NPU 0; ... total capacity; ...)"), Intel's
+# "XPU out of memory", ROCm's HIP spellings.
+_GPU_OOM_MARKERS = ("CUDA out of memory", "HIP out of memory", "XPU out of memory", "NPU out of memory",
+                    "NPU memory is insufficient", "OutOfMemoryError",
                     "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation",
                     "hipErrorOutOfMemory", "CUDNN_STATUS_ALLOC_FAILED", "NCCL WARN Cuda failure 'out of memory'",
                     "Tried to allocate")
 _GPU_OOM_MARKERS_RX = lazy_re.compile("|".join(map(re.escape, _GPU_OOM_MARKERS)))
+# XLA on TPU: "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm/vmem/smem"
+# (the graphs compiled at start-up do not fit: the profile / warm-up phase), "RESOURCE_EXHAUSTED: Error allocating
+# device buffer: Attempting to allocate 1.00G. That was not possible." (a buffer at run time). Only with its memory
+# words: RESOURCE_EXHAUSTED alone is also gRPC's status for a rate limit.
+_XLA_OOM = lazy_re.compile(r"RESOURCE_EXHAUSTED\b.{0,300}?(?:[Rr]an out of memory|[Oo]ut of memory|Error allocating device "
+                           r"buffer|Attempting to allocate|memory space \w+)")
+_XLA_COMPILE = "compile"
 _HOST_WORDS = lazy_re.compile(r"\b(?:RAM|host memory|CPU memory|system memory|swap|memory is \d+\s*G|\d+\s*GB? of RAM)", re.IGNORECASE)
 _GPU_WORDS = lazy_re.compile(r"\b(?:GPU|CUDA|VRAM|HBM|KV cache|HIP)\b", re.IGNORECASE)
 _SHORTAGE = lazy_re.compile(r"insufficient|not enough|ran out of|run(?:ning)? out of|exhausted|out of memory|too little", re.IGNORECASE)
@@ -124,15 +142,23 @@ _IMA = ("illegal memory access", "device-side assert", "misaligned address", "il
         "unspecified launch failure", "CUDA_ERROR_ILLEGAL_ADDRESS")
 # A CUDA kernel's own assertion, printed before "device-side assert triggered" (often the only lines pasted):
 # "../aten/src/ATen/native/cuda/Indexing.cu:1284: indexSelectLargeIndex: block: [0,0,0], thread: [24,0,0] Assertion ..."
-_KERNEL_ASSERT = lazy_re.compile(r"\.cuh?:\d+: \w+: block: \[[\d,]+\], thread: \[[\d,]+\] Assertion")
+# The kernel's name may be an operator ("IndexKernel.cu:93: operator(): block: ...") or a template.
+_KERNEL_ASSERT = lazy_re.compile(r"\.cuh?:\d+: [\w:<>(), ]{1,200}?: block: \[[\d,]+\], thread: \[[\d,]+\] Assertion")
 _IMA_RX = lazy_re.compile("|".join(map(re.escape, _IMA)))
+# torch's boilerplate after any CUDA error; it names no fault of its own (an exception's one-line repr holds it
+# after the real error: "RuntimeError('CUDA error: device-side assert triggered\\nCUDA kernel errors ... Compile
+# with `TORCH_USE_CUDA_DSA` to enable device-side assertions.')").
+_DSA_BOILERPLATE = "enable device-side assertions"
 _HOST_ALLOC = ("DefaultCPUAllocator: can't allocate memory", "Cannot allocate memory", "cannot allocate memory",
                "std::bad_alloc", "node running low on memory", "OOMKilled", "killed by the OOM killer",
                "Failed with result 'oom-kill'", "NODE_OUT_OF_MEMORY", "Unable to allocate pinned memory")
 _HOST_ALLOC_RX = lazy_re.compile("|".join(map(re.escape, _HOST_ALLOC)))
 _ENGINE_DIED = ("EngineCore failed to start", "Engine core initialization failed", "EngineCore encountered a fatal error",
                 "EngineDeadError", "died unexpectedly", "WorkerProc failed to start", "WorkerProc hit an exception",
-                "Engine process failed to start", "Error executing method")
+                "Engine process failed to start", "Error executing method",
+                # V0's API server after its engine process died (launcher.py, async_llm_engine.py)
+                "is already dead, terminating server process", "AsyncEngineDeadError", "MQEngineDeadError",
+                "Background loop has errored already")
 _ENGINE_DIED_RX = lazy_re.compile("|".join(map(re.escape, _ENGINE_DIED)))
 
 
@@ -181,7 +207,8 @@ def parse_errors(line: LogLine, col: Collector) -> None:
         return
     # PyTorch's boilerplate after any CUDA error ("Compile with `TORCH_USE_CUDA_DSA` to enable device-side
     # assertions.") names no fault: the error line above it does.
-    if (_IMA_RX.search(msg) and "enable device-side assertions" not in msg) or _KERNEL_ASSERT.search(msg):
+    if _IMA_RX.search(msg.replace(_DSA_BOILERPLATE, "") if _DSA_BOILERPLATE in msg else msg) \
+            or _KERNEL_ASSERT.search(msg):
         col.signal(Signal.ILLEGAL_MEMORY_ACCESS, line)
         return
     if (not line.kernel and _HOST_ALLOC_RX.search(msg) and "NCCL WARN" not in msg and "ibv_" not in msg) \
@@ -218,7 +245,19 @@ def parse_errors(line: LogLine, col: Collector) -> None:
     m = _EXCEPTION.match(msg)
     if m and m.group(1) not in ("Exception", "KeyboardInterrupt", "SystemExit") or (m and m.group(2)):
         if m.group(1) not in ("KeyboardInterrupt", "SystemExit", "CancelledError"):
-            col.signal(Signal.GENERIC_EXCEPTION, line, numbers={"exception": m.group(1)})
+            numbers: dict[str, object] = {"exception": m.group(1)}
+            if msg.startswith(_CLIENT_MODULES) or m.group(1) in _CLIENT_EXCEPTIONS:
+                # the client's exception (openai, requests, httpx...): what it says is about the server's answer,
+                # not an error vLLM raised; its own feature, so that it gets its own weight
+                numbers["cue"] = "sig:client-exception"
+            col.signal(Signal.GENERIC_EXCEPTION, line, numbers=numbers)
+
+
+# HTTP clients' exceptions (a user's script or a benchmark calling the server): modules, and the openai SDK's
+# classes when printed without their module.
+_CLIENT_MODULES = ("openai.", "requests.exceptions.", "httpx.", "aiohttp.", "urllib3.exceptions.", "httpcore.")
+_CLIENT_EXCEPTIONS = frozenset({"APIConnectionError", "APITimeoutError", "APIStatusError", "BadRequestError",
+                                "InternalServerError", "NotFoundError", "UnprocessableEntityError", "RateLimitError"})
 
 
 _HOST_NAMED_OOM = lazy_re.compile(r"(?<![A-Za-z])(?:host|system|cpu|RAM)[\s_-]+(?:out[\s_-]of[\s_-]memory|OOM(?![A-Za-z]))",
@@ -235,6 +274,12 @@ def _oom(line: LogLine, col: Collector, msg: str, joined: str) -> bool:
         return True
     if "node running low on memory" in msg or "ray.exceptions.OutOfMemoryError" in msg:
         return False  # Ray's host-memory monitor: handled as host OOM
+    if "RESOURCE_EXHAUSTED" in msg and _XLA_OOM.search(msg):
+        # a TPU's HBM (or its on-chip memories) ran out; compiling the start-up graphs is the profile / warm-up
+        hints = frozenset({"profile"}) if _XLA_COMPILE in msg else frozenset()
+        col.signal(Signal.CUDA_OOM, line, numbers={"accelerator": "tpu"},
+                   hints=hints | (phase_hints(joined) if line.prose else frozenset()))
+        return True
     if _GPU_OOM_MARKERS_RX.search(msg) or ("out of memory" in msg and not line.kernel and _gpu_context(msg)):
         numbers = _oom_numbers(msg)
         if line.src and _SERVING_SRC.match(line.src):
@@ -274,7 +319,7 @@ def _oom_numbers(msg: str) -> dict[str, float | int]:
         out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=integer(m.group(3)),
                    total_gib=to_gib(m.group(4), m.group(5)), free_gib=to_gib(m.group(6), m.group(7)))
     else:
-        m = _OOM_OLD.search(msg)
+        m = _OOM_OLD.search(msg) or (_OOM_NPU.search(msg) if "NPU" in msg else None)
         if m:
             out.update(alloc_gib=to_gib(m.group(1), m.group(2)), gpu=integer(m.group(3)),
                        total_gib=to_gib(m.group(4), m.group(5)), allocated_gib=to_gib(m.group(6), m.group(7)),

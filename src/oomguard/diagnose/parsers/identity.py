@@ -49,8 +49,16 @@ _PROFILING = ("Memory profiling takes", "torch.compile takes", "Compiling a grap
               "Encoder cache will be initialized", "profile run", "Profiling", "compiled graph")
 _READY = ("init engine (profile, create kv cache, warmup model) took", "Starting vLLM API server",
           "Uvicorn running on", "Application startup complete", "Started server process", "Available routes are",
-          "Starting vLLM server on")
+          "Starting vLLM server on",
+          # Ray Serve (serve run / serve deploy, Ray Serve LLM, KubeRay's RayService): the application is up
+          "' is ready at http", "Deployed app '",
+          # the API server lists its routes once it is up ("Route: /v1/models, Methods: GET")
+          "Route: /v1/")
 _SERVING = ('"POST /', "Received request", "Added request", "Finished request")
+# Answers the server gave: an OpenAI API GET it served (any status: a 401 or 404 is an answer too), a completion's
+# JSON body pasted by its client. Scanned (not frequent: "/health" and "/metrics" scrapes are not /v1/).
+_ANSWERED = lazy_re.compile(r'"GET /(?:v1/|models\b)[^" ]{0,200} HTTP/\d(?:\.\d)?" \d{3}|'
+                            r'"object": ?"(?:chat\.completion|text_completion)"')
 _MODEL_KEYS = ("model", "model_tag")
 _MAX_ARG_VALUE = 300
 _STARTING_RX = lazy_re.compile("|".join(map(re.escape, _STARTING)))
@@ -162,7 +170,7 @@ def _phase_markers(line: LogLine, col: Collector) -> None:
         busy = integer(running) > 0 or (t is not None and (num(t.group(1)) > 0 or num(t.group(2)) > 0))
         col.advance_phase(Phase.SERVING if busy else Phase.READY, line)
         return
-    if _SERVING_RX.search(msg):
+    if _SERVING_RX.search(msg) or (('"GET /' in msg or '"object":' in msg) and _ANSWERED.search(msg)):
         col.advance_phase(Phase.SERVING, line)
 
 

@@ -59,7 +59,6 @@ def describe(config: dict, *, source: str, name: str, hf_quant: dict | None = No
         adapter = describe_generic
         if not force_generic and text is not config and not text_type and model_type:
             text = dict(text, model_type=model_type)
-    from dataclasses import replace
 
     from oomguard.model.quantization import weight_costs
 
@@ -68,6 +67,6 @@ def describe(config: dict, *, source: str, name: str, hf_quant: dict | None = No
     from oomguard.model.architectures.vision import audio_params, vision_profile
 
     original = text.get("original_max_position_embeddings")
-    return replace(desc, category_bytes=dict(costs.per_category), vision=vision_profile(config) if desc.is_multimodal else None,
+    return desc._replace(category_bytes=dict(costs.per_category), vision=vision_profile(config) if desc.is_multimodal else None,
                    original_max_position_embeddings=int(original) if isinstance(original, (int, float)) and original > 0 else None,
                    audio_params=min(audio_params(config), desc.vision_params) if desc.vision_params else 0)

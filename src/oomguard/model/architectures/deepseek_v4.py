@@ -78,9 +78,8 @@ def _caches(cfg: dict, n: int, ratios: list[int]) -> tuple[list[AttentionLayer],
 
 
 def _with_moe(layer: AttentionLayer) -> AttentionLayer:
-    from dataclasses import replace
 
-    return replace(layer, moe=True)
+    return layer._replace(moe=True)
 
 
 def _layer_params(cfg: dict, ratios: list[int], n: int) -> tuple[tuple[dict, ...], dict]:

@@ -14,7 +14,6 @@ Page sizes, KV sharing and groups were checked against vLLM 0.32's own KV specs
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from oomguard.model.architectures import register
 from oomguard.model.architectures.builder import build_description
@@ -65,7 +64,7 @@ def describe_gemma4(config: dict, cfg: dict, *, source: str, name: str, hf_quant
         else:
             layer = AttentionLayer(LayerKind.FULL, gkv, ghd, ghd, moe=is_moe, kv_shared=shared, k_eq_v=k_eq_v)
         if shared:
-            layer = replace(layer, kind=LayerKind.NONE, kv_shared=True, mlp_multiplier=2 if cfg.get("use_double_wide_mlp") else 1)
+            layer = layer._replace(kind=LayerKind.NONE, kv_shared=True, mlp_multiplier=2 if cfg.get("use_double_wide_mlp") else 1)
         layers.append(layer)
     ple = int(cfg.get("hidden_size_per_layer_input") or 0)
     ple_params = int(cfg.get("vocab_size_per_layer_input") or 0) * n * ple if ple else 0

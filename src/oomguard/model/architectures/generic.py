@@ -260,7 +260,6 @@ def _moe(cfg: dict, n: int, inter: int, assumptions: list[str]) -> tuple[MoE | N
 
 def _generic_mla(config: dict, cfg: dict, *, source: str, name: str, hf_quant: dict | None, mt: str) -> ModelDescription:
     """Latent-attention fields: the DeepSeek-V2/V3 adapter's reading, marked generic."""
-    from dataclasses import replace
 
     from oomguard.model.architectures.mla import describe_mla
 
@@ -272,4 +271,4 @@ def _generic_mla(config: dict, cfg: dict, *, source: str, name: str, hf_quant: d
         "experts as DeepSeek-V3 (n_routed_experts, first_k_dense_replace, moe_layer_freq)",
         "no sparse-attention indexer cache",
     )
-    return replace(desc, family="generic", coverage="generic", assumptions=assumptions)
+    return desc._replace(family="generic", coverage="generic", assumptions=assumptions)
