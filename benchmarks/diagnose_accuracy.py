@@ -175,13 +175,16 @@ def healthy_false_alarms(paths: list[Path] | None = None) -> dict:
 
 
 def _trainer():  # noqa: ANN202 - the module
+    return _script("train_diagnose")
+
+
+def _script(name: str):  # noqa: ANN202 - a module of scripts/
     import importlib.util
     import sys
 
-    name = "train_diagnose"
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "train_diagnose.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)  # type: ignore[union-attr]
@@ -200,13 +203,17 @@ def _same_flag(flag: str) -> set[str]:
     return out
 
 
+def wanted_flags(record: dict) -> set[str]:
+    """The spellings of the record's thread fix flag (empty when the record has none)."""
+    fix_flag = record.get("fix_flag")
+    return _same_flag("--" + fix_flag.lstrip("-").replace("_", "-")) if fix_flag else set()
+
+
 def _flag_named(record: dict, verdict, first: int = 2) -> bool | None:  # noqa: ANN001
     """Whether the verdict's first ``first`` fixes name the record's fix_flag (None when the record has none)."""
-    fix_flag = record.get("fix_flag")
-    if not fix_flag:
+    if not record.get("fix_flag"):
         return None
-    wanted = _same_flag("--" + fix_flag.lstrip("-").replace("_", "-"))
-    return verdict is not None and bool(wanted & {f.flag for f in verdict.fix[:first]})
+    return verdict is not None and bool(wanted_flags(record) & {f.flag for f in verdict.fix[:first]})
 
 
 CV_MODES = {"thread": "cross-validation grouped by thread ({folds} folds; no thread in both the fit and the test)",
@@ -216,12 +223,15 @@ CV_MODES = {"thread": "cross-validation grouped by thread ({folds} folds; no thr
 
 def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as_json: bool = False,
                      log_only: bool = False, folds: int | None = None, phase: bool = True,
-                     by: tuple[str, ...] = ("thread",), show_misses: bool = True) -> int:
+                     by: tuple[str, ...] = ("thread",), show_misses: bool = True, ranker: bool = True) -> int:
     """Cross-validation of the scorer over the corpus, grouped by thread and/or leaving one batch out; prints (or
     returns as JSON) the figures of each. The features are computed once; each fold refits only the weights."""
     from oomguard.diagnose.diagnosis import conclude
 
+    from oomguard.diagnose import fixes_rank
+
     train = _trainer()
+    ranker_fit = _script("train_fix_ranker")
     folds = train.FOLDS if folds is None else folds
     files = files or train.failure_files()
     priors = train.scoring.load(str(train.scoring.PRIORS_FILE))
@@ -237,17 +247,32 @@ def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as
     for mode in by:
         results: dict[int, dict] = {}
 
+        items: dict[int, object] = {}
+
         def on_fold(held, model):  # noqa: ANN001, ANN202
             weights = train.weights_for_fold(d, model, shipped.temperature, phase_t, shipped.paraphrase_cap)
             for s in held:
-                diagnosis = conclude(s.prepared, weights=weights)
+                # the hand order; the fix ranker is refitted per held-out batch below (the shipped one saw every batch)
+                with fixes_rank.hand_order():
+                    diagnosis = conclude(s.prepared, weights=weights)
                 top = diagnosis.verdicts[0] if diagnosis.verdicts else None
                 results[id(s)] = {"got": top.cls.value if top else "(none)",
                                   "confidence": top.confidence if top else 0.0,
                                   "fix_named": _flag_named(s.record, top), "fix_first": _flag_named(s.record, top, 1),
                                   "fixes": [f.flag for f in top.fix] if top else []}
+                item = ranker_fit.item_of(s, diagnosis, frozenset(wanted_flags(s.record)), weights.fix_votes)
+                if item is not None:
+                    items[id(s)] = item
 
         train.cross_validate(d, samples, full=full, on_fold=on_fold, folds=folds, pd=pd, by=mode)
+        if ranker:
+            # the fix ranker, fitted for each batch on the other batches' candidate lists (scripts/train_fix_ranker.py)
+            ranked = ranker_fit.lobo(list(items.values()))
+            for key, item in items.items():
+                flags = ranked[id(item)]
+                wanted = item.wanted
+                results[key].update(fixes=flags, fix_named=bool(wanted & set(flags[:2])),
+                                    fix_first=bool(flags) and flags[0] in wanted)
         n_folds = len(train.batch_folds(samples) if mode == "batch" else train.thread_folds(samples, folds))
         out = {"folds": n_folds, "modes": {}}
         for with_context in ([False] if log_only else [False, True]):
@@ -368,7 +393,7 @@ FIX_MISS_KINDS = ("no verdict", "class wrong, flag not offered", "class wrong, f
 
 
 def _fix_miss(record: dict, r: dict) -> dict:
-    wanted = _same_flag("--" + str(record["fix_flag"]).lstrip("-").replace("_", "-"))
+    wanted = wanted_flags(record)
     offered = next((i for i, f in enumerate(r["fixes"]) if f in wanted), None)
     right = record["class"] == r["got"]
     if r["got"] == "(none)":
@@ -457,6 +482,8 @@ def main() -> int:
     parser.add_argument("--no-misses", action="store_true", help="with --cv: do not list the misses")
     parser.add_argument("--no-phase-model", action="store_true", help="with --cv: score a GPU OOM's phase with the "
                         "main model only (to compare)")
+    parser.add_argument("--hand-order", action="store_true", help="with --cv: the fixes in the hand order, without "
+                        "the fix ranker (the before figure of scripts/train_fix_ranker.py)")
     parser.add_argument("--planner", action="store_true", help="how often the planner checks a memory verdict's fixes "
                         "(the record's model and GPU as context) and what it says of the first one")
     args = parser.parse_args()
@@ -465,7 +492,8 @@ def main() -> int:
     if args.cv or args.cv_by:
         by = ("thread", "batch") if args.cv_by == "both" else (args.cv_by or "thread",)
         return cross_validation(args.records, args.healthy, as_json=args.json, log_only=args.log_only, folds=args.folds,
-                                phase=not args.no_phase_model, by=by, show_misses=not args.no_misses)
+                                phase=not args.no_phase_model, by=by, show_misses=not args.no_misses,
+                                ranker=not args.hand_order)
     modes = [False] if args.log_only else [False, True]
     files = args.records or [RECORDS, PUBLIC_RECORDS] + sorted(BATCH_FAILURES.glob("*.jsonl"))
     report = {}

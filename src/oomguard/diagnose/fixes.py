@@ -18,6 +18,7 @@ from oomguard.diagnose.classes import FailureClass as FC
 from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Fix, Verdict
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.fixes_rank import FACT_FIRST, FAMILY, NAMED
 from oomguard.diagnose.fixes_env import _chat_template, _missing_dependency, _nccl, _ray
 from oomguard.diagnose.fixes_config import (
     NAMED_SETTING_CLASSES,
@@ -81,6 +82,7 @@ def suggested_first(fixes: list[Fix], suggested: set[str]) -> list[Fix]:
 def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
                  votes: dict[str, dict[str, int]] | None = None) -> None:
     from oomguard.diagnose.fixes_blend import blend
+    from oomguard.diagnose.fixes_rank import rank_first
 
     votes = votes or {}
     for v in verdicts:
@@ -105,6 +107,8 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
             v.fix = launch_levers(ctx)
             for f in v.fix:
                 f.chosen = "the launch sets it (no fix of the class or its runner-ups applies)"
+        # The first fix is what a user runs: the fitted ranker may bring a better-supported candidate to the front.
+        v.fix = rank_first(v, col, ctx, votes)
         if v.cls in _GPU_OOM and v.settle:
             v.summary += (" The phase is the most likely one from the rest of the report (no phase marker or "
                           f"traceback frame places the error): {v.settle}.")
@@ -118,7 +122,7 @@ def _ordered(v: Verdict, members: list[Any], col: Collector, ctx: Context, votes
     fact_led = _fact_led(v, members)
     class_votes = votes.get(v.cls.value) or {}
     if v.fix:
-        v.fix[0].chosen = ("the class's first fix for the facts this report shows" if fact_led
+        v.fix[0].chosen = (FACT_FIRST if fact_led
                            else "the class's default first fix")
     # The first fix stays first when the report names what caused the failure (the sampler warm-up, the
     # multimodal encoder, prompt logprobs, the batched tokens...) or rests on vLLM's own message with its
@@ -131,14 +135,14 @@ def _ordered(v: Verdict, members: list[Any], col: Collector, ctx: Context, votes
     # The configuration families' standard fixes go first (dtype on pre-Ampere cards, custom all-reduce...).
     family = [f for f in family_fixes(v, members, col, ctx) if f.flag not in {x.flag for x in fixes[:1]}]
     for f in family:
-        f.chosen = "the standard fix of the configuration family the error lines name"
+        f.chosen = FAMILY
     if family:
         fixes = family + [f for f in fixes if f.flag not in {x.flag for x in family}]
     if v.cls.value in NAMED_SETTING_CLASSES:
         # The setting the error names: first for a configuration error, after the class's own fixes otherwise.
         named = [f for f in named_setting_fixes(v, members, col) if f.flag not in {x.flag for x in fixes}]
         for f in named:
-            f.chosen = "the error names this setting"
+            f.chosen = NAMED
         fixes = (family + named + fixes[len(family):]) if v.cls == FC.CONFIG_ERROR else fixes + named
     fixes = suggested_first(fixes, suggested_flags(col))
     for f in fixes:

@@ -24,6 +24,7 @@ from oomguard.diagnose.classes import FailureClass as FC
 from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import CHOOSE_VALUE, Fix, Verdict
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.fixes_rank import BLENDED
 
 # A verdict at least this likely keeps its own fixes only (its class's facts decide them). LOBO fix flag among the
 # first two, with ALT_MIN 0.1: 0.4 -> 76.0 %, 0.6 -> 77.0 %, 0.8 -> 79.0 %, always -> 79.0 % (0.05: 79.5 %).
@@ -77,7 +78,7 @@ def blend(v: Verdict, build: Builder, members: list[Any], col: Collector, ctx: C
     out = []
     for flag in order[:MAX_FIXES]:
         f = first[flag]
-        f.chosen = (f"{f.chosen + '; ' if f.chosen else ''}merged with the runner-up classes: "
+        f.chosen = (f"{f.chosen + '; ' if f.chosen else ''}{BLENDED}: "
                     f"proposed by {', '.join(whose[flag])} (score {scored[flag]:.2f})")
         out.append(f)
     return out

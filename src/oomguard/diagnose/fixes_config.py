@@ -14,6 +14,7 @@ from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import CHOOSE_VALUE, Fix, Signal, Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.flags import hint_for, split_unrecognized
+from oomguard.diagnose.parsers.cues import cue_name
 from oomguard.diagnose.parsers.numbers import maybe_number
 from oomguard.diagnose.remedy import num_of
 
@@ -219,20 +220,20 @@ def _message_of(text: str) -> str:
 _FAMILIES: tuple[tuple[str, frozenset[str], str, frozenset[str], str, Any, str], ...] = (
     ("bf16", frozenset({"config-error", "unknown", "bad-argument"}),
      r"bfloat16 is only supported|compute capability of at least 8\.0|bf16 is not supported|does not support bfloat16",
-     frozenset({"cfg:bf16+gpu:pre-ampere"}), "--dtype", "half",
+     frozenset({cue_name("cfg:bf16+gpu:pre-ampere")}), "--dtype", "half",
      "this GPU has no bfloat16 (compute capability below 8.0: V100, T4, RTX 20xx); half precision runs there"),
     ("custom-allreduce", frozenset({"config-error", "unknown", "nccl-error", "illegal-memory-access"}),
-     r"custom[_ ]?all[_ -]?reduce|custom_ar\b|CustomAllreduce", frozenset({"cfg:custom-allreduce"}),
+     r"custom[_ ]?all[_ -]?reduce|custom_ar\b|CustomAllreduce", frozenset({cue_name("cfg:custom-allreduce")}),
      "--disable-custom-all-reduce", True,
      "vLLM's custom all-reduce kernel needs P2P / CUDA IPC between the GPUs; NCCL's all-reduce works without it"),
     ("remote-code", frozenset({"config-error", "unknown", "missing-dependency", "bad-argument"}),
-     r"trust[_-]remote[_-]code", frozenset({"cfg:remote-code"}), "--trust-remote-code", True,
+     r"trust[_-]remote[_-]code", frozenset({cue_name("cfg:remote-code")}), "--trust-remote-code", True,
      "the model's repository ships its own modelling or tokenizer code"),
     ("tokenizer", frozenset({"config-error", "unknown", "chat-template-error"}),
      r"tokenizer[_-]mode|MistralTokenizer|mistral_common|tekken", frozenset(), "--tokenizer-mode", "mistral",
      "Mistral-format checkpoints need Mistral's tokenizer (tekken / mistral_common)"),
     ("hybrid", frozenset({"config-error", "no-kv-memory", "unknown"}),
-     r"mamba|hybrid|linear[_ ]attention|state (?:cache )?blocks", frozenset({"cfg:hybrid"}), "--max-num-seqs",
+     r"mamba|hybrid|linear[_ ]attention|state (?:cache )?blocks", frozenset({cue_name("cfg:hybrid")}), "--max-num-seqs",
      lambda ctx: lower_seqs_for(ctx),
      "a hybrid (Mamba / linear-attention) model needs one state block per running sequence"),
     ("swap-space", frozenset({"config-error", "host-oom"}),
@@ -283,9 +284,10 @@ def gpu_without_bf16(ctx: Context, cues: set[str]) -> bool:
             gpu = None
         if gpu is not None and gpu.platform == "cuda":
             return "bfloat16" not in gpu.dtypes
-    return "gpu:pre-ampere" in cues
+    return _PRE_AMPERE in cues
 
 
+_PRE_AMPERE, _BF16_CUE = cue_name("gpu:pre-ampere"), cue_name("cfg:bf16")
 _FP32 = ("float", "float32")
 _BF16 = ("bfloat16", "bf16")
 # The launch's own dtype, against the GPU: fp32 weights take twice the bytes of the checkpoint's 16-bit ones (every
@@ -316,8 +318,8 @@ def family_fixes(v: Verdict, members: list[Any], col: Collector, ctx: Context) -
                     [f for frames in col.paste_frames.values() for f in frames] +
                     [hit.text for hit in col.cues.values() if hit.feature.startswith(("fail:", "words:"))])
     cues = set(col.cues)
-    if "cfg:bf16" in cues and gpu_without_bf16(ctx, cues):
-        cues.add("gpu:pre-ampere")  # the GPU table says so where the report's words do not
+    if _BF16_CUE in cues and gpu_without_bf16(ctx, cues):
+        cues.add(_PRE_AMPERE)  # the GPU table says so where the report's words do not
     combos = {f"{a}+{b}" for a in cues for b in cues if a != b}
     out = _dtype_fixes(v, ctx, cues)
     for _name, classes, pattern, cue_names, flag, value, why in _FAMILIES:

@@ -7,6 +7,7 @@ from typing import Any
 from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Fix, Verdict
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.cues import cue_name
 from oomguard.diagnose.remedy import num_of
 
 # Modules vLLM imports for one feature, and what provides them (pip names differ from module names).
@@ -71,10 +72,13 @@ def _chat_template(v: Verdict, members: list[Any], col: Collector, ctx: Context)
                      "the tokenizer has no usable chat template (base models have none)"))
 
 
+_SIGBUS, _SHM_WORDS = cue_name("host:sigbus"), cue_name("words:shm")
+
+
 def _nccl(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     causes = [m.event.numbers.get("cause") for m in members if m.event.numbers.get("cause")]
     cause = causes[0] if causes else None
-    if cause is None and ("host:sigbus" in col.cues or "words:shm" in col.cues):
+    if cause is None and (_SIGBUS in col.cues or _SHM_WORDS in col.cues):
         cause = "shm"  # a worker dead of SIGBUS, or /dev/shm named: the container's shared memory
     shm = num_of(members, "shm_bytes")
     if cause == "shm":

@@ -14,6 +14,7 @@ from typing import Any
 from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Fix, Signal, Verdict
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers.cues import cue_name
 from oomguard.diagnose.parsers.numbers import fmt
 from oomguard.diagnose.remedy import (
     MAX_UTIL,
@@ -32,9 +33,12 @@ from oomguard.diagnose.remedy import (
     util_of,
 )
 
-# Cues that name an OOM kill by the kernel or a container runtime (docker's OOMKilled, the kernel's
-# "Killed process"), even when no exit status or kernel line is parsed as such.
-_RUNTIME_OOM_KILL_CUES = frozenset({"host:oomkilled", "sig:kernel-oom-kill", "kill:systemd"})
+# The cue of an OOM kill named by a container runtime (docker's OOMKilled, Kubernetes' "Reason: OOMKilled"), when no
+# exit status or kernel line is parsed as such. (The kernel's and systemd's OOM-kill lines are signals, not cues:
+# Signal.KERNEL_OOM_KILL; the cue names "sig:kernel-oom-kill" / "kill:systemd" this once listed are scorer features
+# and were never in col.cues.)
+_OOMKILLED = cue_name("host:oomkilled")
+_OFFLOAD = cue_name("host:offload")
 
 
 def _weights(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
@@ -397,7 +401,7 @@ def _host(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
         if code is not None or Signal.SIGKILL in signals or ctx.exit_code == 137:
             v.summary = (f"A vLLM process was killed by SIGKILL (exit {code if code is not None else 137}) without a "
                          "CUDA error: the signature of the host (or container) OOM killer.")
-        elif col.cues.keys() & _RUNTIME_OOM_KILL_CUES:
+        elif _OOMKILLED in col.cues or any(s.signal == Signal.KERNEL_OOM_KILL for s in col.signals):
             v.summary = ("The container runtime or the kernel reports an OOM kill (OOMKilled / an OOM-killer "
                          "message) without a CUDA error: host RAM or the container's memory limit ran out.")
         elif Signal.HOST_ALLOC_FAILURE in signals:
@@ -417,7 +421,7 @@ def _host(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
     # Only V0's CacheEngine pins swap_space GiB of host RAM per GPU (4 by default); V1 (the default
     # from 0.8, the only engine from 0.11) preempts by recomputation and allocates no CPU swap blocks.
     v0_possible = ctx.engine == "V0" or (ctx.engine is None and (version is None or version < (0, 11)))
-    if (v0_possible and swap not in (0, 0.0)) or "host:offload" in col.cues:
+    if (v0_possible and swap not in (0, 0.0)) or _OFFLOAD in col.cues:
         v.fix.append(Fix("--swap-space", 0, "V0 pins swap_space GiB of host RAM per GPU for preempted sequences "
                          "(4 GiB each by default; releases from 0.18 drop the flag)"))
     if ctx.arg("cpu_offload_gb"):

@@ -100,7 +100,8 @@ def test_v0_aborting_for_lack_of_cpu_swap_space_is_a_runtime_failure(tmp_path):
     v = diagnose([_write(tmp_path, text)]).verdicts[0]
     assert v.cls.value == "runtime-oom" and v.confidence > 0.5
     flags = [f.flag for f in v.fix]
-    assert flags[:2] == ["--max-num-seqs", "--swap-space"] and len(flags) == len(set(flags))
+    # vLLM's message suggests the swap space: the fitted fix ranker (diagnose/fixes_rank.py) may put it first
+    assert set(flags[:2]) == {"--max-num-seqs", "--swap-space"} and len(flags) == len(set(flags))
 
 
 def test_a_worker_dead_of_sigbus_points_at_the_containers_shared_memory(tmp_path):

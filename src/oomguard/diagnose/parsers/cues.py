@@ -345,6 +345,20 @@ TABLE += (
           r")[\w.\- ]{0,25}?\d+(?:\.\d+)?\s?[bB](?![a-zA-Z])[\w.\-]{0,24}",
           _MODEL_FAMILIES, "trying to load Llama 3 70B", prose=True, flags=0),
 )
+# The cue names, one definition: the feature names of TABLE. Code outside the parsers that tests a cue (the fix
+# builders) names it through ``cue_name``, so a renamed or removed cue fails at import instead of silently never
+# matching (tests/unit/diagnose/test_diagnose_cue_names.py checks the fix modules' literals as well).
+CUE_NAMES: frozenset[str] = frozenset(r.feature for r in TABLE)
+
+
+def cue_name(name: str) -> str:
+    """``name``, checked to be a cue of TABLE (KeyError otherwise); a combination ``a+b`` checks both parts."""
+    missing = [part for part in name.split("+") if part not in CUE_NAMES]
+    if missing:
+        raise KeyError(f"no cue named {', '.join(map(repr, missing))} in diagnose/parsers/cues.py TABLE")
+    return name
+
+
 # Cue kinds that are read by other parts (the fix choice, the context), never weighed by the scorer.
 UNSCORED_PREFIXES = (SUGGESTION_PREFIX, MENTION_PREFIX)
 
