@@ -223,8 +223,7 @@ CV_MODES = {"thread": "cross-validation grouped by thread ({folds} folds; no thr
 
 def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as_json: bool = False,
                      log_only: bool = False, folds: int | None = None, phase: bool = True,
-                     by: tuple[str, ...] = ("thread",), show_misses: bool = True, no_text: bool = False,
-                     ranker: bool = True) -> int:
+                     by: tuple[str, ...] = ("thread",), show_misses: bool = True, ranker: bool = True) -> int:
     """Cross-validation of the scorer over the corpus, grouped by thread and/or leaving one batch out; prints (or
     returns as JSON) the figures of each. The features are computed once; each fold refits only the weights."""
     from oomguard.diagnose.diagnosis import conclude
@@ -238,7 +237,7 @@ def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as
     priors = train.scoring.load(str(train.scoring.PRIORS_FILE))
     records = train.load_corpus(files)
     samples = train.featurise(records, (False,) if log_only else (False, True))
-    d = train.design(priors, samples, text=train.LAMBDA_TEXT is not None and not no_text)
+    d = train.design(priors, samples)
     pd = train.phase_design(priors, d) if phase else None
     full = train.fit_model(d, pd, samples)
     shipped = train.scoring.load()
@@ -481,8 +480,6 @@ def main() -> int:
     parser.add_argument("--cv-by", choices=("thread", "batch", "both"), default=None,
                         help="with --cv (implied): group the folds by thread (default) or leave one batch out, or both")
     parser.add_argument("--no-misses", action="store_true", help="with --cv: do not list the misses")
-    parser.add_argument("--no-text-model", action="store_true", help="with --cv: the cues alone, without the text "
-                        "model's token weights (to compare)")
     parser.add_argument("--no-phase-model", action="store_true", help="with --cv: score a GPU OOM's phase with the "
                         "main model only (to compare)")
     parser.add_argument("--hand-order", action="store_true", help="with --cv: the fixes in the hand order, without "
@@ -496,7 +493,7 @@ def main() -> int:
         by = ("thread", "batch") if args.cv_by == "both" else (args.cv_by or "thread",)
         return cross_validation(args.records, args.healthy, as_json=args.json, log_only=args.log_only, folds=args.folds,
                                 phase=not args.no_phase_model, by=by, show_misses=not args.no_misses,
-                                no_text=args.no_text_model, ranker=not args.hand_order)
+                                ranker=not args.hand_order)
     modes = [False] if args.log_only else [False, True]
     files = args.records or [RECORDS, PUBLIC_RECORDS] + sorted(BATCH_FAILURES.glob("*.jsonl"))
     report = {}

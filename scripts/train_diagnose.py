@@ -38,7 +38,9 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 from oomguard.diagnose import features as feat  # noqa: E402
 from oomguard.diagnose import scoring  # noqa: E402
-from oomguard.diagnose import text_model  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import diagnose_text_model as text_model  # noqa: E402  (build-time only: the text model is not shipped)
 from oomguard.diagnose.diagnosis import Prepared, conclude, prepare  # noqa: E402
 
 CALIBRATION = ROOT / "tests" / "data" / "calibration"
@@ -159,14 +161,13 @@ class Design:
     text: bool = False  # the text model's token columns ("w:<token>") are in the design
 
 
-# --- the text model (src/oomguard/diagnose/text_model.py) ------------------------------------------
+# --- the text model (scripts/diagnose_text_model.py: evaluated here, not shipped) ------------------------
 # Each vocabulary token is a feature "w:<token>" of the same logistic regression (and of the phase model), prior 0,
 # held by its own L2 strength (chosen by leave-one-batch-out CV: --text-lambdas none,2,5,10,20 --cv-by batch on the
 # 583 records of A01-C06 gave 80.4 / 79.2 / 80.3 / 81.2 / 80.9 % of the 1,166 samples, both modes; on 645 records
-# (A01-C08) none / 10 gave 79.3 / 80.2 % by batch, 79.5 / 79.8 % by thread). None ships none: NOT shipped (issue 16,
-# fourth pass): +0.9 point under leave one batch out, 0 / -2 records on the fresh C07 / C08 before they were fitted,
-# and the joint fit moved two hand-checked public shapes (tests/unit/diagnose/test_diagnose_public_shapes.py: the
-# device-side-assert boilerplate after a CUDA OOM, "another process" words beside a load_model traceback).
+# (A01-C08) none / 10 gave 79.3 / 80.2 % by batch, 79.5 / 79.8 % by thread). NOT shipped (issue 16, fourth pass):
+# +0.9 point under leave one batch out, 0 / -2 records on the fresh C07 / C08 before they were fitted, and the joint
+# fit moved two hand-checked public shapes; fifth pass: moved out of the package (only --text-lambdas measures it).
 TEXT = "w:"
 LAMBDA_TEXT: float | None = None
 TEXT_SOURCE = "tokens"  # the cues' lines (what the classifier reads); "tokens_all": every excerpt line (to compare)
@@ -312,25 +313,26 @@ def to_weights(d: Design, w, b, temperature: float, meta: dict, phase: tuple | N
     bias = {c: round(float(b[j]), 3) for j, c in enumerate(d.classes)}
     phase_model = None
     rows = _rows(d, w)
-    text_main = {f[len(TEXT):]: row for f, row in rows.items() if f.startswith(TEXT) and row}
-    text_phase: dict = {}
     if phase is not None:
         pd, pw, pb = phase
         prows = _rows(pd, pw)
-        text_phase = {f[len(TEXT):]: row for f, row in prows.items() if f.startswith(TEXT) and row}
         phase_model = scoring.PhaseModel(tuple(pd.classes), {c: round(float(pb[j]), 3) for j, c in enumerate(pd.classes)},
                                          {f: row for f, row in prows.items() if not f.startswith(TEXT)},
                                          round(phase_temperature, 3))
-    text = None
-    if d.text:
-        text = text_model.TextModel(1.0, text_main, text_phase, {
-            "fitted_by": "scripts/train_diagnose.py", "lambda_text": LAMBDA_TEXT, "source": TEXT_SOURCE,
-            "vocabulary": sum(1 for f in d.features if f.startswith(TEXT)),
-            "min_threads": text_model.MIN_THREADS, "min_batches": text_model.MIN_BATCHES,
-            "note": "FITTED: the token columns of the logistic regression, fitted jointly with the cue weights on the "
-                    "records of diagnose_weights.json's meta"})
     return scoring.Weights(tuple(d.classes), bias, {f: row for f, row in rows.items() if not f.startswith(TEXT)},
-                           round(temperature, 3), meta, phase_model, votes or {}, paraphrase_cap, text)
+                           round(temperature, 3), meta, phase_model, votes or {}, paraphrase_cap)
+
+
+def text_of(d: Design, model: Model) -> text_model.TextModel | None:
+    """The token columns of a fit with the text model (None without one): evaluated by ``sweep``, never written."""
+    if not d.text:
+        return None
+    main = {f[len(TEXT):]: row for f, row in _rows(d, model.w).items() if f.startswith(TEXT) and row}
+    phase = {}
+    if model.phase is not None:
+        pd, pw, _pb = model.phase
+        phase = {f[len(TEXT):]: row for f, row in _rows(pd, pw).items() if f.startswith(TEXT) and row}
+    return text_model.TextModel(1.0, main, phase, {"lambda_text": LAMBDA_TEXT, "source": TEXT_SOURCE})
 
 
 def fit_model(d: Design, pd: Design | None, samples: list[Sample], *, lam: float = LAMBDA, steps: int = STEPS,
@@ -514,7 +516,7 @@ def train(files: list[Path] | None = None, *, lam: float = LAMBDA, log=print, fo
     priors = scoring.load(str(scoring.PRIORS_FILE))
     records = load_corpus(files)
     samples = featurise(records)
-    d = design(priors, samples, text=LAMBDA_TEXT is not None)
+    d = design(priors, samples)  # the cues alone: the text model is measured by --text-lambdas, not shipped
     pd = phase_design(priors, d) if phase else None
     unknown = sorted(f for f in set(d.features) - set(priors.features) if not f.startswith(TEXT))
     if unknown:
@@ -546,13 +548,12 @@ def train(files: list[Path] | None = None, *, lam: float = LAMBDA, log=print, fo
                      "phase_temperature": phase_temperature}
 
 
-def predicted(weights: scoring.Weights, s: Sample) -> str:
-    """The class ``classifier.classify`` gives a sample's features (its top-scored class; none without an anchor), with
-    the text model's tokens when the cues alone are not sure (classifier._text_evidence)."""
+def predicted(weights: scoring.Weights, s: Sample, tm: text_model.TextModel | None = None) -> str:
+    """The class ``classifier.classify`` gives a sample's features (its top-scored class; none without an anchor); with
+    a text model ``tm``, its tokens' terms are added when the cues alone are less than ``text_model.GATE`` sure."""
     if not s.anchored:
         return "(none)"
     base = scoring.score(s.features, weights)
-    tm = text_model.resolve(weights.text)
     if tm is None or base.probs[base.ranked[0]] >= text_model.GATE:
         return base.ranked[0]
     toks = getattr(s, TEXT_SOURCE)
@@ -577,9 +578,9 @@ def sweep(lams: list[float], by: str = "both", log=print, text_lams: list[float 
             got: dict[int, str] = {}
 
             def on_fold(held, model):  # noqa: ANN001, ANN202
-                weights = weights_for_fold(d, model, 1.0)
+                weights, tm = weights_for_fold(d, model, 1.0), text_of(d, model)
                 for s in held:
-                    got[id(s)] = predicted(weights, s)
+                    got[id(s)] = predicted(weights, s, tm)
 
             cross_validate(d, samples, lam=lam, full=full, on_fold=on_fold, pd=pd, by=mode)
             ok = sum(1 for s in samples if got[id(s)] == s.label)
@@ -616,23 +617,6 @@ def write_weights(weights: scoring.Weights, path: Path = scoring.WEIGHTS_FILE) -
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def write_text(model: text_model.TextModel | None, path: Path = text_model.TEXT_FILE) -> None:
-    """The text model's file, one token a line (None: no text model is shipped, the file is removed)."""
-    if model is None:
-        path.unlink(missing_ok=True)
-        return
-    data = model.to_dict()
-    lines = ["{", f'  "meta": {json.dumps(data["meta"], sort_keys=True)},', f'  "weight": {data["weight"]},']
-    for key in ("main", "phase"):
-        items = sorted(data[key].items())
-        lines.append(f'  "{key}": {{')
-        lines += [f"    {json.dumps(t, ensure_ascii=False)}: {json.dumps(row, sort_keys=True)}"
-                  + ("," if i < len(items) - 1 else "") for i, (t, row) in enumerate(items)]
-        lines.append("  }" + ("," if key == "main" else ""))
-    lines.append("}")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fit and cross-validate only; write nothing")
@@ -659,9 +643,6 @@ def main() -> int:
     if not args.check:
         write_weights(weights)
         print(f"wrote {scoring.WEIGHTS_FILE.relative_to(ROOT)}")
-        write_text(weights.text)
-        if weights.text is not None:
-            print(f"wrote {text_model.TEXT_FILE.relative_to(ROOT)} ({text_model.TEXT_FILE.stat().st_size // 1024} KB)")
     return 0
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oomguard.diagnose import features as feat
-from oomguard.diagnose import scoring, text_model
+from oomguard.diagnose import scoring
 from oomguard.diagnose.classes import FailureClass as FC
 from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.context import Context
@@ -69,27 +69,15 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
         return []
     active = {c.feature for c in cues}
     scores = scoring.score(active, weights)
-    chosen, confidence = _choose(scores, active, anchors, weights)
-    # The report's own words (the text model, text_model.py): one more evidence group, consulted only when the
-    # cues alone are not sure (a vLLM message they recognise keeps its verdict) and the report holds one failure
-    # (its words cannot tell two failures' lines apart).
-    extra, phase_extra, text = _text_evidence(weights, scores, cues) if len(chosen) == 1 else (None, None, frozenset())
-    cue_top = scores.ranked[0]
-    if extra is not None:
-        scores = scoring.score(active, weights, extra=extra, phase_extra=phase_extra)
-        chosen, confidence = _choose(scores, active, anchors, weights, extra, phase_extra)
+    chosen, confidence = _choose(scores, active, anchors, weights, cues)
     # The class rests on people's wording when the cues that are words (paraphrases, phase words, "another
-    # process holds the GPU") or the text model decide it: without them there is no anchor left, or another
-    # class wins.
+    # process holds the GPU") decide it: without them there is no anchor left, or another class wins.
     plain = {f for f in active if not _is_words(f)}
     if not any(not _is_words(c.feature) for c in anchors):
         words_only = True
     else:
-        words_only = scoring.score(plain, weights).ranked[0] != scores.ranked[0] or cue_top != scores.ranked[0]
-    terms = None
-    if extra is not None:
-        terms = {c: extra.get(c, 0.0) + (phase_extra or {}).get(c, 0.0) for c in weights.classes}
-    verdicts = [_verdict(FC(cls), confidence[cls], scores, cues, anchors, weights, ctx, words_only, terms, text)
+        words_only = scoring.score(plain, weights).ranked[0] != scores.ranked[0]
+    verdicts = [_verdict(FC(cls), confidence[cls], scores, cues, anchors, weights, ctx, words_only)
                 for cls in chosen]
     return verdicts
 
@@ -105,8 +93,7 @@ def _failed_serving(col: Collector, anchors: list[feat.Cue]) -> bool:
 
 
 def _choose(scores: scoring.Scores, active: set[str], anchors: list[feat.Cue], weights: scoring.Weights,
-            extra: dict[str, float] | None = None, phase_extra: dict[str, float] | None = None
-            ) -> tuple[list[str], dict[str, float]]:
+            cues: list[feat.Cue]) -> tuple[list[str], dict[str, float]]:
     """The best class, then each other failure in the same inputs, with their confidences."""
     chosen = [scores.ranked[0]]
     confidence = {chosen[0]: scores.probs[chosen[0]]}
@@ -114,30 +101,25 @@ def _choose(scores: scoring.Scores, active: set[str], anchors: list[feat.Cue], w
         if len(chosen) >= MAX_VERDICTS:
             break
         # Another failure in the same inputs (a kernel kill beside a KV error): a signature error line of its own,
-        # which weighs more for it than for the classes already chosen, and likely once those are set aside.
-        own = [c for c in anchors if _w(weights, c.feature, cls) >= STRONG_ANCHOR
-               and all(_w(weights, c.feature, cls) > _w(weights, c.feature, k) for k in chosen)]
+        # which weighs more for it than for the classes already chosen, and likely once those are set aside. A line
+        # weighs with the cues read from it (a GPU OOM's anchor is shared by its family; its own traceback frames
+        # and logged phase are what make it a profile-run OOM).
+        own = [c for c in anchors if _line_w(weights, cues, c, cls) >= STRONG_ANCHOR
+               and all(_line_w(weights, cues, c, cls) > _line_w(weights, cues, c, k) for k in chosen)]
         if not own:
             continue
-        rest = scoring.score(active, weights, classes=tuple(c for c in weights.classes if c not in chosen), extra=extra,
-                             phase_extra=phase_extra)
+        rest = scoring.score(active, weights, classes=tuple(c for c in weights.classes if c not in chosen))
         if rest.ranked[0] == cls and rest.probs[cls] >= SECONDARY_MIN:
             chosen.append(cls)
             confidence[cls] = min(rest.probs[cls], confidence[chosen[0]])
     return chosen, confidence
 
 
-def _text_evidence(weights: scoring.Weights, scores: scoring.Scores, cues: list[feat.Cue]
-                   ) -> tuple[dict[str, float] | None, dict[str, float] | None, frozenset[str]]:
-    """What the report's tokens add to the class scores and to the phase scores, and the tokens (None, None when
-    the text model is not consulted: none shipped, or the cues alone are sure)."""
-    if weights.text is None or scores.probs[scores.ranked[0]] >= text_model.GATE:
-        return None, None, frozenset()
-    tm = text_model.resolve(weights.text)
-    if tm is None or not tm.weight:
-        return None, None, frozenset()
-    toks = text_model.tokens(text_model.cue_text(cues))
-    return tm.log_odds(toks), tm.phase_odds(toks), toks
+def _line_w(weights: scoring.Weights, cues: list[feat.Cue], anchor: feat.Cue, cls: str) -> float:
+    """What an anchor's error line weighs for ``cls``: its own feature, with the cues read from the same event."""
+    if anchor.event is None:
+        return _w(weights, anchor.feature, cls)
+    return sum(_w(weights, c.feature, cls) for c in {c.feature: c for c in cues if c.event is anchor.event}.values())
 
 
 def _is_words(feature: str) -> bool:
@@ -149,8 +131,7 @@ def _w(weights: scoring.Weights, feature: str, cls: str) -> float:
 
 
 def _verdict(cls: FC, prob: float, scores: scoring.Scores, cues: list[feat.Cue], anchors: list[feat.Cue],
-             weights: scoring.Weights, ctx: Context, words_only: bool, extra: dict[str, float] | None = None,
-             text: frozenset[str] = frozenset()) -> Verdict:
+             weights: scoring.Weights, ctx: Context, words_only: bool) -> Verdict:
     def w(c: feat.Cue) -> float:
         return weights.features.get(c.feature, {}).get(cls.value, 0.0)
 
@@ -198,14 +179,10 @@ def _verdict(cls: FC, prob: float, scores: scoring.Scores, cues: list[feat.Cue],
     if words_only:
         verdict.tier = "paraphrase"
     verdict.cues = _explain(cls, cues, weights)
-    if extra is not None and weights.text is not None:
-        top = text_model.resolve(weights.text).top_words(text, cls.value)
-        verdict.cues.append({"feature": "text:words", "weight": round(extra.get(cls.value, 0.0), 3),
-                             "why": "the report's words, learned from the labelled corpus (text model): " + (
-                                 ", ".join(f"{t} {m:+.2f}" for t, m in top) or "none weighs for this class"),
-                             "words": [t for t, _m in top]})
-        verdict.cues.sort(key=lambda e: (e["feature"] == "(bias)", -abs(e["weight"])))
     verdict.alternatives = [(c, round(scores.probs[c], 3)) for c in scores.ranked[:4] if c != cls.value]
+    if scores.family is not None and scores.phase is not None and cls.value in scores.phase:
+        verdict.family = (round(scores.family, 3), [(c, round(p, 3)) for c, p in
+                                                    sorted(scores.phase.items(), key=lambda kv: (-kv[1], kv[0]))])
     if cls in GPU_OOM_CLASSES and "oom:no-phase" in active:
         verdict.settle = _SETTLE["gpu-oom"]
     verdict._members = members  # type: ignore[attr-defined]  # read by fixes.attach_fixes, then dropped

@@ -145,6 +145,8 @@ class Verdict:
     cues: list[dict[str, Any]] = field(default_factory=list)
     alternatives: list[tuple[str, float]] = field(default_factory=list)  # the next classes and their probabilities
     settle: str | None = None  # what would settle a class chosen without direct evidence (an OOM's phase)
+    # a GPU OOM's two levels (scoring.score): p(the GPU-memory family) and p(phase | family), most likely first
+    family: tuple[float, list[tuple[str, float]]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -161,4 +163,7 @@ class Verdict:
         }
         if self.settle:
             out["settle"] = self.settle
+        if self.family is not None:
+            out["family"] = {"name": "gpu-memory", "probability": self.family[0],
+                             "phase": [{"class": c, "probability": p} for c, p in self.family[1]]}
         return out

@@ -90,10 +90,14 @@ _WEAK_FRAMES = {"execute_model": "execute-model", "_dummy_run": "dummy-run", "co
 
 GPU_OOM_SIGNALS = frozenset({Signal.CUDA_OOM, Signal.OOM_PROSE, Signal.ALLOCATOR_FAILURE})
 _STARTUP_EXCEPTIONS = {"ValueError", "AssertionError", "NotImplementedError", "TypeError", "KeyError"}
+# Traceback steps of a running engine (frame_group's groups): an exception raised there came from requests.
+_SERVING_FRAMES = ("step", "logprobs")
 # vLLM allocates parameters one by one; the largest is the embedding / lm_head, vocab x hidden x 2 bytes (bf16):
 # Qwen2.5-72B 152,064 x 8,192 x 2 B = 2.32 GiB, Llama-3-70B 128,256 x 8,192 x 2 B = 1.96 GiB (less under TP).
 # Larger single allocations are activations.
 LARGEST_WEIGHT_TENSOR_GIB = 2.5
+# Weights under this share of the GPU cannot fill it: an OOM there is not the weights' own (ctx:weights-small).
+SMALL_WEIGHTS_SHARE = 0.3
 # Cues of parsers/cues.py that state a failure on their own (the others only say more about one).
 _ANCHOR_CUES = frozenset({"host:memory-monitor", "host:oomkilled", "fail:title", "fail:words", "fail:exception"})
 
@@ -204,6 +208,7 @@ _HINT_WORDS = {"hint:loading": "words:loading", "hint:capture": "words:capture",
 _UNSPECIFIC = frozenset({Signal.ENGINE_DIED, Signal.GENERIC_EXCEPTION})
 _GPU_OOM_ANCHORS = frozenset({"sig:cuda-oom", "sig:oom-prose", "para:oom-prose", "sig:allocator-failure"})
 _PHASE_ONLY = frozenset({"ctx:served", "ctx:ready", "ctx:weights-exceed-gpu", "ctx:weights-tight", "ctx:weights-fit",
+                         "ctx:weights-small",
                          "ctx:multimodal", "ctx:multimodal-large-gpu", "ctx:eager", "words:startup", "words:loading",
                          "words:after-load", "words:serving", "words:started-fine", "words:profile", "words:capture"})
 
@@ -240,8 +245,17 @@ def _signal_cues(ev: SignalEvent, col: Collector, ctx: Context, first_error: dic
             out.append(cue("engine:sigkill", "a vLLM process died of SIGKILL"))
     elif s == Signal.GENERIC_EXCEPTION:
         exc = n.get("exception", "")
-        if exc in _STARTUP_EXCEPTIONS and ev.phase <= Phase.WARMUP:
+        group = frame_group(ev.frames)
+        if ev.phase >= Phase.READY or (group is not None and group[0] in _SERVING_FRAMES):
+            # raised while the engine ran requests (its traceback in the engine step, or after the ready line): a
+            # configuration vLLM refuses is refused at start-up, so this is rather a fault of the running engine
+            out.append(cue("exc:serving", f"{exc or 'an exception'} while the engine was running requests"
+                           + (f" ({group[1]}())" if group is not None else "")))
+        elif exc in _STARTUP_EXCEPTIONS and ev.phase != Phase.UNKNOWN:
             out.append(cue("exc:startup", f"{exc} during start-up"))
+        elif exc in _STARTUP_EXCEPTIONS:
+            # no phase line places it: start-up is likelier (most such exceptions are vLLM's checks), less sure
+            out.append(cue("exc:unplaced", f"{exc}, with no phase line or traceback frame placing it"))
     elif s == Signal.ILLEGAL_MEMORY_ACCESS and gpu_oom_seq.get(ev.run, 1 << 62) < ev.seq:
         out.append(cue("ima:after-oom", "the illegal access follows a GPU OOM (corrupted state)"))
     elif s == Signal.NCCL_ERROR and n.get("cause") == "timeout":
@@ -326,6 +340,7 @@ def _context_cues(col: Collector, ctx: Context) -> list[Cue]:
 
     weights = ctx.weights_per_gpu_gib(col)
     total = ctx.gpu_total_gib or ctx.mentioned_gpu_gib
+    util = ctx.gpu_memory_utilization
     if weights is not None and total:
         w, how = weights
         if w > 0.92 * total:
@@ -334,6 +349,15 @@ def _context_cues(col: Collector, ctx: Context) -> list[Cue]:
             add("ctx:weights-tight", f"weights ~{w:.1f} GiB per GPU ({how}) leave little of the {total:.1f} GiB GPU")
         else:
             add("ctx:weights-fit", f"weights ~{w:.1f} GiB per GPU ({how}) fit the {total:.1f} GiB GPU")
+        if w < SMALL_WEIGHTS_SHARE * total:
+            # a model that small cannot fill the card by its weights: the memory went to something else
+            add("ctx:weights-small", f"weights ~{w:.1f} GiB per GPU ({how}) are under {SMALL_WEIGHTS_SHARE:.0%} of "
+                f"the {total:.1f} GiB GPU")
+        if util and w > util * total:
+            # vLLM's budget is utilization x total: weights above it leave no KV cache, or do not load
+            add("ctx:weights-above-budget", f"weights ~{w:.1f} GiB per GPU ({how}) exceed the budget "
+                f"{util:g} x {total:.1f} GiB = {util * total:.1f} GiB")
+    _launch_cues(ctx, util, add)
     if ctx.multimodal:
         add("ctx:multimodal", "a multimodal model (a vision/audio encoder is profiled at start-up)")
         if total and total >= 40:
@@ -351,6 +375,22 @@ def _context_cues(col: Collector, ctx: Context) -> list[Cue]:
     elif any(phase >= Phase.READY for phase in col.paste_phase.values()):
         add("ctx:ready", "the server reached its ready line")
     return out
+
+
+def _launch_cues(ctx: Context, util: float | None, add) -> None:  # noqa: ANN001 - the caller's factory
+    """The launch's own settings that bear on which memory failure it was (issue 16: facts against the words): a
+    utilization set above or below the release's default (above: less room for anything else on the card; below:
+    a user who already fought for memory), a max-model-len given (the KV cache is sized to it)."""
+    from oomguard.diagnose.remedy import default_util
+
+    if util is not None:
+        default = default_util(ctx)
+        if util > default + 0.005:
+            add("ctx:util-above-default", f"--gpu-memory-utilization {util:g} is above the default {default:g}")
+        elif util < default - 0.005:
+            add("ctx:util-below-default", f"--gpu-memory-utilization {util:g} is below the default {default:g}")
+    if _int_arg(ctx, "max_model_len"):
+        add("ctx:max-len-set", f"--max-model-len {_int_arg(ctx, 'max_model_len')} is given")
 
 
 def _config_checks(col: Collector, ctx: Context) -> list[Cue]:

@@ -128,6 +128,10 @@ def cue_lines(v: dict[str, Any], limit: int = 12) -> list[str]:
     for c in v.get("cues", [])[:limit]:
         where = f"  {_where(c)}" if c.get("file") else ""
         out.append(f"{c['weight']:+.2f}  {c['feature']}{where}  ({c['why']})")
+    family = v.get("family")
+    if family:
+        out.append(f"GPU-memory family {family['probability']:.2f}; phase within it (phase model): "
+                   + ", ".join(f"{p['class']} {p['probability']:.2f}" for p in family["phase"]))
     alts = v.get("alternatives") or []
     if alts:
         out.append("next most likely: " + ", ".join(f"{a['class']} {a['probability']:.2f}" for a in alts))

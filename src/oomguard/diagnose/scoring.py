@@ -33,6 +33,8 @@ GPU_OOM_ANCHORS = frozenset({"sig:cuda-oom", "sig:oom-prose", "para:oom-prose", 
 _PHASE_KINDS = ("frame:", "paste-frame:", "phase:", "paste-phase:", "hint:", "oom:", "size:", "flag:", "req:",
                 "paste:")
 _PHASE_CUES = frozenset({"ctx:served", "ctx:ready", "ctx:weights-exceed-gpu", "ctx:weights-tight", "ctx:weights-fit",
+                         "ctx:weights-small", "ctx:weights-above-budget", "ctx:util-above-default",
+                         "ctx:util-below-default", "ctx:max-len-set",
                          "ctx:multimodal", "ctx:multimodal-large-gpu", "ctx:eager", "ctx:engine-v0",
                          "ctx:tensor-parallel", "words:startup", "words:loading", "words:after-load", "words:serving",
                          "words:started-fine", "words:profile", "words:capture", "words:kv", "cfg:hybrid",
@@ -87,8 +89,6 @@ class Weights:
     # The most a verdict that rests on people's wording (tier "paraphrase") may claim: FITTED on the
     # leave-one-batch-out verdicts of that tier (scripts/train_diagnose.py), 0.5 when the file has none.
     paraphrase_cap: float = 0.5
-    # The text model beside the cues (diagnose/text_model.py, its own data file); None: the cues alone.
-    text: Any = None  # a text_model.TextModel, text_model.SHIPPED (read on first use) or None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"classes": list(self.classes), "bias": self.bias, "temperature": self.temperature,
@@ -119,14 +119,7 @@ def load(path: str | None = None) -> Weights:
     if not target.exists() and path is None:
         target = PRIORS_FILE
     with open(target, encoding="utf-8") as fh:
-        weights = Weights.from_dict(json.load(fh))
-    if path is None:
-        from dataclasses import replace
-
-        from oomguard.diagnose import text_model
-
-        weights = replace(weights, text=text_model.SHIPPED)  # read on first use (a report the cues are unsure of)
-    return weights
+        return Weights.from_dict(json.load(fh))
 
 
 @dataclass
@@ -135,6 +128,7 @@ class Scores:
     probs: dict[str, float]
     ranked: list[str]
     phase: dict[str, float] | None = None  # p(phase | phase cues) when the phase model split a GPU OOM
+    family: float | None = None  # p(a GPU-memory class) = the split mass, when the phase model split it
 
     def contribution(self, weights: Weights, feature: str, cls: str) -> float:
         return weights.features.get(feature, {}).get(cls, 0.0)
@@ -151,8 +145,8 @@ def _softmax(logits: dict[str, float], temperature: float) -> dict[str, float]:
 def score(features: set[str] | frozenset[str], weights: Weights, *, classes: tuple[str, ...] | None = None,
           extra: dict[str, float] | None = None, phase_extra: dict[str, float] | None = None) -> Scores:
     """Scores and probabilities over ``classes`` (default: all) for one report's feature set; ``extra`` and
-    ``phase_extra`` (the text model's token weights, ``text_model.py``) are added to the class scores and to the
-    phase model's."""
+    ``phase_extra`` are terms added to the class scores and to the phase model's (the build-time evaluation of a
+    text model, ``scripts/diagnose_text_model.py``; the shipped classifier passes none)."""
     allowed = classes or weights.classes
     logits = {c: weights.bias.get(c, 0.0) + (extra.get(c, 0.0) if extra else 0.0) for c in allowed}
     for f in features:
@@ -163,12 +157,17 @@ def score(features: set[str] | frozenset[str], weights: Weights, *, classes: tup
             if c in logits:
                 logits[c] += w
     probs = _softmax(logits, weights.temperature)
-    phase = None
+    phase = mass = None
     if weights.phase is not None and GPU_OOM_ANCHORS & set(features):
         family = tuple(c for c in weights.phase.classes if c in probs)
         if family:
+            # Two levels: p(class) = p(the GPU-memory family) x p(phase | family). The family's mass comes from the
+            # main model (every cue), its split from the phase model (the cues that say when it happened). The
+            # verdict is the best of these joint probabilities: deciding the family first (its best phase whenever
+            # the mass beats every other class) was measured and lost records (docs/diagnose.md, "Deciding the
+            # GPU-memory family").
             mass = sum(probs[c] for c in family)
             phase = weights.phase.probs({f for f in features if bears_on_phase(f)}, family, phase_extra)
             probs.update({c: mass * phase[c] for c in family})
     ranked = sorted(probs, key=lambda c: (-probs[c], c))
-    return Scores(logits, probs, ranked, phase)
+    return Scores(logits, probs, ranked, phase, mass)

@@ -103,7 +103,9 @@ def test_every_fix_says_why_it_is_where_it_is_in_the_json_and_explain(tmp_path):
 
 def test_the_launch_dtype_against_the_gpu_table(tmp_path):
     # fp32 weights: 16-bit again (half on a card without bfloat16: the GPU table's T4)
-    text = "ValueError: The model configuration could not be loaded.\n"
+    # placed in start-up by the engine's first line (an exception nothing places is less surely a configuration error)
+    text = ("INFO 06-23 14:21:40 [core.py:1] Initializing a V1 LLM engine (v0.11.0) with config: model=facebook/opt-125m\n"
+            "ValueError: The model configuration could not be loaded.\n")
     v = diagnose([_write(tmp_path, text)], launch_text="vllm serve facebook/opt-125m --dtype float32\n",
                  gpu="T4").verdicts[0]
     assert (v.fix[0].flag, v.fix[0].value) == ("--dtype", "half")

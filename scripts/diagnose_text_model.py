@@ -1,43 +1,31 @@
-"""A learned text model beside the named cues: the report's own words, weighed per class.
+"""A learned text model beside diagnose's named cues: the report's own words, weighed per class (build-time only).
 
-The hand-written cues (``parsers/cues.py``) know only the words someone wrote into code; this model learns
-which words of a report go with which class from the labelled corpus itself, so cross-validation (leave one
-batch out) measures how well it generalises: its "code" is the data.
+Not part of the shipped package (issue 16, fifth pass): measured twice, it never earned its place. On 645 records
+(A01-C08) it gave +0.9 point leaving one batch out but nothing on the fresh C07 / C08 and moved two hand-checked
+shapes; dormant code in the package is a cost, so it lives here beside its trainer, and
+``scripts/train_diagnose.py --text-lambdas none,10 --cv-by both`` measures it (the cue model alone against the cue
+model with the token columns, on the same folds). Shipping it again means bringing back a data file, a reader in
+the package and the classifier's consult, and showing that leave-one-batch-out *and* a fresh batch both improve.
 
-- **Tokens** (``tokens``): lower-cased words, numbers bucketed by magnitude and unit (``#gib:10``: tens of
+- **Tokens** (``tokens``): lower-cased words, numbers bucketed by magnitude and unit (``#gib:1``: tens of
   GiB), paths, URLs and hex stripped, CJK text as character bigrams; each token counted once per report.
+- **Text read**: the lines the cues were read from (``cue_text``), i.e. text diagnose already holds after its one
+  pass; never a second pass over a large log.
 - **Vocabulary**: only tokens that occur in at least ``MIN_THREADS`` threads of at least ``MIN_BATCHES``
-  batches of the training corpus (no thread's own words), chosen by ``scripts/train_diagnose.py``.
+  batches of the training part of a fold (no thread's own words).
 - **Model**: each vocabulary token is one more binary feature of diagnose's logistic regression (and of its
-  phase model), fitted jointly with the cue weights by ``scripts/train_diagnose.py`` with its own, stronger L2
-  penalty toward 0 (chosen by leave-one-batch-out cross-validation), so a word weighs only for what the cues
-  do not already say. The token columns are stored in ``src/oomguard/data/diagnose_text.json`` and read here
-  with the standard library. (A naive Bayes over the same tokens, added as log-odds, lost 4-10 points under
-  both cross-validations: it counts again what the cues already say.)
-- **Use** (``classifier.classify``): one more evidence group, the tokens' weights added to the cue scores. It only ranks classes when a failure cue
-  exists (no anchor: no verdict, as before), and never when the cues alone are sure (``GATE``): a vLLM
-  message the cues recognise keeps its verdict.
-
-Not shipped at present (``scripts/train_diagnose.py``'s ``LAMBDA_TEXT = None``, so no data file: the cues alone
-decide): it did not improve the fresh batches C07 / C08 and moved two hand-checked shapes (docs/diagnose.md, "The
-text model and the fitted cap"). The classifier consults it whenever the file exists.
-
-Text read: the lines the cues were read from (every cue's line, anchors and report cues: ``cue_text``), i.e.
-text diagnose already holds after its one pass; never a second pass over a large log. The same lines come
-out of the fast path and of parsing every line (the cues are equal), so the verdicts are too.
+  phase model), fitted jointly with the cue weights with its own L2 penalty toward 0, so a word weighs only for
+  what the cues do not already say. Consulted (in the evaluation) only when the cues alone are less than ``GATE``
+  sure. A naive Bayes over the same tokens, added as log-odds, lost 4-10 points under both cross-validations.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Iterable
 
-TEXT_FILE = Path(__file__).resolve().parents[1] / "data" / "diagnose_text.json"
 # A token enters the vocabulary from this many threads of this many batches on (no thread's own words).
 MIN_THREADS = 3
 MIN_BATCHES = 2
@@ -127,31 +115,3 @@ class TextModel:
         out.sort(key=lambda item: (-item[1], item[0]))
         return out[:n]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"meta": self.meta, "weight": self.weight, "main": self.main, "phase": self.phase}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TextModel:
-        def table(rows: dict) -> dict[str, dict[str, float]]:
-            return {str(t): {str(c): float(v) for c, v in row.items()} for t, row in rows.items()}
-
-        return cls(float(data.get("weight", 1.0)), table(data.get("main", {})), table(data.get("phase", {})),
-                   dict(data.get("meta", {})))
-
-
-# ``Weights.text`` of the shipped weights: the shipped text model, read from its file on first use only.
-SHIPPED = "shipped"
-
-
-def resolve(text: TextModel | str | None) -> TextModel | None:
-    return load() if text == SHIPPED else text  # type: ignore[return-value]
-
-
-@lru_cache(maxsize=2)
-def load(path: str | None = None) -> TextModel | None:
-    """The shipped text model (None when there is no file: the cues alone)."""
-    target = Path(path) if path else TEXT_FILE
-    if not target.exists():
-        return None
-    with open(target, encoding="utf-8") as fh:
-        return TextModel.from_dict(json.load(fh))
