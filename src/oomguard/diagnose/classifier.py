@@ -22,7 +22,7 @@ from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Evidence, SignalEvent, Verdict
 from oomguard.diagnose.facts import Collector
-from oomguard.diagnose.parsers.cues import FAILURE_STATEMENTS
+from oomguard.diagnose.parsers.cues import FAILURE_STATEMENTS, cue_name
 
 MAX_EVIDENCE = 6
 MAX_VERDICTS = 4
@@ -83,7 +83,7 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
 
 
 # Cues that say the server failed while it served: it answered a request with a 5xx (parsers/cues.py).
-SERVING_FAILURES = frozenset({"serve:5xx", "client:server-error"})
+SERVING_FAILURES = frozenset({cue_name("serve:5xx"), cue_name("client:server-error")})
 
 
 def _failed_serving(col: Collector, anchors: list[feat.Cue]) -> bool:

@@ -56,12 +56,6 @@ class Ranker:
         return sum(self.weights.get(name, 0.0) * value for name, value in row.items())
 
 
-def suggested(col: Any) -> set[str]:
-    from oomguard.diagnose.parsers.cues import SUGGESTION_PREFIX
-
-    return {"--" + f.removeprefix(SUGGESTION_PREFIX) for f in col.cues if f.startswith(SUGGESTION_PREFIX)}
-
-
 def _launch_flags(ctx: Any) -> set[str]:
     return {"--" + f.lstrip("-").replace("_", "-") for f in ctx.launch_flags}
 
@@ -70,7 +64,10 @@ def candidate_rows(v: Verdict, col: Any, ctx: Any, votes: dict[str, dict[str, in
                    flag_prior: dict[str, int] | None = None) -> list[dict[str, float]]:
     """The features of each of the verdict's first CANDIDATES fixes, in their (hand) order. ``flag_prior`` None
     leaves "flag-prior" out (the fit adds it per fold, from the records it is fitted on)."""
-    said, launch = suggested(col), _launch_flags(ctx)
+    # at call time: fixes.py imports this module's provenance phrases
+    from oomguard.diagnose.fixes import suggested_flags
+
+    said, launch = suggested_flags(col), _launch_flags(ctx)
     class_votes = (votes or {}).get(v.cls.value) or {}
     rows = []
     for i, f in enumerate(v.fix[:CANDIDATES]):

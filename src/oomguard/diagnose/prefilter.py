@@ -46,6 +46,7 @@ from typing import Any, Protocol
 
 from oomguard.diagnose.parsers.cues import CASELESS_KEYWORDS as CUE_CASELESS
 from oomguard.diagnose.parsers.cues import KEYWORDS as CUE_KEYWORDS
+from oomguard.diagnose.parsers.errors import EXCEPTION_SUFFIXES
 from oomguard.diagnose.parsers.frames import KEYWORDS as FRAME_KEYWORDS
 
 # Every line the parsers understand contains at least one of these. Keep them
@@ -184,8 +185,8 @@ def line_bounds(data: bytes, pos: int, start: int, end: int) -> tuple[int, int]:
 # (a bare name at the end of a line is not: an alternative for it costs 3x on dense error text, where every line
 # says "Error").
 _NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
-_EXCEPTION_SUFFIXES = (b"Error", b"Exception", b"Interrupt", b"Exit")
-_NAME = re.compile(rb"(?<![A-Za-z0-9_\x80-\xff])([A-Za-z0-9_\x80-\xff]*)(?:Error|Exception|Interrupt|Exit):")
+_EXCEPTION_SUFFIXES = tuple(suffix.encode() for suffix in EXCEPTION_SUFFIXES)
+_NAME = re.compile(rb"(?<![A-Za-z0-9_\x80-\xff])([A-Za-z0-9_\x80-\xff]*)(?:" + b"|".join(_EXCEPTION_SUFFIXES) + rb"):")
 
 
 def known_names(raw: bytes) -> set[bytes]:
