@@ -18,8 +18,6 @@ from oomguard.diagnose.classes import FailureClass as FC
 from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Fix, Verdict
 from oomguard.diagnose.facts import Collector
-from oomguard.diagnose.fixes_rank import FACT_FIRST, FAMILY, NAMED
-from oomguard.diagnose.fixes_env import _chat_template, _missing_dependency, _nccl, _ray
 from oomguard.diagnose.fixes_config import (
     NAMED_SETTING_CLASSES,
     _bad_arg,
@@ -30,11 +28,21 @@ from oomguard.diagnose.fixes_config import (
     _unknown,
     family_fixes,
     launch_levers,
-    reported_settings,
     named_setting_fixes,
+    reported_settings,
 )
-from oomguard.diagnose.fixes_memory import _cudagraph, _host, _kv_small, _no_kv, _profile, _runtime, _startup_free, _weights
-
+from oomguard.diagnose.fixes_env import _chat_template, _missing_dependency, _nccl, _ray
+from oomguard.diagnose.fixes_memory import (
+    _cudagraph,
+    _host,
+    _kv_small,
+    _no_kv,
+    _profile,
+    _runtime,
+    _startup_free,
+    _weights,
+)
+from oomguard.diagnose.fixes_rank import FACT_FIRST, FAMILY, NAMED, suggested_flags
 
 # The builder's order is worth ALPHA / (position + 1) votes (a prior of pseudo-counts; position 1 is the second
 # fix): one thread's vote moves a fix ahead of the one just before it at most, two or more move it further.
@@ -57,14 +65,6 @@ def rank_fixes(fixes: list[Fix], votes: dict[str, int] | None, *, keep_first: bo
     offset = len(head) + 1
     scored = [(math.log(votes.get(f.flag, 0) + ALPHA / (i + offset)), -i, f) for i, f in enumerate(rest)]
     return head + [f for _s, _i, f in sorted(scored, key=lambda t: (-t[0], -t[1]))]
-
-
-def suggested_flags(col: Collector) -> set[str]:
-    """The flags the report itself suggests changing (parsers/cues.py's ``suggest:`` cues: "set --max-num-seqs=256",
-    vLLM's own "Try increasing `gpu_memory_utilization`", "decreasing swap_space helps")."""
-    from oomguard.diagnose.parsers.cues import SUGGESTION_PREFIX
-
-    return {"--" + f.removeprefix(SUGGESTION_PREFIX) for f in col.cues if f.startswith(SUGGESTION_PREFIX)}
 
 
 def suggested_first(fixes: list[Fix], suggested: set[str]) -> list[Fix]:

@@ -56,6 +56,14 @@ class Ranker:
         return sum(self.weights.get(name, 0.0) * value for name, value in row.items())
 
 
+def suggested_flags(col: Any) -> set[str]:
+    """The flags the report itself suggests changing (parsers/cues.py's ``suggest:`` cues: "set --max-num-seqs=256",
+    vLLM's own "Try increasing `gpu_memory_utilization`", "decreasing swap_space helps")."""
+    from oomguard.diagnose.parsers.cues import SUGGESTION_PREFIX
+
+    return {"--" + f.removeprefix(SUGGESTION_PREFIX) for f in col.cues if f.startswith(SUGGESTION_PREFIX)}
+
+
 def _launch_flags(ctx: Any) -> set[str]:
     return {"--" + f.lstrip("-").replace("_", "-") for f in ctx.launch_flags}
 
@@ -64,9 +72,6 @@ def candidate_rows(v: Verdict, col: Any, ctx: Any, votes: dict[str, dict[str, in
                    flag_prior: dict[str, int] | None = None) -> list[dict[str, float]]:
     """The features of each of the verdict's first CANDIDATES fixes, in their (hand) order. ``flag_prior`` None
     leaves "flag-prior" out (the fit adds it per fold, from the records it is fitted on)."""
-    # at call time: fixes.py imports this module's provenance phrases
-    from oomguard.diagnose.fixes import suggested_flags
-
     said, launch = suggested_flags(col), _launch_flags(ctx)
     class_votes = (votes or {}).get(v.cls.value) or {}
     rows = []
