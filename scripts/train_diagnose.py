@@ -309,7 +309,7 @@ def fix_votes(samples: list[Sample]) -> dict[str, dict[str, int]]:
 
 def to_weights(d: Design, w, b, temperature: float, meta: dict, phase: tuple | None = None,  # noqa: ANN001
                phase_temperature: float = 1.0, votes: dict | None = None,
-               paraphrase_cap: float = 0.5) -> scoring.Weights:
+               paraphrase_cap: float = 0.5, unplaced_cap: float = 1.0) -> scoring.Weights:
     bias = {c: round(float(b[j]), 3) for j, c in enumerate(d.classes)}
     phase_model = None
     rows = _rows(d, w)
@@ -320,7 +320,7 @@ def to_weights(d: Design, w, b, temperature: float, meta: dict, phase: tuple | N
                                          {f: row for f, row in prows.items() if not f.startswith(TEXT)},
                                          round(phase_temperature, 3))
     return scoring.Weights(tuple(d.classes), bias, {f: row for f, row in rows.items() if not f.startswith(TEXT)},
-                           round(temperature, 3), meta, phase_model, votes or {}, paraphrase_cap)
+                           round(temperature, 3), meta, phase_model, votes or {}, paraphrase_cap, unplaced_cap)
 
 
 def text_of(d: Design, model: Model) -> text_model.TextModel | None:
@@ -463,10 +463,11 @@ def fit_temperature(d: Design, folds: list[Fold], *, phase: bool = False) -> flo
     return best_t
 
 
-def paraphrase_verdicts(d: Design, fold_models: list, temperature: float,
-                        phase_temperature: float) -> list[tuple[float, bool]]:
-    """(probability before the cap, right?) of every out-of-fold top verdict of the paraphrase tier: each held-out
-    record classified by the real classifier with its fold's weights and no cap."""
+def capped_verdicts(d: Design, fold_models: list, temperature: float,
+                    phase_temperature: float) -> list[tuple[float, bool, bool, bool]]:
+    """(probability before any cap, right?, of the paraphrase tier?, a GPU-OOM verdict whose phase nothing places?)
+    of every out-of-fold top verdict either cap bears on: each held-out record classified by the real classifier
+    with its fold's weights and no cap."""
     from oomguard.diagnose import classifier
 
     out = []
@@ -474,8 +475,13 @@ def paraphrase_verdicts(d: Design, fold_models: list, temperature: float,
         weights = weights_for_fold(d, model, temperature, phase_temperature, paraphrase_cap=1.0)
         for s in held:
             verdicts = classifier.classify(s.prepared.collector, s.prepared.context, weights)
-            if verdicts and verdicts[0].tier == "paraphrase":
-                out.append((verdicts[0].confidence, verdicts[0].cls.value == s.label))
+            if not verdicts:
+                continue
+            top = verdicts[0]
+            words = top.tier == "paraphrase"
+            unplaced = top.cls in classifier.GPU_OOM_CLASSES and "oom:no-phase" in s.features
+            if words or unplaced:
+                out.append((top.confidence, top.cls.value == s.label, words, unplaced))
     return out
 
 
@@ -484,12 +490,16 @@ def paraphrase_verdicts(d: Design, fold_models: list, temperature: float,
 CAP_GRID = tuple(round(0.5 + 0.05 * i, 2) for i in range(8))  # 0.5 .. 0.85
 
 
-def fit_cap(rows: list[tuple[float, bool]]) -> float:
-    """The paraphrase tier's cap that minimises the log-loss of min(p, cap) against right/wrong on ``rows``."""
+# The unplaced-phase cap may also be no cap at all (a phase inferred from the weights against the GPU can be sure).
+UNPLACED_CAP_GRID = CAP_GRID + (0.9, 0.95, 1.0)
+
+
+def fit_cap(rows: list[tuple[float, bool]], grid: tuple[float, ...] = CAP_GRID, default: float = 0.5) -> float:
+    """The cap that minimises the log-loss of min(p, cap) against right/wrong on ``rows`` (the smallest of equals)."""
     if not rows:
-        return 0.5
-    best, best_cap = float("inf"), 0.5
-    for cap in CAP_GRID:
+        return default
+    best, best_cap = float("inf"), default
+    for cap in grid:
         loss = 0.0
         for p, ok in rows:
             q = min(max(min(p, cap), 1e-3), 1 - 1e-3)
@@ -500,9 +510,9 @@ def fit_cap(rows: list[tuple[float, bool]]) -> float:
 
 
 def weights_for_fold(d: Design, model: Model, temperature: float, phase_temperature: float = 1.0,
-                     paraphrase_cap: float = 0.5) -> scoring.Weights:
+                     paraphrase_cap: float = 0.5, unplaced_cap: float = 1.0) -> scoring.Weights:
     return to_weights(d, model.w, model.b, temperature, {}, model.phase, phase_temperature, model.votes,
-                      paraphrase_cap)
+                      paraphrase_cap, unplaced_cap)
 
 
 def priors_digest() -> str:
@@ -529,8 +539,12 @@ def train(files: list[Path] | None = None, *, lam: float = LAMBDA, log=print, fo
                         on_fold=lambda held, m: fold_models.append((held, m)))
     temperature = fit_temperature(d, cv)
     phase_temperature = fit_temperature(pd, cv, phase=True) if pd is not None else 1.0
-    words_tier = paraphrase_verdicts(d, fold_models, temperature, phase_temperature)
+    capped = capped_verdicts(d, fold_models, temperature, phase_temperature)
+    words_tier = [(p, ok) for p, ok, words, _unplaced in capped if words]
     cap = fit_cap(words_tier)
+    # the classifier applies both caps: an unplaced OOM told in words is first held to the paraphrase cap
+    unplaced = [(min(p, cap) if words else p, ok) for p, ok, words, unplaced in capped if unplaced]
+    unplaced_cap = fit_cap(unplaced, UNPLACED_CAP_GRID, 1.0)
     correct = sum(1 for f in cv if f.sample.anchored and d.classes[int(np.argmax(f.logits))] == f.sample.label)
     meta = {
         "fitted_by": "scripts/train_diagnose.py", "lambda": lam, "priors_sha256_16": priors_digest(),
@@ -543,7 +557,10 @@ def train(files: list[Path] | None = None, *, lam: float = LAMBDA, log=print, fo
     }
     meta["paraphrase_cap_fitted_on"] = (f"{len(words_tier)} verdicts of the paraphrase tier under the "
                                         f"{CALIBRATION_CV} cross-validation, {sum(ok for _p, ok in words_tier)} right")
-    weights = to_weights(d, model.w, model.b, temperature, meta, model.phase, phase_temperature, model.votes, cap)
+    meta["unplaced_cap_fitted_on"] = (f"{len(unplaced)} GPU-OOM verdicts with no phase line or frame under the "
+                                      f"{CALIBRATION_CV} cross-validation, {sum(ok for _p, ok in unplaced)} right")
+    weights = to_weights(d, model.w, model.b, temperature, meta, model.phase, phase_temperature, model.votes, cap,
+                         unplaced_cap)
     return weights, {"design": d, "phase_design": pd, "samples": samples, "folds": cv, "model": model,
                      "phase_temperature": phase_temperature}
 
@@ -592,7 +609,7 @@ def sweep(lams: list[float], by: str = "both", log=print, text_lams: list[float 
 def write_weights(weights: scoring.Weights, path: Path = scoring.WEIGHTS_FILE) -> None:
     data = weights.to_dict()
     lines = ["{"]
-    for key in ("meta", "classes", "bias", "temperature", "paraphrase_cap"):
+    for key in ("meta", "classes", "bias", "temperature", "paraphrase_cap", "unplaced_cap"):
         lines.append(f'  "{key}": {json.dumps(data[key], ensure_ascii=False, sort_keys=True)},')
     lines.append('  "features": {')
     items = list(data["features"].items())

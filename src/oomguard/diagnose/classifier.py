@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oomguard.diagnose import features as feat
+from oomguard.diagnose import phase_facts
 from oomguard.diagnose import scoring
 from oomguard.diagnose.classes import FailureClass as FC
 from oomguard.diagnose.classes import Phase
@@ -36,6 +37,10 @@ PARAPHRASE_CAP = 0.5
 _PROSE_ANCHORS = frozenset({"sig:oom-prose", "sig:host-prose", "sig:kv-prose"})
 _WORD_PREFIXES = ("para:", "words:", "hint:", "fail:")
 GPU_OOM_CLASSES = (FC.WEIGHTS_OOM, FC.PROFILE_OOM, FC.CUDAGRAPH_OOM, FC.RUNTIME_OOM)
+# Below this p(phase | GPU OOM) the phase is open: the verdict says what would settle it.
+SURE_PHASE = 0.8
+# The phase cues listed as deciding one (the largest margins over the next phase).
+MAX_PHASE_CUES = 4
 _SETTLE = {
     "gpu-oom": "the log lines before the error (vLLM's 'Loading weights', 'Model loading took', 'Capturing CUDA "
                "graphs', request lines) or the whole traceback would settle the phase; --model and --gpu let oomguard "
@@ -77,7 +82,7 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
         words_only = True
     else:
         words_only = scoring.score(plain, weights).ranked[0] != scores.ranked[0]
-    verdicts = [_verdict(FC(cls), confidence[cls], scores, cues, anchors, weights, ctx, words_only)
+    verdicts = [_verdict(FC(cls), confidence[cls], scores, cues, anchors, weights, ctx, words_only, col)
                 for cls in chosen]
     return verdicts
 
@@ -131,11 +136,13 @@ def _w(weights: scoring.Weights, feature: str, cls: str) -> float:
 
 
 def _verdict(cls: FC, prob: float, scores: scoring.Scores, cues: list[feat.Cue], anchors: list[feat.Cue],
-             weights: scoring.Weights, ctx: Context, words_only: bool) -> Verdict:
+             weights: scoring.Weights, ctx: Context, words_only: bool, collector: Collector | None = None) -> Verdict:
     def w(c: feat.Cue) -> float:
         return weights.features.get(c.feature, {}).get(cls.value, 0.0)
 
     conf = min(prob, weights.paraphrase_cap) if words_only else prob
+    if cls in GPU_OOM_CLASSES and "oom:no-phase" in {c.feature for c in cues}:
+        conf = min(conf, weights.unplaced_cap)  # the phase is inferred from the rest of the report: at most this sure
     # The error lines behind this class: those whose own cues weigh for it (all anchors when none does).
     by_event: dict[int, float] = {}
     for c in cues:
@@ -183,10 +190,34 @@ def _verdict(cls: FC, prob: float, scores: scoring.Scores, cues: list[feat.Cue],
     if scores.family is not None and scores.phase is not None and cls.value in scores.phase:
         verdict.family = (round(scores.family, 3), [(c, round(p, 3)) for c, p in
                                                     sorted(scores.phase.items(), key=lambda kv: (-kv[1], kv[0]))])
-    if cls in GPU_OOM_CLASSES and "oom:no-phase" in active:
-        verdict.settle = _SETTLE["gpu-oom"]
+        verdict.phase_decided_by = _phase_why(cls.value, scores.phase, active, weights, cues)
+    if cls in GPU_OOM_CLASSES and ("oom:no-phase" in active or (scores.phase or {}).get(cls.value, 1.0) < SURE_PHASE):
+        # the phase rests on the rest of the report: say which missing facts would decide it
+        numbers = next((e.numbers for e in events if phase_facts.held_gib(e.numbers) is not None),
+                       best.numbers if best is not None else None)
+        verdict.settle = phase_facts.settle(active, numbers, ctx, collector) or _SETTLE["gpu-oom"]
     verdict._members = members  # type: ignore[attr-defined]  # read by fixes.attach_fixes, then dropped
     return verdict
+
+
+def _phase_why(cls: str, phase: dict[str, float], active: set[str], weights: scoring.Weights,
+               cues: list[feat.Cue]) -> list[dict]:
+    """The phase cues that put ``cls`` ahead of the next most likely phase: each cue's weight for ``cls`` less its
+    weight for that phase in the phase model (the margin it adds to the log-odds), largest first."""
+    model = weights.phase
+    rivals = [c for c in sorted(phase, key=lambda c: -phase[c]) if c != cls]
+    if model is None or not rivals:
+        return []
+    rival = rivals[0]
+    why = {c.feature: c.why for c in reversed(cues)}
+    out = []
+    for f in sorted(f for f in active if scoring.bears_on_phase(f)):
+        row = model.features.get(f, {})
+        margin = (row.get(cls, 0.0) - row.get(rival, 0.0)) / (model.temperature or 1.0)
+        if abs(margin) >= 0.05:
+            out.append({"feature": f, "margin": round(margin, 2), "against": rival, "why": why.get(f, f)})
+    out.sort(key=lambda e: -e["margin"])
+    return out[:MAX_PHASE_CUES] + [e for e in out[MAX_PHASE_CUES:] if e["margin"] < 0][-1:]
 
 
 def _explain(cls: FC, cues: list[feat.Cue], weights: scoring.Weights) -> list[dict]:

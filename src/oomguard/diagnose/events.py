@@ -147,6 +147,8 @@ class Verdict:
     settle: str | None = None  # what would settle a class chosen without direct evidence (an OOM's phase)
     # a GPU OOM's two levels (scoring.score): p(the GPU-memory family) and p(phase | family), most likely first
     family: tuple[float, list[tuple[str, float]]] | None = None
+    # the phase cues that put this phase ahead of the next one (classifier._phase_why): feature, margin, why
+    phase_decided_by: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -166,4 +168,6 @@ class Verdict:
         if self.family is not None:
             out["family"] = {"name": "gpu-memory", "probability": self.family[0],
                              "phase": [{"class": c, "probability": p} for c, p in self.family[1]]}
+            if self.phase_decided_by:
+                out["family"]["decided_by"] = [dict(c) for c in self.phase_decided_by]
         return out

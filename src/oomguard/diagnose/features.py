@@ -208,7 +208,7 @@ _HINT_WORDS = {"hint:loading": "words:loading", "hint:capture": "words:capture",
 _UNSPECIFIC = frozenset({Signal.ENGINE_DIED, Signal.GENERIC_EXCEPTION})
 _GPU_OOM_ANCHORS = frozenset({"sig:cuda-oom", "sig:oom-prose", "para:oom-prose", "sig:allocator-failure"})
 _PHASE_ONLY = frozenset({"ctx:served", "ctx:ready", "ctx:weights-exceed-gpu", "ctx:weights-tight", "ctx:weights-fit",
-                         "ctx:weights-small",
+                         "ctx:weights-small", "ctx:gpus-unused",
                          "ctx:multimodal", "ctx:multimodal-large-gpu", "ctx:eager", "words:startup", "words:loading",
                          "words:after-load", "words:serving", "words:started-fine", "words:profile", "words:capture"})
 
@@ -311,13 +311,18 @@ def _gpu_oom_cues(ev: SignalEvent, col: Collector, ctx: Context, cue) -> list[Cu
             out.append(cue(f"flag:{name}", f"--{flag} is named with the OOM"))
     alloc, free, total = n.get("alloc_gib"), n.get("free_gib"), n.get("total_gib") or ctx.gpu_total_gib
     held = n.get("in_use_gib") or n.get("allocated_gib")
+    if ctx.config_largest_tensor_gib:
+        largest = ctx.config_largest_tensor_gib
+        largest_how = f"this model's largest is {largest:.2f} GiB, from its config"
+    else:
+        largest, largest_how = LARGEST_WEIGHT_TENSOR_GIB, f"a large model's embedding is ~{LARGEST_WEIGHT_TENSOR_GIB} GiB"
     if alloc is not None:
         if free is not None and total and alloc <= 8 / 1024 and free < max(0.02 * total, 0.05):
             out.append(cue("size:tiny-alloc-full-gpu", f"a {alloc * 1024:.1f} MiB allocation on a full GPU (the KV "
                            "cache already took the rest)"))
-        elif alloc > LARGEST_WEIGHT_TENSOR_GIB:
-            out.append(cue("size:alloc-above-tensor", f"a {alloc:.2f} GiB allocation is larger than one weight tensor: "
-                           "activations (estimate from the OOM sizes)"))
+        elif alloc > largest * 1.05:
+            out.append(cue("size:alloc-above-tensor", f"a {alloc:.2f} GiB allocation is larger than one weight tensor "
+                           f"({largest_how}): activations"))
         elif total and held is not None and held < 0.1 * total:
             out.append(cue("size:held-little", f"the process held only {held:.2f} GiB of {total:.1f} GiB"))
         else:
@@ -325,6 +330,10 @@ def _gpu_oom_cues(ev: SignalEvent, col: Collector, ctx: Context, cue) -> list[Cu
                            "(estimate from the OOM sizes)"))
         if total and held is not None and held > 0.9 * total and alloc > 0.05 * total:
             out.append(cue("size:large-on-full", "a large allocation when the process already holds most of the GPU"))
+    from oomguard.diagnose.phase_facts import memory_facts
+
+    for fact in memory_facts(n, ctx, col):
+        out.append(cue(fact.feature, fact.why))
     if not placed:
         out.append(cue("oom:no-phase", "no phase marker or traceback frame places the OOM"))
     return out
@@ -357,6 +366,11 @@ def _context_cues(col: Collector, ctx: Context) -> list[Cue]:
             # vLLM's budget is utilization x total: weights above it leave no KV cache, or do not load
             add("ctx:weights-above-budget", f"weights ~{w:.1f} GiB per GPU ({how}) exceed the budget "
                 f"{util:g} x {total:.1f} GiB = {util * total:.1f} GiB")
+    gpus_used = ctx.tensor_parallel_size * ctx.pipeline_parallel_size
+    if ctx.gpus_given and ctx.gpus_given > gpus_used and (weights is None or not total
+                                                          or weights[0] > SMALL_WEIGHTS_SHARE * total):
+        # the machine has more GPUs than the launch splits the model over, and nothing says the model is small
+        add("ctx:gpus-unused", f"{ctx.gpus_given} GPUs, the launch uses {gpus_used} (tensor x pipeline parallel)")
     _launch_cues(ctx, util, add)
     if ctx.multimodal:
         add("ctx:multimodal", "a multimodal model (a vision/audio encoder is profiled at start-up)")

@@ -132,6 +132,8 @@ def cue_lines(v: dict[str, Any], limit: int = 12) -> list[str]:
     if family:
         out.append(f"GPU-memory family {family['probability']:.2f}; phase within it (phase model): "
                    + ", ".join(f"{p['class']} {p['probability']:.2f}" for p in family["phase"]))
+        for c in family.get("decided_by", []):
+            out.append(f"phase {c['margin']:+.2f} vs {c['against']}  {c['feature']}  ({c['why']})")
     alts = v.get("alternatives") or []
     if alts:
         out.append("next most likely: " + ", ".join(f"{a['class']} {a['probability']:.2f}" for a in alts))

@@ -33,7 +33,7 @@ GPU_OOM_ANCHORS = frozenset({"sig:cuda-oom", "sig:oom-prose", "para:oom-prose", 
 _PHASE_KINDS = ("frame:", "paste-frame:", "phase:", "paste-phase:", "hint:", "oom:", "size:", "flag:", "req:",
                 "paste:")
 _PHASE_CUES = frozenset({"ctx:served", "ctx:ready", "ctx:weights-exceed-gpu", "ctx:weights-tight", "ctx:weights-fit",
-                         "ctx:weights-small", "ctx:weights-above-budget", "ctx:util-above-default",
+                         "ctx:weights-small", "ctx:weights-above-budget", "ctx:gpus-unused", "ctx:util-above-default",
                          "ctx:util-below-default", "ctx:max-len-set",
                          "ctx:multimodal", "ctx:multimodal-large-gpu", "ctx:eager", "ctx:engine-v0",
                          "ctx:tensor-parallel", "words:startup", "words:loading", "words:after-load", "words:serving",
@@ -89,6 +89,9 @@ class Weights:
     # The most a verdict that rests on people's wording (tier "paraphrase") may claim: FITTED on the
     # leave-one-batch-out verdicts of that tier (scripts/train_diagnose.py), 0.5 when the file has none.
     paraphrase_cap: float = 0.5
+    # The most a GPU-OOM verdict whose phase nothing in the report places (``oom:no-phase``) may claim: FITTED on the
+    # leave-one-batch-out verdicts of that kind (scripts/train_diagnose.py), 1.0 (no cap) when the file has none.
+    unplaced_cap: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         out = {"classes": list(self.classes), "bias": self.bias, "temperature": self.temperature,
@@ -98,6 +101,7 @@ class Weights:
         if self.fix_votes:
             out["fix_votes"] = self.fix_votes
         out["paraphrase_cap"] = self.paraphrase_cap
+        out["unplaced_cap"] = self.unplaced_cap
         return out
 
     @classmethod
@@ -109,7 +113,7 @@ class Weights:
         phase = PhaseModel.from_dict(data["phase"]) if data.get("phase") else None
         votes = {str(c): {str(f): int(n) for f, n in row.items()} for c, row in data.get("fix_votes", {}).items()}
         return cls(classes, bias, features, float(data.get("temperature", 1.0)), dict(data.get("meta", {})), phase,
-                   votes, float(data.get("paraphrase_cap", 0.5)))
+                   votes, float(data.get("paraphrase_cap", 0.5)), float(data.get("unplaced_cap", 1.0)))
 
 
 @lru_cache(maxsize=4)
