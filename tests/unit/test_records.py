@@ -128,3 +128,24 @@ def test_a_records_subclass_has_the_bases_fields_first():
     assert (s.name, s.line, s.words, s.quoted, s.key, s.node) == ("x", 3, [], "", "k", None)
     assert s.where() == "x:3" and s != Rec("x", 3) and isinstance(s, Rec)
     assert Sub("y", 1).words is not Sub("y", 1).words
+
+
+@record(slots=True)
+class Slotted:
+    a: int
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
+    seen: int | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        self.cache["made"] = self.a
+
+
+def test_field_options_post_init_and_slots_as_a_dataclass():
+    s = Slotted(1)
+    assert s.cache == {"made": 1} and repr(s) == "Slotted(a=1, seen=None)"
+    assert s == Slotted(1, seen=5) and s != Slotted(2)
+    assert not hasattr(s, "__dict__") and Slotted.__slots__ == ("a", "cache", "seen")
+    with pytest.raises(AttributeError):
+        s.other = 1
+    s.seen = 3
+    assert s.seen == 3 and pickle.loads(pickle.dumps(s)) == s

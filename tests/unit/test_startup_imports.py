@@ -70,10 +70,10 @@ def test_plan_json_imports_no_heavy_library_and_reads_one_table(tmp_path):
     assert tables == {_table(releases.supported()[-1])}
 
 
-# What plan's path does not import (stdlib modules a command's start-up paid for, ms of CPU each on Python
-# 3.11): dataclasses and the inspect/ast/dis/tokenize it pulls in (~8 ms; the path's mutable records are
-# oomguard.records, its frozen ones NamedTuples).
-NOT_ON_PLANS_PATH = ("dataclasses", "inspect", "ast", "dis", "tokenize")
+# What plan, check and fit do not import (stdlib modules their start-up paid for, ms of CPU each on Python
+# 3.11): dataclasses and the inspect/ast/dis/tokenize it pulls in (~8 ms; their mutable records are
+# oomguard.records, their frozen ones NamedTuples).
+NOT_AT_START_UP = ("dataclasses", "inspect", "ast", "dis", "tokenize")
 
 
 @pytest.mark.parametrize("argv", [
@@ -83,7 +83,7 @@ NOT_ON_PLANS_PATH = ("dataclasses", "inspect", "ast", "dis", "tokenize")
 def test_plan_defines_no_dataclass_and_imports_no_dataclasses(tmp_path, argv):
     data = _report(tmp_path, *argv)
     assert data["dataclasses"] == [], "plan's records are oomguard.records or NamedTuples"
-    assert sorted(set(NOT_ON_PLANS_PATH) & set(data["modules"])) == []
+    assert sorted(set(NOT_AT_START_UP) & set(data["modules"])) == []
 
 
 def test_plan_reads_only_the_asked_release(tmp_path):
@@ -98,6 +98,7 @@ def test_check_with_an_unknown_flag_reads_the_index_not_every_table(tmp_path):
                            "--format", "json")
     assert tables == {_table(releases.supported()[-1]), "option-index.json"}
     assert _packages(modules, "oomguard.diagnose", "oomguard.export", "oomguard.probe", "oomguard.watch") == []
+    assert sorted(set(NOT_AT_START_UP) & modules) == []
 
 
 @pytest.mark.parametrize("log", ["bad-argument-swap-space.log", "v1-kv-too-small.log"])
@@ -118,3 +119,4 @@ def test_fit_imports_no_heavy_library(tmp_path):
     assert _packages(modules, "oomguard.diagnose", "oomguard.check", "oomguard.export", "oomguard.probe",
                      "oomguard.watch") == []
     assert tables == {_table(releases.supported()[-1])}
+    assert sorted(set(NOT_AT_START_UP) & modules) == []
