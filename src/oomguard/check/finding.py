@@ -14,9 +14,9 @@ environment, the variable name (``VLLM_ALLOW_LONG_MAX_MODEL_LEN``), or ``SHM_SIZ
 from __future__ import annotations
 
 import enum
-from typing import Any, NamedTuple
+from typing import Any
 
-from oomguard.records import field, record
+from oomguard.records import NamedTuple, field, record
 
 
 class Severity(str, enum.Enum):

@@ -21,7 +21,6 @@ against ``plan_launch`` on samples of candidates.
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
 from oomguard.model import activation as act
 from oomguard.model.cudagraph import cudagraph_estimate
@@ -30,7 +29,7 @@ from oomguard.model.failures import FailureClass
 from oomguard.model.kv_spec import KVLayout, blocks_per_request
 from oomguard.model.non_torch import startup_free_check
 from oomguard.model.planner import CUDA_CONTEXT_BYTES, plan_launch
-from oomguard.records import field, record
+from oomguard.records import NamedTuple, field, record
 from oomguard.units import MiB, cdiv
 
 

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from enum import Enum
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from oomguard.errors import InputError
-from oomguard.records import field, record
+from oomguard.records import NamedTuple, field, record
 
 from . import releases
 
