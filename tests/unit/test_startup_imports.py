@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from oomguard.cli.main import YOUNG_GENERATION
 from oomguard.versions import releases
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,7 +22,7 @@ S1 = REPO / "tests" / "scenarios" / "s1"
 LOGS = REPO / "tests" / "fixtures" / "logs"
 
 _PROBE = r"""
-import json, sys
+import gc, json, sys
 opened = []
 sys.addaudithook(lambda ev, a: opened.append(a[0]) if ev == "open" and isinstance(a[0], str) else None)
 report, sys.argv = sys.argv[1], ["oomguard"] + sys.argv[2:]
@@ -38,7 +39,7 @@ finally:
                            and any(not isinstance(a, str) for a in vars(c).get("__annotations__", {}).values()))
     with open(report, "w") as out:
         json.dump({"modules": sorted(sys.modules), "opened": opened, "dataclasses": records,
-                   "typing_named_tuples": typing_tuples}, out)
+                   "typing_named_tuples": typing_tuples, "gc_threshold": gc.get_threshold()}, out)
 sys.exit(code)
 """
 
@@ -89,6 +90,8 @@ def test_plan_defines_no_dataclass_nor_typing_named_tuple(tmp_path, argv):
     data = _report(tmp_path, *argv)
     assert data["dataclasses"] == [], "plan's records are oomguard.records"
     assert data["typing_named_tuples"] == [], "plan's frozen records are oomguard.records.NamedTuple"
+    # the command line's young generation (cli/main.py): start-up's objects are not garbage
+    assert data["gc_threshold"][0] == YOUNG_GENERATION
     assert sorted(set(NOT_AT_START_UP) & set(data["modules"])) == []
 
 
