@@ -101,10 +101,10 @@ _NOT_A_VALUE = lazy_re.compile(r"(?i)^(?:none|null|true|false|nil|\[\]|\{\}|''|\
 # No word boundary before a name or a token anywhere below: a credential glued to other text ("HTTP_AUTHORIZATION",
 # "x_Bearer", "%3Dsk-...", "token_hf_...") has none, and the token shapes decide by their own form instead.
 _HEADER = lazy_re.compile(
-    r"(?i)(?<![A-Za-z0-9-])(authorization|proxy-authorization)(\s*[:=]\s*)(?:(bearer|basic|token|digest)\s+)?"
+    r"(?i)(?<![A-Za-z0-9])(authorization|proxy-authorization)(\s*[:=]\s*)(?:(bearer|basic|token|digest)\s+)?"
     r"([^\s,;'\"}]+)"
 )
-_API_KEY_HEADER = lazy_re.compile(r"(?i)(?<![A-Za-z0-9-])(x-api-key|api-key)(\s*:[ \t]*)([^\s,;'\"}]+)")
+_API_KEY_HEADER = lazy_re.compile(r"(?i)(?<![A-Za-z0-9])(x-api-key|api-key)(\s*:[ \t]*)([^\s,;'\"}]+)")
 _BEARER = lazy_re.compile(r"(?i)(bearer[ \t]+)([A-Za-z0-9._~+/=-]{4,})")
 # scheme://user:pass@  and  scheme://token@ (userinfo without a password is a token too)
 _URL_USERINFO = lazy_re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,30}://)([^/\s:@'\"]{1,200})(?::([^@\s/'\"]{0,200}))?@")
