@@ -105,7 +105,7 @@ _HEADER = lazy_re.compile(
     r"([^\s,;'\"}]+)"
 )
 _API_KEY_HEADER = lazy_re.compile(r"(?i)(?<![A-Za-z0-9])(x-api-key|api-key)(\s*:[ \t]*)([^\s,;'\"}]+)")
-_BEARER = lazy_re.compile(r"(?i)(bearer[ \t]+)([A-Za-z0-9._~+/=-]{4,})")
+_BEARER = lazy_re.compile(r"(?i)(bearer[ \t]+)(?!bearer[ \t])([A-Za-z0-9._~+/=-]{4,})")
 # scheme://user:pass@  and  scheme://token@ (userinfo without a password is a token too)
 _URL_USERINFO = lazy_re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,30}://)([^/\s:@'\"]{1,200})(?::([^@\s/'\"]{0,200}))?@")
 # --flag value / --flag=value: the flag's name decides

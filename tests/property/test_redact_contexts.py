@@ -72,7 +72,7 @@ def test_a_token_in_any_context_glued_to_anything_is_masked(shape):
 
 @pytest.mark.parametrize("text", ["X-Authorization: plainvalue42", "X-Custom-Authorization=Basic dXNlcjpwYXNz99",
                                   "Proxy-Authorization: Bearer plainvalue42", "HTTP_AUTHORIZATION=Basic plainvalue42",
-                                  "my-x-api-key: plainvalue42", "x_Bearer plainvalue42", '"Authorization":"Bearer plainvalue42"'])
+                                  "my-x-api-key: plainvalue42", "x_Bearer plainvalue42", "_bearer Bearer plainvalue42", '"Authorization":"Bearer plainvalue42"'])
 def test_a_header_named_with_a_prefix_masks_a_value_of_no_known_shape(text):
     out = redact_text(text)
     assert "plainvalue42" not in out and "dXNlcjpwYXNz99" not in out and "***" in out, out
