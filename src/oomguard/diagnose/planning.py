@@ -371,10 +371,11 @@ def _model_spec(spec: str) -> tuple[str, str]:
 
 
 def resolve_model(option: str | None, ctx: Any) -> tuple[str, str, list[str]]:
-    """(the model spec, where it came from, notes): ``--model``, else the log or launch, else the model the report
-    names in words; the first that resolves offline wins and each earlier one says why it did not."""
-    candidates = [(option, "--model"), (ctx.model, "the log or launch"),
-                  (ctx.mentioned_model, "the report's words")]
+    """(the model spec, where it came from, notes): ``--model`` when given (one that does not resolve is said, never
+    replaced by another), else the log or launch, else the model the report names in words; the first that resolves
+    offline wins and each earlier one says why it did not."""
+    candidates = [(option, "--model")] if option else [(ctx.model, "the log or launch"),
+                                                       (ctx.mentioned_model, "the report's words")]
     notes: list[str] = []
     seen: set[str] = set()
     for spec, where in candidates:

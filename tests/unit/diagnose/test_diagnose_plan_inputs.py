@@ -69,11 +69,12 @@ def test_an_unknown_model_is_said_on_every_fix_and_in_the_facts(tmp_path):
                if f.checked), [f.checked for f in d.verdicts[0].fix]
 
 
-def test_an_unreadable_model_option_gives_way_to_the_logs_model_and_says_so(tmp_path):
+def test_an_unreadable_model_option_is_said_not_replaced_by_the_logs_model(tmp_path):
+    # the user named the model: the planner does not check the fixes on another one the log happens to name
     d = diagnose_paths([_write(tmp_path, _engine("Qwen/Qwen3-8B") + KV_ERROR)], model="my-finetune-7b", gpu="L4")
-    p = d.planner
-    assert p["checked"] and p["model"] == "Qwen/Qwen3-8B" and p["model_from"] == "the log or launch"
-    assert any("'my-finetune-7b' not readable offline" in n and "(from --model)" in n for n in p["notes"]), p
+    assert d.planner["checked"] is False
+    assert "'my-finetune-7b' not readable offline" in d.planner["why"] and "(from --model)" in d.planner["why"]
+    assert all(f.checked.startswith("not checked: model 'my-finetune-7b'") for f in d.verdicts[0].fix if f.checked)
 
 
 def test_a_folder_name_two_catalog_models_share_is_ambiguous(monkeypatch):
