@@ -22,7 +22,6 @@ Adding a feature kind means one entry here (or in parsers/cues.py) and its prior
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from oomguard.diagnose.classes import Phase
@@ -30,6 +29,7 @@ from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Signal, SignalEvent
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.scoring import GPU_OOM_ANCHORS, phase_only
+import oomguard.lazy_re as lazy_re
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ FRAME_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 _WEAK_ORDER = ("dummy-run", "warmup", "kv-init", "request", "execute-model", "forward")
 # A request being served: the OpenAI server's handlers ("create_chat_completion", "chat_completion_stream_generator",
 # a wrapper's "generate_videos") and the offline LLM.generate / LLM.chat; weak (a start-up's dummy run is not one).
-_REQUEST_FRAME = re.compile(r"^(?:create_[a-z_]+|[a-z_]*completion[a-z_]*_generator|generate(?:_[a-z]+)?|chat)$")
+_REQUEST_FRAME = lazy_re.compile(r"^(?:create_[a-z_]+|[a-z_]*completion[a-z_]*_generator|generate(?:_[a-z]+)?|chat)$")
 _FRAME_GROUP = {name: group for group, names in FRAME_GROUPS for name in names}
 # Frames that only narrow it down: V1's compile_or_warm_up_model runs the compile sizes, the graph capture and the
 # sampler warm-up; execute_model runs for the profile and for requests.
