@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from oomguard.diagnose.events import LogLine
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.fragments import KEYWORDS as FRAGMENT_KEYWORDS
+from oomguard.diagnose.parsers.frames import PYTHON_MESSAGE
 from oomguard.diagnose.trie import alternation
 import oomguard.lazy_re as lazy_re  # a log's scan runs a few of the ~80 cue patterns: each compiles when first run
 
@@ -46,6 +47,18 @@ def _rule(feature: str, pattern: str, keywords: tuple[str, ...], example: str, *
           states: bool = False, negatable: bool = False) -> CueRule:
     return CueRule(feature, lazy_re.compile(pattern, flags), tuple(k.encode() for k in keywords), prose, example, failure,
                    exact_keywords, states, negatable)
+
+
+# Applications that call a vLLM server (comp:client-app): platforms, front ends and HTTP tools people name.
+_CLIENT_APPS = ("Dify", "dify", "Open WebUI", "open-webui", "OpenWebUI", "Jan.ai", "Postman", "postman", "Insomnia",
+                "LangChain", "langchain", "LlamaIndex", "llama_index", "SillyTavern", "Chatbox", "Cherry Studio",
+                "FastGPT", "RAGFlow", "ragflow", "AnythingLLM", "LobeChat", "LibreChat", "MaxKB", "one-api", "new-api",
+                "OpenAI-API-compatible", "front end", "frontend", "front-end")
+# "<verb> <adverb>" said of the server (words:server-works); also "successfully deployed / started".
+_WORKS = tuple(f"{v} {a}" for v in ("works", "worked", "working", "work", "functioned", "functions", "runs", "ran",
+                                    "running", "responds", "responded")
+               for a in ("fine", "normally", "correctly", "properly", "as expected", "perfectly")) + tuple(
+    f"successfully {v}" for v in ("deployed", "started", "launched", "running", "serving"))
 
 
 TABLE: tuple[CueRule, ...] = (
@@ -182,6 +195,15 @@ TABLE: tuple[CueRule, ...] = (
     _rule("comp:k8s", r"kubectl|\bpods?\b|kubelet|Kubernetes|\bk8s\b|\bcontainer\b",
           ("kubectl", "pod", "Pod", "kubelet", "Kubernetes", "kubernetes", "k8s", "container", "Container"),
           "the pod restarts"),
+    # An application that calls the server (an LLM platform, a chat front end, an HTTP tool): a failure the reporter
+    # places in it is the client's, not the server's (issue 16 item 5: a server that serves is healthy).
+    _rule("comp:client-app", r"\b(?:" + "|".join(re.escape(a) for a in _CLIENT_APPS) + r")\b", _CLIENT_APPS,
+          "when I add the model in Dify it reports an error", prose=True),
+    # The reporter says the server itself serves ("the API calls work fine", "tested with Postman, it worked fine",
+    # "successfully deployed", 服务正常): with a failure placed in a client, the server is not what failed.
+    _rule("words:server-works", r"\b(?:" + "|".join(_WORKS) + r")\b|(?:服务|接口|调用|访问)\S{0,3}正常",
+          tuple(w.replace("\\", "") for w in _WORKS) + ("正常",), "I tested the API locally using Postman, and it worked fine",
+          prose=True),
     # --- the machine -------------------------------------------------------------------------------
     _rule("gpu:pre-ampere",
           r"\bV100\b|\bT4\b|\bP100\b|\bP40\b|\bTesla\b|RTX ?20[678]0|\bGTX\b|\bTitan\b|\bTuring\b|\bVolta\b|"
@@ -441,10 +463,15 @@ def parse_cues(line: LogLine, col: Collector) -> None:
     words = line.prose or _CJK.search(msg) is not None
     error = line.level in ("ERROR", "CRITICAL") or _ERROR_RECORD.match(msg) is not None
     failure = words or error
+    # The interpreter's own message (a TypeError's "unsupported operand type(s)", "got an unexpected keyword
+    # argument"): its words are Python's, not a statement about the configuration (parsers/frames.PYTHON_MESSAGE).
+    interpreter = error and PYTHON_MESSAGE.search(msg) is not None
     tried: set[str] = set()
     for keyword in found:
         for rule in _RULES_BY_KEYWORD.get(keyword, ()):
             if rule.feature in tried or (rule.prose and not words) or (rule.failure and not failure):
+                continue
+            if interpreter and rule.feature.startswith("words:"):
                 continue
             tried.add(rule.feature)
             if any(not (rule.negatable and negated(msg, m)) for m in rule.pattern.finditer(msg)):
