@@ -139,3 +139,54 @@ def test_a_server_said_to_work_before_it_crashed_is_still_a_failure(tmp_path):
             "79.19 GiB of which 1.12 GiB is free.\nI use it from Dify.\n")
     d = _diagnose(tmp_path, text)
     assert d.verdicts and d.verdicts[0].cls.value.endswith("oom")
+
+
+# --- the device table (parsers/devices.py) ----------------------------------------------------------------------
+
+
+def test_every_backend_of_the_device_table_is_a_component_cue_with_its_words():
+    from oomguard.diagnose.parsers import cues, devices
+
+    rules = {r.feature: r for r in cues.TABLE}
+    for b in devices.BACKENDS:
+        if b.names:
+            assert f"comp:{b.name}" in rules
+        for word in b.memory:
+            assert rules["words:gpu-mem"].pattern.search(f"the {word} is full"), word
+        for word in b.graphs:
+            assert rules["words:capture"].pattern.search(f"while {word}s are built"), word
+        for lib in b.collective:
+            assert rules["words:collective"].pattern.search(f"{lib} hangs"), lib
+
+
+@pytest.mark.parametrize("text, feature", [
+    ("vllm-gaudi on a Gaudi3: the HPU graphs warm-up fails", "comp:gaudi"),
+    ("running tpu-inference on a v6e-8", "comp:tpu"),
+    ("the XPU (Arc A770) run with ipex", "comp:xpu"),
+])
+def test_a_report_naming_a_backend_carries_its_component(tmp_path, text, feature):
+    from oomguard.diagnose.diagnosis import prepare
+
+    prepared = prepare([_write(tmp_path, text + "\nit fails with an error\n")])
+    assert feature in prepared.collector.cues
+
+
+def _write(tmp_path: Path, text: str) -> str:
+    p = tmp_path / "report.txt"
+    p.write_text(text, encoding="utf-8")
+    return str(p)
+
+
+def test_a_collective_that_timed_out_without_an_nccl_line_is_a_collective_failure(tmp_path):
+    text = ("[rank1]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error: the all_reduce "
+            "in the TP group timed out after 1800000 ms\n")
+    v = _diagnose(tmp_path, text).verdicts[0]
+    assert "coll:failure" in _features(v)
+    assert v.cls.value == "nccl-error"
+
+
+def test_dev_shm_running_short_is_host_memory(tmp_path):
+    text = "RuntimeError: Insufficient space in /dev/shm:\n4095/4096 MiB required, 1405 MiB free\n"
+    v = _diagnose(tmp_path, text).verdicts[0]
+    assert "mem:host-short" in _features(v)
+    assert v.cls.value == "host-oom"
