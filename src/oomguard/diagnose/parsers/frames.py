@@ -29,23 +29,24 @@ def frame_function(message: str) -> str | None:
     return found[0] if found is not None else None
 
 
-# (pattern, group of the function, group of the file path or 0 where the shape keeps none)
-_SHAPES = ((_CPYTHON, 3, 1), (_IPYTHON, 3, 1), (_IPYTHON_OLD, 2, 1), (_RICH, 2, 0), (_PYSPY, 1, 2), (_TRIMMED, 1, 0))
 _RICH_PATH = lazy_re.compile(r"^[\s>|│┃]*([^\s│]{0,500}\.py):\d")
+# (pattern, group of the function, where the file path is: its group, a pattern of its own, or None: not kept)
+_SHAPES = ((_CPYTHON, 3, 1), (_IPYTHON, 3, 1), (_IPYTHON_OLD, 2, 1), (_RICH, 2, _RICH_PATH), (_PYSPY, 1, 2),
+           (_TRIMMED, 1, None))
 
 
 def frame(message: str) -> tuple[str, str | None] | None:
     """(function, file path or None) of a traceback frame line, or None when ``message`` is not one."""
     if ".py" not in message:
         return None
-    for rx, group, path_group in _SHAPES:
+    for rx, group, path in _SHAPES:
         m = rx.match(message)
         if m:
             # "GPUModelRunner.load_model" (IPython qualifies methods): the method is what matters.
             name = m.group(group).rsplit(".", 1)[-1]
-            if path_group:
-                return name, m.group(path_group)
-            p = _RICH_PATH.match(message) if rx is _RICH else None
+            if isinstance(path, int):
+                return name, m.group(path)
+            p = path.match(message) if path is not None else None
             return name, p.group(1) if p else None
     return None
 
