@@ -38,8 +38,10 @@ BACKENDS: tuple[Backend, ...] = (
                                                          "npu graph"),
             collective=("HCCL",)),
     # Intel Gaudi: its own vLLM plugin (vllm-gaudi, HabanaAI's fork); warm-up compiles HPU graphs per bucket
-    Backend("gaudi", (r"\bGaudi\d?\b", r"\bgaudi\d?\b", r"\bHPUs?\b", r"\bhpu\b", r"[Hh]abana", r"vllm[_-]gaudi"),
-            ("Gaudi", "gaudi", "HPU", "hpu", "habana", "Habana"),
+    # (lower-case "hpu" only after a space or "=": "throughput" holds it, and the keyword would select every
+    # throughput line)
+    Backend("gaudi", (r"\bGaudi\d?\b", r"\bgaudi\d?\b", r"\bHPUs?\b", r"(?<=[ =])hpu\b", r"[Hh]abana", r"vllm[_-]gaudi"),
+            ("Gaudi", "gaudi", "HPU", " hpu", "=hpu", "habana", "Habana"),
             memory=("HPU memory", "hpu memory"), graphs=("HPU graph", "HPUGraph", "hpu_graph", "hpu graph"),
             collective=("HCCL",)),
     # Google TPU (torch_xla, tpu-inference / JAX): the compiled graphs' on-chip memories are vmem and smem
