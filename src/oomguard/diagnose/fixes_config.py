@@ -227,8 +227,19 @@ _FAMILIES: tuple[tuple[str, frozenset[str], str, frozenset[str], str, Any, str],
      "--disable-custom-all-reduce", True,
      "vLLM's custom all-reduce kernel needs P2P / CUDA IPC between the GPUs; NCCL's all-reduce works without it"),
     ("remote-code", frozenset({"config-error", "unknown", "missing-dependency", "bad-argument"}),
-     r"trust[_-]remote[_-]code", frozenset({cue_name("cfg:remote-code")}), "--trust-remote-code", True,
+     r"trust[_ -]remote[_ -]code", frozenset({cue_name("cfg:remote-code")}), "--trust-remote-code", True,
      "the model's repository ships its own modelling or tokenizer code"),
+    # torch's dtype mismatch inside the model's forward ("expected scalar type Half but found BFloat16"): the launch
+    # forces a dtype the checkpoint's own layers (or its quantization kernels) were not written for
+    ("dtype-mismatch", frozenset({"config-error", "unknown", "bad-argument"}),
+     r"expected (?:scalar type|both tensors to be|mat1 and mat2 to have the same dtype)|"
+     r"(?:Half|BFloat16|Float) but found (?:Half|BFloat16|Float)|must have the same dtype", frozenset(), "--dtype",
+     "auto", "the forced dtype does not match the checkpoint's layers: auto runs them in the dtype they were saved in"),
+    # an error raised in a tool-call parser (vllm/entrypoints/openai/tool_parsers/<name>_tool_parser.py, its
+    # extract_tool_calls frames, or the argument itself): the parser is chosen per model family
+    ("tool-parser", frozenset({"config-error", "unknown", "bad-argument"}),
+     r"\w+_tool_parser\.py|tool[_-]call[_-]parser|extract(?:ing)?[_ ]tool[_ ]calls?", frozenset(), "--tool-call-parser",
+     CHOOSE_VALUE, "the tool-call parser must be the one of the model's family (vLLM's tool calling docs list them)"),
     ("tokenizer", frozenset({"config-error", "unknown", "chat-template-error"}),
      r"tokenizer[_-]mode|MistralTokenizer|mistral_common|tekken", frozenset(), "--tokenizer-mode", "mistral",
      "Mistral-format checkpoints need Mistral's tokenizer (tekken / mistral_common)"),
