@@ -69,6 +69,8 @@ def _round_up(x: int, k: int) -> int:
 # /work/shared/calibration) equals I padded to 256 (the triton_kernels swizzled layouts pad
 # after loading). Marlin's rule reproduces F020 (65.97 GiB, Marlin, ~0.10.1) to 0.1 %.
 TRITON_EFFECTIVE_I_ALIGN = 256
+# The fitted constants of this module and their records (benchmarks/calibration.py re-fits them).
+FITTED_CONSTANTS = {"TRITON_EFFECTIVE_I_ALIGN": "F021 (failures.jsonl; vllm#33155, 0.14.1); S110 S111 agree"}
 
 
 def mxfp4_padded_sizes(backend: str, hidden: int, inter_per_partition: int, *, effective: bool = True) -> tuple[int, int]:
