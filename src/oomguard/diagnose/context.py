@@ -160,6 +160,14 @@ class Context:
         m = re.match(r"v?(\d{1,4})\.(\d{1,4})", self.version)
         return (int(m.group(1)), int(m.group(2))) if m else None
 
+    def default_util(self) -> float:
+        """The release's --gpu-memory-utilization default (0.9 when the release is not known): a fact of the
+        launch, read by the cues (a setting above or below it) and the fixes (what to lower from)."""
+        from oomguard.model.engine import default_utilization
+
+        v = self.version_tuple()
+        return default_utilization(v) if v else 0.9
+
     # --- model / GPU ---------------------------------------------------
     @property
     def multimodal(self) -> bool:

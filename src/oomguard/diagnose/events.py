@@ -12,6 +12,22 @@ from enum import Enum
 from typing import Any
 
 from oomguard.diagnose.classes import FailureClass, Phase
+import oomguard.lazy_re as lazy_re
+
+# How Python names an exception class, by its suffix: the one place (the errors parser and the message table read
+# exception lines by it, the prefilter watches lines naming a new one).
+EXCEPTION_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit")
+# The name in front of an exception line ("torch.OutOfMemoryError", "KeyboardInterrupt"), its own name in group 1.
+EXCEPTION_NAME = r"^(?:[\w.]+\.)?(\w*(?:" + "|".join(EXCEPTION_SUFFIXES) + r"))"
+# An error record without a level: a line that starts with an error's name ("RuntimeError: ...", "ValueError ...");
+# KeyboardInterrupt and SystemExit are not errors.
+_ERROR_RECORD = lazy_re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
+
+
+def error_record(msg: str, *, colon: bool = False) -> bool:
+    """True when ``msg`` starts with an error's name (with ``colon``: the name then ``:``, "RuntimeError: ...")."""
+    m = _ERROR_RECORD.match(msg)
+    return m is not None and (not colon or msg[m.end():m.end() + 1] == ":")
 
 
 class Signal(str, Enum):
@@ -80,6 +96,8 @@ class SignalEvent:
     run: int = 0
     seq: int = 0
     frames: tuple[str, ...] = ()
+    # the component whose code raised it (parsers/frames.component of the innermost frame: "vllm", "wrapper"...)
+    raised_by: str | None = None
     numbers: dict[str, Any] = field(default_factory=dict)
     hints: frozenset[str] = frozenset()
     prose: bool = False
@@ -140,7 +158,8 @@ class Verdict:
     numbers: list[str] = field(default_factory=list)
     phase: Phase = Phase.UNKNOWN
     first_seq: int = 0
-    tier: str = "message"  # "paraphrase": rests on people's wording only (lower confidence)
+    tier: str = "message"  # "paraphrase": rests on people's wording only; "generic": on a generic exception
+    component: str | None = None  # whose code raised its error line (features "raised:"): "vllm", "wrapper"...
     # the terms of the class's score (classifier._explain): feature, weight, why, file/line/text
     cues: list[dict[str, Any]] = field(default_factory=list)
     alternatives: list[tuple[str, float]] = field(default_factory=list)  # the next classes and their probabilities
@@ -161,6 +180,8 @@ class Verdict:
             "cues": [dict(c) for c in self.cues],
             "alternatives": [{"class": c, "probability": p} for c, p in self.alternatives],
         }
+        if self.component:
+            out["component"] = self.component
         if self.settle:
             out["settle"] = self.settle
         if self.family is not None:

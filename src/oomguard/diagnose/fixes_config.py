@@ -17,6 +17,7 @@ from oomguard.diagnose.flags import hint_for, split_unrecognized
 from oomguard.diagnose.parsers.cues import cue_name
 from oomguard.diagnose.parsers.numbers import maybe_number
 from oomguard.diagnose.remedy import num_of
+import oomguard.lazy_re as lazy_re
 
 
 def _ima(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
@@ -343,7 +344,7 @@ def family_fixes(v: Verdict, members: list[Any], col: Collector, ctx: Context) -
 
 # A setting as people write it in a report: --flag, snake_case (an engine argument) or a hyphenated keyword
 # ('limit-mm-per-prompt'); only names vLLM has as flags count (_is_vllm_flag), so ordinary words fall away.
-_REPORTED = re.compile(r"(?<![\w-])(?:--)?([a-z][a-z0-9]*(?:[-_][a-z0-9]+){1,5})\b")
+_REPORTED = lazy_re.compile(r"(?<![\w-])(?:--)?([a-z][a-z0-9]*(?:[-_][a-z0-9]+){1,5})\b")
 
 
 def reported_settings(v: Verdict, members: list[Any], col: Collector, limit: int = 2) -> list[Fix]:
@@ -389,7 +390,7 @@ def launch_levers(ctx: Context, limit: int = 3) -> list[Fix]:
 # vLLM's errors name the setting at fault, as a flag ("--limit-mm-per-prompt") or a config field
 # ("max_lora_rank", "swap_space"): a configuration error's fix is that setting, with its value left to the
 # reader when the message gives none. Settings that never fix anything (addresses, names) are left out.
-_MENTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]{2,50})|\b([a-z][a-z0-9]*(?:_[a-z0-9]+){1,5})\b")
+_MENTION = lazy_re.compile(r"(?<![\w-])--([a-z][a-z0-9-]{2,50})|\b([a-z][a-z0-9]*(?:_[a-z0-9]+){1,5})\b")
 _NOT_A_FIX = {"--model", "--host", "--port", "--served-model-name", "--api-key", "--tokenizer", "--revision",
               "--download-dir", "--seed", "--help", "--config", "--device", "--load-format", "--trust-remote-code"}
 NAMED_SETTING_CLASSES = frozenset({"config-error", "unknown", "max-len-exceeds-model", "bad-argument", "host-oom",

@@ -14,11 +14,11 @@ What the KV budget pays for outside PyTorch's allocator depends on three things
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
 from oomguard.model.description import ModelDescription
 from oomguard.model.engine import EngineSettings
 from oomguard.model.estimate import Term
+from oomguard.records import NamedTuple
 from oomguard.units import GiB, MiB
 
 # Baseline before vLLM's snapshot: the CUDA context of one process (driver, runtime, kernels
@@ -48,6 +48,12 @@ NCCL_RING_CHANNELS_NVLINK = 16
 # channels), connected lazily on the first large all-reduce, i.e. inside the profile run.
 # Record: S059 (0.11.0, H200 TP 2): logged pool 44.59 GiB leaves ≈ 1.4 GiB non-torch.
 NCCL_NVSWITCH_LAZY = 1000 * MiB
+
+# The fitted constants of this module and their records (benchmarks/calibration.py re-fits them).
+FITTED_CONSTANTS = {
+    "LAZY_NON_TORCH": "S100 S101 S058 S136 S031 S134 S110-S119 S030 S045",
+    "NCCL_NVSWITCH_LAZY": "S059",
+}
 
 # distributed/device_communicators/custom_all_reduce.py::CustomAllreduce.__init__
 CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)
