@@ -164,7 +164,7 @@ def collect(log=print) -> tuple[list[Item], int]:  # noqa: ANN001
 
     def on_fold(held, model):  # noqa: ANN001, ANN202
         weights = train.weights_for_fold(d, model, shipped.temperature, phase_t, shipped.paraphrase_cap,
-                                         shipped.unplaced_cap)
+                                         shipped.generic_cap)
         for s in held:
             if not s.record.get("fix_flag"):
                 continue

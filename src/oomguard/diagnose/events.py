@@ -96,6 +96,8 @@ class SignalEvent:
     run: int = 0
     seq: int = 0
     frames: tuple[str, ...] = ()
+    # the component whose code raised it (parsers/frames.component of the innermost frame: "vllm", "wrapper"...)
+    raised_by: str | None = None
     numbers: dict[str, Any] = field(default_factory=dict)
     hints: frozenset[str] = frozenset()
     prose: bool = False
@@ -156,7 +158,8 @@ class Verdict:
     numbers: list[str] = field(default_factory=list)
     phase: Phase = Phase.UNKNOWN
     first_seq: int = 0
-    tier: str = "message"  # "paraphrase": rests on people's wording only (lower confidence)
+    tier: str = "message"  # "paraphrase": rests on people's wording only; "generic": on a generic exception
+    component: str | None = None  # whose code raised its error line (features "raised:"): "vllm", "wrapper"...
     # the terms of the class's score (classifier._explain): feature, weight, why, file/line/text
     cues: list[dict[str, Any]] = field(default_factory=list)
     alternatives: list[tuple[str, float]] = field(default_factory=list)  # the next classes and their probabilities
@@ -179,6 +182,8 @@ class Verdict:
             "cues": [dict(c) for c in self.cues],
             "alternatives": [{"class": c, "probability": p} for c, p in self.alternatives],
         }
+        if self.component:
+            out["component"] = self.component
         if self.settle:
             out["settle"] = self.settle
         if self.family is not None:

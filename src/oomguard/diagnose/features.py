@@ -130,8 +130,9 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
             first_error.setdefault(ev.run, ev.seq)
         if ev.signal in GPU_OOM_SIGNALS:
             gpu_oom_seq.setdefault(ev.run, ev.seq)
+    raisers = _raisers(col)
     for ev in col.signals:
-        cues += _signal_cues(ev, col, ctx, first_error, gpu_oom_seq)
+        cues += _signal_cues(ev, col, ctx, first_error, gpu_oom_seq, raisers.get(id(ev)))
     if ctx.exit_code in (137, -9):
         cues.append(Cue("exit:137", f"exit status {ctx.exit_code} = SIGKILL, the kernel OOM killer's signal",
                         "--exit-code", 0, f"exit status {ctx.exit_code}", anchor=True))
@@ -209,19 +210,65 @@ _HINT_WORDS = {"hint:loading": "words:loading", "hint:capture": "words:capture",
 _UNSPECIFIC = frozenset({Signal.ENGINE_DIED, Signal.GENERIC_EXCEPTION})
 
 
+# Errors whose raising component bears on their class (an exception's, a check's, a keyword a call did not take):
+# the same words mean a vLLM check, a wrapper's own bug or two packages out of step, by whose code raised them.
+_ATTRIBUTED = frozenset({Signal.GENERIC_EXCEPTION, Signal.CONFIG_REJECTED, Signal.UNRECOGNIZED_ARGS,
+                         Signal.INVALID_ARG_VALUE})
+
+
+def _raisers(col: Collector) -> dict[int, str]:
+    """The component that raised each attributed error (``SignalEvent.raised_by``, else the package its exception
+    class is named from). An error re-logged by another handler without its traceback ("Failed to start model
+    server: <the same message>") is the same error: it takes the attribution of the line that had one."""
+    from oomguard.diagnose.parsers.frames import COMPONENTS
+
+    packages = {pkg: comp for comp, pkgs in COMPONENTS for pkg in pkgs}
+    out: dict[int, str] = {}
+    by_detail: dict[str, str] = {}
+    pending = []
+    for ev in col.signals:
+        if ev.signal not in _ATTRIBUTED:
+            continue
+        comp = ev.raised_by or packages.get(str(ev.numbers.get("module", "")))
+        if comp in ("server", "python"):
+            comp = None
+        detail = str(ev.numbers.get("args") or ev.numbers.get("detail") or "")[:120]
+        if comp is not None:
+            out[id(ev)] = comp
+            if detail:
+                by_detail.setdefault(detail, comp)
+        elif detail:
+            pending.append((ev, detail))
+    for ev, detail in pending:
+        if detail in by_detail:
+            out[id(ev)] = by_detail[detail]
+    return out
+
+
 def _signal_cues(ev: SignalEvent, col: Collector, ctx: Context, first_error: dict[int, int],
-                 gpu_oom_seq: dict[int, int]) -> list[Cue]:
+                 gpu_oom_seq: dict[int, int], raiser: str | None = None) -> list[Cue]:
     def cue(feature: str, why: str, anchor: bool = False) -> Cue:
         return Cue(feature, why, ev.file, ev.line, ev.text, anchor, ev)
 
     n = ev.numbers
+    s = ev.signal
     words = n.get("tier") == "paraphrase"
     # A weaker shape of a signal (a usage dump without its error line, Ray's "Waiting for creating a placement
     # group" line) carries its own feature name, so it gets its own weight.
     name = n.get("cue") or (("para:" if words else "sig:") + ev.signal.value)
-    out = [cue(name, _SIGNAL_WHY.get(ev.signal, ev.signal.value) + (" (in words, not a vLLM message)" if words else ""),
-               anchor=True)]
-    s = ev.signal
+    why = _SIGNAL_WHY.get(ev.signal, ev.signal.value) + (" (in words, not a vLLM message)" if words else "")
+    if s == Signal.UNRECOGNIZED_ARGS and n.get("keyword") and raiser not in (None, "vllm"):
+        # "X.__init__() got an unexpected keyword argument" raised at a call site outside vLLM: a wrapper calling
+        # a class of another package that no longer (or not yet) takes that keyword, not a user's command line
+        callee = n.get("prog") or "the callee"
+        name, why = "sig:api-mismatch", (f"a call in {raiser} code passes a keyword argument {callee} does not take: "
+                                         "two packages' versions out of step")
+    out = [cue(name, why, anchor=True)]
+    if raiser is not None and s in _ATTRIBUTED:
+        out.append(cue(f"raised:{raiser}", f"raised in {raiser} code (the traceback's innermost frame)"))
+    if s == Signal.GENERIC_EXCEPTION and n.get("python"):
+        out.append(cue("exc:python", "the interpreter's own message (a TypeError, AttributeError...): code and what it "
+                       "calls are out of step, a bug or two versions"))
     if s == Signal.KERNEL_OOM_KILL:
         if n.get("vllm_process"):
             out.append(cue("kill:vllm-process", "the kernel killed a process vLLM runs as"))

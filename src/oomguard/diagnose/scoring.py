@@ -95,9 +95,10 @@ class Weights:
     # The most a verdict that rests on people's wording (tier "paraphrase") may claim: FITTED on the
     # leave-one-batch-out verdicts of that tier (scripts/train_diagnose.py), 0.5 when the file has none.
     paraphrase_cap: float = 0.5
-    # The most a GPU-OOM verdict whose phase nothing in the report places (``oom:no-phase``) may claim: FITTED on the
-    # leave-one-batch-out verdicts of that kind (scripts/train_diagnose.py), 1.0 (no cap) when the file has none.
-    unplaced_cap: float = 1.0
+    # The most a verdict that rests on a generic exception (tier "generic": a Python exception oomguard has no class
+    # for, a keyword a call did not take, a traceback without its error line) may claim: FITTED the same way on that
+    # tier's verdicts; 1.0 (no cap) when the file has none.
+    generic_cap: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         out = {"classes": list(self.classes), "bias": self.bias, "temperature": self.temperature,
@@ -107,7 +108,7 @@ class Weights:
         if self.fix_votes:
             out["fix_votes"] = self.fix_votes
         out["paraphrase_cap"] = self.paraphrase_cap
-        out["unplaced_cap"] = self.unplaced_cap
+        out["generic_cap"] = self.generic_cap
         return out
 
     @classmethod
@@ -119,7 +120,7 @@ class Weights:
         phase = PhaseModel.from_dict(data["phase"]) if data.get("phase") else None
         votes = {str(c): {str(f): int(n) for f, n in row.items()} for c, row in data.get("fix_votes", {}).items()}
         return cls(classes, bias, features, float(data.get("temperature", 1.0)), dict(data.get("meta", {})), phase,
-                   votes, float(data.get("paraphrase_cap", 0.5)), float(data.get("unplaced_cap", 1.0)))
+                   votes, float(data.get("paraphrase_cap", 0.5)), float(data.get("generic_cap", 1.0)))
 
 
 @lru_cache(maxsize=4)

@@ -16,7 +16,7 @@ from oomguard.diagnose.events import EXCEPTION_NAME, LogLine, Signal
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.environment import parse_environment
 from oomguard.diagnose.parsers.fragments import parse_fragment
-from oomguard.diagnose.parsers.frames import frame_function
+from oomguard.diagnose.parsers.frames import PYTHON_MESSAGE, component, frame
 from oomguard.diagnose.parsers.numbers import BadNumber, integer, num, to_gib
 from oomguard.diagnose.parsers.paraphrase import note_paste_words, parse_paraphrase
 from oomguard.diagnose.parsers.prose import looks_like_words, phase_hints
@@ -190,9 +190,9 @@ def parse_errors(line: LogLine, col: Collector) -> None:
     if msg.startswith(_TRACEBACK):
         col.start_traceback(line)
         return
-    function = frame_function(msg)
-    if function is not None:
-        col.add_frame(line, function)
+    found = frame(msg)
+    if found is not None:
+        col.add_frame(line, found[0], component(found[1]))
         return
     if msg.count('File "') > 1:
         for name in _FLAT_FRAME.findall(msg):
@@ -255,6 +255,11 @@ def parse_errors(line: LogLine, col: Collector) -> None:
     if m and m.group(1) not in ("Exception", "KeyboardInterrupt", "SystemExit") or (m and m.group(2)):
         if m.group(1) not in ("KeyboardInterrupt", "SystemExit", "CancelledError"):
             numbers: dict[str, object] = {"exception": m.group(1)}
+            if m.group(2) and PYTHON_MESSAGE.search(m.group(2)):
+                numbers["python"] = True
+            module = msg.split(":", 1)[0]
+            if "." in module:
+                numbers["module"] = module.split(".", 1)[0]  # "ray.exceptions.RayTaskError": the raiser's package
             if msg.startswith(_CLIENT_MODULES) or m.group(1) in _CLIENT_EXCEPTIONS:
                 # the client's exception (openai, requests, httpx...): what it says is about the server's answer,
                 # not an error vLLM raised; its own feature, so that it gets its own weight
