@@ -351,7 +351,7 @@ def test_config_field_one_family_needs_is_one_line(capsys, tmp_path):
     model.mkdir()
     (model / "config.json").write_text(json.dumps(cfg))
     rc, _out, err = run_main(capsys, "plan", "--model", model, "--gpu", "H100", "--num-gpus", "8")
-    assert_one_line_error(rc, err, 2, "config has a field of the wrong type")
+    assert_one_line_error(rc, err, 2, "config field moe_intermediate_size: the wrong type or value")
     assert str(model / "config.json") in err
 
 
