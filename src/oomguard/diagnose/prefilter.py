@@ -137,6 +137,13 @@ def run_start_markers() -> tuple[bytes, ...]:
 COUNT_MARKERS: tuple[bytes, ...] = (b"LLM engine (v", b"vLLM API server version")
 
 
+def start_ups(counts: list[int]) -> int:
+    """How many start-ups the COUNT_MARKERS counts (one per marker) stand for: the API server's version lines when
+    there are some (one per start of the server, where a data-parallel start prints an engine line per engine),
+    else the engine lines (an offline ``LLM()``, an engine's own log)."""
+    return counts[1] if counts[1] else counts[0]
+
+
 @dataclass
 class Survey:
     """What a stretch of bytes holds, without looking at its lines one by one."""

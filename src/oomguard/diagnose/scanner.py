@@ -151,6 +151,9 @@ class _Scanner:
         self.stretch_starts = 0
         self.stretch_ids: set[int] = set()
         self.stretch_notes: list[str] = []
+        # prefilter.COUNT_MARKERS in the whole input, per marker: every byte is in exactly one sub-block, and each
+        # sub-block is counted once (by its survey, or by bytes.count where none was made), parsed or not.
+        self.all_starts = [0] * len(prefilter.COUNT_MARKERS)
 
     # --- blocks ----------------------------------------------------------------------------------
     def feed(self, block: logs.Block) -> None:
@@ -186,6 +189,7 @@ class _Scanner:
         elif self.block is not None and not self.block.flush:
             self._frequent(self.gap_start, self.block.end)
         self.block = None
+        self._add_starts([block.data.count(m) for m in prefilter.COUNT_MARKERS])
         found = self.engine.lines(block.data, 0, len(block.data))
         if not found:
             return
@@ -210,6 +214,11 @@ class _Scanner:
             self.notes.messages.append(
                 f"{self.stretch_lines:,} line(s) in {self.stretches:,} stretch(es) ({self.stretch_bytes / 1e6:,.1f} MB"
                 f"{starts}) only repeat lines shown (matching: {names}): counted, not parsed one by one")
+        runs = prefilter.start_ups(self.all_starts)
+        if runs > 1:
+            # The whole input's, parsed start-ups included: a crash loop of N start-ups says N.
+            self.notes.messages.append(f"{runs:,} start-ups in this input (counted by their lines "
+                                       f"{' / '.join(repr(m.decode()) for m in reversed(prefilter.COUNT_MARKERS))})")
         if self.engine.name != "hyperscan":
             self.notes.messages.append(f"keyword scan with {self.engine.name} (the hyperscan package is not "
                                        "installed or does not run here): slower, same result")
@@ -232,6 +241,7 @@ class _Scanner:
             quiet = survey.ids <= self.saturated or self._refuted_at(survey, data, a, b)
             forced = self._new_names(data, a, b)
             quiet = quiet and not forced
+            self._add_starts(survey.run_starts)
             if quiet:
                 st.ids |= survey.ids
                 for i, n in enumerate(survey.run_starts):
@@ -243,8 +253,11 @@ class _Scanner:
             # routine ones) holds nothing to parse: the literal survey says so at memory speed, where the
             # pattern automaton would read the whole block (1 GB of serving traffic: a dozen lines to parse).
             survey = self.engine.survey(data, a, b)
+            self._add_starts(survey.run_starts)
             if survey.ids <= self.saturated and (self.parsed < HEAD_LINES or not (forced := self._new_names(data, a, b))):
                 return
+        if survey is None:
+            self._add_starts([data.count(m, a, b) for m in prefilter.COUNT_MARKERS])
         found = survey.lines if survey is not None and survey.lines is not None else self.engine.lines(data, a, b)
         if survey is not None and survey.lines is None and not forced:
             self._refute(survey.ids, found)
@@ -275,6 +288,10 @@ class _Scanner:
                 self.extra += 1
                 extra = False
             self.gap_start = line_end + 1
+
+    def _add_starts(self, counts: list[int]) -> None:
+        for i, n in enumerate(counts):
+            self.all_starts[i] += n
 
     def _new_names(self, data: bytes, a: int, b: int) -> set[int]:
         """Lines of the block that name an exception no parsed line named (prefilter.known_names): new, whatever
@@ -455,7 +472,7 @@ class _Scanner:
         if lines <= 0:
             return
         size = block.offset + skipped_to - st.start
-        starts = max(st.run_starts, default=0)
+        starts = prefilter.start_ups(st.run_starts)
         self.stretches += 1
         self.stretch_lines += lines
         self.stretch_bytes += size
