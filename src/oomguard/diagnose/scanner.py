@@ -120,6 +120,7 @@ class _Stretch:
     ids: set[int] = field(default_factory=set)
     run_starts: list[int] = field(default_factory=list)  # prefilter.COUNT_MARKERS inside it, per marker
     known: frozenset[int] = frozenset()  # keywords its surveys may leave out (all routine while it is open)
+    uncounted: bool = False  # a survey found engine lines it did not count (prefilter.Survey.uncounted)
     surveys: int = 0
 
 
@@ -244,6 +245,7 @@ class _Scanner:
             self._add_starts(survey.run_starts)
             if quiet:
                 st.ids |= survey.ids
+                st.uncounted |= survey.uncounted
                 for i, n in enumerate(survey.run_starts):
                     st.run_starts[i] += n
                 self.cursor.line_at(b)  # newlines are counted here, once
@@ -473,13 +475,17 @@ class _Scanner:
             return
         size = block.offset + skipped_to - st.start
         starts = prefilter.start_ups(st.run_starts)
+        # Its API server lines were all in the context parsed after it, and it has engine lines a survey did not
+        # count (there were API server lines in the same piece): the engine lines counted are a lower bound.
+        at_least = "at least " if st.run_starts[1] <= 0 and st.uncounted else ""
+        starts = max(starts, 0)
         self.stretches += 1
         self.stretch_lines += lines
         self.stretch_bytes += size
         self.stretch_starts += starts
         self.stretch_ids |= st.ids
         if len(self.stretch_notes) < _MAX_STRETCH_NOTES:
-            what = f"{starts:,} start-up(s) (a crash loop) and lines" if starts else "lines"
+            what = f"{at_least}{starts:,} start-up(s) (a crash loop) and lines" if starts else "lines"
             self.stretch_notes.append(f"lines {st.first_line:,}-{last_line:,} ({size / 1e6:,.1f} MB): {what} that "
                                       "repeat what is shown; counted, not parsed one by one")
 

@@ -138,7 +138,13 @@ def test_engines_find_the_same_lines():
         assert eng.survey(text, 0, len(text), known).ids | known == survey.ids | known
         # A survey reports keywords (the hyperscan engine's lines report its patterns): the same ones everywhere.
         results[name] += ({eng.labels[i] for i in survey.ids},)
-        assert survey.run_starts == [text.count(m) for m in prefilter.COUNT_MARKERS]
+        assert survey.run_starts == [text.count(m) for m in prefilter.COUNT_MARKERS] and not survey.uncounted
+        # With API server lines, they count the start-ups; hyperscan then only notes that engine lines are there.
+        served = text + b"(APIServer pid=1) INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.9.0\n" * 3
+        counted = eng.survey(served, 0, len(served))
+        assert prefilter.start_ups(counted.run_starts) == counted.run_starts[1] == 3
+        assert counted.run_starts[0] in ((0,) if name == "hyperscan" else (text.count(prefilter.COUNT_MARKERS[0]),))
+        assert counted.uncounted == (name == "hyperscan")
         chosen = {text[a:b] + b"\n" for a, b, _, _ in eng.lines(text, 0, len(text))}
         assert {kinds[0], kinds[2], kinds[3], kinds[6]} <= chosen and kinds[5] not in chosen
         if name == "hyperscan":
