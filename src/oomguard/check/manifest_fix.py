@@ -198,7 +198,7 @@ class ManifestFixer:
 
         self._Args, self._Helm, self._Script = ArgsCarrier, HelmCarrier, ScriptCarrier
         if isinstance(self.flags, ScriptCarrier) and self.flags.node is not None:
-            from dataclasses import replace
+            from oomguard.records import replace
 
             inner = replace(launch, text=self.flags.value, kind="script")
             self.script = ScriptFixer(inner, release)

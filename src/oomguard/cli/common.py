@@ -12,10 +12,10 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from oomguard.numbers import MAX_GPUS  # one bound for TP x PP x DP and --num-gpus
+from oomguard.records import record
 import oomguard.lazy_re as lazy_re
 
 # Exit codes: one table for every command (README "Commands"; each command's --help prints it).
@@ -234,7 +234,7 @@ def calibration_of(args: argparse.Namespace):
     return from_option(getattr(args, "calibration", None))
 
 
-@dataclass
+@record
 class Context:
     """What every launch command works on: the launch read once, its model, GPU and vLLM release."""
     launch: Any

@@ -28,10 +28,10 @@ Nothing is executed; nothing here reads files.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from oomguard.inputs.shell import Command, Word
+from oomguard.records import field, record
 
 __all__ = [
     "FlagProblem",
@@ -77,7 +77,7 @@ class Source(NamedTuple):
         return d
 
 
-@dataclass
+@record
 class FlagSite:
     """Where one flag (or the model, or an env variable) was written."""
 
@@ -104,7 +104,7 @@ class ProblemKind(str, enum.Enum):
     UNEXPECTED = "unexpected-argument"  # a stray positional word
 
 
-@dataclass
+@record
 class FlagProblem:
     """A flag vLLM would reject: raised by a strict read, recorded by a lenient one."""
 
@@ -123,7 +123,7 @@ class FlagProblem:
     value_text: str | None = None  # the value that went with an unknown flag, when one did
 
 
-@dataclass
+@record
 class Occurrence:
     """One flag as written in the launch (a flag given twice has two)."""
 
@@ -148,7 +148,7 @@ class EnvFrom(NamedTuple):
     line: int | None = None
 
 
-@dataclass
+@record
 class Unresolved:
     """A flag (or its value) built from variables the launch does not set."""
 
@@ -159,7 +159,7 @@ class Unresolved:
     dest: str | None
 
 
-@dataclass
+@record
 class Launch:
     """One vLLM launch as read from a script, a --config YAML, a unit or a manifest, with the source of every value."""
     kind: str  # "script" | "yaml" | "command" | "flags" | "manifest"

@@ -38,7 +38,6 @@ so that the fix is written back into the manifest itself. Any wrong type is one
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.errors import InputError
@@ -52,6 +51,7 @@ from oomguard.inputs.command import (
 from oomguard.inputs.launch import EnvFrom, FlagSite, Launch, Source
 from oomguard.inputs.shell import Command, Word, lex
 from oomguard.inputs.yamlnodes import Nodes, parse_docker_size, parse_quantity
+from oomguard.records import field, record
 from oomguard.units import GiB, MiB
 
 __all__ = ["is_manifest", "read_manifests", "parse_quantity", "parse_docker_size", "deployment_gib"]
@@ -96,7 +96,7 @@ _HELM_NOT_FLAGS = {"extraArgs", "v0", "v1", "prometheusMultiprocDir"}
 # --------------------------------------------------------------------- where words live (for check --fix)
 
 
-@dataclass
+@record
 class NodeWord(Word):
     """A word of a manifest: its YAML node (None for words the template adds) and key path."""
 
@@ -104,7 +104,7 @@ class NodeWord(Word):
     node: Any = None
 
 
-@dataclass
+@record
 class ArgsCarrier:
     """The vLLM words are items of YAML lists (``command`` / ``args`` / ``extraArgs``)."""
 
@@ -114,7 +114,7 @@ class ArgsCarrier:
     create_key: str = "args"
 
 
-@dataclass
+@record
 class ScriptCarrier:
     """The vLLM command is one YAML scalar: a shell script (``sh -c``) or a command string.
     ``node`` is None when the words cannot be written back in place (a script inside a string
@@ -124,7 +124,7 @@ class ScriptCarrier:
     value: str  # the scalar's value; the words' offsets index it
 
 
-@dataclass
+@record
 class HelmCarrier:
     """A production-stack modelSpec: the chart's vllmConfig keys, and extraArgs for the rest."""
 
@@ -134,7 +134,7 @@ class HelmCarrier:
     keys: dict = field(default_factory=dict)  # flag dest -> (vllmConfig key, key node, value node)
 
 
-@dataclass
+@record
 class EnvCarrier:
     style: str  # "k8s" | "compose-list" | "compose-map" | "helm"
     node: Any  # the env list / mapping (None: create it in ``parent``)
@@ -142,7 +142,7 @@ class EnvCarrier:
     entries: dict = field(default_factory=dict)  # name -> (entry node, value node)
 
 
-@dataclass
+@record
 class ShmCarrier:
     """Where the manifest sizes /dev/shm (``check --fix`` writes OG405's size there).
 
@@ -161,7 +161,7 @@ class ShmCarrier:
     names: tuple[str, ...] = ()
 
 
-@dataclass
+@record
 class ManifestCarrier:
     format: str  # "kubernetes" | "compose" | "helm"
     flags: Any  # ArgsCarrier | ScriptCarrier | HelmCarrier

@@ -7,10 +7,10 @@ JSON header mapping tensor names to dtype, shape and byte offsets.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from oomguard.errors import InputError
+from oomguard.records import field, record
 
 DTYPE_BYTES = {
     "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
@@ -20,7 +20,7 @@ FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}
 _MAX_HEADER = 100 * 1024 * 1024
 
 
-@dataclass
+@record
 class TensorStats:
     """Parameter counts by tensor group, enough to price weights per rank."""
 

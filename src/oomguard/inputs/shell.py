@@ -18,9 +18,9 @@ so a fixer can rewrite the script in place.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from oomguard.errors import InputError
+from oomguard.records import field, record
 import oomguard.lazy_re as lazy_re
 
 MAX_VARIABLE_CHARS = 64 * 1024  # a model path, a JSON config: a few hundred characters
@@ -29,7 +29,7 @@ MAX_EXPANSION_CHARS = 4 * 1024 * 1024
 _VAR = lazy_re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
-@dataclass
+@record
 class Word:
     """One shell word after quote removal, with its position and the variables it could not expand."""
     text: str  # after quote removal and expansion
@@ -42,7 +42,7 @@ class Word:
     column: int = 0  # 1-based column where the word starts (0: not known)
 
 
-@dataclass
+@record
 class Command:
     """One simple command of a script: its environment assignments and its words."""
     words: list[Word]
@@ -50,7 +50,7 @@ class Command:
     assignments: dict[str, str] = field(default_factory=dict)  # VAR=x prefixes
 
 
-@dataclass
+@record
 class Script:
     """The commands of a script, in order, with the variables it assigns and its comments."""
     commands: list[Command]

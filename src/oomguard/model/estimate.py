@@ -7,8 +7,9 @@ range the true value is expected to fall in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import NamedTuple
+
+from oomguard.records import field, record
 
 
 class Term(NamedTuple):
@@ -43,7 +44,7 @@ class Term(NamedTuple):
         return d
 
 
-@dataclass
+@record
 class Breakdown:
     """The terms of one figure, added up in order."""
     terms: list[Term] = field(default_factory=list)

@@ -13,8 +13,6 @@ docs/memory-model.md#the-ledger-per-rank:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from oomguard.model import activation as act
 from oomguard.model.coverage import coverage_dict, widen_terms
 from oomguard.model.cudagraph import cudagraph_estimate
@@ -26,12 +24,13 @@ from oomguard.model.kv_spec import KVLayout, blocks_per_request, kv_layout, laye
 from oomguard.model.non_torch import CUDA_CONTEXT_BYTES, non_torch, startup_free_check  # noqa: F401  (re-exported: check, fit, host read it here)
 from oomguard.model.quantization import WeightCosts, override_quantization, weight_costs
 from oomguard.model.weights import pp_layer_ranges, weight_split
+from oomguard.records import field, record
 from oomguard.units import GiB
 
 SCHEMA_VERSION = 1
 
 
-@dataclass
+@record
 class RankLedger:
     """The start-up memory ledger of one GPU (one rank)."""
     stage: int
@@ -72,7 +71,7 @@ class RankLedger:
         }
 
 
-@dataclass
+@record
 class Plan:
     """The start-up plan of a launch: per-GPU ledgers, KV pool, and whether it starts."""
     model: object

@@ -90,15 +90,13 @@ def get_release(version: str | None = None) -> Release:
 
 @lru_cache(maxsize=256)  # fit and check ask for the same release hundreds of times (each plan it tries)
 def _release_for(version: str | None) -> Release:
-    import dataclasses
-
     from .releases import choose
     from .table import load_table
 
     choice = choose(version)
     release = load_table(choice.version)
     if choice.note:
-        release = dataclasses.replace(release, note=choice.note)
+        release = release.with_note(choice.note)
     return release
 
 

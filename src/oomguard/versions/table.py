@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from oomguard.errors import InputError
+from oomguard.records import field, record
 
 from . import releases
 
@@ -157,7 +157,7 @@ class OptionHistory(NamedTuple):
     removed_in: str | None   # first supported release after ``last`` (None if still present)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)  # shared between callers; memoises close matches in its __dict__ (so not a NamedTuple)
 class Release:
     """One vLLM release's flags and parser behaviour (data/flags)."""
     version: str
@@ -167,7 +167,14 @@ class Release:
     env: Mapping[str, dict]
     parser: ParserBehaviour
     note: str = ""
-    _index: dict[str, tuple[str, bool]] = field(default_factory=dict, repr=False, compare=False)  # option -> (dest, negated)
+    _index: dict[str, tuple[str, bool]] = field(default_factory=dict)  # option -> (dest, negated)
+
+    def __repr__(self) -> str:
+        return f"Release({self.version!r}, family={self.family!r}, note={self.note!r})"
+
+    def with_note(self, note: str) -> Release:
+        """The same table, with ``note`` saying why this release was chosen (versions.get_release)."""
+        return Release(self.version, self.commit, self.family, self.flags, self.env, self.parser, note, self._index)
 
     # ------------------------------------------------------------- lookups
     def flag(self, dest: str) -> Flag:

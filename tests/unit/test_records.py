@@ -1,0 +1,130 @@
+"""oomguard.records: the start-up path's mutable records behave as the dataclasses they replace."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import pytest
+
+from oomguard.records import field, record, replace
+
+
+@record
+class Rec:
+    """A record like the launch reader's."""
+
+    name: str
+    line: int | None
+    words: list = field(default_factory=list)
+    quoted: str = ""
+
+    def where(self) -> str:
+        return f"{self.name}:{self.line}"
+
+
+@dataclasses.dataclass
+class Same:
+    name: str
+    line: int | None
+    words: list = dataclasses.field(default_factory=list)
+    quoted: str = ""
+
+
+@record(frozen=True)
+class Frozen:
+    version: str
+    note: str = ""
+
+
+def test_init_repr_eq_as_a_dataclass():
+    a, b = Rec("x", 3, quoted="'"), Same("x", 3, quoted="'")
+    assert repr(a) == repr(b).replace("Same", "Rec")
+    assert (a.name, a.line, a.words, a.quoted) == (b.name, b.line, b.words, b.quoted)
+    assert a == Rec("x", 3, [], "'") and a != Rec("x", 4, quoted="'")
+    assert a.__eq__(b) is NotImplemented and a != ("x", 3, [], "'")
+    assert a.where() == "x:3"
+
+
+def test_each_instance_gets_its_own_factory_value_and_no_class_attribute_holds_the_marker():
+    a, b = Rec("a", 1), Rec("b", 2)
+    a.words.append("w")
+    assert b.words == [] and "words" not in vars(Rec)
+    assert Rec.quoted == "" and Rec.__match_args__ == ("name", "line", "words", "quoted")
+
+
+def test_signature_errors_as_a_dataclass():
+    with pytest.raises(TypeError):
+        Rec("x")  # line is required
+    with pytest.raises(TypeError):
+        Rec("x", 1, [], "", "extra")
+    with pytest.raises(TypeError):
+        Rec("x", 1, nope=2)
+
+
+def test_mutable_records_are_unhashable_frozen_ones_hash_and_refuse_assignment():
+    with pytest.raises(TypeError):
+        hash(Rec("x", 1))
+    f = Frozen("0.9.2")
+    assert hash(f) == hash(Frozen("0.9.2")) and f == Frozen("0.9.2")
+    with pytest.raises(AttributeError):
+        f.note = "x"
+    with pytest.raises(AttributeError):
+        del f.version
+    f.__dict__.setdefault("_memo", {})["k"] = 1  # memoising in the instance's __dict__ still works (Release)
+    assert f._memo == {"k": 1}
+
+
+def test_replace_keeps_the_other_fields_and_refuses_a_name_that_is_not_one():
+    a = Rec("x", 3, ["w"])
+    b = replace(a, line=4)
+    assert (b.name, b.line, b.words) == ("x", 4, ["w"]) and b.words is a.words and a.line == 3
+    assert replace(Frozen("1"), note="n") == Frozen("1", "n")
+    with pytest.raises(TypeError):
+        replace(a, nope=1)
+
+
+def test_pickles():
+    a = Rec("x", 3, ["w"])
+    assert pickle.loads(pickle.dumps(a)) == a
+
+
+def test_a_record_is_defined_without_importing_dataclasses():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom oomguard.records import record, field\n"
+            "@record\nclass A:\n    x: int\n    y: list = field(default_factory=list)\n"
+            "assert A(1).y == [] and A(1) == A(1)\n"
+            "print('dataclasses' in sys.modules, 'inspect' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
+
+
+def test_a_field_without_a_default_after_one_with_a_default_is_refused():
+    with pytest.raises(TypeError):
+        @record
+        class Bad:
+            a: int = 0
+            b: int
+
+
+def test_a_subclass_field_without_a_default_after_the_bases_defaults_is_refused():
+    with pytest.raises(TypeError):
+        @record
+        class Bad(Rec):
+            extra: int
+
+
+@record
+class Sub(Rec):
+    key: str | None = None
+    node: object = None
+
+
+def test_a_records_subclass_has_the_bases_fields_first():
+    s = Sub("x", 3, key="k")
+    assert Sub.__match_args__ == ("name", "line", "words", "quoted", "key", "node")
+    assert (s.name, s.line, s.words, s.quoted, s.key, s.node) == ("x", 3, [], "", "k", None)
+    assert s.where() == "x:3" and s != Rec("x", 3) and isinstance(s, Rec)
+    assert Sub("y", 1).words is not Sub("y", 1).words
