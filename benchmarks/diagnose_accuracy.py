@@ -317,6 +317,8 @@ def _print_figures(title: str, fig: dict, show_misses: bool) -> None:
         print("misses: " + ", ".join(f"{i} {e}->{g}" for i, e, g in fig["misses"]))
     print("fix flag by class (first two, first fix, of records with a flag): "
           + ", ".join(f"{c} {a}/{b}/{n}" for c, (a, b, n) in fig["fix_by_class"].items()))
+    print("fix flag by batch (first two, first fix, of records with a flag): "
+          + ", ".join(f"{g} {a}/{b}/{n}" for g, (a, b, n) in fig["fix_by_group"].items()))
     print("fix misses by kind: " + ", ".join(f"{k} {n}" for k, n in fig["fix_miss_kinds"].items()))
     if show_misses and fig["fix_misses"]:
         print("fix misses (record: thread's flag | class -> oomguard's class | oomguard's first fixes):")
@@ -337,6 +339,7 @@ def _cv_figures(rows: list[tuple]) -> dict:
     misses = []
     fix_misses: list[dict] = []
     fix_by_class: dict[str, list[int]] = {}  # the record's class -> [first two name it, first names it, records]
+    fix_by_group: dict[str, list[int]] = {}  # the record's batch (or file), the same three counts
     for (s, r), ok in zip(rows, correct):
         exp, got = s.record["class"], r["got"]
         for key, table in ((exp, by_class), (s.record.get("_file", "?"), by_file), (s.group, by_group)):
@@ -359,10 +362,11 @@ def _cv_figures(rows: list[tuple]) -> dict:
         if r["fix_named"] is False:
             fix_misses.append(_fix_miss(s.record, r))
         if r["fix_named"] is not None:
-            cell = fix_by_class.setdefault(exp, [0, 0, 0])
-            cell[0] += bool(r["fix_named"])
-            cell[1] += bool(r["fix_first"])
-            cell[2] += 1
+            for key, table in ((exp, fix_by_class), (s.group, fix_by_group)):
+                cell = table.setdefault(key, [0, 0, 0])
+                cell[0] += bool(r["fix_named"])
+                cell[1] += bool(r["fix_first"])
+                cell[2] += 1
     order = [c.value for c in __import__("oomguard.model.failures", fromlist=["FailureClass"]).FailureClass]
     labels.sort(key=lambda c: order.index(c) if c in order else len(order))
     scored = sum(n for n, _c, _k in bins.values())
@@ -384,6 +388,7 @@ def _cv_figures(rows: list[tuple]) -> dict:
         "confusion_labels": labels, "confusion": confusion, "misses": misses,
         "fix_misses": fix_misses, "fix_miss_kinds": _miss_kinds(fix_misses),
         "fix_by_class": {k: tuple(v) for k, v in sorted(fix_by_class.items())},
+        "fix_by_group": {k: tuple(v) for k, v in sorted(fix_by_group.items())},
     }
 
 
@@ -424,7 +429,7 @@ def planner_share(files: list[Path] | None = None, *, as_json: bool = False) -> 
     records = train.load_corpus(files or train.failure_files())
     counts = {"memory verdicts": 0, "record names model and GPU": 0, "planner checked": 0,
               "first flag fix starts": 0, "first flag fix fails": 0, "value moved by the planner": 0,
-              "some fix starts": 0}
+              "some fix starts": 0, "checked from the report alone": 0}
     why_not: dict[str, int] = {}
     for record in records:
         options = train.context_options(record, True)
@@ -440,6 +445,15 @@ def planner_share(files: list[Path] | None = None, *, as_json: bool = False) -> 
         v = d.verdicts[0]
         counts["memory verdicts"] += 1
         counts["record names model and GPU"] += bool(record.get("model") and record.get("gpu"))
+        # the same excerpt with no --model / --gpu / --launch: what the report alone lets the planner resolve
+        with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False, encoding="utf-8") as fh:
+            fh.write(record.get("log_excerpt") or "")
+            path = fh.name
+        try:
+            alone = diagnose([path])
+        finally:
+            os.unlink(path)
+        counts["checked from the report alone"] += check_diagnosis(alone)
         if not check_diagnosis(d, model=options.get("model"), gpu=options.get("gpu")):
             reason = next((f.checked for f in v.fix if f.checked), "no checkable fix") or ""
             key = re.sub(r"\b(model|GPU) (['\"]).*?\2 (not|is)", r"\1 X \3", reason).split(" (")[0]

@@ -109,19 +109,24 @@ def _bound(b: float) -> str:
     return f"{int(b):,}" if abs(b) < 1e15 else f"{b:.3g}"
 
 
-def parse_int(text: str, *, lo: int | None = -INT_LIMIT, hi: int | None = INT_LIMIT, thousands: bool = False) -> int:
-    """A whole number written as text ('8192', '+5', '1_000'; '1,478' with ``thousands``)."""
+def _numeral(text: str, thousands: bool, caller: str) -> tuple[str, bool]:
+    """``text`` ready for the numeral patterns, and whether it is plain ASCII digits (the common case: no
+    pattern needed). Refuses what is not text, and more than MAX_CHARS characters, before any conversion."""
     if not isinstance(text, str):
-        raise TypeError(f"parse_int expects text, got {type(text).__name__}")
+        raise TypeError(f"{caller} expects text, got {type(text).__name__}")
     s = text.strip()
-    if s.isdigit() and s.isascii() and len(s) <= 18:  # the common case, without the regexes
-        value = int(s)
-        _range(value, text, lo, hi)
-        return value
+    if s.isdigit() and s.isascii() and len(s) <= 18:
+        return s, True
     s = _clean(text, thousands)
     if len(s) > MAX_CHARS:
         raise NumberError(text, f"has too many digits (more than {MAX_CHARS})")
-    if not _INT.fullmatch(s):
+    return s, False
+
+
+def parse_int(text: str, *, lo: int | None = -INT_LIMIT, hi: int | None = INT_LIMIT, thousands: bool = False) -> int:
+    """A whole number written as text ('8192', '+5', '1_000'; '1,478' with ``thousands``)."""
+    s, plain = _numeral(text, thousands, "parse_int")
+    if not plain and not _INT.fullmatch(s):
         raise NumberError(text, "is not a number (empty)" if not s else _why_not(s, "an integer"))
     value = int(s)
     _range(value, text, lo, hi)
@@ -131,19 +136,10 @@ def parse_int(text: str, *, lo: int | None = -INT_LIMIT, hi: int | None = INT_LI
 def parse_float(text: str, *, lo: float | None = -FLOAT_LIMIT, hi: float | None = FLOAT_LIMIT,
                 thousands: bool = False) -> float:
     """A finite number written as text ('0.9', '1e-3', '.5', '12'); NaN and infinities refused."""
-    if not isinstance(text, str):
-        raise TypeError(f"parse_float expects text, got {type(text).__name__}")
-    s = text.strip()
-    if s.isdigit() and s.isascii() and len(s) <= 18:  # the common case, without the regexes
-        value = float(s)
-        _range(value, text, lo, hi)
-        return value
-    s = _clean(text, thousands)
-    if len(s) > MAX_CHARS:
-        raise NumberError(text, f"has too many digits (more than {MAX_CHARS})")
-    if _NONFINITE.fullmatch(s):
+    s, plain = _numeral(text, thousands, "parse_float")
+    if not plain and _NONFINITE.fullmatch(s):
         raise NumberError(text, "is not a finite number")
-    if not _FLOAT.fullmatch(s):
+    if not plain and not _FLOAT.fullmatch(s):
         raise NumberError(text, "is not a number (empty)" if not s else _why_not(s, "a number"))
     value = float(s)
     if not math.isfinite(value):

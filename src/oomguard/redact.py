@@ -15,8 +15,10 @@ Two entry points, used at each command's render edge:
   assignments with such names (``HF_TOKEN``, ``*_KEY``, ``*_SECRET``), the same
   names as dict/JSON/Namespace keys (``'api_key': 'x'``, ``"password":"x"``,
   ``api_key='x'``), ``Authorization``/``X-API-Key`` headers, URL userinfo
-  (``https://user:pass@host``), and key shapes wherever they appear (``sk-``,
-  ``hf_``, GitHub, AWS, JWT). The name is kept so the reader sees a key was set.
+  (``https://user:pass@host``), and key shapes wherever they appear, glued to other
+  text too (``sk-``, ``hf_``, GitHub, AWS, Slack, JWT). The name is kept so the reader
+  sees a key was set; a word of prose after a name ("use --api-key to set it") is not
+  a value and is left alone.
 
 :class:`Redactor` adds the literal secrets a command knows (the probe's API key,
 ``--ask``'s endpoint key) on top of the patterns. :func:`safe_terminal_text`
@@ -96,11 +98,14 @@ def is_secret(name: str, value: Any) -> bool:
 _QUOTED = r"\[[^\]\n]{0,2000}\]|'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\"|\\\"(?:[^\\\n]|\\(?!\"))*\\\""
 _NOT_A_VALUE = lazy_re.compile(r"(?i)^(?:none|null|true|false|nil|\[\]|\{\}|''|\"\")$")
 
+# No word boundary before a name or a token anywhere below: a credential glued to other text ("HTTP_AUTHORIZATION",
+# "x_Bearer", "%3Dsk-...", "token_hf_...") has none, and the token shapes decide by their own form instead.
 _HEADER = lazy_re.compile(
-    r"(?i)\b(authorization|proxy-authorization)(\s*[:=]\s*)(?:(bearer|basic|token|digest)\s+)?([^\s,;'\"}]+)"
+    r"(?i)(?<![A-Za-z0-9])(authorization|proxy-authorization)(\s*[:=]\s*)(?:(bearer|basic|token|digest)\s+)?"
+    r"([^\s,;'\"}]+)"
 )
-_API_KEY_HEADER = lazy_re.compile(r"(?i)\b(x-api-key|api-key)(\s*:\s*)[^\s,;'\"}]+")
-_BEARER = lazy_re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{4,}")
+_API_KEY_HEADER = lazy_re.compile(r"(?i)(?<![A-Za-z0-9])(x-api-key|api-key)(\s*:[ \t]*)([^\s,;'\"}]+)")
+_BEARER = lazy_re.compile(r"(?i)(bearer[ \t]+)(?!bearer[ \t])([A-Za-z0-9._~+/=-]{4,})")
 # scheme://user:pass@  and  scheme://token@ (userinfo without a password is a token too)
 _URL_USERINFO = lazy_re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,30}://)([^/\s:@'\"]{1,200})(?::([^@\s/'\"]{0,200}))?@")
 # --flag value / --flag=value: the flag's name decides
@@ -113,14 +118,36 @@ _FLAG = lazy_re.compile(r"(?<![\w-])(--?" + _NAMEISH + r")(=|[ \t]+)(?!-)(" + _Q
 _ASSIGN = lazy_re.compile(
     r"(?<![\w.-])(\\?[\"']?)(" + _NAMEISH + r")(\1)(\s*[:=]\s*)(" + _QUOTED + r"|[^\s,;})\]'\"]+)"
 )
-_SHAPES = (
-    # Not after a letter or digit, but after "_" too ("hf_token_hf_..."): \b would not see a token glued to a name.
-    (lazy_re.compile(r"(?<![A-Za-z0-9])sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_-]{16,}"), "sk-" + MASK),
-    (lazy_re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,}"), "hf_" + MASK),
-    (lazy_re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"), MASK),
-    (lazy_re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), MASK),
-    (lazy_re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"), MASK),
+# Key shapes: the prefix a vendor issues, then the random part. At a boundary on both sides (start or end, punctuation,
+# "_", "-") the shape is enough. Glued to a letter or digit ("%3Dsk-...", "tokenhf_...", "AKIA...EXAMPLEabc") the
+# match must also hold a random-looking run (_random_run), so "task-management-system" or "graphf_" stay words.
+_KEY_SHAPES = lazy_re.compile(
+    r"(?P<sk>sk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_-]{16,})"
+    r"|(?P<hf>hf_[A-Za-z0-9]{20,})"
+    r"|(?P<gh>(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"
+    r"|(?P<aws>(?:AKIA|ASIA)[0-9A-Z]{16})"
+    r"|(?P<slack>xox[abposr]-[0-9A-Za-z][0-9A-Za-z-]{8,})"
+    r"|(?P<jwt>eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"
 )
+_KEEP_PREFIX = {"sk": "sk-", "hf": "hf_"}  # the reader still sees which kind of key was there
+_ALNUM_RUN = lazy_re.compile(r"[A-Za-z0-9]{16,}")
+
+
+def _random_run(text: str) -> bool:
+    """16+ letters and digits in a row that mix two of lower case, upper case and digits: random, not a word."""
+    for run in _ALNUM_RUN.findall(text):
+        if sum((any(c.islower() for c in run), any(c.isupper() for c in run), any(c.isdigit() for c in run))) >= 2:
+            return True
+    return False
+
+
+def _shape_sub(m: re.Match[str]) -> str:
+    text, start, end = m.string, m.start(), m.end()
+    glued = (start > 0 and text[start - 1].isascii() and text[start - 1].isalnum()) or \
+            (end < len(text) and text[end].isascii() and text[end].isalnum())
+    if glued and m.lastgroup != "jwt" and not _random_run(m.group(0)):
+        return m.group(0)
+    return _KEEP_PREFIX.get(m.lastgroup or "", "") + MASK
 
 
 def _mask_value(value: str) -> str:
@@ -132,14 +159,30 @@ def _mask_value(value: str) -> str:
     return MASK
 
 
-# Prose such as "--api-key is given 2 times" puts a word, not a value, after the flag.
-_PROSE = frozenset({"is", "was", "are", "given", "set", "with", "and", "or", "to", "the", "a", "an", "in", "of",
-                    "flag", "value", "option", "not", "must", "has", "from", "for", "also", "only", "twice"})
+# Prose such as "--api-key is given 2 times" or "use --api-key when it is public" puts a word, not a value, after
+# the name. A credential is never one of these words, so after a space or ": " (not after "=") they are left alone.
+_PROSE = frozenset("""
+    a an the and or nor but if then than so as at by in on of to for from into onto with without within via per
+    is was are were be been being has have had do does did not no must should may might can could will would shall
+    given set unset also only twice once when where while which who what how why before after above below here there
+    see this that these those it its you your we our they their them all any each every either both other such
+    flag flags value values option options variable variables header headers argument arguments parameter field
+    token tokens key keys secret secrets password passwords credential credentials required missing empty file env
+    everything nothing anything something authentication auth scheme string
+    """.split())
+_LEADING_PUNCT = "([{<\"'`"
+_TRAILING_PUNCT = ")]}>\"'`.,;:!?"
+
+
+def _is_prose(value: str) -> bool:
+    """True for a word of prose where a value could stand: "to", "(or", "when,", "below." -- or no word at all."""
+    word = value.lstrip(_LEADING_PUNCT).rstrip(_TRAILING_PUNCT).lower()
+    return not word or word in _PROSE
 
 
 def _flag_sub(m: re.Match[str]) -> str:
     name, sep, value = m.group(1), m.group(2), m.group(3)
-    if not is_secret_name(name) or MASK in value or (sep != "=" and value.lower() in _PROSE):
+    if not is_secret_name(name) or MASK in value or (sep != "=" and _is_prose(value)):
         return m.group(0)
     return f"{name}{sep}{_mask_value(value)}"
 
@@ -148,11 +191,18 @@ def _assign_sub(m: re.Match[str]) -> str:
     quote, name, quote2, sep, value = m.groups()
     if name.lower().endswith("authorization"):
         return m.group(0)  # the header rule has kept the scheme ("Bearer") and masked the credential
-    if not is_secret_name(name) or _NOT_A_VALUE.match(value) or MASK in value:
+    if not is_secret_name(name) or _NOT_A_VALUE.match(value) or MASK in value or ("=" not in sep and _is_prose(value)):
         return m.group(0)
     if value[:1] not in "'\"\\" and len(value) <= 4 and value.lstrip("-").replace(".", "", 1).isdigit():
         return m.group(0)  # "token: 1", "key=0": a short count or index is not a credential
     return f"{quote}{name}{quote2}{sep}{_mask_value(value)}"
+
+
+def _header_sub(m: re.Match[str]) -> str:
+    name, sep, scheme, value = m.groups()
+    if not scheme and _is_prose(value):
+        return m.group(0)  # "the Authorization: header carries it"
+    return f"{name}{sep}{(scheme + ' ') if scheme else ''}{MASK}"
 
 
 def _userinfo_sub(m: re.Match[str]) -> str:
@@ -168,15 +218,13 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
         return text
     for form in _forms(secrets):
         text = text.replace(form, MASK)
-    text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{(m.group(3) + ' ') if m.group(3) else ''}{MASK}", text)
-    text = _API_KEY_HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
-    text = _BEARER.sub(lambda m: m.group(1) + MASK, text)
+    text = _HEADER.sub(_header_sub, text)
+    text = _API_KEY_HEADER.sub(lambda m: m.group(0) if _is_prose(m.group(3)) else f"{m.group(1)}{m.group(2)}{MASK}", text)
+    text = _BEARER.sub(lambda m: m.group(0) if _is_prose(m.group(2)) else m.group(1) + MASK, text)
     text = _URL_USERINFO.sub(_userinfo_sub, text)
     text = _FLAG.sub(_flag_sub, text)
     text = _ASSIGN.sub(_assign_sub, text)
-    for rx, repl in _SHAPES:
-        text = rx.sub(repl, text)
-    return text
+    return _KEY_SHAPES.sub(_shape_sub, text)
 
 
 def _forms(secrets: Iterable[str]) -> list[str]:
@@ -314,7 +362,7 @@ def secrets_in_text(text: str) -> list[str]:
             if value[:1] in "{[" or value.endswith(":"):
                 continue  # YAML / JSON structure ("secretKeyRef: {name: ...", a key on the next line), not a value
             value = value.strip("'\"\\")
-            if len(value) >= 4 and value.lower() not in _PROSE:
+            if len(value) >= 4 and not _is_prose(value):
                 found.append(value)
     return found
 

@@ -79,12 +79,17 @@ def _module_file(name: str) -> Path:
     return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
 
 
-def _start_up_modules() -> set[str]:
-    """The oomguard modules plan --json, check and fit import (the start-up oomguard keeps small)."""
+def _start_up_modules(tmp: Path) -> set[str]:
+    """The oomguard modules plan --json, check, fit and diagnose import (the start-up oomguard keeps small;
+    diagnose's readers, scanner and fix modules among them)."""
+    log = tmp / "vllm.log"
+    log.write_text("ERROR 01-01 00:00:03 [gpu_worker.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to "
+                   "allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.2 GiB is free.\n")
     code = ("import contextlib, io, sys\nfrom oomguard.cli.main import main\n"
             "for argv in (['plan', '--model', 'Qwen/Qwen3-8B', '--gpu', 'H100', '--json'],\n"
             "             ['check', '--model', 'Qwen/Qwen3-8B', '--gpu', 'H100', '--format', 'json'],\n"
-            "             ['fit', '--model', 'Qwen/Qwen3-8B', '--gpu', 'H100', '--context', '8192', '--format', 'json']):\n"
+            "             ['fit', '--model', 'Qwen/Qwen3-8B', '--gpu', 'H100', '--context', '8192', '--format', 'json'],\n"
+            f"             ['diagnose', {str(log)!r}, '--format', 'json']):\n"
             "    with contextlib.redirect_stdout(io.StringIO()):\n"
             "        assert main(argv) in (0, 1), argv\n"
             "print(' '.join(m for m in sys.modules if m.startswith('oomguard')))")
@@ -92,13 +97,16 @@ def _start_up_modules() -> set[str]:
     return set(done.stdout.split())
 
 
-def test_lazy_paths_compile_no_pattern_at_import():
+def test_lazy_paths_compile_no_pattern_at_import(tmp_path):
     """Where lazy compilation matters, patterns are written one way (``lazy_re.compile``): diagnose's parsers
-    (the byte scan selects a few of their ~320 patterns a log), every module that already writes lazy
-    patterns, and every module plan/check/fit import at start-up."""
+    (the byte scan selects a few of their ~320 patterns a log), its readers, scanner and fix modules, every
+    module that already writes lazy patterns, and every module plan/check/fit/diagnose import at start-up."""
     lazy_users = {p for p in SRC.rglob("*.py") if "lazy_re" in p.read_text(encoding="utf-8") and p.name != "lazy_re.py"}
     paths = set((SRC / "diagnose" / "parsers").glob("*.py")) | lazy_users
-    paths |= {_module_file(m) for m in _start_up_modules()}
+    paths |= {SRC / "diagnose" / "readers.py", SRC / "diagnose" / "scanner.py", *(SRC / "diagnose").glob("fixes*.py")}
+    started = _start_up_modules(tmp_path)
+    assert {"oomguard.diagnose.readers", "oomguard.diagnose.scanner", "oomguard.diagnose.fixes"} <= started
+    paths |= {_module_file(m) for m in started}
     assert len(paths) > 40
     eager = {str(p.relative_to(SRC)): lines for p in sorted(paths) if (lines := _eager_compiles(p))}
     assert eager == {}, f"re.compile at import on a lazy path (write lazy_re.compile): {eager}"

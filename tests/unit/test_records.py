@@ -7,7 +7,9 @@ import pickle
 
 import pytest
 
-from oomguard.records import field, record, replace
+import typing
+
+from oomguard.records import NamedTuple, field, record, replace
 
 
 @record
@@ -128,3 +130,69 @@ def test_a_records_subclass_has_the_bases_fields_first():
     assert (s.name, s.line, s.words, s.quoted, s.key, s.node) == ("x", 3, [], "", "k", None)
     assert s.where() == "x:3" and s != Rec("x", 3) and isinstance(s, Rec)
     assert Sub("y", 1).words is not Sub("y", 1).words
+
+
+@record(slots=True)
+class Slotted:
+    a: int
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
+    seen: int | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        self.cache["made"] = self.a
+
+
+def test_field_options_post_init_and_slots_as_a_dataclass():
+    s = Slotted(1)
+    assert s.cache == {"made": 1} and repr(s) == "Slotted(a=1, seen=None)"
+    assert s == Slotted(1, seen=5) and s != Slotted(2)
+    assert not hasattr(s, "__dict__") and Slotted.__slots__ == ("a", "cache", "seen")
+    with pytest.raises(AttributeError):
+        s.other = 1
+    s.seen = 3
+    assert s.seen == 3 and pickle.loads(pickle.dumps(s)) == s
+
+
+class Point(NamedTuple):
+    """A frozen record."""
+
+    x: int
+    label: str | None = None
+
+    @property
+    def doubled(self) -> int:
+        return 2 * self.x
+
+
+class TypingPoint(typing.NamedTuple):
+    """A frozen record."""
+
+    x: int
+    label: str | None = None
+
+    @property
+    def doubled(self) -> int:
+        return 2 * self.x
+
+
+def test_named_tuple_is_typings_class_without_the_annotation_checks():
+    p, q = Point(3), TypingPoint(3)
+    assert p == q == (3, None) and isinstance(p, tuple) and type(p).__mro__[1:] == (tuple, object)
+    assert repr(p) == "Point(x=3, label=None)" and repr(q) == "TypingPoint(x=3, label=None)"
+    assert p.doubled == 6 and Point.__doc__ == "A frozen record."
+    assert Point._fields == TypingPoint._fields and Point._field_defaults == TypingPoint._field_defaults
+    assert p._replace(label="a") == (3, "a") and p._asdict() == {"x": 3, "label": None}
+    assert Point.__annotations__ == {"x": "int", "label": "str | None"}  # as written: not compiled
+    assert Point.__module__ == __name__ and pickle.loads(pickle.dumps(p)) == p
+    with pytest.raises(AttributeError):
+        p.x = 4
+    with pytest.raises(TypeError):
+        class Bad(NamedTuple):
+            a: int = 0
+            b: int
+    with pytest.raises(AttributeError):
+        class Worse(NamedTuple):
+            a: int
+
+            def _replace(self):
+                return self

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from oomguard.cli.main import YOUNG_GENERATION
 from oomguard.versions import releases
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,7 +22,7 @@ S1 = REPO / "tests" / "scenarios" / "s1"
 LOGS = REPO / "tests" / "fixtures" / "logs"
 
 _PROBE = r"""
-import json, sys
+import gc, json, sys
 opened = []
 sys.addaudithook(lambda ev, a: opened.append(a[0]) if ev == "open" and isinstance(a[0], str) else None)
 report, sys.argv = sys.argv[1], ["oomguard"] + sys.argv[2:]
@@ -29,12 +30,16 @@ from oomguard.cli.main import main
 try:
     code = main()
 finally:
+    classes = [c for m in list(sys.modules.values()) if getattr(m, "__name__", "").startswith("oomguard")
+               for c in vars(m).values() if isinstance(c, type) and c.__module__ == m.__name__]
     records = sorted({f"{c.__module__}.{c.__qualname__}": c.__dataclass_params__.frozen
-                      for m in list(sys.modules.values()) if getattr(m, "__name__", "").startswith("oomguard")
-                      for c in vars(m).values()
-                      if isinstance(c, type) and c.__module__ == m.__name__ and "__dataclass_params__" in vars(c)}.items())
+                      for c in classes if "__dataclass_params__" in vars(c)}.items())
+    # typing.NamedTuple turns each annotation into a ForwardRef; oomguard.records.NamedTuple keeps the strings
+    typing_tuples = sorted(f"{c.__module__}.{c.__qualname__}" for c in classes if "_fields" in vars(c)
+                           and any(not isinstance(a, str) for a in vars(c).get("__annotations__", {}).values()))
     with open(report, "w") as out:
-        json.dump({"modules": sorted(sys.modules), "opened": opened, "dataclasses": records}, out)
+        json.dump({"modules": sorted(sys.modules), "opened": opened, "dataclasses": records,
+                   "typing_named_tuples": typing_tuples, "gc_threshold": gc.get_threshold()}, out)
 sys.exit(code)
 """
 
@@ -70,20 +75,24 @@ def test_plan_json_imports_no_heavy_library_and_reads_one_table(tmp_path):
     assert tables == {_table(releases.supported()[-1])}
 
 
-# What plan's path does not import (stdlib modules a command's start-up paid for, ms of CPU each on Python
-# 3.11): dataclasses and the inspect/ast/dis/tokenize it pulls in (~8 ms; the path's mutable records are
-# oomguard.records, its frozen ones NamedTuples).
-NOT_ON_PLANS_PATH = ("dataclasses", "inspect", "ast", "dis", "tokenize")
+# What plan, check and fit do not import (stdlib modules their start-up paid for, ms of CPU each on Python
+# 3.11): dataclasses and the inspect/ast/dis/tokenize it pulls in (~8 ms; their mutable records are
+# oomguard.records.record, their frozen ones oomguard.records.NamedTuple: typing's compiles each
+# annotation, ~0.1 ms a class).
+NOT_AT_START_UP = ("dataclasses", "inspect", "ast", "dis", "tokenize")
 
 
 @pytest.mark.parametrize("argv", [
     ("plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H100", "--json"),
     ("plan", S1 / "start_api.sh", "--model", S1 / "model", "--gpu", "A100-80GB", "--json"),
 ])
-def test_plan_defines_no_dataclass_and_imports_no_dataclasses(tmp_path, argv):
+def test_plan_defines_no_dataclass_nor_typing_named_tuple(tmp_path, argv):
     data = _report(tmp_path, *argv)
-    assert data["dataclasses"] == [], "plan's records are oomguard.records or NamedTuples"
-    assert sorted(set(NOT_ON_PLANS_PATH) & set(data["modules"])) == []
+    assert data["dataclasses"] == [], "plan's records are oomguard.records"
+    assert data["typing_named_tuples"] == [], "plan's frozen records are oomguard.records.NamedTuple"
+    # the command line's young generation (cli/main.py): start-up's objects are not garbage
+    assert data["gc_threshold"][0] == YOUNG_GENERATION
+    assert sorted(set(NOT_AT_START_UP) & set(data["modules"])) == []
 
 
 def test_plan_reads_only_the_asked_release(tmp_path):
@@ -98,6 +107,7 @@ def test_check_with_an_unknown_flag_reads_the_index_not_every_table(tmp_path):
                            "--format", "json")
     assert tables == {_table(releases.supported()[-1]), "option-index.json"}
     assert _packages(modules, "oomguard.diagnose", "oomguard.export", "oomguard.probe", "oomguard.watch") == []
+    assert sorted(set(NOT_AT_START_UP) & modules) == []
 
 
 @pytest.mark.parametrize("log", ["bad-argument-swap-space.log", "v1-kv-too-small.log"])
@@ -118,3 +128,4 @@ def test_fit_imports_no_heavy_library(tmp_path):
     assert _packages(modules, "oomguard.diagnose", "oomguard.check", "oomguard.export", "oomguard.probe",
                      "oomguard.watch") == []
     assert tables == {_table(releases.supported()[-1])}
+    assert sorted(set(NOT_AT_START_UP) & modules) == []

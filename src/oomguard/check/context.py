@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,11 @@ from oomguard.check.finding import Edit, Finding
 from oomguard.inputs.launch import FlagProblem, Launch, ProblemKind
 from oomguard.check.needs import Needs
 from oomguard.errors import InputError, OomguardError
+from oomguard.records import field, record
 from oomguard.units import GiB
 
 
-@dataclass
+@record
 class CheckOptions:
     """What the user told ``check`` beyond the launch itself."""
 
@@ -44,7 +44,7 @@ class CheckOptions:
     calibration: Any = None  # model.calibration.Calibration (--calibration / $OOMGUARD_CALIBRATION)
 
 
-@dataclass
+@record
 class CheckContext:
     launch: Launch
     options: CheckOptions

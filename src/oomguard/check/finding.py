@@ -14,8 +14,9 @@ environment, the variable name (``VLLM_ALLOW_LONG_MAX_MODEL_LEN``), or ``SHM_SIZ
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
+
+from oomguard.records import NamedTuple, field, record
 
 
 class Severity(str, enum.Enum):
@@ -77,7 +78,7 @@ class Edit(NamedTuple):
         return f"{self.flag} {self.value}"
 
 
-@dataclass
+@record
 class Finding:
     rule: str
     severity: Severity

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
 from typing import Any
 
 from oomguard.check.finding import Edit
 from oomguard.inputs.launch import Launch
+from oomguard.records import record
 
 # --------------------------------------------------------------------- rendering
 
@@ -75,7 +75,7 @@ def render_flag(release, option: str, value: Any, *, equals: bool = False) -> st
 # --------------------------------------------------------------------- text edits
 
 
-@dataclass
+@record
 class _Span:
     start: int
     end: int

@@ -14,11 +14,11 @@ max-model-len check run) until no new edit appears.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from oomguard.check.finding import Edit, Finding, Severity
 from oomguard.check.fix_text import ScriptFixer, YamlFixer
 from oomguard.inputs.launch import Launch
+from oomguard.records import field, record
 
 MAX_ROUNDS = 5
 
@@ -51,7 +51,7 @@ def merge_edits(old: list[Edit], new: list[Edit]) -> list[Edit]:
     return list(out.values())
 
 
-@dataclass
+@record
 class FixResult:
     form: str
     original: str

@@ -80,7 +80,7 @@ def _without_length_edits(ctx, findings: list[Finding], best) -> list[Finding]:
     """An option that lowers max-model-len to within the model's derived maximum makes the length edits of
     the other rules moot: --fix used to add a YaRN --hf-overrides for 131,072 tokens to a launch it lowered
     to 27,648 (minimal diff: the written launch carries only what it needs)."""
-    from dataclasses import replace
+    from oomguard.records import replace
 
     from oomguard.model.engine import derive_len
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from oomguard.check.finding import Finding, sort_findings
 from oomguard.check.rule import Family, Rule, rule  # noqa: F401  (re-exported for callers of the registry)
+from oomguard.records import record
 
 if TYPE_CHECKING:
     from oomguard.check.context import CheckContext
@@ -72,7 +72,7 @@ def get_rule(rule_id: str) -> Rule | None:
     return None
 
 
-@dataclass
+@record
 class RunResult:
     findings: list[Finding]
     skipped: dict[str, str]  # rule id -> why it did not run

@@ -25,7 +25,6 @@ from __future__ import annotations
 import enum
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from oomguard.check.context import CheckContext, CheckOptions, build_check_context
@@ -34,6 +33,7 @@ from oomguard.check.goal import findings_for_fix, goal_fixes, options_to_dict
 from oomguard.check.fixer import FixResult, fix_launch
 from oomguard.check.registry import RunResult, run_rules
 from oomguard.inputs.launch import Launch
+from oomguard.records import field, record
 
 SCHEMA_VERSION = 1
 COVERAGE_RULE = "OG001"  # rules-not-run: makes the exit non-zero even without --strict
@@ -48,7 +48,7 @@ class ExitCode(enum.IntEnum):
     INCOMPLETE = 3  # rules that could not run (OG001): never a silent "no findings"
 
 
-@dataclass
+@record
 class CheckReport:
     ctx: CheckContext
     result: RunResult
@@ -292,7 +292,7 @@ def check_target(options: CheckOptions, *, path: str | None = None, command: lis
     return check_read(launch, options, ignore=ignore, fix=fix)
 
 
-@dataclass
+@record
 class CheckRun:
     """``check`` over every launch of a target: one report per launch, and one corrected file.
 

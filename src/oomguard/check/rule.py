@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from oomguard.check.finding import Edit, Finding, Severity
 from oomguard.check.needs import Needs
+from oomguard.records import NamedTuple
 
 if TYPE_CHECKING:
     from oomguard.check.context import CheckContext

@@ -119,6 +119,11 @@ class Context:
     # only: never a --model / --gpu (the planner and the fixes do not take a sentence for a model id).
     mentioned_model: str | None = None
     mentioned_gpu_gib: float | None = None
+    # The GPU words themselves ("RTX 4090", "Tesla V100-SXM2-32GB") with their place and how many lines name a GPU:
+    # the planner may take them for its GPU, saying so (planning.resolve_gpu), never silently.
+    mentioned_gpu: str | None = None
+    mentioned_gpu_at: str | None = None
+    mentioned_gpu_lines: int = 0
     # per (file, run): traceback functions and the furthest phase anywhere in the paste (Collector's)
     paste_frames: dict[tuple[str, int], list[str]] = field(default_factory=dict)
     paste_phase: dict[tuple[str, int], Any] = field(default_factory=dict)
@@ -154,6 +159,14 @@ class Context:
             return None
         m = re.match(r"v?(\d{1,4})\.(\d{1,4})", self.version)
         return (int(m.group(1)), int(m.group(2))) if m else None
+
+    def default_util(self) -> float:
+        """The release's --gpu-memory-utilization default (0.9 when the release is not known): a fact of the
+        launch, read by the cues (a setting above or below it) and the fixes (what to lower from)."""
+        from oomguard.model.engine import default_utilization
+
+        v = self.version_tuple()
+        return default_utilization(v) if v else 0.9
 
     # --- model / GPU ---------------------------------------------------
     @property
@@ -258,9 +271,13 @@ def _read_mentions(ctx: Context, collector: Collector) -> None:
 
     rules = {r.feature: r for r in TABLE if r.feature.startswith(MENTION_PREFIX)}
     gpu_hit, model_hit = collector.cues.get(MENTION_PREFIX + "gpu"), collector.cues.get(MENTION_PREFIX + "model")
-    if gpu_hit is not None and ctx.gpu_total_gib is None:
+    if gpu_hit is not None:
         m = rules[gpu_hit.feature].pattern.search(gpu_hit.text)
-        ctx.mentioned_gpu_gib = gpu_total_gib_from_name(m.group(0)) if m else None
+        if m:
+            ctx.mentioned_gpu, ctx.mentioned_gpu_at = m.group(0).strip(), f"{gpu_hit.file}:{gpu_hit.line}"
+            ctx.mentioned_gpu_lines = gpu_hit.count
+        if ctx.gpu_total_gib is None:
+            ctx.mentioned_gpu_gib = gpu_total_gib_from_name(m.group(0)) if m else None
     if model_hit is not None and not ctx.model:
         m = rules[model_hit.feature].pattern.search(model_hit.text)
         ctx.mentioned_model = m.group(0) if m else None

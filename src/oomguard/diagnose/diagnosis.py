@@ -31,6 +31,9 @@ class Diagnosis:
     launch: Launch | None = None
     incomplete: Incomplete | None = None
     agreement: list[dict[str, Any]] = field(default_factory=list)
+    # what the planner checked the fixes on (model, GPU, where each came from) or why it could not
+    # (planning.check_diagnosis); None when it was not asked
+    planner: dict[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -75,6 +78,8 @@ class Diagnosis:
                             if self.context.gpu_total_gib else None, "count": self.context.num_gpus}
         if self.context.exit_code is not None:
             facts["exit_code"] = self.context.exit_code
+        if self.planner is not None:
+            facts["planner"] = dict(self.planner)
         if self.launch is not None and self.launch.found:
             facts["launch"] = {"entrypoint": self.launch.entrypoint, "flags": self.launch.flags,
                                "env": sorted(self.launch.env)}

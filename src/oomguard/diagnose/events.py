@@ -12,6 +12,22 @@ from enum import Enum
 from typing import Any
 
 from oomguard.diagnose.classes import FailureClass, Phase
+import oomguard.lazy_re as lazy_re
+
+# How Python names an exception class, by its suffix: the one place (the errors parser and the message table read
+# exception lines by it, the prefilter watches lines naming a new one).
+EXCEPTION_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit")
+# The name in front of an exception line ("torch.OutOfMemoryError", "KeyboardInterrupt"), its own name in group 1.
+EXCEPTION_NAME = r"^(?:[\w.]+\.)?(\w*(?:" + "|".join(EXCEPTION_SUFFIXES) + r"))"
+# An error record without a level: a line that starts with an error's name ("RuntimeError: ...", "ValueError ...");
+# KeyboardInterrupt and SystemExit are not errors.
+_ERROR_RECORD = lazy_re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
+
+
+def error_record(msg: str, *, colon: bool = False) -> bool:
+    """True when ``msg`` starts with an error's name (with ``colon``: the name then ``:``, "RuntimeError: ...")."""
+    m = _ERROR_RECORD.match(msg)
+    return m is not None and (not colon or msg[m.end():m.end() + 1] == ":")
 
 
 class Signal(str, Enum):

@@ -22,13 +22,14 @@ Adding a feature kind means one entry here (or in parsers/cues.py) and its prior
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Signal, SignalEvent
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.scoring import GPU_OOM_ANCHORS, phase_only
+import oomguard.lazy_re as lazy_re
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ FRAME_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 _WEAK_ORDER = ("dummy-run", "warmup", "kv-init", "request", "execute-model", "forward")
 # A request being served: the OpenAI server's handlers ("create_chat_completion", "chat_completion_stream_generator",
 # a wrapper's "generate_videos") and the offline LLM.generate / LLM.chat; weak (a start-up's dummy run is not one).
-_REQUEST_FRAME = re.compile(r"^(?:create_[a-z_]+|[a-z_]*completion[a-z_]*_generator|generate(?:_[a-z]+)?|chat)$")
+_REQUEST_FRAME = lazy_re.compile(r"^(?:create_[a-z_]+|[a-z_]*completion[a-z_]*_generator|generate(?:_[a-z]+)?|chat)$")
 _FRAME_GROUP = {name: group for group, names in FRAME_GROUPS for name in names}
 # Frames that only narrow it down: V1's compile_or_warm_up_model runs the compile sizes, the graph capture and the
 # sampler warm-up; execute_model runs for the profile and for requests.
@@ -172,10 +173,10 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
     # The same words counted once: the OOM line's own phase words (hint:) and the report cue read from that line.
     hinted = {(c.file, c.line, _HINT_WORDS[c.feature]) for c in cues if c.feature in _HINT_WORDS}
     cues = [c for c in cues if (c.file, c.line, c.feature) not in hinted]
-    if not any(c.anchor and c.feature in _GPU_OOM_ANCHORS for c in cues):
+    if not any(c.anchor and c.feature in GPU_OOM_ANCHORS for c in cues):
         # When (and under what load) a GPU OOM happened says nothing about an argparse error or a crash:
         # these cues only bear on the phase of a GPU OOM, so they only count when there is one.
-        cues = [c for c in cues if not _phase_only(c.feature)]
+        cues = [c for c in cues if not phase_only(c.feature)]
     return cues
 
 
@@ -206,15 +207,6 @@ def _message_cues(col: Collector, cues: list[Cue]) -> list[Cue]:
 _HINT_WORDS = {"hint:loading": "words:loading", "hint:capture": "words:capture", "hint:profile": "words:profile",
                "hint:warmup": "words:profile", "hint:serving": "words:serving"}
 _UNSPECIFIC = frozenset({Signal.ENGINE_DIED, Signal.GENERIC_EXCEPTION})
-_GPU_OOM_ANCHORS = frozenset({"sig:cuda-oom", "sig:oom-prose", "para:oom-prose", "sig:allocator-failure"})
-_PHASE_ONLY = frozenset({"ctx:served", "ctx:ready", "ctx:weights-exceed-gpu", "ctx:weights-tight", "ctx:weights-fit",
-                         "ctx:weights-small",
-                         "ctx:multimodal", "ctx:multimodal-large-gpu", "ctx:eager", "words:startup", "words:loading",
-                         "words:after-load", "words:serving", "words:started-fine", "words:profile", "words:capture"})
-
-
-def _phase_only(feature: str) -> bool:
-    return feature in _PHASE_ONLY or feature.startswith("req:")
 
 
 def _signal_cues(ev: SignalEvent, col: Collector, ctx: Context, first_error: dict[int, int],
@@ -381,10 +373,8 @@ def _launch_cues(ctx: Context, util: float | None, add) -> None:  # noqa: ANN001
     """The launch's own settings that bear on which memory failure it was (issue 16: facts against the words): a
     utilization set above or below the release's default (above: less room for anything else on the card; below:
     a user who already fought for memory), a max-model-len given (the KV cache is sized to it)."""
-    from oomguard.diagnose.remedy import default_util
-
     if util is not None:
-        default = default_util(ctx)
+        default = ctx.default_util()
         if util > default + 0.005:
             add("ctx:util-above-default", f"--gpu-memory-utilization {util:g} is above the default {default:g}")
         elif util < default - 0.005:

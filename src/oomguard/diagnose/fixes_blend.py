@@ -25,6 +25,7 @@ from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import CHOOSE_VALUE, Fix, Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.fixes_rank import BLENDED
+import oomguard.lazy_re as lazy_re
 
 # A verdict at least this likely keeps its own fixes only (its class's facts decide them). LOBO fix flag among the
 # first two, with ALT_MIN 0.1: 0.4 -> 76.0 %, 0.6 -> 77.0 %, 0.8 -> 79.0 %, always -> 79.0 % (0.05: 79.5 %).
@@ -85,8 +86,8 @@ def blend(v: Verdict, build: Builder, members: list[Any], col: Collector, ctx: C
 
 
 # --- a flag the report suggests that no builder proposed ------------------------------------------------------
-_UP = re.compile(r"increas|rais|higher|bigger|larger|more|提高|增大|调高|加大", re.IGNORECASE)
-_DOWN = re.compile(r"lower|reduc|decreas|smaller|less|fewer|调小|调低|减小|降低", re.IGNORECASE)
+_UP = lazy_re.compile(r"increas|rais|higher|bigger|larger|more|提高|增大|调高|加大", re.IGNORECASE)
+_DOWN = lazy_re.compile(r"lower|reduc|decreas|smaller|less|fewer|调小|调低|减小|降低", re.IGNORECASE)
 # Classes where more of the budget is the fix (the KV cache is short); elsewhere less of it leaves room.
 _WANTS_MORE_BUDGET = frozenset({FC.KV_TOO_SMALL, FC.NO_KV_MEMORY, FC.MAMBA_STATE_LIMIT})
 

@@ -17,6 +17,7 @@ from oomguard.diagnose.flags import hint_for, split_unrecognized
 from oomguard.diagnose.parsers.cues import cue_name
 from oomguard.diagnose.parsers.numbers import maybe_number
 from oomguard.diagnose.remedy import num_of
+import oomguard.lazy_re as lazy_re
 
 
 def _ima(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
@@ -227,8 +228,19 @@ _FAMILIES: tuple[tuple[str, frozenset[str], str, frozenset[str], str, Any, str],
      "--disable-custom-all-reduce", True,
      "vLLM's custom all-reduce kernel needs P2P / CUDA IPC between the GPUs; NCCL's all-reduce works without it"),
     ("remote-code", frozenset({"config-error", "unknown", "missing-dependency", "bad-argument"}),
-     r"trust[_-]remote[_-]code", frozenset({cue_name("cfg:remote-code")}), "--trust-remote-code", True,
+     r"trust[_ -]remote[_ -]code", frozenset({cue_name("cfg:remote-code")}), "--trust-remote-code", True,
      "the model's repository ships its own modelling or tokenizer code"),
+    # torch's dtype mismatch inside the model's forward ("expected scalar type Half but found BFloat16"): the launch
+    # forces a dtype the checkpoint's own layers (or its quantization kernels) were not written for
+    ("dtype-mismatch", frozenset({"config-error", "unknown", "bad-argument"}),
+     r"expected (?:scalar type|both tensors to be|mat1 and mat2 to have the same dtype)|"
+     r"(?:Half|BFloat16|Float) but found (?:Half|BFloat16|Float)|must have the same dtype", frozenset(), "--dtype",
+     "auto", "the forced dtype does not match the checkpoint's layers: auto runs them in the dtype they were saved in"),
+    # an error raised in a tool-call parser (vllm/entrypoints/openai/tool_parsers/<name>_tool_parser.py, its
+    # extract_tool_calls frames, or the argument itself): the parser is chosen per model family
+    ("tool-parser", frozenset({"config-error", "unknown", "bad-argument"}),
+     r"\w+_tool_parser\.py|tool[_-]call[_-]parser|extract(?:ing)?[_ ]tool[_ ]calls?", frozenset(), "--tool-call-parser",
+     CHOOSE_VALUE, "the tool-call parser must be the one of the model's family (vLLM's tool calling docs list them)"),
     ("tokenizer", frozenset({"config-error", "unknown", "chat-template-error"}),
      r"tokenizer[_-]mode|MistralTokenizer|mistral_common|tekken", frozenset(), "--tokenizer-mode", "mistral",
      "Mistral-format checkpoints need Mistral's tokenizer (tekken / mistral_common)"),
@@ -332,7 +344,7 @@ def family_fixes(v: Verdict, members: list[Any], col: Collector, ctx: Context) -
 
 # A setting as people write it in a report: --flag, snake_case (an engine argument) or a hyphenated keyword
 # ('limit-mm-per-prompt'); only names vLLM has as flags count (_is_vllm_flag), so ordinary words fall away.
-_REPORTED = re.compile(r"(?<![\w-])(?:--)?([a-z][a-z0-9]*(?:[-_][a-z0-9]+){1,5})\b")
+_REPORTED = lazy_re.compile(r"(?<![\w-])(?:--)?([a-z][a-z0-9]*(?:[-_][a-z0-9]+){1,5})\b")
 
 
 def reported_settings(v: Verdict, members: list[Any], col: Collector, limit: int = 2) -> list[Fix]:
@@ -378,7 +390,7 @@ def launch_levers(ctx: Context, limit: int = 3) -> list[Fix]:
 # vLLM's errors name the setting at fault, as a flag ("--limit-mm-per-prompt") or a config field
 # ("max_lora_rank", "swap_space"): a configuration error's fix is that setting, with its value left to the
 # reader when the message gives none. Settings that never fix anything (addresses, names) are left out.
-_MENTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]{2,50})|\b([a-z][a-z0-9]*(?:_[a-z0-9]+){1,5})\b")
+_MENTION = lazy_re.compile(r"(?<![\w-])--([a-z][a-z0-9-]{2,50})|\b([a-z][a-z0-9]*(?:_[a-z0-9]+){1,5})\b")
 _NOT_A_FIX = {"--model", "--host", "--port", "--served-model-name", "--api-key", "--tokenizer", "--revision",
               "--download-dir", "--seed", "--help", "--config", "--device", "--load-format", "--trust-remote-code"}
 NAMED_SETTING_CLASSES = frozenset({"config-error", "unknown", "max-len-exceeds-model", "bad-argument", "host-oom",

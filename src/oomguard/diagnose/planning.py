@@ -117,8 +117,12 @@ class PlanChecker:
         self.model, self.gpu, self.num_gpus, self.version = model, gpu, num_gpus, vllm_version
         self.other_gpu_bytes = max(0, int(other_gpu_bytes))
         self.flags = launch_flags(args)
+        self.notes: list[str] = []  # how the GPU was read (make_checker), said with what the planner ran on
+        # whether num_gpus counts the machine's GPUs (--num-gpus, "4x A100", nvidia-smi) rather than the ones a
+        # message happened to name
+        self.gpus_counted = False
 
-    def plan(self, edits: dict[str, Any] | None = None) -> Any:
+    def plan(self, edits: dict[str, Any] | None = None, *, num_gpus: int | None = None) -> Any:
         flags = dict(self.flags)
         for flag, value in (edits or {}).items():
             dest = flag.lstrip("-").replace("-", "_")
@@ -126,8 +130,8 @@ class PlanChecker:
                 flags.pop(dest, None)
             else:
                 flags[dest] = value
-        return self._plan_launch(self.model, self.gpu, flags, version=self.version, num_gpus=self.num_gpus,
-                                 other_gpu_use_bytes=self.other_gpu_bytes)
+        return self._plan_launch(self.model, self.gpu, flags, version=self.version,
+                                 num_gpus=num_gpus or self.num_gpus, other_gpu_use_bytes=self.other_gpu_bytes)
 
 
 def _release(version: str | None) -> str | None:
@@ -141,8 +145,10 @@ def _release(version: str | None) -> str | None:
 
 
 def make_checker(*, model: str | None, gpu: str | None, gpu_total_gib: float | None, num_gpus: int | None,
-                 args: dict[str, Any], vllm_version: str | None, other_gpu_gib: float = 0.0) -> PlanChecker:
-    """A checker for the model (a local config or catalog id) and the GPU (a name or its size).
+                 args: dict[str, Any], vllm_version: str | None, other_gpu_gib: float = 0.0,
+                 at_total: bool = False) -> PlanChecker:
+    """A checker for the model (a local config or catalog id) and the GPU (a name or its size; ``at_total``: the
+    named card at ``gpu_total_gib``, a size the log reports).
 
     Raises ``NotChecked`` with the reason when either does not resolve or the planner cannot plan the launch."""
     if not model:
@@ -160,7 +166,8 @@ def make_checker(*, model: str | None, gpu: str | None, gpu_total_gib: float | N
         raise NotChecked(f"model {model!r} not readable offline ({str(exc).splitlines()[0][:160]})") from None
     gpu_desc = None
     problem = ""
-    for name, size in ((gpu, None), (None, gpu_total_gib)):
+    notes: list[str] = []
+    for name, size in ((gpu, gpu_total_gib if at_total else None), (None, gpu_total_gib)):
         if name is None and size is None:
             continue
         try:
@@ -168,10 +175,13 @@ def make_checker(*, model: str | None, gpu: str | None, gpu_total_gib: float | N
             break
         except (OomguardError, ValueError) as exc:
             problem = str(exc).splitlines()[0][:160]
+            notes.append(f"GPU {gpu!r} is not in the GPU table ({problem}): planned on torch's total instead")
     if gpu_desc is None:
         raise NotChecked(f"GPU {gpu!r} not in the GPU table ({problem})")
-    return PlanChecker(plan_launch, described, gpu_desc, num_gpus=num_gpus, args=args,
-                       vllm_version=_release(vllm_version), other_gpu_bytes=int(other_gpu_gib * (1 << 30)))
+    checker = PlanChecker(plan_launch, described, gpu_desc, num_gpus=num_gpus, args=args,
+                          vllm_version=_release(vllm_version), other_gpu_bytes=int(other_gpu_gib * (1 << 30)))
+    checker.notes = notes if gpu_desc.name == "custom" else []
+    return checker
 
 
 def _state(p: Any) -> str:
@@ -288,7 +298,16 @@ def _check_one(fix: Fix, checker: PlanChecker, before: Any, estimated_max_len: i
         fix.value = _largest_kv_that_starts(checker, kv, companion) or kv
         if companion:
             fix.why += " (with " + ", ".join(f"{k} {v}" for k, v in companion.items()) + ")"
-    after = checker.plan({**companion, fix.flag: fix.value})
+    gpus = None
+    if fix.flag == "--tensor-parallel-size" and isinstance(fix.value, int) and not checker.gpus_counted:
+        # a report that does not count the machine's GPUs (torch's message names only the one that failed): the
+        # fix is checked on as many as it asks for
+        gpus = fix.value * int(checker.flags.get("pipeline_parallel_size") or 1)
+        if gpus > (checker.num_gpus or 1):
+            fix.why += f" (planned on {gpus} GPUs: the report does not say how many the machine has)"
+        else:
+            gpus = None
+    after = checker.plan({**companion, fix.flag: fix.value}, num_gpus=gpus)
     if not after.starts and fix.flag == "--max-model-len" and isinstance(fix.value, int):
         cap = min(x for x in (fix.value, after.max_fitting_len, estimated_max_len) if x)
         if cap and cap < fix.value:
@@ -318,9 +337,107 @@ def _check_one(fix: Fix, checker: PlanChecker, before: Any, estimated_max_len: i
                       f"GiB; {_state(before)} -> {_state(after)}")
 
 
+# --- which model and GPU the planner checks on ----------------------------------
+# Without --model / --gpu they come from the report itself (issue 16 item 4): the launch's or the log's model id
+# (vLLM's engine config, its non-default args, the command), a model path matched by its folder name against the
+# bundled catalog, the GPU nvidia-smi or torch's OOM message names, the card the report's words name. Each says
+# where it came from (Diagnosis.planner); an unresolved or ambiguous name is said, never replaced by a guess.
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:160]
+
+
+def _model_spec(spec: str) -> tuple[str, str]:
+    """``spec`` as the planner reads it offline, with a note when it was matched by name; NotChecked otherwise."""
+    from oomguard.errors import OomguardError
+    from oomguard.inputs.model_config import catalog_ids, load_model
+
+    try:
+        load_model(spec, allow_hub=False)
+        return spec, ""
+    except (OomguardError, OSError, ValueError) as exc:
+        why = _first_line(exc)
+    name = spec.strip().replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    if name and name != spec.strip():
+        # a path that is not on this machine (/models/Qwen3-8B) or another owner's copy (unsloth/Qwen3-8B): the
+        # catalog model of exactly that name, when there is one and only one
+        hits = [cid for cid in catalog_ids() if cid.split("/", 1)[-1].lower() == name.lower()]
+        if len(hits) == 1:
+            return hits[0], f"model {spec!r} is not readable here: planned as the catalog model {hits[0]} (same name)"
+        if hits:
+            raise NotChecked(f"model {spec!r}: its name {name!r} is ambiguous in the catalog ({' or '.join(hits)})")
+    raise NotChecked(f"model {spec!r} not readable offline ({why})")
+
+
+def resolve_model(option: str | None, ctx: Any) -> tuple[str, str, list[str]]:
+    """(the model spec, where it came from, notes): ``--model`` when given (one that does not resolve is said, never
+    replaced by another), else the log or launch, else the model the report names in words; the first that resolves
+    offline wins and each earlier one says why it did not."""
+    candidates = [(option, "--model")] if option else [(ctx.model, "the log or launch"),
+                                                       (ctx.mentioned_model, "the report's words")]
+    notes: list[str] = []
+    seen: set[str] = set()
+    for spec, where in candidates:
+        if not spec or spec in seen:
+            continue
+        seen.add(spec)
+        try:
+            resolved, note = _model_spec(spec)
+        except NotChecked as exc:
+            notes.append(f"{exc} (from {where})")
+            continue
+        return resolved, where, notes + ([note] if note else [])
+    if notes:
+        raise NotChecked("; ".join(notes))
+    raise NotChecked("no model known (pass --model, or a log that names it)")
+
+
+def resolve_gpu(option: str | None, ctx: Any) -> tuple[str | None, float | None, bool, str, list[str]]:
+    """(a GPU name or None, a total in GiB or None, whether the name is planned at that total, where they came
+    from, notes) for ``make_checker``: ``--gpu``,
+    else nvidia-smi's or torch's card, else the card the report's words name (the catalog must know it), else the
+    total torch reports with no name. A named card whose catalog size is off torch's total by more than 5 % is
+    planned at torch's total (a MIG slice, a card the words misname), and says so."""
+    from oomguard.errors import OomguardError
+    from oomguard.inputs.hardware import find_gpu_in_text, lookup_gpu
+
+    total = ctx.gpu_total_gib
+    notes: list[str] = []
+    for name, where in ((option, "--gpu"), (ctx.gpu_name, "nvidia-smi or torch's message")):
+        if name:
+            return name, total, False, where, notes
+    words = ctx.mentioned_gpu
+    if words:
+        card = find_gpu_in_text(words)
+        if card is None:
+            try:  # a bare "A100" is ambiguous: torch's total settles which card it is
+                card = lookup_gpu(words, total) if total else None
+            except (OomguardError, ValueError):
+                card = None
+        if card is None:
+            notes.append(f"the GPU the report names ({words!r}, {ctx.mentioned_gpu_at}) is not one card of the "
+                         "GPU table" + (" (its size is torch's total)" if total else ""))
+        else:
+            gib = card.total_bytes / (1 << 30)
+            where = f"the report's words ({words!r}, {ctx.mentioned_gpu_at})"
+            if ctx.mentioned_gpu_lines > 1:
+                notes.append(f"{ctx.mentioned_gpu_lines} lines name a GPU; the first is taken ({card.name})")
+            if total and abs(gib - total) > 0.05 * total:
+                notes.append(f"{card.name} has {gib:.2f} GiB but torch reports {total:.2f} GiB: planned at torch's total")
+                return card.name, total, True, where, notes
+            return card.name, None, False, where, notes
+    if total:
+        notes.append(f"no card name in the report: a CUDA GPU of {total:.2f} GiB (torch's total) with the "
+                     "capabilities of an Ampere card")
+        return None, total, False, "torch's total capacity", notes
+    raise NotChecked("no GPU known (pass --gpu, or a log with torch's OOM message or nvidia-smi)")
+
+
 def check_diagnosis(diagnosis: Any, *, model: str | None = None, gpu: str | None = None,
                     num_gpus: int | None = None) -> bool:
-    """Check every fix of ``diagnosis`` with the planner, the model and GPU taken from the options or the log.
+    """Check every fix of ``diagnosis`` with the planner, the model and GPU taken from the options or the report
+    (``resolve_model`` / ``resolve_gpu``); ``diagnosis.planner`` says what it planned on, or why it could not.
 
     Returns True when the planner ran. Co-resident memory (vLLM's "Free memory on device (F/T GiB) on
     startup" message) is charged to the plan, so a fix is one that starts next to the other process.
@@ -337,14 +454,30 @@ def check_diagnosis(diagnosis: Any, *, model: str | None = None, gpu: str | None
             other = max(other, n["total_gib"] - n["free_gib"])
         if ev.signal == Signal.KV_TOO_SMALL and n.get("estimated_max_len"):
             estimated = int(n["estimated_max_len"])
+    notes: list[str] = []
     try:
-        checker = make_checker(model=model or ctx.model, gpu=gpu or ctx.gpu_name, gpu_total_gib=ctx.gpu_total_gib,
+        spec, model_from, notes = resolve_model(model, ctx)
+        gpu_name, gpu_gib, at_total, gpu_from, gpu_notes = resolve_gpu(gpu, ctx)
+        checker = make_checker(model=spec, gpu=gpu_name, gpu_total_gib=gpu_gib,
                                num_gpus=num_gpus or ctx.num_gpus, args=dict(ctx.args), vllm_version=ctx.version,
-                               other_gpu_gib=other)
+                               other_gpu_gib=other, at_total=at_total)
+        notes += gpu_notes + checker.notes
+        from oomguard.diagnose.context import gpu_count_from_text
+
+        checker.gpus_counted = bool(num_gpus or col.nvidia_smi or (gpu and gpu_count_from_text(gpu)))
     except NotChecked as exc:
         # Said on the fixes whether or not the user asked (--model / --gpu): a fix without a verdict reads as a
         # checked one otherwise (issue 17: "never silently"); the views say it once per failure.
         mark_not_checked(diagnosis.verdicts, str(exc))
+        _said(diagnosis, {"checked": False, "why": str(exc)})
         return False
+    _said(diagnosis, {"checked": True, "model": spec, "model_from": model_from, "gpu": checker.gpu.name,
+                      "gpu_total_gib": round(checker.gpu.total_bytes / (1 << 30), 2), "gpu_from": gpu_from,
+                      **({"notes": notes} if notes else {})})
     check_fixes(diagnosis.verdicts, checker, estimated_max_len=estimated)
     return True
+
+
+def _said(diagnosis: Any, planner: dict[str, Any]) -> None:
+    if hasattr(diagnosis, "planner"):
+        diagnosis.planner = planner

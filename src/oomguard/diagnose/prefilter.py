@@ -46,8 +46,9 @@ from typing import Any, Protocol
 
 from oomguard.diagnose.parsers.cues import CASELESS_KEYWORDS as CUE_CASELESS
 from oomguard.diagnose.parsers.cues import KEYWORDS as CUE_KEYWORDS
-from oomguard.diagnose.parsers.errors import EXCEPTION_SUFFIXES
+from oomguard.diagnose.events import EXCEPTION_SUFFIXES
 from oomguard.diagnose.parsers.frames import KEYWORDS as FRAME_KEYWORDS
+import oomguard.lazy_re as lazy_re
 
 # Every line the parsers understand contains at least one of these. Keep them
 # specific: a keyword that appears on ordinary serving lines costs throughput.
@@ -192,12 +193,12 @@ def line_bounds(data: bytes, pos: int, start: int, end: int) -> tuple[int, int]:
 
 
 # A word character of an exception's name (Python's \w, any non-ASCII byte included), and the suffixes of a name
-# as the errors parser reads it (errors._EXCEPTION). The name is watched when a colon follows it: "ValueError: ..."
+# as the errors parser reads it (events.EXCEPTION_NAME). The name is watched when a colon follows it: "ValueError: ..."
 # (a bare name at the end of a line is not: an alternative for it costs 3x on dense error text, where every line
 # says "Error").
 _NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | frozenset(range(0x80, 0x100))
 _EXCEPTION_SUFFIXES = tuple(suffix.encode() for suffix in EXCEPTION_SUFFIXES)
-_NAME = re.compile(rb"(?<![A-Za-z0-9_\x80-\xff])([A-Za-z0-9_\x80-\xff]*)(?:" + b"|".join(_EXCEPTION_SUFFIXES) + rb"):")
+_NAME = lazy_re.compile(rb"(?<![A-Za-z0-9_\x80-\xff])([A-Za-z0-9_\x80-\xff]*)(?:" + b"|".join(_EXCEPTION_SUFFIXES) + rb"):")
 
 
 def known_names(raw: bytes) -> set[bytes]:

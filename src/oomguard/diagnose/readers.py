@@ -24,6 +24,7 @@ from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.scanner import every_line, scan
 from oomguard.inputs import logs
 from oomguard.inputs.nvidia_smi import NvidiaSmiParser, looks_like_csv, looks_like_table
+import oomguard.lazy_re as lazy_re
 
 __all__ = ["InputReport", "detect_kind", "every_line", "read_input", "scan"]
 
@@ -46,18 +47,18 @@ class InputReport:
                 "matched_lines": self.matched_lines, "notes": self.notes}
 
 
-_VLLM_SIGNS = re.compile(
+_VLLM_SIGNS = lazy_re.compile(
     r"vllm|vLLM|EngineCore|\[gpu_model_runner\.py|\[gpu_worker\.py|llm_engine\.py|model_runner\.py|"
     r"\(APIServer pid=|Avg prompt throughput|KV cache|CUDA out of memory|OutOfMemoryError|Traceback"
 )
-_KERNEL_SIGNS = re.compile(
+_KERNEL_SIGNS = lazy_re.compile(
     r"^\[\s*\d+\.\d+\]|^\[[A-Z][a-z]{2} [A-Z][a-z]{2} |kernel: |oom-kill|invoked oom-killer|Killed process|"
     r"Memory cgroup out of memory|^(?:kern|user|daemon)\s*:", re.MULTILINE
 )
 # What only a log (not a launch script) contains.
-_LOG_SIGNS = re.compile(r"\b(?:INFO|WARNING|ERROR|DEBUG)\b|EngineCore|Traceback|\bpid=\d+|\berror:|^usage:", re.MULTILINE)
-_TOPO_SIGNS = re.compile(r"^\s*GPU0(?:\s+GPU\d+)*\s+(?:NIC\d+\s+)*(?:CPU Affinity|mlx)|Legend:\s*\n\s*X\s+= Self", re.MULTILINE)
-_LAUNCH_SIGNS = re.compile(r"^(?:#!.*\n)?(?:.*\n){0,40}?.*(?:\bvllm\s+serve\b|-m\s+vllm\.entrypoints|vllm/vllm-openai)", re.MULTILINE)
+_LOG_SIGNS = lazy_re.compile(r"\b(?:INFO|WARNING|ERROR|DEBUG)\b|EngineCore|Traceback|\bpid=\d+|\berror:|^usage:", re.MULTILINE)
+_TOPO_SIGNS = lazy_re.compile(r"^\s*GPU0(?:\s+GPU\d+)*\s+(?:NIC\d+\s+)*(?:CPU Affinity|mlx)|Legend:\s*\n\s*X\s+= Self", re.MULTILINE)
+_LAUNCH_SIGNS = lazy_re.compile(r"^(?:#!.*\n)?(?:.*\n){0,40}?.*(?:\bvllm\s+serve\b|-m\s+vllm\.entrypoints|vllm/vllm-openai)", re.MULTILINE)
 
 
 def detect_kind(sample: bytes) -> InputKind:

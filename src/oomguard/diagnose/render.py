@@ -82,6 +82,11 @@ def _fact_line(data: dict[str, Any]) -> list[str]:
     if ident:
         out.append(" | ".join(ident))
     out.append(f"phase reached: {facts.get('phase_reached', 'unknown')}")
+    planner = facts.get("planner")
+    if planner and planner.get("checked"):
+        out.append(f"fixes checked by the planner on {planner['model']} (from {planner['model_from']}) and "
+                   f"{planner['gpu']} {planner['gpu_total_gib']} GiB (from {planner['gpu_from']})"
+                   + "".join(f"; {n}" for n in planner.get("notes", [])))
     for check in facts.get("agreement", []):
         out.append(("inputs agree: " if check["agree"] else "inputs DISAGREE: ") + check["detail"])
     mem = {}

@@ -13,7 +13,6 @@ does not grow with the file: one buffer and the bounded ``Collector``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.lines import parse_line
 from oomguard.diagnose.prefilter import FREQUENT
 from oomguard.inputs import logs
+import oomguard.lazy_re as lazy_re
 
 _FOLLOW_LINES = 2
 _FOLLOW_BYTES = 2048
@@ -535,7 +535,7 @@ _TAIL_WINDOW = 64 * 1024
 
 
 # The process prefix of a serving line ("(APIServer pid=1) "), as lines.parse_line reads it.
-_PROC_KEY = re.compile(rb"\(([A-Za-z_][\w.:/=-]*(?:\s[\w.:/=-]+)*?(?:\s+pid=\d+)?)(?:,\s*ip=[\w.:]+)?\)\s")
+_PROC_KEY = lazy_re.compile(rb"\(([A-Za-z_][\w.:/=-]*(?:\s[\w.:/=-]+)*?(?:\s+pid=\d+)?)(?:,\s*ip=[\w.:]+)?\)\s")
 
 
 def _frequent(data: bytes, start: int, end: int, name: str, cursor: _Cursor, col: Collector, notes: logs.ReadNotes,

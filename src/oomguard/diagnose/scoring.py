@@ -32,14 +32,20 @@ GPU_OOM_ANCHORS = frozenset({"sig:cuda-oom", "sig:oom-prose", "para:oom-prose", 
 # Cue kinds that bear on when a GPU OOM happened (the phase model's inputs), and single cues besides them.
 _PHASE_KINDS = ("frame:", "paste-frame:", "phase:", "paste-phase:", "hint:", "oom:", "size:", "flag:", "req:",
                 "paste:")
-_PHASE_CUES = frozenset({"ctx:served", "ctx:ready", "ctx:weights-exceed-gpu", "ctx:weights-tight", "ctx:weights-fit",
-                         "ctx:weights-small", "ctx:weights-above-budget", "ctx:util-above-default",
-                         "ctx:util-below-default", "ctx:max-len-set",
-                         "ctx:multimodal", "ctx:multimodal-large-gpu", "ctx:eager", "ctx:engine-v0",
-                         "ctx:tensor-parallel", "words:startup", "words:loading", "words:after-load", "words:serving",
-                         "words:started-fine", "words:profile", "words:capture", "words:kv", "cfg:hybrid",
-                         "sig:load-oom", "sig:sampler-warmup-oom", "sig:kv-allocation-oom", "sig:startup-free-memory",
-                         "host:offload"})
+# Of those, the ones that say nothing but the phase (with "req:"): without a GPU OOM they say nothing about an
+# argparse error or a crash, and features.py leaves them out. One table, so the two lists cannot drift apart.
+PHASE_ONLY = frozenset({"ctx:served", "ctx:ready", "ctx:weights-exceed-gpu", "ctx:weights-tight", "ctx:weights-fit",
+                        "ctx:weights-small", "ctx:multimodal", "ctx:multimodal-large-gpu", "ctx:eager",
+                        "words:startup", "words:loading", "words:after-load", "words:serving", "words:started-fine",
+                        "words:profile", "words:capture"})
+_PHASE_CUES = PHASE_ONLY | frozenset({"ctx:weights-above-budget", "ctx:util-above-default", "ctx:util-below-default",
+                                      "ctx:max-len-set", "ctx:engine-v0", "ctx:tensor-parallel", "words:kv",
+                                      "cfg:hybrid", "sig:load-oom", "sig:sampler-warmup-oom", "sig:kv-allocation-oom",
+                                      "sig:startup-free-memory", "host:offload"})
+
+
+def phase_only(feature: str) -> bool:
+    return feature in PHASE_ONLY or feature.startswith("req:")
 
 
 def bears_on_phase(feature: str) -> bool:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from typing import Any, NamedTuple
+from typing import Any
 
+from oomguard.records import NamedTuple
 from oomguard.units import GiB, MiB
 
 # Flags fit searches; everything else a --from launch sets is carried over untouched.

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from oomguard.fit.space import HEADROOM_FLOOR_BYTES, HEADROOM_FLOOR_SHARE
 from oomguard.model.failures import FailureClass
+from oomguard.records import NamedTuple
 from oomguard.units import GiB, MiB
 
 # Start-up failures an engine edit can cure. WEIGHTS_OOM needs more GPUs or a smaller checkpoint (fit's job).

@@ -7,8 +7,9 @@ other keys are additions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+from oomguard.records import field, record
 
 
 def _jsonable(value: Any) -> Any:
@@ -21,7 +22,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-@dataclass
+@record
 class Candidate:
     """One launch that fits, with its plan and the reasons to pick it or not."""
 
@@ -56,7 +57,7 @@ class Candidate:
         return d
 
 
-@dataclass
+@record
 class FitResult:
     candidates: list[Candidate]
     searched: int

@@ -18,9 +18,9 @@ only serves to compare candidate launches with each other.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 from oomguard.model.description import LayerKind
+from oomguard.records import NamedTuple
 
 LABEL = "estimate, roofline, ±50%"
 COMPUTE_EFFICIENCY = 0.5  # fraction of dense BF16 peak reached by prefill GEMMs + attention

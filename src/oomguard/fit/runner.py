@@ -16,7 +16,6 @@ from __future__ import annotations
 import gc
 import time
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 from oomguard.fit import command as cmd
@@ -31,10 +30,11 @@ from oomguard.fit.space import Goal, KVMemoryMode, Structure, build_space
 from oomguard.fit.tiering import TierMixin
 from oomguard.model.engine import derive_len, parse_version
 from oomguard.model.planner import plan_launch
+from oomguard.records import record
 from oomguard.units import GiB, MiB
 
 
-@dataclass
+@record
 class FitRequest:
     model: object
     gpu: object
@@ -54,7 +54,7 @@ class FitRequest:
     fixed_flags: dict | None = None  # no launch: flags every candidate carries (e.g. --hf-overrides with a RoPE scaling)
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Trial:
     """One feasible candidate, before it is turned into flags."""
 
@@ -550,7 +550,7 @@ def _set_aside(launch: Any, result: FitResult) -> None:
 
 def _checkpoint_candidates(req: FitRequest) -> list[Candidate]:
     """The best launch of each quantized checkpoint of the same model in the catalog (same goal)."""
-    from dataclasses import replace as dc_replace
+    from oomguard.records import replace as dc_replace
 
     from oomguard.errors import OomguardError
     from oomguard.fit.checkpoints import siblings

@@ -21,8 +21,6 @@ against ``plan_launch`` on samples of candidates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from oomguard.model import activation as act
 from oomguard.model.cudagraph import cudagraph_estimate
@@ -31,6 +29,7 @@ from oomguard.model.failures import FailureClass
 from oomguard.model.kv_spec import KVLayout, blocks_per_request
 from oomguard.model.non_torch import startup_free_check
 from oomguard.model.planner import CUDA_CONTEXT_BYTES, plan_launch
+from oomguard.records import NamedTuple, field, record
 from oomguard.units import MiB, cdiv
 
 
@@ -43,7 +42,7 @@ class RankCost(NamedTuple):
     last_stage: bool
 
 
-@dataclass
+@record
 class Base:
     """What one (TP, PP, KV dtype, eager) combination fixes, from one ``plan_launch``."""
 
@@ -137,7 +136,7 @@ class Step(NamedTuple):
         return max(0, self.graphs_high_bytes - self.graphs_bytes)
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Outcome:
     """``plan_launch``'s verdict for one candidate, and the numbers fit ranks on."""
 

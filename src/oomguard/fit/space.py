@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import NamedTuple
 
+from oomguard.records import NamedTuple
 from oomguard.units import GiB, MiB
 
 # vLLM's chunked-prefill token budgets worth trying (S2's table spans 256-4096; 16384 is the H100/B200 default).

@@ -7,9 +7,9 @@ memory figures come from the memory model.
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
 from oomguard.fit.roofline import LABEL, Roofline, prefill_steps
+from oomguard.records import NamedTuple
 from oomguard.units import GiB
 
 

@@ -52,9 +52,10 @@ from __future__ import annotations
 
 import math
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any
 from collections.abc import Mapping
 
+from oomguard.records import NamedTuple
 from oomguard.units import GiB
 
 __all__ = [

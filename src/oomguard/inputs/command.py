@@ -22,7 +22,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from oomguard.errors import InputError
 from oomguard.inputs import files, jsonflags
@@ -31,6 +31,7 @@ from oomguard.inputs.shell import Command, Word, lex
 from oomguard.numbers import NumberError, parse_float, parse_int
 from oomguard.units import parse_size
 import oomguard.lazy_re as lazy_re
+from oomguard.records import NamedTuple
 
 __all__ = [
     "RELEVANT_ENV",

@@ -16,11 +16,11 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import NamedTuple
 
 from oomguard.errors import InputError, UnknownGPUError
 from oomguard.units import GiB
 import oomguard.lazy_re as lazy_re
+from oomguard.records import NamedTuple
 
 # Interconnects that link every GPU of a node to every other (custom all-reduce beyond two GPUs,
 # NCCL's NVLink channel count): NVSwitch boards, rack NVLink, AMD's XGMI between OAM modules.

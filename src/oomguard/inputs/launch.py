@@ -28,10 +28,10 @@ Nothing is executed; nothing here reads files.
 from __future__ import annotations
 
 import enum
-from typing import Any, NamedTuple
+from typing import Any
 
 from oomguard.inputs.shell import Command, Word
-from oomguard.records import field, record
+from oomguard.records import NamedTuple, field, record
 
 __all__ = [
     "FlagProblem",

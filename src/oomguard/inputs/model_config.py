@@ -192,8 +192,9 @@ def _describe(config: dict, cfg_path: Path, **kwargs) -> ModelDescription:
     """``architectures.describe`` with its Python errors translated at the boundary.
 
     ``validate_config`` checks the fields every adapter multiplies; a field only one family reads
-    (null where a size is needed, a list where a number is) still reaches the adapter, and its
-    TypeError/KeyError is about this file, so it is reported as one line naming it.
+    (null where a size is needed, a list where a number is) still reaches the adapter, where reading it
+    (``int(cfg["o_groups"])``) raises: that error is about this file, so it is reported as one line naming
+    the file and the field. The same error raised anywhere else is a bug of oomguard's and is not hidden.
     """
     from oomguard.inputs.config_defaults import with_defaults
     from oomguard.model.architectures import describe
@@ -209,10 +210,35 @@ def _describe(config: dict, cfg_path: Path, **kwargs) -> ModelDescription:
         raise InputError(f"config field {exc.args[0] if exc.args else '?'} is missing, and "
                          f"model_type {config.get('model_type')!r} needs it", file=str(cfg_path)) from None
     except (TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError, OverflowError) as exc:
+        fields = _config_read_at(exc, filled)
+        if fields is None:
+            raise
         detail = str(exc)
         detail = detail if len(detail) <= 120 else detail[:120] + "…"
-        raise InputError(f"config has a field of the wrong type or value for model_type "
-                         f"{config.get('model_type')!r} ({exc.__class__.__name__}: {detail})", file=str(cfg_path)) from None
+        what = f"config field {', '.join(fields)}: the wrong type or value" if fields else \
+            "config has a field of the wrong type or value"
+        raise InputError(f"{what} for model_type {config.get('model_type')!r} ({exc.__class__.__name__}: {detail})",
+                         file=str(cfg_path)) from None
+
+
+_ADAPTERS = os.sep + os.path.join("oomguard", "model", "architectures") + os.sep
+_OOMGUARD = os.sep + "oomguard" + os.sep
+_QUOTED_NAME = __import__("re").compile(r"""["']([A-Za-z_][A-Za-z0-9_]{0,80})["']""")
+
+
+def _config_read_at(exc: BaseException, config: dict) -> list[str] | None:
+    """Where ``exc`` came from, when it came from an adapter reading the config: the config's fields that the
+    failing line names (``[]`` when it names none of them); ``None`` when oomguard's own code raised it elsewhere
+    (the innermost oomguard frame is not an adapter's)."""
+    import linecache
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _OOMGUARD in f.filename]
+    if not frames or _ADAPTERS not in frames[-1].filename:
+        return None
+    line = frames[-1].line or linecache.getline(frames[-1].filename, frames[-1].lineno or 0)
+    scopes = [config] + [v for v in config.values() if isinstance(v, dict)]
+    return sorted({name for name in _QUOTED_NAME.findall(line or "") if any(name in s for s in scopes)})
 
 
 def describe_config(config: dict, *, source: str, name: str | None = None, hf_quant: dict | None = None,

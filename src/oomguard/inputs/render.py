@@ -18,15 +18,16 @@ import json
 import math
 import re
 import shlex
-from dataclasses import dataclass
 from typing import Any
+
+from oomguard.records import record
 
 # Which names hold a credential is decided by the one redactor (oomguard.redact.is_secret_name):
 # renderers never write such values out; oomguard.export moves them to the environment.
 SECRET_DEST_ENV = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FlagForm:
     """How one flag is spelled on a command line."""
 

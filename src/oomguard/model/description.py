@@ -8,7 +8,8 @@ raw config dictionaries. Field names follow vLLM's vocabulary.
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+
+from oomguard.records import NamedTuple
 
 # Bytes per element of the dtypes vLLM runs a model in (torch's element sizes); the one table
 # the adapters (conv/SSM state), the dtype resolution (engine.py) and the weights read.

@@ -7,9 +7,8 @@ range the true value is expected to fall in.
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
-from oomguard.records import field, record
+from oomguard.records import NamedTuple, field, record
 
 
 class Term(NamedTuple):

@@ -9,10 +9,10 @@ See docs/memory-model.md#kv-cache.
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
 from oomguard.errors import InputError
 from oomguard.model.description import AttentionLayer, LayerKind, ModelDescription
+from oomguard.records import NamedTuple
 from oomguard.units import cdiv
 
 DEFAULT_BLOCK_SIZE = 16

@@ -14,11 +14,11 @@ What the KV budget pays for outside PyTorch's allocator depends on three things
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
 from oomguard.model.description import ModelDescription
 from oomguard.model.engine import EngineSettings
 from oomguard.model.estimate import Term
+from oomguard.records import NamedTuple
 from oomguard.units import GiB, MiB
 
 # Baseline before vLLM's snapshot: the CUDA context of one process (driver, runtime, kernels

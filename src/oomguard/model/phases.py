@@ -22,9 +22,9 @@ size.
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
 from oomguard.model.description import ModelDescription
+from oomguard.records import NamedTuple
 
 GDN_CHUNK = 64  # FLA chunk size: third_party/flash_linear_attention/ops/utils.py (FLA_CHUNK_SIZE)
 # Attention with per-head q/k RMSNorm (q_norm, k_norm): RMSNorm returns new q and k tensors.

@@ -10,11 +10,11 @@ model dtype unless a method says otherwise.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from oomguard.errors import UnsupportedModelError
 from oomguard.model.description import Quantization
 import oomguard.lazy_re as lazy_re
+from oomguard.records import NamedTuple
 
 # Module categories the weight model asks about.
 CATEGORIES = ("attn", "mlp", "experts", "shared_experts", "linear_attn", "lm_head", "embed")

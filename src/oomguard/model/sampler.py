@@ -11,7 +11,7 @@ tests/unit/test_activation_oracle.py); the Triton and FlashInfer paths are deriv
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from oomguard.records import NamedTuple
 
 # ParallelLMHead pads the vocabulary to a multiple of 64 (DEFAULT_VOCAB_PADDING_SIZE); logits are
 # a view of the padded [N, V_pad] storage (logits_processor.py::_get_logits slices it).

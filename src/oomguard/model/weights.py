@@ -10,11 +10,11 @@ head on the last; quantized bytes per parameter per method's ``create_weights``.
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
 from oomguard.model.architectures.common import pad_vocab
 from oomguard.model.description import LayerKind, ModelDescription
 from oomguard.model.quantization import WeightCosts
+from oomguard.records import NamedTuple
 
 class WeightSplit(NamedTuple):
     """Bytes on one rank, by part (for the ledger)."""

@@ -367,7 +367,8 @@ async def _stage_two(
                 run.schedule_notes.append(f"stopped after stage {stage.name}: not every request completed")
                 break
             if stage.kind is StageKind.FIND_LIMIT:
-                await loop.tick()  # a reading from after the stage, not from its middle
+                # a reading from after the stage, not from its middle, waited for: the decision below reads it
+                await loop.tick(settle_s=config.chain_timeout_s)
             if stage.kind is StageKind.FIND_LIMIT and _saturated(loop.samples, result):
                 result.note = "KV cache saturated (preemptions or a waiting queue): limit reached"
                 run.schedule_notes.append(f"--find-limit: KV pool saturated at concurrency {stage.concurrency}")

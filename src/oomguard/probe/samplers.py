@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from oomguard.inputs.nvidia_smi import SAMPLING_QUERY
 from oomguard.probe.classes import Source
 
 
@@ -181,10 +182,7 @@ class NvidiaSmiSampler(ThreadedSampler):
     name = "nvidia-smi"
 
     def __init__(self, run: Callable[[tuple[str, ...]], str] = _run_smi):
-        from oomguard.inputs.nvidia_smi import SAMPLING_QUERY
-
         self._run = run
-        self._query = SAMPLING_QUERY
 
     @classmethod
     def create(cls) -> tuple[NvidiaSmiSampler | None, str]:
@@ -194,7 +192,7 @@ class NvidiaSmiSampler(ThreadedSampler):
             return None, "nvidia-smi not on PATH"
         sampler = cls()
         try:
-            rows = smi_samples(0.0, sampler._run(sampler._query))
+            rows = smi_samples(0.0, sampler._run(SAMPLING_QUERY))
         except (OSError, subprocess.SubprocessError) as exc:
             return None, f"nvidia-smi failed: {exc}"
         if not rows:
@@ -202,7 +200,7 @@ class NvidiaSmiSampler(ThreadedSampler):
         return sampler, f"nvidia-smi: {len(rows)} GPU(s)"
 
     def sample_sync(self, t: float) -> list[Sample]:
-        return smi_samples(t, self._run(self._query))
+        return smi_samples(t, self._run(SAMPLING_QUERY))
 
 
 # -- process RSS -----------------------------------------------------------------

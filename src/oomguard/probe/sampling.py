@@ -51,7 +51,17 @@ class SamplingLoop:
     def now(self) -> float:
         return time.perf_counter() - self.clock_zero
 
-    async def tick(self) -> None:
+    async def tick(self, settle_s: float = 0.0) -> None:
+        """One reading from every sampler.
+
+        ``settle_s > 0`` is a reading a decision waits for (find-limit's "after the stage"): a sampler still busy
+        from an earlier tick is waited for, and this tick's readings are waited for, up to ``settle_s`` each, so
+        the decision does not depend on how loaded the machine running the probe is.
+        """
+        if settle_s > 0:
+            busy = [p for p in self._pending.values() if not p.done()]
+            if busy:
+                await asyncio.wait(busy, timeout=settle_s)
         t = self.now()
         self.samples.append(Sample(t, Source.CLIENT, "load", {"in_flight": float(self.in_flight())}))
         started = []
@@ -68,7 +78,7 @@ class SamplingLoop:
         if not started:
             return
         # Wait at most one interval; a slower sampler finishes (or not) in the background.
-        await asyncio.wait([t for _, t in started], timeout=max(self.interval_s, 0.05))
+        await asyncio.wait([t for _, t in started], timeout=max(self.interval_s, 0.05, settle_s))
         for s, task in started:
             if task.done():
                 self._collect(s, task)

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import os
 import re
-from typing import NamedTuple
 from functools import lru_cache
 from pathlib import Path
 
 import oomguard.lazy_re as lazy_re
 from oomguard.errors import InputError
+from oomguard.records import NamedTuple
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "flags"
 

@@ -10,8 +10,9 @@ tables, so an entry cannot drift from the data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
+
+from oomguard.records import record
 
 
 class ChangeKind(str, Enum):
@@ -22,8 +23,10 @@ class ChangeKind(str, Enum):
     NO_OP = "no-op"              # still accepted, deprecated, has no effect
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FlagChange:
+    """How one flag changed between releases (renamed, inverted, replaced, removed, made a no-op), with its source."""
+
     old: str
     kind: ChangeKind
     new: str | None = None

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from enum import Enum
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from oomguard.errors import InputError
-from oomguard.records import field, record
+from oomguard.records import NamedTuple, field, record
 
 from . import releases
 
@@ -167,10 +167,7 @@ class Release:
     env: Mapping[str, dict]
     parser: ParserBehaviour
     note: str = ""
-    _index: dict[str, tuple[str, bool]] = field(default_factory=dict)  # option -> (dest, negated)
-
-    def __repr__(self) -> str:
-        return f"Release({self.version!r}, family={self.family!r}, note={self.note!r})"
+    _index: dict[str, tuple[str, bool]] = field(default_factory=dict, repr=False, compare=False)  # option -> (dest, negated)
 
     def with_note(self, note: str) -> Release:
         """The same table, with ``note`` saying why this release was chosen (versions.get_release)."""

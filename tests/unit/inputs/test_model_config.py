@@ -85,3 +85,36 @@ def test_hub_not_used_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(InputError, match="not found"):
         load_model("someone/not-in-catalog")
+
+
+def test_a_bad_typed_field_an_adapter_reads_is_one_line_naming_it(tmp_path, capsys):
+    """A field only one family reads (DeepSeek-V4's o_groups) given as a list reaches the adapter, whose int()
+    raises: through `oomguard plan`, one line naming the file and the field, exit 2, no traceback."""
+    from oomguard.cli.main import main
+    from oomguard.inputs.model_config import CATALOG_DIR
+
+    cfg = json.loads((CATALOG_DIR / "deepseek-ai__DeepSeek-V4-Flash" / "config.json").read_text())
+    cfg["o_groups"] = [8]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    rc = main(["plan", "--model", str(tmp_path), "--gpu", "H100-80GB", "--num-gpus", "8"])
+    _, err = capsys.readouterr()
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and "internal error" not in err
+    assert "config.json" in err and "config field o_groups" in err
+
+
+def test_a_type_error_outside_the_adapters_is_not_called_a_bad_config(tmp_path, monkeypatch):
+    """The catch is narrowed to the adapters reading the config: the same TypeError from oomguard's own code after
+    them (here the coverage table) is a bug, and is not reported as the user's file."""
+    import oomguard.inputs.coverage_data as coverage_data
+
+    def broken(desc):
+        raise TypeError("unsupported operand type(s) for +: 'int' and 'NoneType'")
+
+    monkeypatch.setattr(coverage_data, "attach", broken)
+    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000,
+           "max_position_embeddings": 2048}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(TypeError):
+        load_model(str(tmp_path))

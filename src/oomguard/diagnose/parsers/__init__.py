@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from oomguard.diagnose.classes import Phase
-from oomguard.diagnose.events import LogLine
+from oomguard.diagnose.events import LogLine, error_record
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers import messages
 from oomguard.diagnose.parsers.cues import parse_cues
@@ -28,8 +28,6 @@ __all__ = ["feed"]
 
 
 _QUOTE = lazy_re.compile(r"^(?:>\s?)+")
-# An exception line ("RuntimeError: ...", "torch.OutOfMemoryError: ..."): an error record without a level.
-_ERROR_RECORD = lazy_re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b:")
 # Markdown around the start of a pasted record ("`ValueError`: ...", "**RuntimeError:** ...", "```ERROR ...```"):
 # the record is read as if it were unwrapped, when what is left starts like one.
 _MARKDOWN = lazy_re.compile(r"^\s*(`{1,3}|\*{1,2})(?=\S)([^`*]{1,200}?)\1")
@@ -126,7 +124,7 @@ def feed(line: LogLine, col: Collector) -> None:
         parse_identity(line, col)
         parse_errors(line, col)
         if col.served_failure is None and col.state.phase >= Phase.READY and not line.prose \
-                and (line.level in ("ERROR", "CRITICAL") or _ERROR_RECORD.match(line.message)):
+                and (line.level in ("ERROR", "CRITICAL") or error_record(line.message, colon=True)):
             col.served_failure = (line.file, line.line, line.raw[:200])
     except BadNumber as exc:
         # A number nobody could have printed ('1.2.3', '1e999', 5000 digits): the rest of the line

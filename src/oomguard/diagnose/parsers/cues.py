@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from oomguard.diagnose.events import LogLine
+from oomguard.diagnose.events import LogLine, error_record
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.fragments import KEYWORDS as FRAGMENT_KEYWORDS
 from oomguard.diagnose.trie import alternation
@@ -363,7 +363,6 @@ def cue_name(name: str) -> str:
 UNSCORED_PREFIXES = (SUGGESTION_PREFIX, MENTION_PREFIX)
 
 _CJK = lazy_re.compile(r"[\u3400-\u9fff]")
-_ERROR_RECORD = lazy_re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
 # Words of a failure (counted only in prose or error records): on an error record they state a failure.
 FAILURE_WORDS: frozenset[str] = frozenset(r.feature for r in TABLE if r.failure and r.feature.startswith("words:"))
 # Words that state a failure on their own, in prose as on an error record: anchors (features.extract).
@@ -439,7 +438,7 @@ def parse_cues(line: LogLine, col: Collector) -> None:
     if not found:
         return
     words = line.prose or _CJK.search(msg) is not None
-    error = line.level in ("ERROR", "CRITICAL") or _ERROR_RECORD.match(msg) is not None
+    error = line.level in ("ERROR", "CRITICAL") or error_record(msg)
     failure = words or error
     tried: set[str] = set()
     for keyword in found:

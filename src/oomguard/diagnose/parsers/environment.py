@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from oomguard.diagnose.events import LogLine, Signal
+from oomguard.diagnose.events import LogLine, Signal, error_record
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import integer, num
 import oomguard.lazy_re as lazy_re
@@ -93,7 +93,7 @@ _NCCL_WARN = "NCCL WARN"
 
 
 def _is_error_record(line: LogLine, msg: str) -> bool:
-    return line.level in ("ERROR", "CRITICAL") or bool(re.match(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b", msg))
+    return line.level in ("ERROR", "CRITICAL") or error_record(msg)
 
 
 def parse_environment(line: LogLine, col: Collector, msg: str, joined: str) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from oomguard.diagnose.events import LogLine, Signal
+from oomguard.diagnose.events import EXCEPTION_NAME, LogLine, Signal
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.environment import parse_environment
 from oomguard.diagnose.parsers.fragments import parse_fragment
@@ -38,9 +38,7 @@ _HOST_KILL_WORDS = lazy_re.compile(
     r"oom[\s_-]?kill|killed by (?:the )?(?:kernel|oom|linux|os|system|cgroup)|kernel killed|\bOOMKilled\b|"
     r"exit(?:ed)? (?:with )?(?:code |status )?137\b", re.IGNORECASE)
 _METHOD = lazy_re.compile(r"Error executing method '?(\w+)'?")
-# How Python names an exception class, by its suffix: the one place (the prefilter watches lines naming a new one).
-EXCEPTION_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit")
-_EXCEPTION = lazy_re.compile(r"^(?:[\w.]+\.)?(\w*(?:" + "|".join(EXCEPTION_SUFFIXES) + r"))(?::\s*(.*))?$")
+_EXCEPTION = lazy_re.compile(EXCEPTION_NAME + r"(?::\s*(.*))?$")
 
 # PyTorch's OOM, new (>= 2.1) and old wording.
 _OOM_NEW = lazy_re.compile(

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from oomguard.diagnose.events import LogLine
+from oomguard.diagnose.events import EXCEPTION_NAME, LogLine, error_record
 import oomguard.lazy_re as lazy_re  # parsers' patterns compile when first run (diagnose's start-up)
 
 CATALOG_FILE = Path(__file__).resolve().parents[2] / "data" / "vllm_messages.json"
@@ -70,13 +70,12 @@ _PREFIXES = lazy_re.compile(
     r"(?:\[?[\w./-]+\.py(?::\d+)?\]\s*)?)?"
     r"(?:\[rank\d+\]:\s*)?",
 )
-_EXCEPTION = lazy_re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception|Exit|Interrupt))\s*:\s*")
+_EXCEPTION = lazy_re.compile(EXCEPTION_NAME + r"\s*:\s*")
 # a word keeps its hyphens ("device-side", a flag's name "--tool-call-parser" is one word)
 _TOKEN = lazy_re.compile(r"[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*(?:'[a-z]+)?|\d+(?:\.\d+)?")
 _PLACEHOLDER = lazy_re.compile(r"\{n?\}")
 _TOKEN_OR_SLOT = lazy_re.compile(_TOKEN.pattern + r"|\x00")
 _DIGITS = lazy_re.compile(r"\d+")
-_ERROR_RECORD = lazy_re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b")
 _OTHER_LEVEL = lazy_re.compile(r"(?:^|[\s\[|:(-])(?:INFO|DEBUG|TRACE|WARN|WARNING|NOTICE|UserWarning|FutureWarning|"
                           r"DeprecationWarning)(?:[\s\]|:)-]|$)")
 # Traceback frames and source lines, a caret line: never a message
@@ -311,7 +310,7 @@ def is_candidate(line: LogLine) -> bool:
         return True
     if line.level is not None or _OTHER_LEVEL.search(line.message[:100]):
         return False  # INFO / WARNING records, vLLM's or another logger's (NCCL's "NCCL INFO", Python's "- INFO -")
-    return line.prose or _ERROR_RECORD.match(line.message) is not None
+    return line.prose or error_record(line.message)
 
 
 @dataclass
