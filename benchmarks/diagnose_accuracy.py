@@ -250,7 +250,8 @@ def cross_validation(files: list[Path] | None, healthy: list[Path] | None, *, as
         items: dict[int, object] = {}
 
         def on_fold(held, model):  # noqa: ANN001, ANN202
-            weights = train.weights_for_fold(d, model, shipped.temperature, phase_t, shipped.paraphrase_cap)
+            weights = train.weights_for_fold(d, model, shipped.temperature, phase_t, shipped.paraphrase_cap,
+                                           shipped.generic_cap)
             for s in held:
                 # the hand order; the fix ranker is refitted per held-out batch below (the shipped one saw every batch)
                 with fixes_rank.hand_order():

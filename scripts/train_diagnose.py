@@ -309,7 +309,7 @@ def fix_votes(samples: list[Sample]) -> dict[str, dict[str, int]]:
 
 def to_weights(d: Design, w, b, temperature: float, meta: dict, phase: tuple | None = None,  # noqa: ANN001
                phase_temperature: float = 1.0, votes: dict | None = None,
-               paraphrase_cap: float = 0.5) -> scoring.Weights:
+               paraphrase_cap: float = 0.5, generic_cap: float = 1.0) -> scoring.Weights:
     bias = {c: round(float(b[j]), 3) for j, c in enumerate(d.classes)}
     phase_model = None
     rows = _rows(d, w)
@@ -320,7 +320,7 @@ def to_weights(d: Design, w, b, temperature: float, meta: dict, phase: tuple | N
                                          {f: row for f, row in prows.items() if not f.startswith(TEXT)},
                                          round(phase_temperature, 3))
     return scoring.Weights(tuple(d.classes), bias, {f: row for f, row in rows.items() if not f.startswith(TEXT)},
-                           round(temperature, 3), meta, phase_model, votes or {}, paraphrase_cap)
+                           round(temperature, 3), meta, phase_model, votes or {}, paraphrase_cap, generic_cap)
 
 
 def text_of(d: Design, model: Model) -> text_model.TextModel | None:
@@ -464,17 +464,17 @@ def fit_temperature(d: Design, folds: list[Fold], *, phase: bool = False) -> flo
 
 
 def paraphrase_verdicts(d: Design, fold_models: list, temperature: float,
-                        phase_temperature: float) -> list[tuple[float, bool]]:
-    """(probability before the cap, right?) of every out-of-fold top verdict of the paraphrase tier: each held-out
-    record classified by the real classifier with its fold's weights and no cap."""
+                        phase_temperature: float, tier: str = "paraphrase") -> list[tuple[float, bool]]:
+    """(probability before the cap, right?) of every out-of-fold top verdict of the ``tier`` ("paraphrase" or
+    "generic"): each held-out record classified by the real classifier with its fold's weights and no cap."""
     from oomguard.diagnose import classifier
 
     out = []
     for held, model in fold_models:
-        weights = weights_for_fold(d, model, temperature, phase_temperature, paraphrase_cap=1.0)
+        weights = weights_for_fold(d, model, temperature, phase_temperature, paraphrase_cap=1.0, generic_cap=1.0)
         for s in held:
             verdicts = classifier.classify(s.prepared.collector, s.prepared.context, weights)
-            if verdicts and verdicts[0].tier == "paraphrase":
+            if verdicts and verdicts[0].tier == tier:
                 out.append((verdicts[0].confidence, verdicts[0].cls.value == s.label))
     return out
 
@@ -482,14 +482,17 @@ def paraphrase_verdicts(d: Design, fold_models: list, temperature: float,
 # The cap is chosen from these: below 0.9, so that the 0.9-1.0 bin stays the cues' own (vLLM's messages recognised
 # exactly, 100 % right under both cross-validations); a verdict that rests on words never claims that.
 CAP_GRID = tuple(round(0.5 + 0.05 * i, 2) for i in range(8))  # 0.5 .. 0.85
+# A generic exception's class (exc:startup: vLLM's own checks raise ValueError) may be surer than words; the grid
+# reaches 0.95 and 1.0 (no cap), so that the fit can leave the tier alone when its verdicts are as right as they say.
+GENERIC_CAP_GRID = tuple(round(0.5 + 0.05 * i, 2) for i in range(11))  # 0.5 .. 1.0
 
 
-def fit_cap(rows: list[tuple[float, bool]]) -> float:
-    """The paraphrase tier's cap that minimises the log-loss of min(p, cap) against right/wrong on ``rows``."""
+def fit_cap(rows: list[tuple[float, bool]], grid: tuple[float, ...] = CAP_GRID) -> float:
+    """The tier's cap that minimises the log-loss of min(p, cap) against right/wrong on ``rows``."""
     if not rows:
-        return 0.5
-    best, best_cap = float("inf"), 0.5
-    for cap in CAP_GRID:
+        return grid[0] if grid is CAP_GRID else 1.0
+    best, best_cap = float("inf"), grid[0]
+    for cap in grid:
         loss = 0.0
         for p, ok in rows:
             q = min(max(min(p, cap), 1e-3), 1 - 1e-3)
@@ -500,9 +503,9 @@ def fit_cap(rows: list[tuple[float, bool]]) -> float:
 
 
 def weights_for_fold(d: Design, model: Model, temperature: float, phase_temperature: float = 1.0,
-                     paraphrase_cap: float = 0.5) -> scoring.Weights:
+                     paraphrase_cap: float = 0.5, generic_cap: float = 1.0) -> scoring.Weights:
     return to_weights(d, model.w, model.b, temperature, {}, model.phase, phase_temperature, model.votes,
-                      paraphrase_cap)
+                      paraphrase_cap, generic_cap)
 
 
 def priors_digest() -> str:
@@ -531,6 +534,8 @@ def train(files: list[Path] | None = None, *, lam: float = LAMBDA, log=print, fo
     phase_temperature = fit_temperature(pd, cv, phase=True) if pd is not None else 1.0
     words_tier = paraphrase_verdicts(d, fold_models, temperature, phase_temperature)
     cap = fit_cap(words_tier)
+    generic_tier = paraphrase_verdicts(d, fold_models, temperature, phase_temperature, tier="generic")
+    generic_cap = fit_cap(generic_tier, GENERIC_CAP_GRID)
     correct = sum(1 for f in cv if f.sample.anchored and d.classes[int(np.argmax(f.logits))] == f.sample.label)
     meta = {
         "fitted_by": "scripts/train_diagnose.py", "lambda": lam, "priors_sha256_16": priors_digest(),
@@ -543,7 +548,10 @@ def train(files: list[Path] | None = None, *, lam: float = LAMBDA, log=print, fo
     }
     meta["paraphrase_cap_fitted_on"] = (f"{len(words_tier)} verdicts of the paraphrase tier under the "
                                         f"{CALIBRATION_CV} cross-validation, {sum(ok for _p, ok in words_tier)} right")
-    weights = to_weights(d, model.w, model.b, temperature, meta, model.phase, phase_temperature, model.votes, cap)
+    meta["generic_cap_fitted_on"] = (f"{len(generic_tier)} verdicts of the generic tier under the "
+                                     f"{CALIBRATION_CV} cross-validation, {sum(ok for _p, ok in generic_tier)} right")
+    weights = to_weights(d, model.w, model.b, temperature, meta, model.phase, phase_temperature, model.votes, cap,
+                         generic_cap)
     return weights, {"design": d, "phase_design": pd, "samples": samples, "folds": cv, "model": model,
                      "phase_temperature": phase_temperature}
 
@@ -592,7 +600,7 @@ def sweep(lams: list[float], by: str = "both", log=print, text_lams: list[float 
 def write_weights(weights: scoring.Weights, path: Path = scoring.WEIGHTS_FILE) -> None:
     data = weights.to_dict()
     lines = ["{"]
-    for key in ("meta", "classes", "bias", "temperature", "paraphrase_cap"):
+    for key in ("meta", "classes", "bias", "temperature", "paraphrase_cap", "generic_cap"):
         lines.append(f'  "{key}": {json.dumps(data[key], ensure_ascii=False, sort_keys=True)},')
     lines.append('  "features": {')
     items = list(data["features"].items())

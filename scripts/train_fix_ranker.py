@@ -163,7 +163,8 @@ def collect(log=print) -> tuple[list[Item], int]:  # noqa: ANN001
     items: list[Item] = []
 
     def on_fold(held, model):  # noqa: ANN001, ANN202
-        weights = train.weights_for_fold(d, model, shipped.temperature, phase_t, shipped.paraphrase_cap)
+        weights = train.weights_for_fold(d, model, shipped.temperature, phase_t, shipped.paraphrase_cap,
+                                         shipped.generic_cap)
         for s in held:
             if not s.record.get("fix_flag"):
                 continue

@@ -140,3 +140,26 @@ def test_markdown_and_json_render():
     md = bench.markdown(res, show_records=True)
     assert md.startswith("# Calibration:") and "| **all** |" in md
     json.dumps(res, default=str)
+
+
+def test_fitted_constants_are_declared_with_their_records():
+    """Every FITTED_CONSTANTS entry names a numeric attribute of its module and the records it came
+    from; every S-record it names exists. The calibration benchmark re-fits exactly these."""
+    import importlib
+    import pkgutil
+
+    import oomguard.model as pkg
+
+    ids = {r["id"] for r in RECORDS}
+    declared = 0
+    for info in pkgutil.walk_packages(pkg.__path__, "oomguard.model."):
+        mod = importlib.import_module(info.name)
+        for name, where in (getattr(mod, "FITTED_CONSTANTS", None) or {}).items():
+            declared += 1
+            assert isinstance(getattr(mod, name, None), (int, float)), f"{info.name}.{name} is not a numeric constant"
+            assert isinstance(where, str) and where.strip(), f"{info.name}.{name}: no records named"
+            for lo, hi in re.findall(r"\bS(\d{3})(?:-S(\d{3}))?\b", where):
+                for n in range(int(lo), int(hi or lo) + 1):
+                    assert f"S{n:03d}" in ids, f"{info.name}.{name} names S{n:03d}, which is not a record"
+    consts, origin = _bench().fitted_constants()
+    assert declared and len(consts) == declared and "FITTED_CONSTANTS" in origin

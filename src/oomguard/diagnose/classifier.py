@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oomguard.diagnose import features as feat
+from oomguard.diagnose import phase_facts
 from oomguard.diagnose import scoring
 from oomguard.diagnose.classes import FailureClass as FC
 from oomguard.diagnose.classes import Phase
@@ -35,7 +36,18 @@ SECONDARY_MIN = 0.5
 PARAPHRASE_CAP = 0.5
 _PROSE_ANCHORS = frozenset({"sig:oom-prose", "sig:host-prose", "sig:kv-prose"})
 _WORD_PREFIXES = ("para:", "words:", "hint:", "fail:")
+# Evidence that something failed without saying what (issue 16: how specific the matched evidence is): a Python
+# exception oomguard has no class for, an HTTP client's exception, the engine's death notice, a keyword a call did not
+# take, a traceback without its error line; and what is read about such an error (who raised it, where it stopped).
+# A class that rests on these alone is tier "generic", its confidence at most ``Weights.generic_cap``.
+_GENERIC_ANCHORS = frozenset({"sig:generic-exception", "sig:client-exception", "sig:engine-died", "sig:api-mismatch",
+                              "fail:traceback"})
+_GENERIC_PREFIXES = ("exc:", "raised:", "paste-frame:", "cut-phase:", "engine:")
 GPU_OOM_CLASSES = (FC.WEIGHTS_OOM, FC.PROFILE_OOM, FC.CUDAGRAPH_OOM, FC.RUNTIME_OOM)
+# Below this p(phase | GPU OOM) the phase is open: the verdict says what would settle it.
+SURE_PHASE = 0.8
+# The phase cues listed as deciding one (the largest margins over the next phase).
+MAX_PHASE_CUES = 4
 _SETTLE = {
     "gpu-oom": "the log lines before the error (vLLM's 'Loading weights', 'Model loading took', 'Capturing CUDA "
                "graphs', request lines) or the whole traceback would settle the phase; --model and --gpu let oomguard "
@@ -62,10 +74,12 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
     anchors = [c for c in cues if c.anchor]
     if not anchors:
         return []
-    if all(c.feature.startswith("fail:") or c.feature in FAILURE_STATEMENTS for c in anchors) and any(
-            p >= Phase.READY for p in col.paste_phase.values()) and not _failed_serving(col, anchors):
-        # Complaints in words about a server that came up and answered (a 404, the output's quality): the server
-        # itself did not fail.
+    served = any(p >= Phase.READY for p in col.paste_phase.values()) or {
+        cue_name("words:server-works"), cue_name("comp:client-app")} <= {c.feature for c in cues}
+    if all(c.feature.startswith("fail:") or c.feature in FAILURE_STATEMENTS for c in anchors) and served \
+            and not _failed_serving(col, anchors):
+        # Complaints in words about a server that came up and answered (a 404, the output's quality), or that the
+        # reporter says works while a client of it (a platform, a front end) failed: the server itself did not fail.
         return []
     active = {c.feature for c in cues}
     scores = scoring.score(active, weights)
@@ -77,7 +91,17 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
         words_only = True
     else:
         words_only = scoring.score(plain, weights).ranked[0] != scores.ranked[0]
-    verdicts = [_verdict(FC(cls), confidence[cls], scores, cues, anchors, weights, ctx, words_only)
+    # Likewise the class rests on a generic exception when, without the generic cues, no specific error line is left
+    # (a vLLM message, a signature the parsers know), or another class wins.
+    generic_only = False
+    if not words_only:
+        if not any(not _is_words(c.feature) and not _is_generic(c.feature) for c in anchors):
+            generic_only = True
+        else:
+            specific = {f for f in active if not _is_generic(f)}
+            generic_only = scoring.score(specific, weights).ranked[0] != scores.ranked[0]
+    tier = "paraphrase" if words_only else "generic" if generic_only else "message"
+    verdicts = [_verdict(FC(cls), confidence[cls], scores, cues, anchors, weights, ctx, tier, col)
                 for cls in chosen]
     return verdicts
 
@@ -126,16 +150,23 @@ def _is_words(feature: str) -> bool:
     return feature.startswith(_WORD_PREFIXES) or feature in _PROSE_ANCHORS or feature == "paste:coresident"
 
 
+def _is_generic(feature: str) -> bool:
+    return feature in _GENERIC_ANCHORS or feature.startswith(_GENERIC_PREFIXES)
+
+
 def _w(weights: scoring.Weights, feature: str, cls: str) -> float:
     return weights.features.get(feature, {}).get(cls, 0.0)
 
 
 def _verdict(cls: FC, prob: float, scores: scoring.Scores, cues: list[feat.Cue], anchors: list[feat.Cue],
-             weights: scoring.Weights, ctx: Context, words_only: bool) -> Verdict:
+             weights: scoring.Weights, ctx: Context, tier: str,
+             collector: Collector | None = None) -> Verdict:
     def w(c: feat.Cue) -> float:
         return weights.features.get(c.feature, {}).get(cls.value, 0.0)
 
-    conf = min(prob, weights.paraphrase_cap) if words_only else prob
+    words_only = tier == "paraphrase"
+    conf = min(prob, weights.paraphrase_cap) if words_only else min(prob, weights.generic_cap) \
+        if tier == "generic" else prob
     # The error lines behind this class: those whose own cues weigh for it (all anchors when none does).
     by_event: dict[int, float] = {}
     for c in cues:
@@ -176,17 +207,42 @@ def _verdict(cls: FC, prob: float, scores: scoring.Scores, cues: list[feat.Cue],
     verdict = Verdict(cls=cls, confidence=conf, summary="", evidence=evidence,
                       phase=best.phase if best is not None else Phase.UNKNOWN,
                       first_seq=min((e.seq for e in events), default=0))
-    if words_only:
-        verdict.tier = "paraphrase"
+    verdict.tier = tier
+    verdict.component = next((c.feature.split(":", 1)[1] for c in cues if c.feature.startswith("raised:")
+                              and (best is None or c.event is best)), None)
     verdict.cues = _explain(cls, cues, weights)
     verdict.alternatives = [(c, round(scores.probs[c], 3)) for c in scores.ranked[:4] if c != cls.value]
     if scores.family is not None and scores.phase is not None and cls.value in scores.phase:
         verdict.family = (round(scores.family, 3), [(c, round(p, 3)) for c, p in
                                                     sorted(scores.phase.items(), key=lambda kv: (-kv[1], kv[0]))])
-    if cls in GPU_OOM_CLASSES and "oom:no-phase" in active:
-        verdict.settle = _SETTLE["gpu-oom"]
+        verdict.phase_decided_by = _phase_why(cls.value, scores.phase, active, weights, cues)
+    if cls in GPU_OOM_CLASSES and ("oom:no-phase" in active or (scores.phase or {}).get(cls.value, 1.0) < SURE_PHASE):
+        # the phase rests on the rest of the report: say which missing facts would decide it
+        numbers = next((e.numbers for e in events if phase_facts.held_gib(e.numbers) is not None),
+                       best.numbers if best is not None else None)
+        verdict.settle = phase_facts.settle(active, numbers, ctx, collector) or _SETTLE["gpu-oom"]
     verdict._members = members  # type: ignore[attr-defined]  # read by fixes.attach_fixes, then dropped
     return verdict
+
+
+def _phase_why(cls: str, phase: dict[str, float], active: set[str], weights: scoring.Weights,
+               cues: list[feat.Cue]) -> list[dict]:
+    """The phase cues that put ``cls`` ahead of the next most likely phase: each cue's weight for ``cls`` less its
+    weight for that phase in the phase model (the margin it adds to the log-odds), largest first."""
+    model = weights.phase
+    rivals = [c for c in sorted(phase, key=lambda c: -phase[c]) if c != cls]
+    if model is None or not rivals:
+        return []
+    rival = rivals[0]
+    why = {c.feature: c.why for c in reversed(cues)}
+    out = []
+    for f in sorted(f for f in active if scoring.bears_on_phase(f)):
+        row = model.features.get(f, {})
+        margin = (row.get(cls, 0.0) - row.get(rival, 0.0)) / (model.temperature or 1.0)
+        if abs(margin) >= 0.05:
+            out.append({"feature": f, "margin": round(margin, 2), "against": rival, "why": why.get(f, f)})
+    out.sort(key=lambda e: -e["margin"])
+    return out[:MAX_PHASE_CUES] + [e for e in out[MAX_PHASE_CUES:] if e["margin"] < 0][-1:]
 
 
 def _explain(cls: FC, cues: list[feat.Cue], weights: scoring.Weights) -> list[dict]:

@@ -33,7 +33,8 @@ _GPU_GIB: tuple[tuple[re.Pattern[str], float], ...] = tuple(
     )
 )
 _EXPLICIT_GB = lazy_re.compile(r"(\d+(?:\.\d+)?)\s*(GiB|GB|G)\b", re.IGNORECASE)
-_COUNT = lazy_re.compile(r"(\d+)\s*[x×]\s*\S|\bTP\s*=?\s*(\d+)|\(TP(\d+)", re.IGNORECASE)
+_COUNT = lazy_re.compile(r"(\d+)\s*[x×]\s*\S|\bTP\s*=?\s*(\d+)|\(TP(\d+)|\b(\d{1,4})\s+(?:GPU|NPU|card)s\b",
+                         re.IGNORECASE)
 _PARAMS = lazy_re.compile(r"(?:(\d+)x)?(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")
 # Only when no config.json can be read (the config decides otherwise); "-V3" (DeepSeek-V3) is a version, not vision.
 _MULTIMODAL = lazy_re.compile(r"VL\b|-V\b|-V-|Vision|vision|llava|LLaVA|Omni|Pixtral|InternVL|MiniCPM-V|Phi-3\.5-vision|"
@@ -86,8 +87,14 @@ def params_from_name(model: str) -> float | None:
     return best
 
 
+_BPW = lazy_re.compile(r"(?<![\d.])(\d(?:\.\d{1,2})?)\s?bpw\b", re.IGNORECASE)
+
+
 def bytes_per_param_from_name(model: str) -> float:
     name = model.lower()
+    m = _BPW.search(name)
+    if m:
+        return float(m.group(1)) / 8  # exllama's bits per weight ("5.5bpw")
     if re.search(r"awq|gptq|int4|4bit|4-bit|w4a16|bnb|nf4|mxfp4|nvfp4|fp4|q4", name):
         return 0.6
     if re.search(r"fp8|int8|8bit|8-bit|w8a8|w8a16|q8", name):
@@ -110,10 +117,15 @@ class Context:
     gpu_name: str | None = None
     gpu_total_gib: float | None = None
     num_gpus: int | None = None
+    gpus_given: int | None = None  # the GPU count --gpu / --num-gpus state (not the GPUs a log happens to name)
     exit_code: int | None = None
     config_multimodal: bool | None = None  # from the model's config.json when it could be read
     config_heads: int | None = None  # attention heads, from the model's config.json when it could be read
     config_max_len: int | None = None  # vLLM's derived max_model_len for the config (no user value)
+    # from the model's config.json when it could be read: the whole model's weight bytes as loaded (TP 1,
+    # oomguard.model.weights) and its largest single weight tensor (TP 1), both in GiB
+    config_weights_gib: float | None = None
+    config_largest_tensor_gib: float | None = None
     log_multimodal: bool = False  # the log shows a multimodal encoder being set up or profiled
     # The model and the GPU the reporter names in words (parsers/cues.py's mention: cues), for the weights estimate
     # only: never a --model / --gpu (the planner and the fixes do not take a sentence for a model id).
@@ -138,6 +150,13 @@ class Context:
         value = self.arg("tensor_parallel_size") or self.arg("tp") or 1
         try:  # a logged value: 1e999, 'abc' or 10**30 are not a TP size
             return as_int(value, lo=1, hi=MAX_GPUS, strings=True)
+        except NumberError:
+            return 1
+
+    @property
+    def pipeline_parallel_size(self) -> int:
+        try:
+            return as_int(self.arg("pipeline_parallel_size") or 1, lo=1, hi=MAX_GPUS, strings=True)
         except NumberError:
             return 1
 
@@ -189,15 +208,16 @@ class Context:
             fact = collector.latest("weights")
             if fact is not None:
                 return fact.value, "logged"
+        gpus = self.tensor_parallel_size * self.pipeline_parallel_size
+        if self.config_weights_gib:
+            return self.config_weights_gib / gpus, f"from the model's config, / {gpus} GPUs" if gpus > 1 else (
+                "from the model's config")
         name = self.model or self.mentioned_model
         if not name:
             return None
         params = params_from_name(name)
         if params is None:
             return None
-        gpus = self.tensor_parallel_size * int(self.arg("pipeline_parallel_size") or 1)
-        if gpus == 1 and self.num_gpus and self.arg("tensor_parallel_size") is None:
-            gpus = 1  # several GPUs present but no TP given: one GPU holds everything
         per_param = bytes_per_param_from_name(name)
         how = "estimated from the model name" if self.model else f"estimated from the model the report names ({name})"
         quant = str(self.arg("quantization") or "").lower()
@@ -255,6 +275,7 @@ def build_context(
         ctx.num_gpus = gpu_count_from_text(gpu)
     if num_gpus:
         ctx.num_gpus = num_gpus
+    ctx.gpus_given = ctx.num_gpus
     if ctx.num_gpus is None and collector.gpus:
         ctx.num_gpus = len(collector.gpus)
     _read_mentions(ctx, collector)

@@ -180,15 +180,38 @@ def _model_config_facts(ctx: Context) -> None:
     length. Left unset when no config can be read."""
     if not ctx.model:
         return
-    try:
-        from oomguard.inputs.model_config import load_model
+    from oomguard.inputs.model_config import load_model
 
+    try:
         description = load_model(ctx.model, allow_hub=False)
     except Exception:  # noqa: BLE001 - any unreadable config: undecided, not a failure of diagnose
+        from oomguard.diagnose.phase_facts import catalog_sibling
+
+        sibling = catalog_sibling(ctx.model)
+        try:
+            description = load_model(sibling, allow_hub=False) if sibling else None
+        except Exception:  # noqa: BLE001 - as above
+            description = None
+        if description is not None:
+            # the same weights under another release name (base / instruct): their size only, for the phase
+            _weights_facts(ctx, description)
         return
     ctx.config_multimodal = bool(description.is_multimodal)
     ctx.config_heads = description.num_attention_heads or None
     ctx.config_max_len = description.derived_max_model_len or None
+    _weights_facts(ctx, description)
+
+
+def _weights_facts(ctx: Context, description: Any) -> None:
+    try:
+        from oomguard.diagnose.phase_facts import largest_tensor_gib
+        from oomguard.model.weights import model_weight_bytes
+
+        quant = ctx.arg("quantization")
+        ctx.config_weights_gib = model_weight_bytes(description, {"quantization": quant} if quant else None) / (1 << 30)
+        ctx.config_largest_tensor_gib = largest_tensor_gib(description)
+    except Exception:  # noqa: BLE001 - a config the weights model cannot size: the name's estimate stands
+        ctx.config_weights_gib = ctx.config_largest_tensor_gib = None
 
 
 def diagnose_paths(paths: list[str], **options: Any) -> Diagnosis:

@@ -96,6 +96,8 @@ class SignalEvent:
     run: int = 0
     seq: int = 0
     frames: tuple[str, ...] = ()
+    # the component whose code raised it (parsers/frames.component of the innermost frame: "vllm", "wrapper"...)
+    raised_by: str | None = None
     numbers: dict[str, Any] = field(default_factory=dict)
     hints: frozenset[str] = frozenset()
     prose: bool = False
@@ -156,13 +158,16 @@ class Verdict:
     numbers: list[str] = field(default_factory=list)
     phase: Phase = Phase.UNKNOWN
     first_seq: int = 0
-    tier: str = "message"  # "paraphrase": rests on people's wording only (lower confidence)
+    tier: str = "message"  # "paraphrase": rests on people's wording only; "generic": on a generic exception
+    component: str | None = None  # whose code raised its error line (features "raised:"): "vllm", "wrapper"...
     # the terms of the class's score (classifier._explain): feature, weight, why, file/line/text
     cues: list[dict[str, Any]] = field(default_factory=list)
     alternatives: list[tuple[str, float]] = field(default_factory=list)  # the next classes and their probabilities
     settle: str | None = None  # what would settle a class chosen without direct evidence (an OOM's phase)
     # a GPU OOM's two levels (scoring.score): p(the GPU-memory family) and p(phase | family), most likely first
     family: tuple[float, list[tuple[str, float]]] | None = None
+    # the phase cues that put this phase ahead of the next one (classifier._phase_why): feature, margin, why
+    phase_decided_by: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -177,9 +182,13 @@ class Verdict:
             "cues": [dict(c) for c in self.cues],
             "alternatives": [{"class": c, "probability": p} for c, p in self.alternatives],
         }
+        if self.component:
+            out["component"] = self.component
         if self.settle:
             out["settle"] = self.settle
         if self.family is not None:
             out["family"] = {"name": "gpu-memory", "probability": self.family[0],
                              "phase": [{"class": c, "probability": p} for c, p in self.family[1]]}
+            if self.phase_decided_by:
+                out["family"]["decided_by"] = [dict(c) for c in self.phase_decided_by]
         return out

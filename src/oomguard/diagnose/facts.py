@@ -89,6 +89,9 @@ class FileState:
     prog: str | None = None  # argparse program name from a "usage:" line
     usage_seen: bool = False  # an argparse usage dump was signalled in this file
     last_frames_proc: str | None = None  # the process whose traceback was seen last
+    # per process: the component (parsers/frames.COMPONENTS) of the innermost frame of its traceback that is
+    # neither the interpreter's nor the web framework's: the code that raised
+    raiser: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -192,8 +195,11 @@ class Collector:
     def start_traceback(self, line: LogLine) -> None:
         self.state.frames[line.proc] = []
         self.state.frame_seen_at[line.proc] = line.line
+        self.state.raiser.pop(line.proc, None)
 
-    def add_frame(self, line: LogLine, function: str) -> None:
+    def add_frame(self, line: LogLine, function: str, component: str | None = None) -> None:
+        if component is not None and component not in ("python", "server"):
+            self.state.raiser[line.proc] = component
         paste = self.paste_frames.setdefault((line.file, self.run), [])
         if len(paste) < 4 * MAX_FRAMES:
             paste.append(function)
@@ -214,6 +220,16 @@ class Collector:
             self.state.frame_seen_at[proc] = line.line
 
     def recent_frames(self, line: LogLine) -> tuple[str, ...]:
+        proc = self._traceback_of(line)
+        return tuple(self.state.frames[proc]) if proc is not None else ()
+
+    def recent_raiser(self, line: LogLine) -> str | None:
+        """The component whose code raised the error on ``line`` (its traceback's innermost frame), if known."""
+        proc = self._traceback_of(line)
+        return self.state.raiser.get(proc) if proc is not None else None
+
+    def _traceback_of(self, line: LogLine) -> str | None:
+        """The process whose traceback the error on ``line`` ends, or None."""
         st = self.state
         proc = line.proc
         frames = st.frames.get(proc)
@@ -223,13 +239,13 @@ class Collector:
             proc = st.last_frames_proc
             frames = st.frames.get(proc)
             if frames and line.line - st.frame_seen_at.get(proc, 0) > 40:
-                return ()
+                return None
         if not frames:
-            return ()
+            return None
         # A traceback far above this line belongs to another failure.
         if line.line - st.frame_seen_at.get(proc, 0) > 200:
-            return ()
-        return tuple(frames)
+            return None
+        return proc
 
     # --- facts ---------------------------------------------------------
     def add_memory(self, name: str, value: float, unit: str, line: LogLine) -> None:
@@ -294,6 +310,7 @@ class Collector:
             run=self.run,
             seq=self.seq,
             frames=self.recent_frames(line),
+            raised_by=self.recent_raiser(line),
             numbers=numbers or {},
             hints=hints,
             prose=line.prose,

@@ -130,8 +130,9 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
             first_error.setdefault(ev.run, ev.seq)
         if ev.signal in GPU_OOM_SIGNALS:
             gpu_oom_seq.setdefault(ev.run, ev.seq)
+    raisers = _raisers(col)
     for ev in col.signals:
-        cues += _signal_cues(ev, col, ctx, first_error, gpu_oom_seq)
+        cues += _signal_cues(ev, col, ctx, first_error, gpu_oom_seq, raisers.get(id(ev)))
     if ctx.exit_code in (137, -9):
         cues.append(Cue("exit:137", f"exit status {ctx.exit_code} = SIGKILL, the kernel OOM killer's signal",
                         "--exit-code", 0, f"exit status {ctx.exit_code}", anchor=True))
@@ -209,19 +210,65 @@ _HINT_WORDS = {"hint:loading": "words:loading", "hint:capture": "words:capture",
 _UNSPECIFIC = frozenset({Signal.ENGINE_DIED, Signal.GENERIC_EXCEPTION})
 
 
+# Errors whose raising component bears on their class (an exception's, a check's, a keyword a call did not take):
+# the same words mean a vLLM check, a wrapper's own bug or two packages out of step, by whose code raised them.
+_ATTRIBUTED = frozenset({Signal.GENERIC_EXCEPTION, Signal.CONFIG_REJECTED, Signal.UNRECOGNIZED_ARGS,
+                         Signal.INVALID_ARG_VALUE})
+
+
+def _raisers(col: Collector) -> dict[int, str]:
+    """The component that raised each attributed error (``SignalEvent.raised_by``, else the package its exception
+    class is named from). An error re-logged by another handler without its traceback ("Failed to start model
+    server: <the same message>") is the same error: it takes the attribution of the line that had one."""
+    from oomguard.diagnose.parsers.frames import COMPONENTS
+
+    packages = {pkg: comp for comp, pkgs in COMPONENTS for pkg in pkgs}
+    out: dict[int, str] = {}
+    by_detail: dict[str, str] = {}
+    pending = []
+    for ev in col.signals:
+        if ev.signal not in _ATTRIBUTED:
+            continue
+        comp = ev.raised_by or packages.get(str(ev.numbers.get("module", "")))
+        if comp in ("server", "python"):
+            comp = None
+        detail = str(ev.numbers.get("args") or ev.numbers.get("detail") or "")[:120]
+        if comp is not None:
+            out[id(ev)] = comp
+            if detail:
+                by_detail.setdefault(detail, comp)
+        elif detail:
+            pending.append((ev, detail))
+    for ev, detail in pending:
+        if detail in by_detail:
+            out[id(ev)] = by_detail[detail]
+    return out
+
+
 def _signal_cues(ev: SignalEvent, col: Collector, ctx: Context, first_error: dict[int, int],
-                 gpu_oom_seq: dict[int, int]) -> list[Cue]:
+                 gpu_oom_seq: dict[int, int], raiser: str | None = None) -> list[Cue]:
     def cue(feature: str, why: str, anchor: bool = False) -> Cue:
         return Cue(feature, why, ev.file, ev.line, ev.text, anchor, ev)
 
     n = ev.numbers
+    s = ev.signal
     words = n.get("tier") == "paraphrase"
     # A weaker shape of a signal (a usage dump without its error line, Ray's "Waiting for creating a placement
     # group" line) carries its own feature name, so it gets its own weight.
     name = n.get("cue") or (("para:" if words else "sig:") + ev.signal.value)
-    out = [cue(name, _SIGNAL_WHY.get(ev.signal, ev.signal.value) + (" (in words, not a vLLM message)" if words else ""),
-               anchor=True)]
-    s = ev.signal
+    why = _SIGNAL_WHY.get(ev.signal, ev.signal.value) + (" (in words, not a vLLM message)" if words else "")
+    if s == Signal.UNRECOGNIZED_ARGS and n.get("keyword") and raiser not in (None, "vllm"):
+        # "X.__init__() got an unexpected keyword argument" raised at a call site outside vLLM: a wrapper calling
+        # a class of another package that no longer (or not yet) takes that keyword, not a user's command line
+        callee = n.get("prog") or "the callee"
+        name, why = "sig:api-mismatch", (f"a call in {raiser} code passes a keyword argument {callee} does not take: "
+                                         "two packages' versions out of step")
+    out = [cue(name, why, anchor=True)]
+    if raiser is not None and s in _ATTRIBUTED:
+        out.append(cue(f"raised:{raiser}", f"raised in {raiser} code (the traceback's innermost frame)"))
+    if s == Signal.GENERIC_EXCEPTION and n.get("python"):
+        out.append(cue("exc:python", "the interpreter's own message (a TypeError, AttributeError...): code and what it "
+                       "calls are out of step, a bug or two versions"))
     if s == Signal.KERNEL_OOM_KILL:
         if n.get("vllm_process"):
             out.append(cue("kill:vllm-process", "the kernel killed a process vLLM runs as"))
@@ -303,13 +350,18 @@ def _gpu_oom_cues(ev: SignalEvent, col: Collector, ctx: Context, cue) -> list[Cu
             out.append(cue(f"flag:{name}", f"--{flag} is named with the OOM"))
     alloc, free, total = n.get("alloc_gib"), n.get("free_gib"), n.get("total_gib") or ctx.gpu_total_gib
     held = n.get("in_use_gib") or n.get("allocated_gib")
+    if ctx.config_largest_tensor_gib:
+        largest = ctx.config_largest_tensor_gib
+        largest_how = f"this model's largest is {largest:.2f} GiB, from its config"
+    else:
+        largest, largest_how = LARGEST_WEIGHT_TENSOR_GIB, f"a large model's embedding is ~{LARGEST_WEIGHT_TENSOR_GIB} GiB"
     if alloc is not None:
         if free is not None and total and alloc <= 8 / 1024 and free < max(0.02 * total, 0.05):
             out.append(cue("size:tiny-alloc-full-gpu", f"a {alloc * 1024:.1f} MiB allocation on a full GPU (the KV "
                            "cache already took the rest)"))
-        elif alloc > LARGEST_WEIGHT_TENSOR_GIB:
-            out.append(cue("size:alloc-above-tensor", f"a {alloc:.2f} GiB allocation is larger than one weight tensor: "
-                           "activations (estimate from the OOM sizes)"))
+        elif alloc > largest * 1.05:
+            out.append(cue("size:alloc-above-tensor", f"a {alloc:.2f} GiB allocation is larger than one weight tensor "
+                           f"({largest_how}): activations"))
         elif total and held is not None and held < 0.1 * total:
             out.append(cue("size:held-little", f"the process held only {held:.2f} GiB of {total:.1f} GiB"))
         else:
@@ -317,6 +369,10 @@ def _gpu_oom_cues(ev: SignalEvent, col: Collector, ctx: Context, cue) -> list[Cu
                            "(estimate from the OOM sizes)"))
         if total and held is not None and held > 0.9 * total and alloc > 0.05 * total:
             out.append(cue("size:large-on-full", "a large allocation when the process already holds most of the GPU"))
+    from oomguard.diagnose.phase_facts import memory_facts
+
+    for fact in memory_facts(n, ctx, col):
+        out.append(cue(fact.feature, fact.why))
     if not placed:
         out.append(cue("oom:no-phase", "no phase marker or traceback frame places the OOM"))
     return out
@@ -349,6 +405,11 @@ def _context_cues(col: Collector, ctx: Context) -> list[Cue]:
             # vLLM's budget is utilization x total: weights above it leave no KV cache, or do not load
             add("ctx:weights-above-budget", f"weights ~{w:.1f} GiB per GPU ({how}) exceed the budget "
                 f"{util:g} x {total:.1f} GiB = {util * total:.1f} GiB")
+    gpus_used = ctx.tensor_parallel_size * ctx.pipeline_parallel_size
+    if ctx.gpus_given and ctx.gpus_given > gpus_used and (weights is None or not total
+                                                          or weights[0] > SMALL_WEIGHTS_SHARE * total):
+        # the machine has more GPUs than the launch splits the model over, and nothing says the model is small
+        add("ctx:gpus-unused", f"{ctx.gpus_given} GPUs, the launch uses {gpus_used} (tensor x pipeline parallel)")
     _launch_cues(ctx, util, add)
     if ctx.multimodal:
         add("ctx:multimodal", "a multimodal model (a vision/audio encoder is profiled at start-up)")

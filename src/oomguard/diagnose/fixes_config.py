@@ -163,7 +163,8 @@ def _config(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> Non
     low = detail.lower()
     if "block size" in low:
         v.fix.append(Fix("--block-size", None, "let vLLM pick a size every KV group supports (or use the size the model's recipe names)"))
-    elif "bfloat16" in low or "compute capability" in low:
+    elif ("bfloat16" in low or "compute capability" in low) and not re.search(DTYPE_MISMATCH, detail, re.IGNORECASE):
+        # not torch's "expected scalar type Half but found BFloat16": that names a dtype mismatch, not the GPU
         v.fix.append(Fix("--dtype", "half", "this GPU lacks bfloat16 support"))
     else:
         for pattern, flag, value in _FEATURE_FLAGS:
@@ -214,6 +215,11 @@ def _message_of(text: str) -> str:
     return m.group(0) if m else text.strip()
 
 
+# torch's dtype mismatch inside the model's forward ("expected scalar type Half but found BFloat16")
+DTYPE_MISMATCH = (r"expected (?:scalar type|both tensors to be|mat1 and mat2 to have the same dtype)|"
+                  r"(?:Half|BFloat16|Float) but found (?:Half|BFloat16|Float)|must have the same dtype")
+
+
 # --- standard fixes of the configuration families ---------------------------------------------
 # (name, the classes it applies to, a pattern over the verdict's lines, report cues that also count, flag, value, why)
 # The value may be a callable of the context. A family fix goes first: it is the thread-tested answer for the
@@ -232,9 +238,7 @@ _FAMILIES: tuple[tuple[str, frozenset[str], str, frozenset[str], str, Any, str],
      "the model's repository ships its own modelling or tokenizer code"),
     # torch's dtype mismatch inside the model's forward ("expected scalar type Half but found BFloat16"): the launch
     # forces a dtype the checkpoint's own layers (or its quantization kernels) were not written for
-    ("dtype-mismatch", frozenset({"config-error", "unknown", "bad-argument"}),
-     r"expected (?:scalar type|both tensors to be|mat1 and mat2 to have the same dtype)|"
-     r"(?:Half|BFloat16|Float) but found (?:Half|BFloat16|Float)|must have the same dtype", frozenset(), "--dtype",
+    ("dtype-mismatch", frozenset({"config-error", "unknown", "bad-argument"}), DTYPE_MISMATCH, frozenset(), "--dtype",
      "auto", "the forced dtype does not match the checkpoint's layers: auto runs them in the dtype they were saved in"),
     # an error raised in a tool-call parser (vllm/entrypoints/openai/tool_parsers/<name>_tool_parser.py, its
     # extract_tool_calls frames, or the argument itself): the parser is chosen per model family

@@ -137,10 +137,19 @@ def cue_lines(v: dict[str, Any], limit: int = 12) -> list[str]:
     if family:
         out.append(f"GPU-memory family {family['probability']:.2f}; phase within it (phase model): "
                    + ", ".join(f"{p['class']} {p['probability']:.2f}" for p in family["phase"]))
+        for c in family.get("decided_by", []):
+            out.append(f"phase {c['margin']:+.2f} vs {c['against']}  {c['feature']}  ({c['why']})")
     alts = v.get("alternatives") or []
     if alts:
         out.append("next most likely: " + ", ".join(f"{a['class']} {a['probability']:.2f}" for a in alts))
     return out
+
+
+def _tier_note(v: dict[str, Any]) -> str:
+    """How specific the evidence is (classifier: the tiers), and whose code raised the error when known."""
+    note = {"paraphrase": ", lower confidence: from wording, not a vLLM message",
+            "generic": ", lower confidence: a generic exception, not a vLLM message"}.get(v.get("tier", ""), "")
+    return note + (f", raised in {v['component']} code" if v.get("component") else "")
 
 
 def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evidence_limit: int | None = None,
@@ -154,7 +163,7 @@ def markdown_text(data: dict[str, Any], *, title: str = "oomguard diagnose", evi
     elif not verdicts:
         lines += ["**No failure found**: the inputs show no error oomguard recognises (a clean start).", ""]
     for i, v in enumerate(verdicts, 1):
-        tier = ", lower confidence: from wording, not a vLLM message" if v.get("tier") == "paraphrase" else ""
+        tier = _tier_note(v)
         lines.append(f"## {i}. `{v['class']}` (confidence {v['confidence']:.2f}, phase {v['phase']}{tier})")
         lines += ["", v["summary"], ""]
         for n in v.get("numbers", []):
@@ -222,7 +231,7 @@ def render_text(diagnosis: Diagnosis, out: TextIO, *, explain: bool = False) -> 
         console.print(f"[bold]{len(verdicts)} failure(s) found[/], most likely root cause first:")
     for i, v in enumerate(verdicts, 1):
         console.print()
-        tier = ", lower confidence: from wording, not a vLLM message" if v.get("tier") == "paraphrase" else ""
+        tier = _tier_note(v)
         console.print(f"[bold red]{i}. {v['class']}[/]  [dim](confidence {v['confidence']:.2f}, phase {v['phase']}{tier})[/]")
         console.print(f"   {escape(v['summary'])}")
         for n in v.get("numbers", []):

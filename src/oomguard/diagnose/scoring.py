@@ -35,7 +35,7 @@ _PHASE_KINDS = ("frame:", "paste-frame:", "phase:", "paste-phase:", "hint:", "oo
 # Of those, the ones that say nothing but the phase (with "req:"): without a GPU OOM they say nothing about an
 # argparse error or a crash, and features.py leaves them out. One table, so the two lists cannot drift apart.
 PHASE_ONLY = frozenset({"ctx:served", "ctx:ready", "ctx:weights-exceed-gpu", "ctx:weights-tight", "ctx:weights-fit",
-                        "ctx:weights-small", "ctx:multimodal", "ctx:multimodal-large-gpu", "ctx:eager",
+                        "ctx:weights-small", "ctx:gpus-unused", "ctx:multimodal", "ctx:multimodal-large-gpu", "ctx:eager",
                         "words:startup", "words:loading", "words:after-load", "words:serving", "words:started-fine",
                         "words:profile", "words:capture"})
 _PHASE_CUES = PHASE_ONLY | frozenset({"ctx:weights-above-budget", "ctx:util-above-default", "ctx:util-below-default",
@@ -95,6 +95,10 @@ class Weights:
     # The most a verdict that rests on people's wording (tier "paraphrase") may claim: FITTED on the
     # leave-one-batch-out verdicts of that tier (scripts/train_diagnose.py), 0.5 when the file has none.
     paraphrase_cap: float = 0.5
+    # The most a verdict that rests on a generic exception (tier "generic": a Python exception oomguard has no class
+    # for, a keyword a call did not take, a traceback without its error line) may claim: FITTED the same way on that
+    # tier's verdicts; 1.0 (no cap) when the file has none.
+    generic_cap: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         out = {"classes": list(self.classes), "bias": self.bias, "temperature": self.temperature,
@@ -104,6 +108,7 @@ class Weights:
         if self.fix_votes:
             out["fix_votes"] = self.fix_votes
         out["paraphrase_cap"] = self.paraphrase_cap
+        out["generic_cap"] = self.generic_cap
         return out
 
     @classmethod
@@ -115,7 +120,7 @@ class Weights:
         phase = PhaseModel.from_dict(data["phase"]) if data.get("phase") else None
         votes = {str(c): {str(f): int(n) for f, n in row.items()} for c, row in data.get("fix_votes", {}).items()}
         return cls(classes, bias, features, float(data.get("temperature", 1.0)), dict(data.get("meta", {})), phase,
-                   votes, float(data.get("paraphrase_cap", 0.5)))
+                   votes, float(data.get("paraphrase_cap", 0.5)), float(data.get("generic_cap", 1.0)))
 
 
 @lru_cache(maxsize=4)

@@ -50,6 +50,19 @@ TP_ALL_REDUCE = 0.3  # per graph at TP > 1: custom all-reduce registers each cap
 SPREAD_LOW, SPREAD_HIGH = 0.5, 2.0  # the fitted records scatter within this of the model
 VLLM_PER_GRAPH_FLOOR = 1 << 20  # profile_cudagraph_memory: per_graph = max(second capture, 1 MiB)
 
+# The fitted constants of this module and the records they came from (benchmarks/calibration.py
+# re-fits them leaving one release family out). vLLM measures both quantities on the device
+# (cudaMemGetInfo around a capture); nothing in its code states them, so they stay fitted.
+_GRAPH_RECORDS = "S100 S101 S102 S103 S105 S015 S018 (V1); S030 S058 (V0)"
+FITTED_CONSTANTS = {
+    "GRAPH_POOL_BASE": _GRAPH_RECORDS,
+    "PER_PIECE": "S100 S101 S102 S103 S105 S015 S018",
+    "PER_LAYER_FULL": "S018",
+    "PER_LAYER_V0": "S030 S058",
+    "MOE_HYBRID": "S105 S015",
+    "TP_ALL_REDUCE": "S102 S103",
+}
+
 
 def _mixer_layers(m: ModelDescription) -> int:
     """Ops the piecewise backend splits the graph at: attention, MLA, Mamba / GDN mixers."""

@@ -49,6 +49,12 @@ NCCL_RING_CHANNELS_NVLINK = 16
 # Record: S059 (0.11.0, H200 TP 2): logged pool 44.59 GiB leaves ≈ 1.4 GiB non-torch.
 NCCL_NVSWITCH_LAZY = 1000 * MiB
 
+# The fitted constants of this module and their records (benchmarks/calibration.py re-fits them).
+FITTED_CONSTANTS = {
+    "LAZY_NON_TORCH": "S100 S101 S058 S136 S031 S134 S110-S119 S030 S045",
+    "NCCL_NVSWITCH_LAZY": "S059",
+}
+
 # distributed/device_communicators/custom_all_reduce.py::CustomAllreduce.__init__
 CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)
 CUSTOM_AR_MAX_SIZE = 8192 * 1024  # max_size default

@@ -26,6 +26,8 @@ MRV2_WARM_PROFILE_SINCE = (0, 33, 0)
 # (Llama-3-8B, H100, S=256: "PyTorch activation peak memory 1.26GiB" at TP1 and TP2, i.e.
 # 1.26 GiB / (256 x 128,256) = 41.2 bytes per logit element), not derived.
 V0_FITTED_BYTES_PER_ELEMENT = 41.2
+# The fitted constants of this module and their sources (benchmarks/calibration.py re-fits them).
+FITTED_CONSTANTS = {"V0_FITTED_BYTES_PER_ELEMENT": "vllm PR #10511 log (Llama-3-8B, H100; no calibration record)"}
 DEFAULT_SMS = 132  # H100 SXM; the Triton buffer is min(next_pow2(N), SMs) rows
 # MRV1 _dummy_sampler_run's second pass, with a torch.Generator so that forward_native is warmed
 # too, came with PR #41375 (merged 2026-04-30, a follow-up to #40376 that turned the FlashInfer

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -38,6 +39,14 @@ def test_a_dtype_mismatch_in_the_forward_is_fixed_with_the_checkpoints_own_dtype
     v = _top(tmp_path, text, launch_text="vllm serve Qwen/Qwen2.5-7B-Instruct --dtype half\n")
     assert v.cls in (FC.CONFIG_ERROR, FC.UNKNOWN), v.cls
     assert (v.fix[0].flag, v.fix[0].value) == ("--dtype", "auto"), [(f.flag, f.value) for f in v.fix]
+
+
+def test_a_dtype_mismatch_read_as_a_rejected_configuration_is_not_a_gpu_without_bf16():
+    # the rejected-configuration fix: "found BFloat16" is torch's dtype mismatch (the family's --dtype auto), not a GPU
+    # without bfloat16 (--dtype half), whichever of config-error / unknown the weights give the report above
+    assert re.search(fixes_config.DTYPE_MISMATCH, "RuntimeError: expected scalar type Half but found BFloat16", re.I)
+    assert not re.search(fixes_config.DTYPE_MISMATCH, "Bfloat16 is only supported on GPUs with compute capability of "
+                         "at least 8.0", re.I)
 
 
 def test_an_error_in_a_tool_call_parser_names_the_parser_flag(tmp_path):

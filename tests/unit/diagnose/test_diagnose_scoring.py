@@ -62,7 +62,8 @@ def test_shipped_weights_were_fitted_from_the_current_priors():
 
 def test_every_feature_the_extractor_names_has_a_prior():
     """A new cue kind needs its prior (the trainer would fit it from 0): the extractor's literal names are listed."""
-    source = (ROOT / "src/oomguard/diagnose/features.py").read_text(encoding="utf-8")
+    source = "".join((ROOT / "src/oomguard/diagnose" / name).read_text(encoding="utf-8")
+                     for name in ("features.py", "phase_facts.py"))
     priors = json.loads(scoring.PRIORS_FILE.read_text(encoding="utf-8"))["features"]
     literal = set(re.findall(r'"((?:kill|sigkill|engine|exc|ima|nccl|exit|oom|paste|ctx|size):[\w+-]+)"', source))
     # the suggest: and mention: cues are read by the fixes and the context, never scored

@@ -20,6 +20,14 @@ from oomguard.units import GiB
         ((0, 33, 0), (9, 0), {"moe_backend": "flashinfer_cutlass"}, "flashinfer_cutlass"),
         ((0, 14, 1), (9, 0), {"env": {"VLLM_MXFP4_USE_MARLIN": "1"}}, "marlin"),
         ((0, 33, 0), (9, 4), {"vendor": "amd"}, "rocm"),
+        # triton_kernels is not in the wheel before 0.12 (vllm#27370 / #28788): Hopper takes Marlin
+        ((0, 11, 0), (9, 0), {}, "marlin"),
+        ((0, 10, 1), (9, 0), {}, "marlin"),
+        ((0, 11, 0), (12, 0), {}, "marlin"),
+        ((0, 11, 0), (9, 0), {"triton_kernels": True}, "triton"),
+        ((0, 12, 0), (9, 0), {}, "triton"),
+        ((0, 14, 1), (9, 0), {"triton_kernels": False}, "marlin"),
+        ((0, 11, 0), (10, 0), {}, "flashinfer_trtllm"),
     ],
 )
 def test_backend_choice(version, cc, kw, want):
@@ -38,7 +46,7 @@ def test_logged_gpt_oss_120b_loads():
     """F021 (Triton, 0.14.1, H100): 64.38 GiB; F020 (Marlin, ~0.10.1, H100): 65.97 GiB."""
     m = load_model("openai/gpt-oss-120b")
     triton = plan_launch(m, lookup_gpu("H100"), {"max_model_len": 8192}, version="0.14.1").tight_rank.weights
-    marlin = plan_launch(m, lookup_gpu("H100"), {"max_model_len": 8192}, env={"VLLM_MXFP4_USE_MARLIN": "1"}, version="0.10.1").tight_rank.weights
+    marlin = plan_launch(m, lookup_gpu("H100"), {"max_model_len": 8192}, version="0.10.1").tight_rank.weights
     assert triton.bytes / GiB == pytest.approx(64.38, rel=0.005)
     assert marlin.bytes / GiB == pytest.approx(65.97, rel=0.005)
     assert "triton" in triton.formula and "marlin" in marlin.formula

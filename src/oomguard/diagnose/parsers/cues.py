@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 from oomguard.diagnose.events import LogLine, error_record
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.parsers import devices
 from oomguard.diagnose.parsers.fragments import KEYWORDS as FRAGMENT_KEYWORDS
+from oomguard.diagnose.parsers.frames import PYTHON_MESSAGE
 from oomguard.diagnose.trie import alternation
 import oomguard.lazy_re as lazy_re  # a log's scan runs a few of the ~80 cue patterns: each compiles when first run
 
@@ -47,6 +49,39 @@ def _rule(feature: str, pattern: str, keywords: tuple[str, ...], example: str, *
     return CueRule(feature, lazy_re.compile(pattern, flags), tuple(k.encode() for k in keywords), prose, example, failure,
                    exact_keywords, states, negatable)
 
+
+# Applications that call a vLLM server (comp:client-app): platforms, front ends and HTTP tools people name.
+_CLIENT_APPS = ("Dify", "dify", "Open WebUI", "open-webui", "OpenWebUI", "Jan.ai", "Postman", "postman", "Insomnia",
+                "LangChain", "langchain", "LlamaIndex", "llama_index", "SillyTavern", "Chatbox", "Cherry Studio",
+                "FastGPT", "RAGFlow", "ragflow", "AnythingLLM", "LobeChat", "LibreChat", "MaxKB", "one-api", "new-api",
+                "OpenAI-API-compatible", "front end", "frontend", "front-end")
+# "<verb> <adverb>" said of the server (words:server-works); also "successfully deployed / started".
+_WORKS = tuple(f"{v} {a}" for v in ("works", "worked", "working", "work", "functioned", "functions", "runs", "ran",
+                                    "running", "responds", "responded")
+               for a in ("fine", "normally", "correctly", "properly", "as expected", "perfectly")) + tuple(
+    f"successfully {v}" for v in ("deployed", "started", "launched", "running", "serving"))
+
+
+def _words_rx(words: tuple[str, ...]) -> str:
+    """An alternation of literal words; a short one (an acronym: HBM, HPU, NCCL) bounded as a word (a plural too), a
+    longer one found inside others as well ("_capture_cudagraphs", "all_reduce_fused")."""
+    def one(w: str) -> str:
+        rx = re.escape(w)
+        return rf"\b{rx}s?\b" if len(w) <= 4 and w.isascii() and w.isalnum() else rx
+    return "|".join(one(w) for w in sorted(words, key=len, reverse=True))
+
+
+def _short_rx(memory: tuple[str, ...]) -> str:
+    words = _words_rx(memory)
+    before = "|".join(re.escape(w) for w in devices.SHORT_BEFORE)
+    after = "|".join(re.escape(w) for w in devices.SHORT_AFTER)
+    return rf"(?:{before})\W+(?:[\w-]+\W+){{0,3}}?(?:{words})|(?:{words})\W+(?:[\w-]+\W+){{0,3}}?(?:{after})"
+
+
+_COLL_FAILED = r"(?:timed? ?out|timeout|\bhang(?:s|ing)?\b|\bhung\b|\bstuck\b|\bfailed\b|\bfailure\b|\bdied\b|\bcrash)"
+_BACKEND_EXAMPLES = {"rocm": "HIP out of memory on MI300X", "ascend": "vllm-ascend on 910B NPU",
+                     "gaudi": "vllm-gaudi on Gaudi3 (HPU)", "tpu": "a v5e-8 TPU with tpu-inference",
+                     "xpu": "Intel Arc A770 XPU with ipex"}
 
 TABLE: tuple[CueRule, ...] = (
     # --- host memory ---------------------------------------------------------------------------
@@ -154,17 +189,16 @@ TABLE: tuple[CueRule, ...] = (
           "the server starts fine, then dies", prose=True),
     _rule("words:profile", r"\bprofil|dummy (?:run|inputs?|batch)|warm(?:ing)?[- ]?up|预热|显存分析",
           ("profil", "dummy", "warm", "预热", "显存分析"), "it fails in the profile run", prose=True),
-    _rule("words:capture", r"captur|cuda ?graphs?|cudagraph|图捕获", ("captur", "CUDA graph", "cuda graph", "cudagraph",
-                                                                    "CUDAGraph", "cuda_graph", "图捕获"),
-          "OOM while capturing CUDA graphs", prose=True),
+    # every backend's graph capture (parsers/devices.py: CUDA graphs, HPU graphs, ACL graphs...)
+    _rule("words:capture", _words_rx(devices.graph_words()), devices.graph_words(), "OOM while capturing CUDA graphs",
+          prose=True),
     # Not "KV cache" alone: every throughput line says "GPU KV cache usage" (the prefilter would select them all).
     _rule("words:kv", r"kv[ _-]?cache|kv[ _-]?缓存|KV 缓存",
           ("kv cache", "kv-cache", "kvcache", "KVCache", "KV cache is", "KV cache was", "KV cache too", "the KV cache",
            "enough KV cache", "KV cache not", "KV cache size is", "KV cache for", "kv缓存", "KV缓存", "KV 缓存", "kv 缓存"),
           "the kv cache is too small for max_model_len", prose=True, exact_keywords=True),
-    _rule("words:gpu-mem", r"显存|\bVRAM\b|GPU memory|video memory|GPU RAM", ("显存", "VRAM", "GPU memory", "video memory",
-                                                                            "GPU RAM"),
-          "显存不足", prose=True),
+    # every backend's device memory (parsers/devices.py: VRAM, 显存, HBM, NPU / HPU memory, a TPU's vmem)
+    _rule("words:gpu-mem", _words_rx(devices.memory_words()), devices.memory_words(), "显存不足", prose=True),
     # --- who printed the log ---------------------------------------------------------------------
     _rule("comp:ray", r"\bray::|\(raylet\)|RayWorker|ray\.exceptions|\bRay\b|ray_distributed_executor|ray_utils",
           ("ray::", "raylet", "RayWorker", "ray.exceptions", "Ray ", "Ray:", "Ray'", "Ray.", "Ray,", "ray_distributed",
@@ -175,13 +209,21 @@ TABLE: tuple[CueRule, ...] = (
     _rule("comp:llm-d", r"\bllm-d\b|llm_d\b", ("llm-d", "llm_d"), "llm-d modelservice"),
     _rule("comp:rl", r"\bverl\b|openrlhf|\brollout\b|\bGRPO\b|\bPPO\b|\bTRL\b",
           ("verl", "OpenRLHF", "openrlhf", "rollout", "GRPO", "PPO", "TRL"), "verl rollout worker"),
-    _rule("comp:ascend", r"vllm[_-]ascend|\bNPU\b|\bAscend\b|torch_npu|\bCANN\b|\bHCCL\b",
-          ("ascend", "Ascend", "NPU", "npu", "CANN", "HCCL"), "vllm-ascend on 910B NPU"),
-    _rule("comp:rocm", r"\bROCm\b|\bHIP\b|hipError|\bMI\d{3}X?\b|\bgfx9\d\w*|amdgpu",
-          ("ROCm", "rocm", "HIP", "hipError", "MI2", "MI3", "gfx9", "amdgpu"), "HIP out of memory on MI300X", flags=0),
+    # the backends other than CUDA, by the words that name them (parsers/devices.py)
+    *(_rule(f"comp:{b.name}", "|".join(b.names), b.keywords, _BACKEND_EXAMPLES[b.name], flags=0)
+      for b in devices.BACKENDS if b.names),
     _rule("comp:k8s", r"kubectl|\bpods?\b|kubelet|Kubernetes|\bk8s\b|\bcontainer\b",
           ("kubectl", "pod", "Pod", "kubelet", "Kubernetes", "kubernetes", "k8s", "container", "Container"),
           "the pod restarts"),
+    # An application that calls the server (an LLM platform, a chat front end, an HTTP tool): a failure the reporter
+    # places in it is the client's, not the server's (issue 16 item 5: a server that serves is healthy).
+    _rule("comp:client-app", r"\b(?:" + "|".join(re.escape(a) for a in _CLIENT_APPS) + r")\b", _CLIENT_APPS,
+          "when I add the model in Dify it reports an error", prose=True),
+    # The reporter says the server itself serves ("the API calls work fine", "tested with Postman, it worked fine",
+    # "successfully deployed", 服务正常): with a failure placed in a client, the server is not what failed.
+    _rule("words:server-works", r"\b(?:" + "|".join(_WORKS) + r")\b|(?:服务|接口|调用|访问)\S{0,3}正常",
+          tuple(w.replace("\\", "") for w in _WORKS) + ("正常",), "I tested the API locally using Postman, and it worked fine",
+          prose=True),
     # --- the machine -------------------------------------------------------------------------------
     _rule("gpu:pre-ampere",
           r"\bV100\b|\bT4\b|\bP100\b|\bP40\b|\bTesla\b|RTX ?20[678]0|\bGTX\b|\bTitan\b|\bTuring\b|\bVolta\b|"
@@ -217,7 +259,7 @@ TABLE: tuple[CueRule, ...] = (
           "> ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0", prose=True, flags=0),
     # --- words of a failure that bear on its class (prose, or an error record) ---------------------
     _rule("words:not-supported",
-          r"not (?:yet )?supported|unsupported|only supported|not compatible|incompatible|no kernel image|does(?:n'?t| not) "
+          r"not (?:yet |currently )?supported|unsupported|only supported|not compatible|incompatible|no kernel image|does(?:n'?t| not) "
           r"support|is not available (?:for|on)|不支持",
           ("supported", "Supported", "compatible", "no kernel image", "support", "not available", "不支持"),
           "The quantization method awq is not supported for the current GPU", failure=True, states=True),
@@ -267,9 +309,21 @@ TABLE: tuple[CueRule, ...] = (
     _rule("words:placement", r"placement[ _]group|ray status|resource (?:request|demand)|\bray start\b|pending nodes",
           ("placement", "ray status", "resource request", "resource demand", "ray start", "pending nodes"),
           "waiting for the placement group", failure=True, states=True),
-    _rule("words:collective", r"\bNCCL\b|\bRCCL\b|\bHCCL\b|all[_-]?reduce|all[_-]?gather|collective|process ?group",
-          ("NCCL", "RCCL", "HCCL", "llreduce", "ll_reduce", "ll-reduce", "llgather", "ll_gather", "ollective",
-           "process group", "ProcessGroup", "processgroup"), "NCCL all_reduce hangs across two nodes", failure=True),
+    # every backend's collective library and the operations a parallel group runs (parsers/devices.py)
+    _rule("words:collective", _words_rx(devices.collective_libraries() + devices.COLLECTIVE_OPS),
+          devices.collective_libraries() + devices.COLLECTIVE_OPS, "NCCL all_reduce hangs across two nodes",
+          failure=True),
+    # A memory said to run short, by its name in the device table: the host's (/dev/shm, pinned, system memory) or a
+    # device's (VRAM, HBM, NPU memory, a TPU's vmem), in an error record or in words.
+    *(_rule(f"mem:{where}-short", _short_rx(words), words, example, failure=True, states=True)
+      for where, words, example in (("host", devices.HOST_MEMORY, "RuntimeError: Insufficient space in /dev/shm: "
+                                     "4095/4096 MiB required, 1405 MiB free"),
+                                    ("device", devices.memory_words(), "the HPU memory is exhausted during warm-up"))),
+    # A collective that failed (timed out, hung, a rank gone) in an error record or in words: the parallel group's
+    # communication failed, whichever library (HCCL, gloo, NCCL) and whether or not its own error line was pasted.
+    _rule("coll:failure", rf"(?:{_words_rx(devices.COLLECTIVE_OPS)})[^\n]{{0,120}}?{_COLL_FAILED}|"
+                          rf"{_COLL_FAILED}[^\n]{{0,60}}?(?:{_words_rx(devices.COLLECTIVE_OPS)})",
+          devices.COLLECTIVE_OPS, "the all_reduce in the TP group timed out after 1800 s", failure=True, states=True),
     _rule("words:illegal-access", r"illegal (?:memory|instruction|address|CUDA access)|device-side assert|misaligned",
           ("illegal", "Illegal", "device-side", "misaligned"), "Illegal memory access in flash_attn", failure=True, states=True),
     _rule("words:template", r"chat[_ ]template|jinja|--chat-template|default template", ("chat template", "chat_template",
@@ -440,10 +494,15 @@ def parse_cues(line: LogLine, col: Collector) -> None:
     words = line.prose or _CJK.search(msg) is not None
     error = line.level in ("ERROR", "CRITICAL") or error_record(msg)
     failure = words or error
+    # The interpreter's own message (a TypeError's "unsupported operand type(s)", "got an unexpected keyword
+    # argument"): its words are Python's, not a statement about the configuration (parsers/frames.PYTHON_MESSAGE).
+    interpreter = error and PYTHON_MESSAGE.search(msg) is not None
     tried: set[str] = set()
     for keyword in found:
         for rule in _RULES_BY_KEYWORD.get(keyword, ()):
             if rule.feature in tried or (rule.prose and not words) or (rule.failure and not failure):
+                continue
+            if interpreter and rule.feature.startswith("words:"):
                 continue
             tried.add(rule.feature)
             if any(not (rule.negatable and negated(msg, m)) for m in rule.pattern.finditer(msg)):

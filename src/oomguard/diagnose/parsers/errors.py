@@ -16,8 +16,8 @@ from oomguard.diagnose.events import EXCEPTION_NAME, LogLine, Signal
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.environment import parse_environment
 from oomguard.diagnose.parsers.fragments import parse_fragment
-from oomguard.diagnose.parsers.frames import frame_function
-from oomguard.diagnose.parsers.numbers import integer, num, to_gib
+from oomguard.diagnose.parsers.frames import PYTHON_MESSAGE, component, frame
+from oomguard.diagnose.parsers.numbers import BadNumber, integer, num, to_gib
 from oomguard.diagnose.parsers.paraphrase import note_paste_words, parse_paraphrase
 from oomguard.diagnose.parsers.prose import looks_like_words, phase_hints
 import oomguard.lazy_re as lazy_re
@@ -47,6 +47,15 @@ _OOM_NEW = lazy_re.compile(
 )
 _OOM_IN_USE = lazy_re.compile(r"this process has ([\d.]+) (GiB|MiB) memory in use")
 _OOM_RESERVED = lazy_re.compile(r"([\d.]{1,20}) (GiB|MiB) is reserved by PyTorch but unallocated")
+# torch >= 2.1 lists every process on the device, then this process's tensors: what the process held when it died
+# (diagnose/phase_facts.py weighs it against the model's weights).
+_OOM_BY_TORCH = lazy_re.compile(r"Of the allocated memory ([\d.]{1,20}) (GiB|MiB) is allocated by PyTorch")
+_OOM_GRAPH_POOLS = lazy_re.compile(r"with ([\d.]{1,20}) (GiB|MiB|KiB) allocated in private pools \(e\.g\., CUDA Graphs\)")
+# torch's old wording when a backend leaves out the free figure (Intel XPU): "(GPU 0; 15.11 GiB total capacity;
+# 11.09 GiB already allocated; 11.23 GiB reserved in total by PyTorch)"
+_OOM_OLD_NO_FREE = lazy_re.compile(r"\((?:GPU|NPU|XPU) (\d+); ([\d.]{1,20}) (GiB|MiB) total capacity; ([\d.]{1,20}) "
+                                   r"(GiB|MiB|KiB|bytes) already allocated")
+_OOM_PROCESS = lazy_re.compile(r"\bProcess \d{1,10} has ([\d.]{1,20}) (GiB|MiB) memory in use")
 _OOM_OLD = lazy_re.compile(
     r"Tried to allocate ([\d.]+) (GiB|MiB|KiB)\s*\((?:GPU|NPU|XPU) (\d+); ([\d.]+) (GiB|MiB) total capacity; "
     # torch_npu adds "58.92 GiB current active;" between the two
@@ -181,9 +190,9 @@ def parse_errors(line: LogLine, col: Collector) -> None:
     if msg.startswith(_TRACEBACK):
         col.start_traceback(line)
         return
-    function = frame_function(msg)
-    if function is not None:
-        col.add_frame(line, function)
+    found = frame(msg)
+    if found is not None:
+        col.add_frame(line, found[0], component(found[1]))
         return
     if msg.count('File "') > 1:
         for name in _FLAT_FRAME.findall(msg):
@@ -246,6 +255,11 @@ def parse_errors(line: LogLine, col: Collector) -> None:
     if m and m.group(1) not in ("Exception", "KeyboardInterrupt", "SystemExit") or (m and m.group(2)):
         if m.group(1) not in ("KeyboardInterrupt", "SystemExit", "CancelledError"):
             numbers: dict[str, object] = {"exception": m.group(1)}
+            if m.group(2) and PYTHON_MESSAGE.search(m.group(2)):
+                numbers["python"] = True
+            module = msg.split(":", 1)[0]
+            if "." in module:
+                numbers["module"] = module.split(".", 1)[0]  # "ray.exceptions.RayTaskError": the raiser's package
             if msg.startswith(_CLIENT_MODULES) or m.group(1) in _CLIENT_EXCEPTIONS:
                 # the client's exception (openai, requests, httpx...): what it says is about the server's answer,
                 # not an error vLLM raised; its own feature, so that it gets its own weight
@@ -334,6 +348,23 @@ def _oom_numbers(msg: str) -> dict[str, float | int]:
     m = _OOM_RESERVED.search(msg)
     if m:
         out["reserved_unallocated_gib"] = to_gib(m.group(1), m.group(2))
+    try:  # a garbled figure here loses only itself, not the OOM line it sits in
+        m = _OOM_BY_TORCH.search(msg)
+        if m:
+            out["torch_allocated_gib"] = to_gib(m.group(1), m.group(2))
+        m = _OOM_GRAPH_POOLS.search(msg)
+        if m:
+            out["graph_pools_gib"] = to_gib(m.group(1), m.group(2))
+        m = _OOM_OLD_NO_FREE.search(msg) if "allocated_gib" not in out else None
+        if m:
+            out.setdefault("gpu", integer(m.group(1)))
+            out.setdefault("total_gib", to_gib(m.group(2), m.group(3)))
+            out["allocated_gib"] = to_gib(m.group(4), m.group(5))
+        procs = tuple(to_gib(m.group(1), m.group(2)) for m in _OOM_PROCESS.finditer(msg))[:16]
+        if procs:
+            out["processes_gib"] = procs  # type: ignore[assignment]
+    except BadNumber:
+        pass
     return out
 
 
