@@ -101,7 +101,8 @@ def test_keepalive_trickle_is_bounded_by_the_request_timeout(transport):
     with FaultServer("trickle") as srv:
         run, verdict, took = run_probe(srv.base_url, duration=6.0, request_timeout=1.0, stall=5.0, http_transport=transport)
     assert verdict.cls is ProbeClass.TIMEOUT and "within 1.0s" in verdict.summary
-    assert took < 4.0
+    # below the 6 s duration: the request bound ended it (4.05 s was seen at load 20 on 2 cores; 1-2 s idle)
+    assert took < 5.5
 
 
 def test_duration_bounds_a_slow_run():
