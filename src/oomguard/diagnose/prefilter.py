@@ -131,11 +131,19 @@ def run_start_markers() -> tuple[bytes, ...]:
     return tuple(m.encode() for m in _STARTING)
 
 
-# Start-ups are counted (a crash loop's size) by the two lines every start-up prints once: the engine's
+# Start-ups are counted (a crash loop's size) by the two lines a start-up prints: the engine's
 # "Initializing a V1 LLM engine (v0.10.1) ..." / V0's "Initializing an LLM engine (v0.6.3) ...", and the API
-# server's version line; a count is the larger of the two. Few on purpose: each occurrence costs a callback
-# (hyperscan: in the survey's own pass; a start-up is kilobytes, so that is a few hundred thousand per GB at most).
+# server's version line (see ``start_ups``). Few on purpose: each occurrence costs a callback (hyperscan: in the
+# survey's own pass; a start-up is kilobytes, so that is a few hundred thousand per GB at most, about 0.15 CPU-s
+# per marker). So a survey counts the engine lines only where no API server line is (``Survey.uncounted``).
 COUNT_MARKERS: tuple[bytes, ...] = (b"LLM engine (v", b"vLLM API server version")
+
+
+def start_ups(counts: list[int]) -> int:
+    """How many start-ups the COUNT_MARKERS counts (one per marker) stand for: the API server's version lines when
+    there are some (one per start of the server, where a data-parallel start prints an engine line per engine),
+    else the engine lines (an offline ``LLM()``, an engine's own log)."""
+    return counts[1] if counts[1] else counts[0]
 
 
 @dataclass
@@ -149,6 +157,9 @@ class Survey:
     # Where each id of ``ids`` first ends (an absolute offset just past its first match), from engines that
     # say so (hyperscan): the scanner then looks at those lines only, not the whole block.
     at: dict[int, int] = field(default_factory=dict)
+    # Engine lines present but not counted (run_starts[0] is 0): the API server's lines count this piece's
+    # start-ups (``start_ups``), so the engine's are only looked for, not counted (one callback less per start-up).
+    uncounted: bool = False
 
 
 class Engine(Protocol):
@@ -285,7 +296,7 @@ class _Hyperscan:
             db.compile(expressions=[_hs_literal(ALL[i]) for i in keep] + [_hs_literal(m) for m in COUNT_MARKERS],
                        ids=[self._n + i for i in keep] + [self._markers + k for k in range(len(COUNT_MARKERS))],
                        flags=[hs.HS_FLAG_SINGLEMATCH | (hs.HS_FLAG_CASELESS if i >= _CASELESS_FROM else 0)
-                              for i in keep] + [0] * len(COUNT_MARKERS))
+                              for i in keep] + [hs.HS_FLAG_SINGLEMATCH, 0])  # the engine's line: only whether it is there
             return db
         try:
             return self._compile()
@@ -302,8 +313,9 @@ class _Hyperscan:
         return db
 
     def survey(self, data: bytes, start: int, end: int, known: frozenset[int] = frozenset()) -> Survey:
-        # One pass: the keywords (one report each, SINGLEMATCH) and the start-up markers (every occurrence, a
-        # callback each: a start-up is kilobytes long) are in the same database, so the bytes are read once.
+        # One pass: the keywords (one report each, SINGLEMATCH) and the start-up markers (the API server's line at
+        # every occurrence, a callback each: a start-up is kilobytes long; the engine's once) are in the same
+        # database, so the bytes are read once.
         out = Survey(run_starts=[0] * len(COUNT_MARKERS))
         ids = out.ids
         at = out.at
@@ -325,6 +337,11 @@ class _Hyperscan:
                 at[i] = start + to
 
         db.scan(memoryview(data)[start:end], match_event_handler=on_match)
+        if starts[0] and not starts[1]:
+            starts[0] = data.count(COUNT_MARKERS[0], start, end)  # no API server line here: the engine's count
+        elif starts[0]:
+            starts[0] = 0
+            out.uncounted = True
         return out
 
     def new_names(self, data: bytes, start: int, end: int, names: frozenset[bytes]) -> list[int]:

@@ -120,6 +120,7 @@ class _Stretch:
     ids: set[int] = field(default_factory=set)
     run_starts: list[int] = field(default_factory=list)  # prefilter.COUNT_MARKERS inside it, per marker
     known: frozenset[int] = frozenset()  # keywords its surveys may leave out (all routine while it is open)
+    uncounted: bool = False  # a survey found engine lines it did not count (prefilter.Survey.uncounted)
     surveys: int = 0
 
 
@@ -151,6 +152,9 @@ class _Scanner:
         self.stretch_starts = 0
         self.stretch_ids: set[int] = set()
         self.stretch_notes: list[str] = []
+        # prefilter.COUNT_MARKERS in the whole input, per marker: every byte is in exactly one sub-block, and each
+        # sub-block is counted once (by its survey, or by bytes.count where none was made), parsed or not.
+        self.all_starts = [0] * len(prefilter.COUNT_MARKERS)
 
     # --- blocks ----------------------------------------------------------------------------------
     def feed(self, block: logs.Block) -> None:
@@ -186,6 +190,7 @@ class _Scanner:
         elif self.block is not None and not self.block.flush:
             self._frequent(self.gap_start, self.block.end)
         self.block = None
+        self._add_starts([block.data.count(m) for m in prefilter.COUNT_MARKERS])
         found = self.engine.lines(block.data, 0, len(block.data))
         if not found:
             return
@@ -210,6 +215,11 @@ class _Scanner:
             self.notes.messages.append(
                 f"{self.stretch_lines:,} line(s) in {self.stretches:,} stretch(es) ({self.stretch_bytes / 1e6:,.1f} MB"
                 f"{starts}) only repeat lines shown (matching: {names}): counted, not parsed one by one")
+        runs = prefilter.start_ups(self.all_starts)
+        if runs > 1:
+            # The whole input's, parsed start-ups included: a crash loop of N start-ups says N.
+            self.notes.messages.append(f"{runs:,} start-ups in this input (counted by their lines "
+                                       f"{' / '.join(repr(m.decode()) for m in reversed(prefilter.COUNT_MARKERS))})")
         if self.engine.name != "hyperscan":
             self.notes.messages.append(f"keyword scan with {self.engine.name} (the hyperscan package is not "
                                        "installed or does not run here): slower, same result")
@@ -232,8 +242,10 @@ class _Scanner:
             quiet = survey.ids <= self.saturated or self._refuted_at(survey, data, a, b)
             forced = self._new_names(data, a, b)
             quiet = quiet and not forced
+            self._add_starts(survey.run_starts)
             if quiet:
                 st.ids |= survey.ids
+                st.uncounted |= survey.uncounted
                 for i, n in enumerate(survey.run_starts):
                     st.run_starts[i] += n
                 self.cursor.line_at(b)  # newlines are counted here, once
@@ -243,8 +255,11 @@ class _Scanner:
             # routine ones) holds nothing to parse: the literal survey says so at memory speed, where the
             # pattern automaton would read the whole block (1 GB of serving traffic: a dozen lines to parse).
             survey = self.engine.survey(data, a, b)
+            self._add_starts(survey.run_starts)
             if survey.ids <= self.saturated and (self.parsed < HEAD_LINES or not (forced := self._new_names(data, a, b))):
                 return
+        if survey is None:
+            self._add_starts([data.count(m, a, b) for m in prefilter.COUNT_MARKERS])
         found = survey.lines if survey is not None and survey.lines is not None else self.engine.lines(data, a, b)
         if survey is not None and survey.lines is None and not forced:
             self._refute(survey.ids, found)
@@ -275,6 +290,10 @@ class _Scanner:
                 self.extra += 1
                 extra = False
             self.gap_start = line_end + 1
+
+    def _add_starts(self, counts: list[int]) -> None:
+        for i, n in enumerate(counts):
+            self.all_starts[i] += n
 
     def _new_names(self, data: bytes, a: int, b: int) -> set[int]:
         """Lines of the block that name an exception no parsed line named (prefilter.known_names): new, whatever
@@ -455,14 +474,18 @@ class _Scanner:
         if lines <= 0:
             return
         size = block.offset + skipped_to - st.start
-        starts = max(st.run_starts, default=0)
+        starts = prefilter.start_ups(st.run_starts)
+        # Its API server lines were all in the context parsed after it, and it has engine lines a survey did not
+        # count (there were API server lines in the same piece): the engine lines counted are a lower bound.
+        at_least = "at least " if st.run_starts[1] <= 0 and st.uncounted else ""
+        starts = max(starts, 0)
         self.stretches += 1
         self.stretch_lines += lines
         self.stretch_bytes += size
         self.stretch_starts += starts
         self.stretch_ids |= st.ids
         if len(self.stretch_notes) < _MAX_STRETCH_NOTES:
-            what = f"{starts:,} start-up(s) (a crash loop) and lines" if starts else "lines"
+            what = f"{at_least}{starts:,} start-up(s) (a crash loop) and lines" if starts else "lines"
             self.stretch_notes.append(f"lines {st.first_line:,}-{last_line:,} ({size / 1e6:,.1f} MB): {what} that "
                                       "repeat what is shown; counted, not parsed one by one")
 

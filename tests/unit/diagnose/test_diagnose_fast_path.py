@@ -138,7 +138,13 @@ def test_engines_find_the_same_lines():
         assert eng.survey(text, 0, len(text), known).ids | known == survey.ids | known
         # A survey reports keywords (the hyperscan engine's lines report its patterns): the same ones everywhere.
         results[name] += ({eng.labels[i] for i in survey.ids},)
-        assert survey.run_starts == [text.count(m) for m in prefilter.COUNT_MARKERS]
+        assert survey.run_starts == [text.count(m) for m in prefilter.COUNT_MARKERS] and not survey.uncounted
+        # With API server lines, they count the start-ups; hyperscan then only notes that engine lines are there.
+        served = text + b"(APIServer pid=1) INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.9.0\n" * 3
+        counted = eng.survey(served, 0, len(served))
+        assert prefilter.start_ups(counted.run_starts) == counted.run_starts[1] == 3
+        assert counted.run_starts[0] in ((0,) if name == "hyperscan" else (text.count(prefilter.COUNT_MARKERS[0]),))
+        assert counted.uncounted == (name == "hyperscan")
         chosen = {text[a:b] + b"\n" for a, b, _, _ in eng.lines(text, 0, len(text))}
         assert {kinds[0], kinds[2], kinds[3], kinds[6]} <= chosen and kinds[5] not in chosen
         if name == "hyperscan":
@@ -178,10 +184,30 @@ def test_crash_loop_is_grouped_and_concludes_the_same(tmp_path):
     assert report.lines == data.count(b"\n")
     assert report.matched_lines < 1500  # parsed: the first start-ups and the last; 66,000 counted
     notes = " ".join(report.notes)
-    # every start-up but the parsed ones is counted: 3000 in all
-    summary = report.notes[-1]
+    # every start-up but the parsed ones is counted in the stretch; 3000 in all
+    summary = next(n for n in report.notes if "stretch(es)" in n)
     counted = int(summary.split(" start-up(s))")[0].rsplit(", ", 1)[1].replace(",", ""))
     assert 2900 < counted < 3000 and "start-up(s) (a crash loop)" in notes and "counted, not parsed" in summary
+    assert _start_ups(report) == 3000
+
+
+def _start_ups(report) -> int:
+    said = [n for n in report.notes if " start-ups in this input" in n]
+    return int(said[0].split(" ", 1)[0].replace(",", "")) if said else 1
+
+
+@pytest.mark.parametrize("restarts", [2, 7, 40, 1000])
+def test_a_crash_loop_of_n_start_ups_says_n_and_what_one_says(tmp_path, restarts):
+    one, loop = tmp_path / "one.log", tmp_path / "loop.log"
+    one.write_bytes(_crash_loop(1))
+    loop.write_bytes(_crash_loop(restarts))
+    single, d = diagnose([str(one)]), diagnose([str(loop)])
+    assert _start_ups(single.inputs[0]) == 1 and _start_ups(d.inputs[0]) == restarts  # parsed and counted ones alike
+    assert [v.cls for v in d.verdicts] == [v.cls for v in single.verdicts] == [FailureClass.PROFILE_OOM]
+    assert [f.to_dict() for f in d.verdicts[0].fix] == [f.to_dict() for f in single.verdicts[0].fix]
+    # the evidence is made of lines the single start-up gives as evidence (whichever runs they were taken from)
+    unit = single.inputs[0].lines
+    assert {(e.line - 1) % unit + 1 for e in d.verdicts[0].evidence} <= {e.line for e in single.verdicts[0].evidence}
 
 
 def test_a_different_failure_inside_a_crash_loop_is_not_lost(tmp_path):
