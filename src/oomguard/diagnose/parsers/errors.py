@@ -342,19 +342,9 @@ def _oom_numbers(msg: str) -> dict[str, float | int]:
             m = _OOM_ALLOC_ONLY.search(msg)
             if m:
                 out["alloc_gib"] = to_gib(m.group(1), m.group(2))
-    m = _OOM_IN_USE.search(msg)
-    if m:
-        out["in_use_gib"] = to_gib(m.group(1), m.group(2))
-    m = _OOM_RESERVED.search(msg)
-    if m:
-        out["reserved_unallocated_gib"] = to_gib(m.group(1), m.group(2))
+    _one_size_each(msg, out, (("in_use_gib", _OOM_IN_USE), ("reserved_unallocated_gib", _OOM_RESERVED)))
     try:  # a garbled figure here loses only itself, not the OOM line it sits in
-        m = _OOM_BY_TORCH.search(msg)
-        if m:
-            out["torch_allocated_gib"] = to_gib(m.group(1), m.group(2))
-        m = _OOM_GRAPH_POOLS.search(msg)
-        if m:
-            out["graph_pools_gib"] = to_gib(m.group(1), m.group(2))
+        _one_size_each(msg, out, (("torch_allocated_gib", _OOM_BY_TORCH), ("graph_pools_gib", _OOM_GRAPH_POOLS)))
         m = _OOM_OLD_NO_FREE.search(msg) if "allocated_gib" not in out else None
         if m:
             out.setdefault("gpu", integer(m.group(1)))
@@ -366,6 +356,14 @@ def _oom_numbers(msg: str) -> dict[str, float | int]:
     except BadNumber:
         pass
     return out
+
+
+def _one_size_each(msg: str, out: dict, figures) -> None:
+    """Each (key, pattern): the size its first match names (number, unit), in GiB."""
+    for key, pattern in figures:
+        m = pattern.search(msg)
+        if m:
+            out[key] = to_gib(m.group(1), m.group(2))
 
 
 def _flags_mentioned(text: str) -> dict[str, object]:
