@@ -77,3 +77,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("vllm") is not None:
             item.add_marker(skip)
+
+
+def top_verdict(tmp_path: Path, text: str, **options):  # noqa: ANN003, ANN201 - a diagnose Verdict
+    """diagnose on ``text`` written to a report file: its first verdict (one is asserted)."""
+    from oomguard.diagnose.diagnosis import diagnose
+
+    p = tmp_path / "report.txt"
+    p.write_text(text, encoding="utf-8")
+    d = diagnose([str(p)], **options)
+    assert d.verdicts, "a failure cue must give a verdict"
+    return d.verdicts[0]

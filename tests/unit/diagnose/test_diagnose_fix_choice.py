@@ -4,20 +4,12 @@ from the model's config. Real diagnose runs on written reports, with the shipped
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from oomguard.diagnose import scoring
-from oomguard.diagnose.diagnosis import diagnose
 from oomguard.diagnose.events import Fix
 from oomguard.diagnose.fixes import rank_fixes
+from tests.conftest import top_verdict
 
-
-def _top(tmp_path: Path, text: str, **options):  # noqa: ANN003, ANN202 - a Verdict
-    p = tmp_path / "report.txt"
-    p.write_text(text, encoding="utf-8")
-    d = diagnose([str(p)], **options)
-    assert d.verdicts, "a failure cue must give a verdict"
-    return d.verdicts[0]
+_top = top_verdict
 
 
 def _flags(v) -> list[str]:  # noqa: ANN001

@@ -15,21 +15,16 @@ import pytest
 from oomguard.diagnose import fixes, fixes_blend, fixes_config, fixes_env, fixes_memory, remedy
 from oomguard.diagnose.classes import FailureClass as FC
 from oomguard.diagnose.context import Context
-from oomguard.diagnose.diagnosis import diagnose
 from oomguard.diagnose.events import Evidence, FixValue, Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.flags import versions_with_flag
+from tests.conftest import top_verdict
 
 ENGINE = ("(EngineCore_DP0 pid=7) INFO 05-01 10:00:00 [core.py:70] Initializing a V1 LLM engine (v0.10.1) with config: "
           "model='Qwen/Qwen2.5-7B-Instruct'\n")
 
 
-def _top(tmp_path: Path, text: str, **options):  # noqa: ANN003, ANN202 - a Verdict
-    p = tmp_path / "report.txt"
-    p.write_text(text, encoding="utf-8")
-    d = diagnose([str(p)], **options)
-    assert d.verdicts, "a failure cue must give a verdict"
-    return d.verdicts[0]
+_top = top_verdict
 
 
 def test_a_dtype_mismatch_in_the_forward_is_fixed_with_the_checkpoints_own_dtype(tmp_path):
