@@ -52,6 +52,7 @@ class Item:
     wanted: frozenset[str]
     confidence: float = 0.0
     cues: frozenset[str] = frozenset()  # the report's cues (the cue lift reads them)
+    stays_first: bool = False  # fixes_rank.stays_first of the first fix: the ranker leaves the order alone
 
 
 def _module(name: str, path: Path) -> Any:
@@ -74,7 +75,7 @@ def item_of(sample: Any, diagnosis: Any, wanted: frozenset[str], votes: dict | N
     flags = [f.flag for f in top.fix]
     return Item(sample.record["id"], sample.group, sample.with_context, flags, rows,
                 [f in wanted for f in flags[:fixes_rank.CANDIDATES]], wanted, top.confidence,
-                frozenset(diagnosis.collector.cues))
+                frozenset(diagnosis.collector.cues), fixes_rank.stays_first(top.fix[0]) if top.fix else False)
 
 
 def with_prior(rows: list[dict[str, float]], flags: list[str], prior: dict[str, int],
@@ -135,7 +136,7 @@ def fit_lists(items: list[Item], prior: dict[str, int], table: fixes_rank.CueTab
 
 def ranked_flags(it: Item, ranker: fixes_rank.Ranker | None) -> list[str]:
     """The item's flags as diagnose orders them with ``ranker`` (the hand order with None)."""
-    if ranker is None or len(it.flags) < 2:
+    if ranker is None or len(it.flags) < 2 or it.stays_first:
         return it.flags
     best, _ = fixes_rank.best_of(ranker, with_prior(it.rows, it.flags, ranker.flag_prior, ranker.cues, it.cues))
     return [it.flags[best]] + [f for i, f in enumerate(it.flags) if i != best]

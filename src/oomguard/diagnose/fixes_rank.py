@@ -158,6 +158,17 @@ def candidate_rows(v: Verdict, col: Any, ctx: Any, votes: dict[str, dict[str, in
     return rows
 
 
+def stays_first(fix: Fix) -> bool:
+    """Whether the hand order's first fix stays first whatever the ranker scores:
+    - a fix that is not a flag (docker's --ipc=host, a pip install, NCCL_P2P_DISABLE) and not a diagnostic step: the
+      ranker is fitted only on records whose thread fix was a flag, so it learns to prefer flags and cannot weigh the
+      other kinds at all;
+    - the setting the error line itself names first ("max_num_batched_tokens (8192) is smaller than max_model_len"):
+      the report's own words about this failure, where the ranker's corpus-wide features (the flag prior, the cue
+      lift) would prefer the commoner flag. Measured: leave one batch out, first fix 229 -> 232 of 336 with it."""
+    return not fix.flag.startswith("--") and fix.flag not in DIAGNOSTIC_STEPS or NAMED in (fix.chosen or "")
+
+
 def best_of(ranker: Ranker, rows: list[dict[str, float]]) -> tuple[int, list[float]]:
     """The candidate the ranker puts first (the earliest of equal scores) and every candidate's score."""
     scores = [ranker.score(r) for r in rows]
@@ -170,7 +181,7 @@ def rank_first(v: Verdict, col: Any, ctx: Any, votes: dict[str, dict[str, int]] 
     """The verdict's fixes with the ranker's best candidate first (the others in their order); each moved fix says
     why in ``Fix.chosen``. Unchanged without a shipped ranker or with fewer than two fixes."""
     ranker = ranker if ranker is not None else shipped()
-    if ranker is None or len(v.fix) < 2:
+    if ranker is None or len(v.fix) < 2 or stays_first(v.fix[0]):
         return v.fix
     rows = candidate_rows(v, col, ctx, votes, ranker.flag_prior, ranker.cues)
     best, scores = best_of(ranker, rows)
