@@ -35,6 +35,9 @@ FACT_FIRST = "the class's first fix for the facts this report shows"
 FAMILY = "the standard fix of the configuration family the error lines name"
 NAMED = "the error names this setting"
 BLENDED = "merged with the runner-up classes"
+# Fixes that only pad a short list (a setting the report or the launch names, when the class proposes no more): the
+# last resorts by construction, never moved to the front by the ranker.
+PADDING = "the class proposes no more fixes"
 # Steps that make the next log say more (not a change that fixes anything by itself).
 DIAGNOSTIC_STEPS = frozenset({"NCCL_DEBUG", "VLLM_LOGGING_LEVEL", "CUDA_LAUNCH_BLOCKING"})
 
@@ -151,6 +154,8 @@ def candidate_rows(v: Verdict, col: Any, ctx: Any, votes: dict[str, dict[str, in
                "diagnostic": float(f.flag in DIAGNOSTIC_STEPS or not f.flag.startswith("--")),
                "placeholder-value": float(placeholder), "confidence-if-1st": float(i == 0) * float(v.confidence),
                "words-suggest": float(f.flag in words)}
+        if PADDING in chosen:
+            row["_padding"] = 1.0  # not a feature (no weight): best_of leaves it where it is
         if flag_prior is not None:
             row["flag-prior"] = math.log1p(flag_prior.get(f.flag, 0))
             row["cue-lift"] = (cues or CueTable()).lift(col.cues, f.flag, flag_prior.get(f.flag, 0))
@@ -172,7 +177,8 @@ def stays_first(fix: Fix) -> bool:
 def best_of(ranker: Ranker, rows: list[dict[str, float]]) -> tuple[int, list[float]]:
     """The candidate the ranker puts first (the earliest of equal scores) and every candidate's score."""
     scores = [ranker.score(r) for r in rows]
-    best = max(range(len(scores)), key=lambda i: (scores[i], -i)) if scores else 0
+    movable = [i for i in range(len(scores)) if i == 0 or not rows[i].get("_padding")]
+    best = max(movable, key=lambda i: (scores[i], -i)) if scores else 0
     return best, scores
 
 
