@@ -54,10 +54,10 @@ else:
     def _new_code(n: int) -> CodeType:
         """``lambda _cls, _0, .., _{n-1}: _tuple_new(_cls, (_0, .., _{n-1}))``: precompiled up to
         ``_tuple_new.MOST`` fields, compiled here (once for each n) beyond."""
-        from oomguard import _tuple_new
+        from oomguard._tuple_new import MOST, NEW
 
-        if n <= _tuple_new.MOST:
-            return _tuple_new.NEW[n]
+        if n <= MOST:
+            return NEW[n]
         code = _NEW_CODE.get(n)
         if code is None:
             module = compile(_lambda_source(n), "<NamedTuple>", "eval")
