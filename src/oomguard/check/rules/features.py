@@ -332,9 +332,9 @@ def _mllama_weight_bytes(cfg: dict) -> int:
     1,601 patches in one pass. Before 0.7.0 (vllm PR #12126) the profile also over-counted: the
     default 256 failed on an 80 GB card and on 2 × A10, 32 started and vLLM's maintainers give 16.
     From 0.7.0 the peak grows about 0.29 GiB per sequence (PR #12126's log: 36.63 GiB at 128; a
-    constant fitted on that one record), so the launch fails where the 16-bit weights and that peak
-    exceed the budget. oomguard does not model this architecture's memory: the rule works from the
-    config and those records.""",
+    constant fitted on that one record, the memory model's estimate too: model/architectures/mllama.py),
+    so the launch fails where the 16-bit weights and that peak exceed the budget. vLLM serves the
+    architecture up to 0.10.2 only; later releases refuse it.""",
     fix="""`--max-num-seqs 16` (and `--enforce-eager` when it is not set: the encoder-decoder runner
     does not capture CUDA graphs).""",
     example="vllm serve meta-llama/Llama-3.2-11B-Vision-Instruct --max-model-len 1024   # vLLM 0.6.3",

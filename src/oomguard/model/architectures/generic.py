@@ -68,6 +68,9 @@ ENCODER_ONLY_TYPES = {"bert", "roberta", "xlm-roberta", "modernbert", "nomic_ber
 STATE_FIELDS = ("state_size", "ssm_state_size", "mamba_d_state", "mamba_n_heads", "mamba_expand",
                 "attn_layer_period", "layers_block_type", "hybrid_override_pattern", "ssm_cfg", "mamba_d_conv")
 ENCODER_DECODER_FIELDS = ("encoder_layers", "num_decoder_layers", "decoder_layers")
+# Sub-dicts some configs keep standard sizes in (DBRX: ffn_config.moe_num_experts / ffn_hidden_size,
+# attn_config.kv_n_heads).
+NESTED_BLOCKS = ("ffn_config", "attn_config")
 LAYER_KINDS = {
     "full_attention": LayerKind.FULL,
     "attention": LayerKind.FULL,
@@ -137,10 +140,15 @@ def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quan
         raise UnsupportedModelError(f"{source}: model_type {mt or '(missing)'!r}: {why}")
     if bidirectional_encoder(config, cfg, mt):
         return _generic_encoder(config, cfg, source=source, name=name, hf_quant=hf_quant, mt=mt)
+    nested = [k for k in NESTED_BLOCKS if isinstance(cfg.get(k), dict)]
+    if nested:
+        # DBRX-style configs keep the MLP / attention sizes in sub-dicts: read them as if top-level
+        # (a top-level field wins), and say so
+        cfg = {**{f: v for k in nested for f, v in cfg[k].items() if f != "model_type"}, **cfg}
     latent = bool(cfg.get("kv_lora_rank") and cfg.get("qk_rope_head_dim"))
     if latent and mt in VLLM_MLA_MODEL_TYPES:
         return _generic_mla(config, cfg, source=source, name=name, hf_quant=hf_quant, mt=mt)
-    assumptions: list[str] = []
+    assumptions: list[str] = [f"sizes read from {', '.join(nested)} as top-level fields"] if nested else []
     hk, hidden = _int(cfg, HIDDEN, "hidden size", mt)
     lk, n = _int(cfg, LAYERS, "layer count", mt)
     qk, heads = _int(cfg, HEADS, "attention heads", mt)
@@ -149,6 +157,10 @@ def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quan
     # (model_arch_config_convertor.py::FalconModelArchConfigConvertor @0.32).
     if cfg.get("multi_query") and not cfg.get("new_decoder_architecture"):
         kv = 1
+    elif cfg.get("multi_query_attention") is False:
+        # ChatGLM: multi_query_group_num counts only with multi_query_attention on (models/chatglm.py
+        # GLMAttention: total_num_kv_heads = heads otherwise; the sweep's cache pages agree)
+        kv = heads
     else:
         kv = num_kv_heads(cfg, heads)
     hd = head_size(cfg, hidden, heads) if not cfg.get("kv_channels") else int(cfg["kv_channels"])
