@@ -170,7 +170,8 @@ def stays_first(fix: Fix) -> bool:
       other kinds at all;
     - the setting the error line itself names first ("max_num_batched_tokens (8192) is smaller than max_model_len"):
       the report's own words about this failure, where the ranker's corpus-wide features (the flag prior, the cue
-      lift) would prefer the commoner flag. Measured: leave one batch out, first fix 229 -> 232 of 336 with it."""
+      lift) would prefer the commoner flag. Measured on the candidate lists of A01-C16 (leave one batch out, with
+      context): first fix 229 -> 232 of 336 with both rules."""
     return not fix.flag.startswith("--") and fix.flag not in DIAGNOSTIC_STEPS or NAMED in (fix.chosen or "")
 
 
