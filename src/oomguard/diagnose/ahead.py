@@ -8,25 +8,27 @@ back through a pipe; the scanner takes each answer when it reaches that piece.
 
 Processes, not threads: the ``hyperscan`` binding releases the GIL while it scans, but its callback takes the GIL
 back for every match (a crash loop's start-up markers: about 50 per piece), and ``bytes.count`` holds it. With a
-worker thread the scanner waited on it (measured: a 256 MB crash loop took 1.2-1.4 s against 0.9 s on one thread).
+worker thread the scanner waited on it (measured: a 256 MB crash loop took 1.2-1.4 s against 0.9-1.2 s on one thread).
 
 The scanner's decisions do not change: an answer is taken only for exactly the bytes of one sub-block, and it
 is exactly what the scanner's own search would have given there:
 - a piece is the reader's block (the reader cuts at the last newline before each multiple of
   ``logs.READ_BYTES``), so it is whole lines; no keyword, marker or name spans lines, so a sub-block of several
   pieces is their union;
-- the survey is the full keyword database's; a survey that leaves routine keywords out gets what it found less
-  those (each keyword is a literal of its own: the same first match, with or without the others);
+- the survey leaves out the keywords the scanner last told the workers were routine (``spec``: a bit set of ids
+  through a control pipe, taken before each piece), and a survey that leaves out at least those gets what it found
+  less the rest (each keyword is a literal of its own: the same first match, with or without the others);
 - the name watch looks for every name (``new_exception_expression`` of nothing) and reports each name it saw; the
   scanner keeps the ones its own expression would match (``_is_new``: a name, less a suffix, that is not known).
 Anything else (a different cut, a long line, a piece a worker could not read) the scanner computes itself, as
 without this module. ``scanner.scan`` uses it only for a regular file of at least ``PARALLEL_FLOOR_BYTES`` with
-the hyperscan engine, on Linux, with MIN_CPUS or more (``OOMGUARD_SCAN_JOBS=N`` asks for N workers; 1 is the
-one-process scan).
+the hyperscan engine, on Linux, with MIN_CPUS or more: one worker per CPU (``OOMGUARD_SCAN_JOBS=N`` asks for N
+workers; 1 is the one-process scan).
 """
 
 from __future__ import annotations
 
+import fcntl
 import io
 import marshal
 import os
@@ -43,15 +45,19 @@ _LOOKBACK = (4 * 1024, 64 * 1024)
 _NAME_BYTES = prefilter._NAME_BYTES
 _SUFFIXES = prefilter._EXCEPTION_SUFFIXES
 
-# A piece's answers, as marshalled: (start, end, ids, at, engine, api, engine_count, newlines, names); offsets in
-# the file; ``names``: each name (with its suffix) the watch saw -> the offsets just past its colon.
-_START, _END, _IDS, _AT, _ENGINE, _API, _ENGINE_COUNT, _NEWLINES, _NAMES = range(9)
+# A piece's answers, as marshalled: (start, end, ids, at, engine, api, engine_count, newlines, names, spec); offsets
+# in the file; ``names``: each name (with its suffix) the watch saw -> the offsets just past its colon; ``spec``: the
+# number of the keywords its survey left out (``Ahead.specs``).
+_START, _END, _IDS, _AT, _ENGINE, _API, _ENGINE_COUNT, _NEWLINES, _NAMES, _SPEC = range(10)
+_PIPE_BYTES = 4096
+_SPEC_HEAD = 6  # a spec message: its number (4 bytes), the bit set's length (2), the bit set (one bit per id)
 
 
-# With fewer CPUs than this the scan stays in one process unless OOMGUARD_SCAN_JOBS asks: the workers spend more
-# CPU in all than the one-process scan (every piece read twice, the full keyword database; measured on a 1 GB
-# crash loop: about 2.9 CPU-s against 1.7), so two CPUs gain little when idle and lose when the machine is shared.
-MIN_CPUS = 3
+# With fewer CPUs than this the scan stays in one process unless OOMGUARD_SCAN_JOBS asks. The workers spend more CPU
+# in all than the one-process scan (every piece read twice, the names watch for every name; measured on the 1 GB
+# benchmark logs, 2026-12-02: 1.9-2.1 CPU-s against 1.4-1.5 on the crash loop, 2.3-2.4 against 2.1-2.2 on distinct
+# errors), while the scanner's own share falls to 0.45-0.5 CPU-s: on two idle CPUs that is about grep's time.
+MIN_CPUS = 2
 
 
 def workers() -> int:
@@ -71,6 +77,15 @@ def workers() -> int:
     return 0 if n < MIN_CPUS else min(n, MAX_WORKERS)
 
 
+def _names_db(engine: Any) -> Any:
+    """``new_exception_expression`` of no names (any name, then ``:``), reporting where each match starts."""
+    hs = engine._hs
+    db = hs.Database(mode=hs.HS_MODE_BLOCK)
+    db.compile(expressions=[prefilter.new_exception_expression(frozenset())], ids=[0],
+               flags=[hs.HS_FLAG_MULTILINE | hs.HS_FLAG_SOM_LEFTMOST])
+    return db
+
+
 class Ahead:
     """Worker processes surveying the pieces of ``fd`` ahead of the scanner (see the module docstring)."""
 
@@ -82,11 +97,14 @@ class Ahead:
         self.pieces = -(-size // self.step)
         self.stride = workers  # worker j reads pieces j, j + stride, ...
         self.survey_db = engine.survey_db()[0]
-        self.names_db = engine.names_db(frozenset())  # every name: built once, before the fork
+        self.names_db = _names_db(engine)  # every name, with where each match starts: built once, before the fork
+        self.specs: dict[int, frozenset[int]] = {0: frozenset()}
         self.pids: list[int] = []
         self.readers: list[io.BufferedReader] = []
+        self.controls: list[int] = []  # the write ends of the workers' control pipes
         self.hits = 0  # answers taken (tests check that they are)
         self.misses = 0
+        self.narrowed = 0  # surveys answered by pieces that left routine keywords out
         self._last: tuple[int, int, list[tuple] | None] | None = None
         self._new: dict[bytes, bool] = {}
         self._new_key: frozenset[bytes] | None = None
@@ -102,11 +120,14 @@ class Ahead:
     def survey(self, start: int, end: int, leave_out: frozenset[int]) -> prefilter.Survey | None:
         """``survey`` of the file's ``[start, end)`` with the database ``survey_db`` gave for ``leave_out`` (offsets
         in ``at`` absolute), or None."""
+        if self.specs[len(self.specs) - 1] != leave_out:
+            self._tell(leave_out)
         pieces = self._pieces(start, end)
-        if pieces is None:
+        if pieces is None or not all(self.specs[p[_SPEC]] <= leave_out for p in pieces):
             self.misses += 1
             return None
         self.hits += 1
+        self.narrowed += any(p[_SPEC] for p in pieces)
         out = prefilter.Survey(run_starts=[0] * len(prefilter.COUNT_MARKERS))
         for p in pieces:
             at = p[_AT]
@@ -135,6 +156,19 @@ class Ahead:
     def newlines(self, start: int, end: int) -> int | None:
         pieces = self._pieces(start, end)
         return None if pieces is None else sum(p[_NEWLINES] for p in pieces)
+
+    def _tell(self, leave_out: frozenset[int]) -> None:
+        """The workers survey the pieces they have not begun leaving ``leave_out`` out. A worker whose pipe is full
+        (it is not reading) keeps what it had: its answers say which they are."""
+        number = len(self.specs)
+        self.specs[number] = leave_out
+        bits = sum(1 << i for i in leave_out).to_bytes(max(leave_out, default=0) // 8 + 1, "little")
+        message = number.to_bytes(4, "little") + len(bits).to_bytes(2, "little") + bits
+        for control in self.controls:
+            try:
+                os.write(control, message)  # at most PIPE_BUF bytes (~140 here): all of it or nothing
+            except OSError:
+                pass
 
     def _is_new(self, name: bytes, names: frozenset[bytes]) -> bool:
         """Whether ``new_exception_expression(names)`` matches this name (with its suffix): some suffix leaves a
@@ -195,6 +229,9 @@ class Ahead:
     def close(self) -> None:
         for reader in self.readers:
             reader.close()
+        for control in self.controls:
+            os.close(control)
+        self.controls.clear()
         for pid in self.pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -210,32 +247,59 @@ class Ahead:
     # --- a worker's side -------------------------------------------------------------------------
     def _fork(self, j: int, workers: int) -> None:
         r, w = os.pipe()
+        cr, cw = os.pipe()
         try:
             pid = os.fork()
         except OSError:
-            os.close(r)
-            os.close(w)
+            for fd in (r, w, cr, cw):
+                os.close(fd)
             raise
         if pid == 0:
             code = 1
             try:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)  # the scanner stops its workers itself
                 os.close(r)
+                os.close(cw)
                 for reader in self.readers:
-                    reader.close()  # the pipes of workers forked before: only the scanner reads them
-                self._serve(j, workers, w)
+                    reader.close()  # the pipes of workers forked before: only the scanner uses them
+                for control in self.controls:
+                    os.close(control)
+                os.set_blocking(cr, False)
+                self._serve(j, workers, w, cr)
                 code = 0
             except BaseException:  # noqa: BLE001 - never a traceback from a worker: the scanner does without it
                 pass
             os._exit(code)
         os.close(w)
+        os.close(cr)
+        os.set_blocking(cw, False)
+        try:
+            # A small pipe: a worker stays a few pieces ahead, so that what the scanner tells it soon applies.
+            fcntl.fcntl(r, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        except (OSError, AttributeError):
+            pass
         self.pids.append(pid)
-        self.readers.append(io.open(r, "rb", buffering=1 << 16))
+        self.readers.append(io.open(r, "rb", buffering=_PIPE_BYTES))
+        self.controls.append(cw)
 
-    def _serve(self, j: int, workers: int, w: int) -> None:
+    def _serve(self, j: int, workers: int, w: int, control: int) -> None:
+        db, number = self.survey_db, 0
+        pending = b""
         for k in range(j, self.pieces, workers):
             try:
-                piece = self._piece(k)
+                pending += os.read(control, 1 << 16)
+            except BlockingIOError:
+                pass
+            told = None
+            while len(pending) >= _SPEC_HEAD and len(pending) >= _SPEC_HEAD + int.from_bytes(pending[4:6], "little"):
+                size = _SPEC_HEAD + int.from_bytes(pending[4:6], "little")
+                told, pending = pending[:size], pending[size:]
+            if told is not None:
+                bits = int.from_bytes(told[_SPEC_HEAD:], "little")
+                db, leave_out = self.engine.survey_db(frozenset(i for i in range(bits.bit_length()) if bits >> i & 1))
+                number = int.from_bytes(told[:4], "little") if leave_out else 0  # else it gave the full database
+            try:
+                piece = self._piece(k, db, number)
             except Exception:  # noqa: BLE001 - a failed read or scan: the scanner searches that piece itself
                 piece = None
             body = marshal.dumps((k, piece))
@@ -243,7 +307,7 @@ class Ahead:
             while view:
                 view = view[os.write(w, view):]
 
-    def _piece(self, k: int) -> tuple | None:
+    def _piece(self, k: int, db: Any, number: int) -> tuple | None:
         lo = k * self.step
         hi = min(lo + self.step, self.size)
         for look in _LOOKBACK:
@@ -260,19 +324,19 @@ class Ahead:
         s = 0 if k == 0 else nl + 1
         e = len(data) if hi >= self.size else max(s, data.rfind(b"\n") + 1)
         if e == s:
-            return (base + s, base + e, (), {}, 0, 0, 0, 0, {})
-        survey = self.engine.survey_with(self.survey_db, data, s, e)
+            return (base + s, base + e, (), {}, 0, 0, 0, 0, {}, 0)
+        survey = self.engine.survey_with(db, data, s, e)
         names: dict[bytes, list[int]] = {}
-        last = -1
-        for pos in self.engine.names_with(self.names_db, data, s, e):
-            if pos == last:
-                continue  # the same name matched with another suffix
-            last = pos
-            i = pos - 2  # pos is just past the colon
-            while i >= s and data[i] in _NAME_BYTES:
-                i -= 1
-            names.setdefault(data[i + 1:pos - 1], []).append(base + pos)
+
+        def on_name(_i: int, begin: int, to: int, _flags: int, _ctx: Any) -> None:
+            # The match begins at the byte before the name, or at the name itself at the start of a line.
+            first = s + begin if data[s + begin] in _NAME_BYTES else s + begin + 1
+            where = names.setdefault(data[first:s + to - 1], [])
+            if not where or where[-1] != base + s + to:  # the same name again, with another suffix
+                where.append(base + s + to)
+
+        self.names_db.scan(memoryview(data)[s:e], match_event_handler=on_name)
         engine = 1 if (survey.uncounted or survey.run_starts[0]) else 0
         return (base + s, base + e, tuple(survey.ids), {i: base + v for i, v in survey.at.items()}, engine,
                 survey.run_starts[1], survey.run_starts[0], data.count(b"\n", s, e),
-                {name: tuple(where) for name, where in names.items()})
+                {name: tuple(where) for name, where in names.items()}, number)

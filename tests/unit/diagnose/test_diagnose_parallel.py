@@ -47,6 +47,7 @@ def run(monkeypatch):
         made.clear()
         report = diagnose([str(path)]).to_dict()
         assert len(made) <= (1 if workers > 1 else 0)
+        go.narrowed = made[0].narrowed if made else 0
         return report, made[0].hits if made else None
 
     return go
@@ -144,37 +145,42 @@ def test_a_crash_loop_in_a_file_bigger_than_the_buffer_the_same(run, tmp_path):
     # More than the reader's buffer (logs.CHUNK_BYTES): blocks after it is full, and a failure at the very end.
     path = _crash_loop(tmp_path / "loop.log", 3 * logs.CHUNK_BYTES // R, {3 * logs.CHUNK_BYTES // R - 2: (OOM_LINE, 7)})
     _assert_same(run, path, workers=2)
+    assert run.narrowed > 0  # the workers were told the stretch's routine keywords, and left them out
 
 
-def test_workers_answer_as_the_scanner_would():
-    """The two equivalences the workers' answers rest on, checked on dense text: a survey leaving keywords out finds
-    what the full one finds less those (the same first match of each); and the watch for every exception name,
-    filtered by a set of known names, is the watch written for that set."""
+def test_workers_answer_as_the_scanner_would(tmp_path):
+    """The two equivalences the workers' answers rest on, checked on dense text through a worker's own code: a
+    survey leaving keywords out finds what the full one finds less those (the same first match of each); and the
+    watch for every exception name, filtered by a set of known names, is the watch written for that set."""
     eng = prefilter.engine()
     rng = random.Random(4)
-    text = b"".join(_unit(rng).encode() for _ in range(40)) + (NEW_NAME + NEW_ERROR + OOM_LINE).encode() * 3
-    text += b"x KeyError: a\nFooException: b\n_Exit: c\nErrorError: d\n\xc3\xa9Interrupt: e\nError: bare\n"
+    text = b"".join(_unit(rng).encode() for _ in range(20)) + (NEW_NAME + NEW_ERROR + OOM_LINE).encode() * 3
+    text += b"x KeyError: a\nFooException: b\n_Exit: c\nErrorError: d\n\xc3\xa9Interrupt: e\nError: bare\nOSError: f"
+    assert len(text) < R
+    path = tmp_path / "dense.log"
+    path.write_bytes(text)
+    w = ahead.Ahead.__new__(ahead.Ahead)
+    w.engine, w.size, w.step = eng, len(text), R
+    w.names_db = ahead._names_db(eng)
+    w._new, w._new_key = {}, None
     full = eng.survey(text, 0, len(text))
     present = sorted(full.ids)
-    names_all = eng.new_names(text, 0, len(text), frozenset())
-    assert len(present) > 20 and names_all
-    w = ahead.Ahead.__new__(ahead.Ahead)
-    w._new, w._new_key = {}, None
-    for trial in range(6):
-        leave_out = frozenset(rng.sample(present, len(present) // (trial + 2)))
-        part = eng.survey_with(eng.survey_db(leave_out)[0], text, 0, len(text))
-        assert part.ids == full.ids - leave_out
-        assert part.at == {i: v for i, v in full.at.items() if i not in leave_out}
-        assert part.run_starts == full.run_starts
-    every = {}
-    for pos in names_all:
-        i = pos - 2
-        while i >= 0 and text[i] in prefilter._NAME_BYTES:
-            i -= 1
-        every.setdefault(text[i + 1:pos - 1], set()).add(pos)
+    assert len(present) > 20
+    with open(path, "rb") as fh:
+        w.fd = fh.fileno()
+        for trial in range(6):
+            leave_out = frozenset(rng.sample(present, len(present) // (trial + 2))) if trial else frozenset()
+            db = eng.survey_db(leave_out)[0]
+            piece = w._piece(0, db, trial)
+            assert (piece[0], piece[1]) == (0, len(text))
+            assert set(piece[2]) == full.ids - leave_out
+            assert piece[3] == {i: v for i, v in full.at.items() if i not in leave_out}
+            assert piece[7] == text.count(b"\n")
+    seen = piece[8]
+    assert b"BrandNewConnectorError" in seen and b"OSError" in seen
     known = sorted(prefilter.known_names(text))
-    for trial in range(6):
+    for trial in range(7):
         names = frozenset(rng.sample(known, len(known) * trial // 6)) | {b"", b"Error"}
         want = set(eng.new_names(text, 0, len(text), names))
-        got = {p for name, where in every.items() if w._is_new(name, names) for p in where}
+        got = {p for name, where in seen.items() if w._is_new(name, names) for p in where}
         assert got == want
