@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 from oomguard.errors import InputError
 from oomguard.numbers import MAX_GPUS, NumberError, as_int, parse_int
 from oomguard.model.description import DTYPE_BYTES, LayerKind, ModelDescription
 from oomguard.records import NamedTuple
 from oomguard.units import GiB
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 NEWEST = "0.33.0"
 

@@ -10,7 +10,7 @@ Never a silent dense-model guess.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from oomguard.errors import UnsupportedModelError
 from oomguard.model.description import ModelDescription
