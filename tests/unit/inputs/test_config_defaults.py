@@ -129,6 +129,6 @@ def test_every_field_an_adapter_reads_is_a_plan_field():
     structures = {"layer_types", "mlp_only_layers", "rope_scaling", "rope_parameters", "quantization_config",
                   "model_type", "architectures", "text_config", "vision_config", "audio_config", "layers_block_type",
                   "hybrid_override_pattern", "ssm_cfg", "new_decoder_architecture", "type_vocab_size",
-                  "global_attn_every_n_layers", "is_causal", "compress_ratios", "per_layer_config"}
+                  "global_attn_every_n_layers", "is_causal", "compress_ratios", "per_layer_config", "mlp_layer_types"}
     missing = sorted(read - set(cd.PLAN_FIELDS) - structures)
     assert not missing, f"adapter fields outside config_defaults.PLAN_FIELDS: {missing}"
