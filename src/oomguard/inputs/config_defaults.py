@@ -23,9 +23,8 @@ from __future__ import annotations
 import json
 import os
 from functools import lru_cache
-from pathlib import Path
 
-DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "config_defaults.json"
+DATA_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "data", "config_defaults.json")  # a string: no pathlib at start-up
 
 # Nested configs AutoConfig builds with their own classes.
 SUB_CONFIG_KEYS = ("text_config", "vision_config", "audio_config", "llm_config", "language_config",
@@ -184,7 +183,8 @@ def _rope_matters(rope: dict) -> bool:
 @lru_cache(maxsize=1)
 def _data() -> dict:
     try:
-        return json.loads(DATA_FILE.read_text())
+        with open(DATA_FILE, encoding="utf-8") as fh:
+            return json.loads(fh.read())
     except (OSError, ValueError):
         return {"releases": {}}
 

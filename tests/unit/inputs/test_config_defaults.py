@@ -107,8 +107,8 @@ def test_unknown_model_type_is_left_alone():
 
 
 def test_data_is_small_and_names_its_release():
-    doc = json.loads(cd.DATA_FILE.read_text())
-    assert cd.DATA_FILE.stat().st_size < 200_000
+    doc = json.loads(Path(cd.DATA_FILE).read_text())
+    assert Path(cd.DATA_FILE).stat().st_size < 200_000
     assert doc["releases"] and all(re.fullmatch(r"\d+\.\d+\.\d+", r) for r in doc["releases"])
     rel = doc["releases"][cd.data_release()]
     assert {"llama", "qwen3", "gemma3", "gemma3_text", "mistral", "llava"} <= set(rel["model_types"])
