@@ -207,3 +207,24 @@ def test_a_worker_that_dies_is_done_without(run, tmp_path, monkeypatch):
     monkeypatch.setattr(run.made, "_serve", serve)
     path = _crash_loop(tmp_path / "loop.log", 12, {5: (NEW_NAME, 9)})
     _assert_same(run, path, workers=2)
+
+
+def test_how_many_workers(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cpus[0])))
+    cpus = [2]
+    for env, want in (("", 0), ("1", 0), ("2", 2), ("5", 5), ("99", ahead.MAX_WORKERS), ("0", 0), ("x", 0)):
+        monkeypatch.setenv(ahead.JOBS_ENV, env)
+        assert ahead.workers() == want, env
+    monkeypatch.delenv(ahead.JOBS_ENV)
+    for cpus[0], want in ((1, 0), (ahead.MIN_CPUS - 1, 0), (ahead.MIN_CPUS, ahead.MIN_CPUS), (64, ahead.MAX_WORKERS)):
+        assert ahead.workers() == want, cpus[0]
+
+
+def test_small_logs_never_start_a_worker(tmp_path, monkeypatch):
+    monkeypatch.setenv(ahead.JOBS_ENV, "4")
+    started = []
+    monkeypatch.setattr(ahead.Ahead, "__init__", lambda self, *a: started.append(a) or None)
+    path = _crash_loop(tmp_path / "loop.log", 8, {})
+    assert path.stat().st_size < scanner.PARALLEL_FLOOR_BYTES
+    diagnose([str(path)])
+    assert not started
