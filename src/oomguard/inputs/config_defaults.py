@@ -88,6 +88,7 @@ PLAN_FIELDS = (
     "mamba_d_ssm", "n_mamba_heads", "mamba_headdim", "mamba_ngroups", "num_mem_blocks", "hybrid_layer_ids",
     "attention_hidden_size", "adapter_rank", "add_bias_linear", "use_shared_attention_adapter",
     "decoder_attention_heads", "decoder_ffn_dim", "hidden_activation", "classifier_bias", "cross_attention_layers", "multi_query_attention",
+    "linear_num_heads", "linear_head_dim", "num_experts_per_token",
 )
 _PLAN_SET = frozenset(PLAN_FIELDS)
 _ROPE_KEYS = ("rope_scaling", "rope_parameters")

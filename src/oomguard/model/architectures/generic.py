@@ -121,7 +121,7 @@ def refusal(config: dict, cfg: dict, mt: str) -> str | None:
         odd = sorted({str(t) for t in types} - set(LAYER_KINDS) - {"linear_attention"})
         if odd:
             return f"layer types {', '.join(odd)} are not standard attention: not modelled by the generic path"
-        if "linear_attention" in {str(t) for t in types} and not cfg.get("linear_num_value_heads"):
+        if "linear_attention" in {str(t) for t in types} and not (cfg.get("linear_num_value_heads") or cfg.get("linear_num_heads")):
             return "linear-attention layers without Gated DeltaNet fields are not modelled by the generic path"
     return None
 
@@ -315,17 +315,46 @@ def _generic_mla(config: dict, cfg: dict, *, source: str, name: str, hf_quant: d
 
     cfg = dict(cfg)
     cfg.setdefault("model_type", mt)
+    extra_assumptions = []
+    # the DeepSeek field names the MLA reading takes, from their common aliases (Kimi-Linear:
+    # num_experts / num_experts_per_token / num_shared_experts / mlp_layer_types)
+    for ds, alias in (("n_routed_experts", "num_experts"), ("num_experts_per_tok", "num_experts_per_token"),
+                      ("n_shared_experts", "num_shared_experts")):
+        if cfg.get(ds) is None and cfg.get(alias) is not None:
+            cfg[ds] = cfg[alias]
+    mlp_types = cfg.get("mlp_layer_types")
+    if cfg.get("first_k_dense_replace") is None and isinstance(mlp_types, list) and "sparse" in mlp_types:
+        cfg["first_k_dense_replace"] = [str(t) for t in mlp_types].index("sparse")
+    linear = [i for i, t in enumerate(cfg.get("layer_types") or []) if str(t) == "linear_attention"]
+    if linear and cfg.get("linear_num_heads") and not cfg.get("linear_num_value_heads"):
+        # KDA (Kimi-Linear): one head count and size for q, k and v; its state is GDN-shaped
+        # (MambaStateShapeCalculator.kda_state_shape: conv over v + 2·k, recurrent heads × d × d)
+        for f in ("linear_num_key_heads", "linear_num_value_heads"):
+            cfg[f] = cfg["linear_num_heads"]
+        for f in ("linear_key_head_dim", "linear_value_head_dim"):
+            cfg[f] = cfg.get("linear_head_dim") or cfg.get("head_dim")
     # DSA sparse attention (GLM-5 / HY-V4 "indexed_attention" layers with an index_head_dim): the
     # DeepSeek-V3.2 indexer cache per layer
     dsa = bool(cfg.get("index_head_dim")) and "indexed_attention" in {str(t) for t in cfg.get("layer_types") or []}
     if dsa:
         cfg["model_type"] = "deepseek_v32"
     desc = describe_mla(config, cfg, source=source, name=name, hf_quant=hf_quant)
+    if linear and cfg.get("linear_num_value_heads"):
+        from oomguard.model.architectures.decoder import _gdn_state
+
+        state = _gdn_state(cfg, mt, desc.dtype)
+        layers = list(desc.layers)
+        for i in (i for i in linear if i < desc.num_layers):
+            layers[i] = AttentionLayer(LayerKind.MAMBA, mamba=state, moe=layers[i].moe)
+        desc = desc._replace(layers=tuple(layers))
+        extra_assumptions.append(f"{len(linear)} linear-attention layers (layer_types) keep a Gated-DeltaNet-shaped "
+                                 "state; their projections counted as GDN's")
     assumptions = (
         "latent attention read as DeepSeek-V2/V3 MLA: one kv_lora_rank + qk_rope_head_dim latent per token and layer",
         "experts as DeepSeek-V3 (n_routed_experts, first_k_dense_replace, moe_layer_freq)",
         ("an indexer cache per layer as DeepSeek-V3.2's (fp8 keys of index_head_dim + one fp32 scale per 128); "
          "shared indexers (indexer_types) not modelled") if dsa else "no sparse-attention indexer cache",
+        *extra_assumptions,
     )
     return desc._replace(family="generic", coverage="generic", assumptions=assumptions, model_type=mt)
 
