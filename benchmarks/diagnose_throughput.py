@@ -21,7 +21,7 @@ the keyword table (``prefilter.KEYWORDS`` / ``CASELESS``, the re2/re engines' se
 one with a small fixed pattern (``SMALL_PATTERN``). The issue's target is diagnose's MB/s >= grep's.
 
 Usage: .venv/bin/python benchmarks/diagnose_throughput.py [--log serving|crash-loop|distinct-errors|random-text]
-       [--size-mb 1024] [--runs 5] [--vs-grep] [--engine hyperscan|re2|re] [--keep]
+       [--size-mb 1024] [--runs 5] [--vs-grep] [--engine hyperscan|re2|re] [--jobs N] [--keep]
 The generated file is never committed; it is removed unless --keep is given.
 """
 
@@ -257,12 +257,18 @@ def run_grep(path: Path, pattern: str) -> dict:
             "lines": int(r.proc.stdout.strip() or 0)}
 
 
+JOBS: list[int | None] = [None]  # --jobs: OOMGUARD_SCAN_JOBS for the CLI (None: its own default)
+
+
 def child_env(engine: str | None = None) -> dict[str, str]:
     """The CLI's environment: bytecode caching on (an installed package has its .pyc files; a sandbox that sets
-    PYTHONDONTWRITEBYTECODE would otherwise recompile every module in every run), the engine if forced."""
+    PYTHONDONTWRITEBYTECODE would otherwise recompile every module in every run), the engine and the scan's worker
+    processes if forced."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     if engine:
         env["OOMGUARD_PREFILTER_ENGINE"] = engine
+    if JOBS[0] is not None:
+        env["OOMGUARD_SCAN_JOBS"] = str(JOBS[0])
     return env
 
 
@@ -320,16 +326,24 @@ def main() -> int:
     parser.add_argument("--random-text", action="store_true", help="same as --log random-text")
     parser.add_argument("--vs-grep", action="store_true", help="time grep -E -c on the same file after each run")
     parser.add_argument("--engine", choices=("hyperscan", "re2", "re"), help="force a prefilter engine")
+    parser.add_argument("--jobs", type=int, metavar="N", help="OOMGUARD_SCAN_JOBS for diagnose: N worker processes "
+                        "scan a large log (1: none; default: diagnose's own choice from the CPUs)")
     args = parser.parse_args()
+    JOBS[0] = args.jobs
     kind = "random-text" if args.random_text else args.log
     t0 = time.perf_counter()
     path = generate_log(kind, args.size_mb, args.dir)
     size = path.stat().st_size / MB
     print(f"log: {path} ({kind}, {size:.0f} MB, generated/checked in {time.perf_counter() - t0:.1f} s)")
+    from oomguard.diagnose import scanner
     from oomguard.diagnose.prefilter import engine
 
-    print(f"prefilter engine: {args.engine or engine().name}; cpus: {os.cpu_count()}; "
-          f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    from oomguard.diagnose import ahead
+
+    os.environ.update({k: v for k, v in child_env().items() if k == "OOMGUARD_SCAN_JOBS"})
+    workers = ahead.workers() if path.stat().st_size >= scanner.PARALLEL_FLOOR_BYTES else 0
+    print(f"prefilter engine: {args.engine or engine().name}; cpus: {os.cpu_count()}; scan worker processes: "
+          f"{workers} (CPU-s include theirs); load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     pattern = grep_pattern() if args.vs_grep else ""
     warm_up(args.engine)
     results, greps, smalls = [], [], []

@@ -59,7 +59,7 @@ def generate_csv(path: Path, size_mb: int) -> Path:
                 out.clear()
         out.append("gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n")
         for i in range(GPUS):
-            out.append(f"{_uuid(i)}, {3000 + i}, /usr/bin/python3, {used[i] - 400} MiB\n")
+            out.append(f"{_uuid(i)}, {3000 + i}, /usr/bin/python3, {max(1, used[i] - 400)} MiB\n")  # never negative (host refuses '-65 MiB', exit 2)
         fh.write("".join(out))
     return path
 

@@ -205,10 +205,11 @@ def _arch_line(row: dict, r: dict | None, e: dict) -> str:
     a = n.get("activation") or {}
     ac = _pct(a.get("err")) if "err" in a else "–"
     path = n["path"] if n["path"] != "native" else f"native ({n.get('family')})"
-    gen = "" if n["path"] == "generic" else (f"; generic path: {_pct(e.get('generic_distance'))[1:]}" if e.get("generic_distance") is not None else "")
+    gen = "" if n["path"] == "generic" else (f"generic path: {_pct(e.get('generic_distance'))[1:]}" if e.get("generic_distance") is not None else "")
+    notes = "; ".join(x for x in (_cell((e.get("why") or "")[:220]), gen) if x)
     src = case["source"].replace("transformers ", "tf ").replace(" defaults", "")
     return (f"| {row['architecture']} | {row['module']} | {_cell(src)} | {path} | {word} | {kv_cell} | {conc} | {wc} | {ac} | "
-            f"{_cell((e.get('why') or '')[:220])}{gen} |")
+            f"{notes} |")
 
 
 def render_doc(sweep: dict, nxt: dict | None, results: list[dict], cov: dict) -> str:

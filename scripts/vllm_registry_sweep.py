@@ -94,6 +94,27 @@ NOT_RUN = {
     "transformers-backend": "the generic Transformers modelling backend (--model-impl transformers), not an architecture",
 }
 LM_HOLDERS = ("text_config", "llm_config", "language_config", "thinker_config", "decoder_config")
+# Fields a class-default config lacks (transformers 5 dropped them from the class, or the class never
+# declared them) that vLLM 0.32's model file reads, so the CPU build could not build the defaults:
+# filled with the value the class declared in transformers 4.x / the published checkpoints carry,
+# and recorded in the case's overrides ("filled: ..."). Memory does not depend on these values.
+FILLED_FIELDS: dict[str, dict[str, tuple[object, str]]] = {
+    # models/roberta.py RobertaEmbedding reads position_embedding_type (transformers 4.x default "absolute")
+    "XLMRobertaModel": {"position_embedding_type": ("absolute", "transformers 4.x XLMRobertaConfig default")},
+    # models/dbrx.py reads attn_config.rope_theta (transformers 4.x DbrxAttentionConfig default 10000)
+    "DbrxForCausalLM": {"attn_config.rope_theta": (10000.0, "transformers 4.x DbrxAttentionConfig default")},
+    # models/deepseek_v2.py (GLM-4.7-Flash) reads first_k_dense_replace (zai-org/GLM-4.7-Flash: 1)
+    "Glm4MoeLiteForCausalLM": {"first_k_dense_replace": (1, "the published GLM-4.7-Flash config")},
+    # models/chatglm.py reads original_rope (THUDM/glm-4 and chatglm3 configs set it true)
+    # models/deepseek_v2.py (GLM-4.7-Flash) reads first_k_dense_replace (zai-org/GLM-4.7-Flash: 1)
+    "Glm4MoeLiteForCausalLM": {"first_k_dense_replace": (1, "the published GLM-4.7-Flash config")},
+    # models/chatglm.py reads original_rope and tie_word_embeddings, which vLLM's own ChatGLMConfig
+    # does not set (the published THUDM ChatGLM3 / GLM-4 configs: true / false)
+    "ChatGLMModel": {"original_rope": (True, "the published ChatGLM3 / GLM-4 configs"),
+                     "tie_word_embeddings": (False, "the published ChatGLM3 / GLM-4 configs")},
+    "ChatGLMForConditionalGeneration": {"original_rope": (True, "the published ChatGLM3 / GLM-4 configs"),
+                                        "tie_word_embeddings": (False, "the published ChatGLM3 / GLM-4 configs")},
+}
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 
 
@@ -302,6 +323,14 @@ def build_cases() -> tuple[list[dict], list[dict]]:
             continue
         row["source"] = how
         config, over = few_layer_variant(d["diff"], d["full"])
+        for path, (value, why) in FILLED_FIELDS.get(arch, {}).items():
+            holder, key = config, path
+            while "." in key:
+                head, key = key.split(".", 1)
+                holder = holder.setdefault(head, {})
+            if key not in holder:
+                holder[key] = value
+                over[f"filled: {path}"] = f"{value!r} ({why})"
         cases.append({"id": arch, "architecture": arch, "source": how, "config": config, "overrides": over})
     return cases, rows
 
@@ -648,6 +677,45 @@ def dump(doc: dict) -> str:
     return "\n".join(parts)
 
 
+def splice(only: list[str], path: Path) -> int:
+    """Run the named architectures' cases as build_cases() makes them now (FILLED_FIELDS, a new
+    bundled config) and put them in place of their entries in the committed JSON; every other
+    case and row is left as it is (the full sweep is hours of CPU)."""
+    doc = json.loads(path.read_text())
+    cases, rows = build_cases()
+    cases = [x for x in cases if x["architecture"] in only or x["id"] in only]
+    if not cases:
+        print(f"[sweep] no case for {only}", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory(prefix="sweep-splice-") as tmp:
+        state = Path(tmp)
+        run_phase(cases, "kv", state)
+        kv = _state_records(state, "kv")
+        run_phase(_act_candidates(cases, kv), "act", state)
+        act = _state_records(state, "act")
+    by_arch_row = {r["architecture"]: r for r in rows}
+    for c in cases:
+        rec = dict(kv.get(c["id"]) or {"error": "not run"})
+        rec.pop("seconds", None)
+        entry = {k: c[k] for k in ("id", "architecture", "source", "overrides", "config") if k in c}
+        if c.get("quantized"):
+            entry["quantized"] = c["quantized"]
+        entry["vllm"] = rec
+        if c["id"] in act:
+            a = dict(act[c["id"]])
+            a.pop("seconds", None)
+            a.pop("ops", None)
+            entry["activation"] = a
+        doc["cases"] = [x for x in doc["cases"] if x["id"] != c["id"]] + [entry]
+        doc["registry"] = [by_arch_row.get(r["architecture"], r) if r["architecture"] == c["architecture"] else r
+                           for r in doc["registry"]]
+        print(f"[sweep] {c['id']}: " + ("built" if "error" not in rec else "error: " + rec["error"][:160]), file=sys.stderr)
+    order = {r["architecture"]: i for i, r in enumerate(doc["registry"])}
+    doc["cases"].sort(key=lambda x: (order.get(x["architecture"], 1 << 30), x["id"] != x["architecture"], x["id"]))
+    path.write_text(dump(doc))
+    return 0
+
+
 def _comparable(entry: dict) -> dict:
     rec = dict(entry.get("vllm") or {})
     for k in ("seconds", "quantization_stripped", "error_with_quantization"):
@@ -665,6 +733,9 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("assemble", help="write the committed JSON from a state directory")
     a.add_argument("--state", required=True, type=Path)
     a.add_argument("--out", default=str(DEFAULT_OUT))
+    sp = sub.add_parser("splice", help="re-build and re-run some architectures' cases and replace them in the committed JSON")
+    sp.add_argument("--only", action="append", required=True)
+    sp.add_argument("--json", default=str(DEFAULT_OUT))
     c = sub.add_parser("check", help="re-run some cases live and compare with the committed JSON")
     c.add_argument("--only", action="append", required=True)
     c.add_argument("--json", default=str(DEFAULT_OUT))
@@ -690,6 +761,8 @@ def main(argv: list[str] | None = None) -> int:
         ok = sum(1 for x in doc["cases"] if "error" not in x["vllm"])
         print(f"[sweep] wrote {args.out}: {len(doc['registry'])} architectures, {len(doc['cases'])} cases, {ok} built by vLLM", file=sys.stderr)
         return 0
+    if args.cmd == "splice":
+        return splice(args.only, Path(args.json))
     # check: the committed configs re-run through vLLM, compared record by record
     doc = json.loads(Path(args.json).read_text())
     want = {x["id"]: x for x in doc["cases"] if x["id"] in args.only}

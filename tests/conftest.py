@@ -88,3 +88,13 @@ def top_verdict(tmp_path: Path, text: str, **options):  # noqa: ANN003, ANN201 -
     d = diagnose([str(p)], **options)
     assert d.verdicts, "a failure cue must give a verdict"
     return d.verdicts[0]
+
+
+def top_class(tmp_path: Path, text: str) -> str:
+    """diagnose on ``text``: the first verdict's class name, or ``"(none)"`` when there is no verdict."""
+    from oomguard.diagnose.diagnosis import diagnose
+
+    p = tmp_path / "report.txt"
+    p.write_text(text, encoding="utf-8")
+    d = diagnose([str(p)])
+    return d.verdicts[0].cls.value if d.verdicts else "(none)"

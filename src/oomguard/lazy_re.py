@@ -14,7 +14,10 @@ its database from them), the compiled pattern on the first match. Behaviour is `
 from __future__ import annotations
 
 import re
-from typing import Any
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["LazyPattern", "compile", "is_pattern"]
 

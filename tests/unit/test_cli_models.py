@@ -17,9 +17,9 @@ def test_models_json_lists_every_catalog_entry_and_says_which_are_not_modelled()
     by_id = {r["id"]: r for r in data["catalog"]}
     assert by_id["Qwen/Qwen3-8B"]["supported"] and by_id["Qwen/Qwen3-8B"]["layers"] == 36
     assert by_id["deepseek-ai/DeepSeek-V4-Flash"]["supported"] and by_id["deepseek-ai/DeepSeek-V4-Flash"]["layers"] == 43
-    # listed with the reason, not hidden
-    assert by_id["meta-llama/Llama-3.2-11B-Vision-Instruct"]["supported"] is False
-    assert by_id["meta-llama/Llama-3.2-11B-Vision-Instruct"]["reason"]
+    # modelled for the releases that serve it, and the entry says which
+    mllama = by_id["meta-llama/Llama-3.2-11B-Vision-Instruct"]
+    assert mllama["supported"] and mllama["family"] == "mllama" and mllama["served_until"] == "0.10.2"
 
 
 def test_models_gives_each_entry_its_coverage_level_from_the_sweep_data():

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +198,37 @@ def test_named_tuple_is_typings_class_without_the_annotation_checks():
 
             def _replace(self):
                 return self
+
+
+def test_named_tuple_construction_and_errors_as_typings():
+    p, q = Point(3, "a"), TypingPoint(3, "a")
+    assert Point(x=3, label="a") == Point(3, label="a") == p == q and Point._make([3, "a"]) == p
+    assert Point.__match_args__ == TypingPoint.__match_args__ == ("x", "label")
+    assert Point.__new__.__defaults__ == TypingPoint.__new__.__defaults__ == (None,)
+    assert Point.x.__doc__ == TypingPoint.x.__doc__ and type(Point.x) is type(TypingPoint.x)
+    assert copy.deepcopy(p) == p and p.__getnewargs__() == (3, "a")
+    for make in (lambda cls: cls(), lambda cls: cls(1, 2, 3), lambda cls: cls(1, nope=2),
+                 lambda cls: cls(3)._replace(nope=1), lambda cls: cls._make([1, 2, 3])):
+        errors = []
+        for cls in (Point, TypingPoint):
+            with pytest.raises((TypeError, ValueError)) as exc:
+                make(cls)
+            errors.append((exc.type, str(exc.value).replace(cls.__name__, "P")))
+        assert errors[0] == errors[1]
+    with pytest.raises(ValueError):
+        class Private(NamedTuple):
+            _hidden: int
+
+
+def test_named_tuple_new_for_many_fields_is_compiled_beyond_the_precompiled_ones():
+    scope = {"NamedTuple": NamedTuple, "__name__": __name__}
+    exec("class Wide(NamedTuple):\n" + "".join(f"    f{i}: int\n" for i in range(69)) + "    f69: int = 0\n", scope)
+    w = scope["Wide"](*range(69), f69=5)
+    assert w.f0 == 0 and w.f68 == 68 and w == (*range(69), 5) and w._fields == tuple(f"f{i}" for i in range(70))
+
+
+def test_the_precompiled_tuple_new_module_is_the_generators_output():
+    from oomguard import _tuple_new, records
+
+    assert Path(_tuple_new.__file__).read_text() == records.tuple_new_source(), (
+        "regenerate src/oomguard/_tuple_new.py (its docstring has the command)")

@@ -425,6 +425,11 @@ def build_check_context(launch: Launch, options: CheckOptions) -> CheckContext:
 
         try:
             ctx.model = load_model(spec)
+            gate = ctx.model.served_until
+            if gate is not None and ctx.version_tuple > gate[0]:
+                # an architecture vLLM served only up to a release: vLLM's own refusal at this one
+                ctx.model = None
+                raise UnsupportedModelError(f"{spec}: vLLM {ctx.version_label}: {gate[1]}")
         except UnsupportedModelError as exc:
             # read, but not modelled: every rule that needs no memory plan still runs
             ctx.model_unsupported = True

@@ -12,11 +12,14 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from oomguard.numbers import MAX_GPUS  # one bound for TP x PP x DP and --num-gpus
 from oomguard.records import record
 import oomguard.lazy_re as lazy_re
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Exit codes: one table for every command (README "Commands"; each command's --help prints it).
 EXIT_OK = 0  # ok: starts, fits, clean, passed, no alert

@@ -60,6 +60,8 @@ def _entry(model_id: str) -> dict:
         "multimodal": m.is_multimodal,
         "moe": m.moe is not None,
         "hybrid": m.is_hybrid,
+        # an architecture vLLM serves only up to a release (Llama-3.2-Vision: 0.10.2): later ones refuse it
+        "served_until": ".".join(map(str, m.served_until[0])) if m.served_until else None,
     }
 
 
@@ -93,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         if not r["supported"]:
             table.add_row(r["id"], "-", "refused", "-", "-", "-", f"not modelled: {r['reason']}")
             continue
-        notes = ", ".join(n for n, on in (("MoE", r["moe"]), ("hybrid", r["hybrid"]), ("multimodal", r["multimodal"])) if on)
+        notes = ", ".join(n for n, on in (("MoE", r["moe"]), ("hybrid", r["hybrid"]), ("multimodal", r["multimodal"]),
+                                          (f"vLLM <= {r['served_until']} only", r["served_until"])) if on)
         ctx = f"{r['max_position_embeddings']:,}" if r["max_position_embeddings"] else "-"
         table.add_row(r["id"], r["model_type"], r["coverage"], f"{r['weights_gib']:.1f} GiB", r["weights_format"], ctx, notes)
     Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200).print(table)

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def add_same_gpu_option(p: argparse.ArgumentParser) -> None:

@@ -313,6 +313,23 @@ class _Hyperscan:
         return db
 
     def survey(self, data: bytes, start: int, end: int, known: frozenset[int] = frozenset()) -> Survey:
+        return self.survey_with(self.survey_db(known)[0], data, start, end)
+
+    def survey_db(self, known: frozenset[int] = frozenset()) -> tuple[Any, frozenset[int]]:
+        """The database a survey leaving out ``known`` scans, and the ids it leaves out (none when it is the full
+        one: after _MAX_PARTIAL_DBS different sets, and for an empty ``known``)."""
+        known = frozenset(i for i in known if i >= self._n)
+        if not known:
+            return self._survey_db, frozenset()
+        db = self._partial.get(known)
+        if db is None:
+            db = self._db("keywords", known) if len(self._partial) < self._MAX_PARTIAL_DBS else self._survey_db
+            self._partial[known] = db
+        return db, (known if db is not self._survey_db else frozenset())
+
+    def survey_with(self, db: Any, data: Any, start: int, end: int, scratch: Any = None) -> Survey:
+        """A survey of ``data[start:end]`` with one of ``survey_db``'s databases (``scratch``: a thread's own, for
+        a database scanned by several threads at once)."""
         # One pass: the keywords (one report each, SINGLEMATCH) and the start-up markers (the API server's line at
         # every occurrence, a callback each: a start-up is kilobytes long; the engine's once) are in the same
         # database, so the bytes are read once.
@@ -321,13 +338,6 @@ class _Hyperscan:
         at = out.at
         starts = out.run_starts
         markers = self._markers
-        db = self._survey_db
-        known = frozenset(i for i in known if i >= self._n)
-        if known:
-            db = self._partial.get(known)
-            if db is None:
-                db = self._db("keywords", known) if len(self._partial) < self._MAX_PARTIAL_DBS else self._survey_db
-                self._partial[known] = db
 
         def on_match(i: int, _from: int, to: int, _flags: int, _ctx: Any) -> None:
             if i >= markers:
@@ -336,7 +346,7 @@ class _Hyperscan:
                 ids.add(i)
                 at[i] = start + to
 
-        db.scan(memoryview(data)[start:end], match_event_handler=on_match)
+        db.scan(memoryview(data)[start:end], match_event_handler=on_match, scratch=scratch)
         if starts[0] and not starts[1]:
             starts[0] = data.count(COUNT_MARKERS[0], start, end)  # no API server line here: the engine's count
         elif starts[0]:
@@ -345,19 +355,26 @@ class _Hyperscan:
         return out
 
     def new_names(self, data: bytes, start: int, end: int, names: frozenset[bytes]) -> list[int]:
+        return self.names_with(self.names_db(names), data, start, end)
+
+    def names_db(self, names: frozenset[bytes], build: bool = True) -> Any:
+        """The database of ``new_names`` for ``names`` (None when it is not built yet and ``build`` is false)."""
         db = self._names.get(names)
-        if db is None:
+        if db is None and build:
             if len(self._names) >= 8:
                 self._names.clear()
             hs = self._hs
             db = self._names[names] = hs.Database(mode=hs.HS_MODE_BLOCK)
             db.compile(expressions=[new_exception_expression(names)], ids=[0], flags=[hs.HS_FLAG_MULTILINE])
+        return db
+
+    def names_with(self, db: Any, data: Any, start: int, end: int, scratch: Any = None) -> list[int]:
         found: list[int] = []
 
         def on_match(_i: int, _from: int, to: int, _flags: int, _ctx: Any) -> None:
             found.append(start + to)
 
-        db.scan(memoryview(data)[start:end], match_event_handler=on_match)
+        db.scan(memoryview(data)[start:end], match_event_handler=on_match, scratch=scratch)
         return found
 
     def line_keywords(self, data: bytes, start: int, end: int) -> frozenset[int]:

@@ -22,7 +22,6 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from oomguard.errors import InputError
 from oomguard.inputs import files, jsonflags
@@ -32,6 +31,10 @@ from oomguard.numbers import NumberError, parse_float, parse_int
 from oomguard.units import parse_size
 import oomguard.lazy_re as lazy_re
 from oomguard.records import NamedTuple
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "RELEVANT_ENV",

@@ -85,6 +85,10 @@ PLAN_FIELDS = (
     "moe_layer_start_index", "moe_layer_end_index", "moe_layer_interval", "intermediate_size_mlp",
     "no_rope_layers", "no_rope_layer_interval", "hc_mult", "index_n_heads", "num_hash_layers", "o_groups",
     "o_lora_rank", "num_labels", "id2label",
+    # plan19: Falcon-H1, Zamba2, Whisper, ModernBERT, CLIP/SigLIP (architectures/{mamba,encoder}.py)
+    "mamba_d_ssm", "n_mamba_heads", "mamba_headdim", "mamba_ngroups", "num_mem_blocks", "hybrid_layer_ids",
+    "attention_hidden_size", "adapter_rank", "add_bias_linear", "use_shared_attention_adapter",
+    "decoder_attention_heads", "decoder_ffn_dim", "hidden_activation", "classifier_bias", "cross_attention_layers", "multi_query_attention",
 )
 _PLAN_SET = frozenset(PLAN_FIELDS)
 _ROPE_KEYS = ("rope_scaling", "rope_parameters")

@@ -29,10 +29,13 @@ import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 from oomguard.errors import InputError
 import oomguard.lazy_re as lazy_re
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 KiB = 1 << 10
 MiB = 1 << 20

@@ -25,9 +25,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
 
 from oomguard.errors import InputError
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_DEPTH = 64
 MAX_MAGNITUDE = 2**53  # the launch's other numbers have the same bound (oomguard.inputs.command)

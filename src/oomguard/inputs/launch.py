@@ -28,10 +28,13 @@ Nothing is executed; nothing here reads files.
 from __future__ import annotations
 
 import enum
-from typing import Any
 
 from oomguard.inputs.shell import Command, Word
 from oomguard.records import NamedTuple, field, record
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "FlagProblem",

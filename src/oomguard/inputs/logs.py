@@ -265,7 +265,7 @@ def iter_scan_blocks(stream: BinaryIO, notes: ReadNotes, *, context_bytes: int =
     else (gzip, stdin, a pipe) through ``iter_blocks``. Blocks of a regular file share that buffer: a
     block's ``data`` stays valid until the block after one with ``flush`` set.
     """
-    fd = _regular_fd(stream) if direct else None
+    fd = regular_fd(stream) if direct else None
     if fd is not None:
         yield from _file_blocks(fd, notes, context_bytes, chunk_bytes, max_carry_bytes)
         return
@@ -286,7 +286,7 @@ def iter_scan_blocks(stream: BinaryIO, notes: ReadNotes, *, context_bytes: int =
         prev = None if block.long_line_piece else block
 
 
-def _regular_fd(stream: BinaryIO) -> int | None:
+def regular_fd(stream: BinaryIO) -> int | None:
     """The descriptor of the regular, uncompressed file behind ``stream``, else None."""
     if files.is_gzip(stream):
         return None

@@ -16,9 +16,12 @@ line, for YAML) instead of exhausting memory, recursion or time:
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from oomguard.errors import InputError
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_DEPTH = 64
 MAX_YAML_BYTES = 1 << 20  # 1 MiB: a vLLM --config YAML with every flag set is ~10 KiB

@@ -62,7 +62,20 @@ def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool 
 
     # Phase 1: the multimodal encoder; its outputs stay alive through phases 2 and 3.
     enc, enc_kept = 0, 0
-    if m.is_multimodal and e.mm_profile:
+    enc_range = (0.8, 1.3)
+    if m.family == "mllama" and m.is_multimodal:
+        # V0's encoder-decoder profile: one full-size dummy image per sequence, all in one pass
+        # (architectures/mllama.py; an estimate fitted on record S005, with its range)
+        from oomguard.model.architectures import mllama
+
+        enc = int(S * mllama.IMAGE_PEAK_PER_SEQ / tp)
+        enc_range = mllama.RANGE if e.version >= mllama.OVERCOUNT_BEFORE else mllama.RANGE_BEFORE_07
+        if e.version < mllama.OVERCOUNT_BEFORE:
+            parts.insert(0, "before 0.7.0 the encoder-decoder profile over-counted (vllm PR #12126): the peak is higher, "
+                            "range ×1-×2.5")
+        parts.insert(0, f"V0 encoder-decoder profile: {S} sequences × one full-size image × "
+                        f"{mllama.IMAGE_PEAK_PER_SEQ / GiB:.3f} GiB (estimate fitted on S005) / TP {tp} = {enc / GiB:.2f} GiB")
+    elif m.is_multimodal and e.mm_profile:
         enc, enc_kept, enc_f = phases.encoder_phase_bytes(m, T, b)
         parts.insert(0, f"vision encoder {enc_f}")
 
@@ -88,8 +101,9 @@ def activation_peak(m: ModelDescription, e: EngineSettings, *, last_stage: bool 
     peak = phase_bytes[worst]
     lo_s = samp.low if samp else 0
     hi_s = samp.high if samp else 0
-    low = max(enc, 0.8 * fwd + enc_kept, (lo_s + hidden_kept + fwd_kept + enc_kept) if samp else 0)
-    high = max(1.3 * enc, 1.25 * fwd + enc_kept, (hi_s + hidden_kept + fwd_kept + enc_kept) if samp else 0) + RANGE_SLACK
+    low = max(enc * (enc_range[0] if enc_range[0] < 0.8 else 1.0), 0.8 * fwd + enc_kept,
+              (lo_s + hidden_kept + fwd_kept + enc_kept) if samp else 0)
+    high = max(enc_range[1] * enc, 1.25 * fwd + enc_kept, (hi_s + hidden_kept + fwd_kept + enc_kept) if samp else 0) + RANGE_SLACK
     kept = []
     if enc_kept:
         kept.append(f"encoder outputs {enc_kept / GiB:.2f}")

@@ -173,6 +173,10 @@ class ModelDescription(NamedTuple):
     attention_free: bool = False  # the architecture is attention-free for vLLM (IsAttentionFree: Mamba, Mamba2)
     layer_params: tuple[dict, ...] | None = None
     extra_params: dict | None = None  # category -> (count, split_by_tp) outside the layers
+    # The releases vLLM serves this architecture in, where not all (Llama-3.2-Vision: up to
+    # 0.10.2, on the V0 engine only): (last release, vLLM's reason after it), and whether only V0 runs it.
+    served_until: tuple[tuple[int, int, int], str] | None = None
+    v0_only: bool = False
 
     @property
     def dtype_bytes(self) -> int:

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 from oomguard.errors import InputError
 from oomguard.numbers import MAX_GPUS, NumberError, as_int, parse_int
 from oomguard.model.description import DTYPE_BYTES, LayerKind, ModelDescription
 from oomguard.records import NamedTuple
 from oomguard.units import GiB
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 NEWEST = "0.33.0"
 
@@ -313,9 +316,17 @@ def resolve(
     dp = int(flags.get("data_parallel_size") or 1)
     if tp < 1 or pp < 1:
         raise InputError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1")
+    if model.served_until is not None and v > model.served_until[0]:
+        from oomguard.errors import UnsupportedModelError
+
+        # vLLM itself refuses the architecture at this release: its reason, not a plan
+        raise UnsupportedModelError(f"{model.source}: vLLM {'.'.join(map(str, v))}: {model.served_until[1]}")
     check_world(model, tp, pp, dp, env.get("VLLM_PP_LAYER_PARTITION"))
     engine, why = engine_for(v, env, gpu_cc=gpu_cc if getattr(gpu, "platform", "cuda") == "cuda" else None,
                              quantization=model.quantization.method)
+    if model.v0_only and engine != "V0":
+        engine, why = "V0", (f"{model.architecture or model.model_type} runs on the V0 encoder-decoder runner only "
+                             "(V1 takes no encoder-decoder models before 0.11): planned with V0")
     if why:
         notes.append(why)
     util = flags.get("gpu_memory_utilization")

@@ -470,6 +470,10 @@ def group_blocks_per_request(
         return cdiv(min(group.chunk_size + in_flight, L), bs)
     if group.kind == LayerKind.MAMBA.value:
         return mamba_blocks
+    if group.kind == LayerKind.CROSS.value:
+        # the encoder's states, sized by the encoder budget (CrossAttentionSpec.max_memory_usage_bytes:
+        # scheduler_config.max_num_encoder_input_tokens, which SchedulerConfig sets to max_num_batched_tokens)
+        return cdiv(max_num_batched_tokens, bs)
     return cdiv(L, bs)
 
 

@@ -17,9 +17,12 @@ limit, and the same two inside ``text_config``. ``plan``, ``check`` and ``fit`` 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from oomguard.errors import InputError
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # The override keys that change what the planner computes.
 ROPE_KEYS = ("rope_scaling", "rope_parameters")

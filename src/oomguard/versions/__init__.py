@@ -19,9 +19,11 @@ Public API: ``SUPPORTED``, ``family_of``, ``get_release``, ``Release``, ``Flag``
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
 if TYPE_CHECKING:  # real imports happen on first attribute access (PEP 562)
+    from typing import Any
+
     from .releases import Family, parse_version
     from .table import (
         AmbiguousFlagError,

@@ -15,12 +15,15 @@ from collections.abc import Mapping
 from enum import Enum
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any
 
 from oomguard.errors import InputError
 from oomguard.records import NamedTuple, field, record
 
 from . import releases
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class FlagType(str, Enum):

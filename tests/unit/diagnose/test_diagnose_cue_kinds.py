@@ -10,6 +10,7 @@ from pathlib import Path
 
 from oomguard.diagnose.diagnosis import diagnose
 from oomguard.diagnose import scoring as _scoring
+from tests.conftest import top_verdict
 
 # The paraphrase tier's cap is fitted on leave-one-batch-out verdicts (scripts/train_diagnose.py fit_cap), not 0.5.
 _CAP = _scoring.load().paraphrase_cap
@@ -21,10 +22,7 @@ def _diagnose(tmp_path: Path, text: str):  # noqa: ANN202 - a Diagnosis
     return diagnose([str(p)])
 
 
-def _top(tmp_path: Path, text: str):  # noqa: ANN202 - a Verdict
-    d = _diagnose(tmp_path, text)
-    assert d.verdicts, "a failure cue must give a verdict"
-    return d.verdicts[0]
+_top = top_verdict
 
 
 def test_a_usage_dump_without_its_error_line_is_a_rejected_command_line(tmp_path):

@@ -4,17 +4,11 @@ release's default for the GPU the report shows (model.engine.default_batch_limit
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from oomguard.diagnose.diagnosis import diagnose
+from tests.conftest import top_verdict
 
-
-def _top(tmp_path: Path, text: str):  # noqa: ANN202 - a Verdict
-    p = tmp_path / "report.txt"
-    p.write_text(text, encoding="utf-8")
-    d = diagnose([str(p)])
-    assert d.verdicts
-    return d.verdicts[0]
+_top = top_verdict
 
 
 def test_a_docker_oomkilled_on_a_v1_only_release_names_the_kill_and_not_swap_space(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 
 from oomguard.diagnose.diagnosis import diagnose
 from oomguard.diagnose import scoring as _scoring
+from tests.conftest import top_class
 
 # The paraphrase tier's cap is fitted on leave-one-batch-out verdicts (scripts/train_diagnose.py fit_cap), not 0.5.
 _CAP = _scoring.load().paraphrase_cap
@@ -18,10 +19,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _top(tmp_path: Path, text: str) -> str:
-    p = tmp_path / "paste.log"
-    p.write_text(text, encoding="utf-8")
-    d = diagnose([str(p)])
-    return d.verdicts[0].cls.value if d.verdicts else "(none)"
+    """The first verdict's class, or "(none)": some of these reports must give no verdict."""
+    return top_class(tmp_path, text)
 
 
 def test_title_first_then_profile_traceback_is_profile_oom(tmp_path):

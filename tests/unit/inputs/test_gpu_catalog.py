@@ -118,3 +118,37 @@ def test_rocm_ledger_differences():
 def test_gaudi_plans_say_they_are_estimates():
     d = _plan("--gpu", "Gaudi2")
     assert any("estimate" in n for n in d.get("messages", d.get("notes", [])))
+
+
+# Issue 18, item 6: every card family vLLM users report. Each name resolves to one card whose
+# memory, compute capability and interconnect come from the table (none falls through to the
+# custom Ampere stand-in that --gpu-memory-gib alone gets).
+ISSUE_18_NAMES = (
+    "V100-16GB", "V100-32GB", "T4", "A100-40GB", "A100-80GB", "A800", "H100", "H100 PCIe", "H100 NVL", "H800", "H20", "H200",
+    "GH200", "B200", "B300", "GB200", "GB300",
+    "RTX 2060", "RTX 2060 Super", "RTX 2070", "RTX 2080", "RTX 2080 Ti", "RTX 3050", "RTX 3060", "RTX 3060 Ti", "RTX 3070",
+    "RTX 3080", "RTX 3090", "RTX 3090 Ti", "RTX 4060", "RTX 4060 Ti 8GB", "RTX 4060 Ti 16GB", "RTX 4070", "RTX 4070 Ti Super",
+    "RTX 4080", "RTX 4090", "RTX 5050", "RTX 5060", "RTX 5060 Ti 8GB", "RTX 5060 Ti 16GB", "RTX 5070", "RTX 5070 Ti",
+    "RTX 5080", "RTX 5090",
+    "RTX PRO 2000", "RTX PRO 4000", "RTX PRO 4500", "RTX PRO 5000", "RTX PRO 5000 72GB", "RTX PRO 6000",
+    "A10", "A10G", "L4", "L20", "L40", "L40S", "GB10",
+    "MI210", "MI250", "MI250X", "MI300A", "MI300X", "MI325X", "MI355X", "W7800", "W7900",
+    "Gaudi 2", "Gaudi 3", "Max 1550", "Max 1100", "Arc Pro B60",
+)
+
+
+@pytest.mark.parametrize("name", ISSUE_18_NAMES)
+def test_every_card_the_issue_lists_resolves_with_memory_capability_and_interconnect(name):
+    g = lookup_gpu(name)
+    assert g.name != "custom" and g.total_source in ("log", "derived"), name
+    assert 4 * 2**30 <= g.total_bytes <= 300 * 2**30, name
+    # Gaudi and XPU have no CUDA-style capability (their platforms report none: "0.0" in the table)
+    assert g.cc_major_minor >= (6, 0) if g.platform in ("cuda", "rocm") else g.cc_major_minor == (0, 0), name
+    assert g.interconnect in ("nvswitch", "mnnvl", "nvlink-pairs", "xgmi", "c2c", "pcie", "roce", "xe-link", "none"), name
+
+
+def test_a_board_sold_in_two_sizes_needs_its_size():
+    with pytest.raises(Exception, match="ambiguous"):
+        lookup_gpu("RTX 5060 Ti")
+    assert lookup_gpu("RTX 5060 Ti", memory_gib=7.5).name == "RTX-5060-Ti-8GB"
+    assert lookup_gpu("RTX 5060 Ti", memory_gib=15.45).name == "RTX-5060-Ti"

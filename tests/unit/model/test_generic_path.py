@@ -55,7 +55,6 @@ def test_generic_reads_experts_windows_and_multi_query():
 @pytest.mark.parametrize("extra,needle", [
     ({"state_size": 16, "conv_kernel": 4}, "state-space"),
     ({"is_encoder_decoder": True, "encoder_layers": 6}, "encoder-decoder"),
-    ({"type_vocab_size": 2}, "bidirectional encoder"),
     ({"num_key_value_heads": [4] * 24}, "per-layer list"),
     ({"layer_types": ["mamba"] * 24}, "not standard attention"),
 ])
@@ -67,6 +66,22 @@ def test_what_generic_cannot_read_is_refused_with_the_reason(tmp_path, extra, ne
     assert out.returncode == 3, out.stderr
     line = out.stderr.strip()
     assert "\n" not in line and needle in line and "Traceback" not in line
+
+
+def test_a_bidirectional_encoder_gets_a_generic_plan_without_a_kv_cache(tmp_path):
+    # token-type embeddings mark a BERT-style encoder: vLLM serves it with the pooling runner and
+    # no KV cache; the generic path plans it so, with its mark (it was refused before plan19)
+    from oomguard.inputs.model_config import describe_config
+
+    m = describe_config(dict(ACME, type_vocab_size=2, model_type="acme_bert"), source="t", name="t")
+    assert m.coverage == "generic" and m.pooling and all(layer.kind.value == "none" for layer in m.layers)
+    assert any("no KV cache" in a for a in m.assumptions) and any("token-type" in a for a in m.assumptions)
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(dict(ACME, type_vocab_size=2)))
+    out = run_cli("plan", "--model", str(d), "--gpu", "H100")
+    assert out.returncode == 0, out.stderr
+    assert "generic: " in out.stdout and "Traceback" not in out.stderr
 
 
 def test_missing_standard_size_is_refused_not_guessed():

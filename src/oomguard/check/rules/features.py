@@ -297,8 +297,14 @@ def quant_mismatch(ctx):
 # - from 0.7.0 the profile peak grows ~0.286 GiB per sequence (PR #12126's H100 log: 36.63 GiB at
 #   128 sequences, record S005), so a launch fails where weights + that peak exceed the budget.
 _MLLAMA_SEQS_STARTED_PRE_07 = 32
-_MLLAMA_PEAK_PER_SEQ = int(36.63 / 128 * GiB)  # fitted on record S005 (PR #12126), one record
 _MLLAMA_SEQS_ADVISED = 16
+
+
+def _mllama_peak_per_seq() -> int:
+    # the one place for the fitted per-sequence peak (record S005): the memory model's adapter
+    from oomguard.model.architectures.mllama import IMAGE_PEAK_PER_SEQ
+
+    return int(IMAGE_PEAK_PER_SEQ)
 
 
 def _mllama_weight_bytes(cfg: dict) -> int:
@@ -326,9 +332,9 @@ def _mllama_weight_bytes(cfg: dict) -> int:
     1,601 patches in one pass. Before 0.7.0 (vllm PR #12126) the profile also over-counted: the
     default 256 failed on an 80 GB card and on 2 × A10, 32 started and vLLM's maintainers give 16.
     From 0.7.0 the peak grows about 0.29 GiB per sequence (PR #12126's log: 36.63 GiB at 128; a
-    constant fitted on that one record), so the launch fails where the 16-bit weights and that peak
-    exceed the budget. oomguard does not model this architecture's memory: the rule works from the
-    config and those records.""",
+    constant fitted on that one record, the memory model's estimate too: model/architectures/mllama.py),
+    so the launch fails where the 16-bit weights and that peak exceed the budget. vLLM serves the
+    architecture up to 0.10.2 only; later releases refuse it.""",
     fix="""`--max-num-seqs 16` (and `--enforce-eager` when it is not set: the encoder-decoder runner
     does not capture CUDA graphs).""",
     example="vllm serve meta-llama/Llama-3.2-11B-Vision-Instruct --max-model-len 1024   # vLLM 0.6.3",
@@ -338,6 +344,16 @@ def _mllama_weight_bytes(cfg: dict) -> int:
 def mllama_profile_seqs(ctx):
     r = mllama_profile_seqs.rule
     cfg = ctx.unmodelled_config
+    if not cfg and ctx.model is not None and ctx.model.family == "mllama" and ctx.model.config_path:
+        from pathlib import Path
+
+        from oomguard.errors import OomguardError
+        from oomguard.inputs.model_config import read_json
+
+        try:  # modelled on the releases that serve it: the rule still reads the config's own fields
+            cfg = read_json(Path(ctx.model.config_path))
+        except (OomguardError, OSError, ValueError):
+            return
     if str(cfg.get("model_type") or "") not in ("mllama", "mllama_text_model"):
         return
     seqs = ctx.flags.get("max_num_seqs")
@@ -357,7 +373,7 @@ def mllama_profile_seqs(ctx):
         tp = int(ctx.flags.get("tensor_parallel_size") or 1)
         util = float(ctx.flags.get("gpu_memory_utilization") or 0.9)
         budget = util * ctx.gpu.total_bytes - ctx.other_gpu_use_bytes
-        weights, peak = _mllama_weight_bytes(cfg) / tp, seqs * _MLLAMA_PEAK_PER_SEQ / tp
+        weights, peak = _mllama_weight_bytes(cfg) / tp, seqs * _mllama_peak_per_seq() / tp
         numbers.update(weights_gib=round(weights / GiB, 2), profile_peak_gib=round(peak / GiB, 2), budget_gib=round(budget / GiB, 2))
         if weights + peak <= budget:
             return

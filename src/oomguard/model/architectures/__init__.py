@@ -10,7 +10,7 @@ Never a silent dense-model guess.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from oomguard.errors import UnsupportedModelError
 from oomguard.model.description import ModelDescription
@@ -31,7 +31,7 @@ def register(*model_types: str):
 def _load_adapters() -> None:
     if _REGISTRY:
         return
-    from oomguard.model.architectures import decoder, deepseek_v4, encoder, gemma4, llama4, mamba, mla, unsupported  # noqa: F401  (registration)
+    from oomguard.model.architectures import decoder, deepseek_v4, encoder, gemma4, llama4, mamba, mla, mllama, unsupported  # noqa: F401  (registration)
 
 
 def supported_model_types() -> list[str]:

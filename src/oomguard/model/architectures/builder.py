@@ -6,12 +6,14 @@ quantization, context bounds and the multimodal towers are read here, once.
 
 from __future__ import annotations
 
-from typing import Any
-
 from oomguard.model.architectures.common import derive_max_model_len, first_architecture, model_dtype
 from oomguard.model.architectures.vision import vision_params
 from oomguard.model.description import ModelDescription
 from oomguard.model.quantization import parse_quantization
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def build_description(config: dict, cfg: dict, *, name: str, source: str, model_type: str, hf_quant: dict | None,

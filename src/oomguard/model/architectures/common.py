@@ -8,9 +8,11 @@ context length.
 
 from __future__ import annotations
 
-from typing import Any
-
 from oomguard.errors import UnsupportedModelError
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # vLLM CONFIG_FIELD_ALIASES for the KV-head count, first match wins.
 KV_HEAD_FIELDS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups")

@@ -8,8 +8,10 @@ and says so: ``coverage = "generic"``, the assumptions it made listed one by one
 carries the mark and a range on each estimate (model/coverage.py; the ranges are the distances
 the registry sweep measured between this path and vLLM, docs/models.md).
 
-What it will not guess (refused with the reason, exit 3): encoder-decoder models (cross-attention
-caches sized by the encoder), state-space / Mamba layers and linear attention without Gated
+A bidirectional encoder (BERT-style: vLLM serves it as a pooling model and keeps no KV cache) gets
+the same reading without a KV cache (``_generic_encoder``). What it will not guess (refused with the
+reason, exit 3): encoder-decoder models (cross-attention caches sized by the encoder), state-space
+/ Mamba layers and linear attention without Gated
 DeltaNet fields (their state is not a per-token KV cache), per-layer size lists, and configs
 missing one of the four standard sizes.
 """
@@ -66,6 +68,9 @@ ENCODER_ONLY_TYPES = {"bert", "roberta", "xlm-roberta", "modernbert", "nomic_ber
 STATE_FIELDS = ("state_size", "ssm_state_size", "mamba_d_state", "mamba_n_heads", "mamba_expand",
                 "attn_layer_period", "layers_block_type", "hybrid_override_pattern", "ssm_cfg", "mamba_d_conv")
 ENCODER_DECODER_FIELDS = ("encoder_layers", "num_decoder_layers", "decoder_layers")
+# Sub-dicts some configs keep standard sizes in (DBRX: ffn_config.moe_num_experts / ffn_hidden_size,
+# attn_config.kv_n_heads).
+NESTED_BLOCKS = ("ffn_config", "attn_config")
 LAYER_KINDS = {
     "full_attention": LayerKind.FULL,
     "attention": LayerKind.FULL,
@@ -101,11 +106,6 @@ def refusal(config: dict, cfg: dict, mt: str) -> str | None:
     """Why the generic path will not model this config (None: it will)."""
     if config.get("is_encoder_decoder") or cfg.get("is_encoder_decoder") or any(cfg.get(k) for k in ENCODER_DECODER_FIELDS):
         return "an encoder-decoder model (cross-attention caches sized by the encoder) is not modelled by the generic path"
-    top = str(config.get("model_type") or "")
-    if (mt in ENCODER_ONLY_TYPES or top in ENCODER_ONLY_TYPES or cfg.get("type_vocab_size")
-            or cfg.get("global_attn_every_n_layers") or cfg.get("is_causal") is False):
-        return ("a bidirectional encoder (vLLM serves it as a pooling model without a KV cache) is not modelled by "
-                "the generic path")
     lists = [k for k in (*HIDDEN, *LAYERS, *HEADS, *INTERMEDIATE, *KV_HEAD_FIELDS, "head_dim", *EXPERTS)
              if isinstance(cfg.get(k), list)]
     if lists:
@@ -124,15 +124,31 @@ def refusal(config: dict, cfg: dict, mt: str) -> str | None:
     return None
 
 
+def bidirectional_encoder(config: dict, cfg: dict, mt: str) -> bool:
+    """A BERT-style encoder: named by its model_type, or marked by token-type embeddings or
+    ``is_causal: false``. (A global/local attention schedule alone is no mark: Afmoe decoders
+    carry ``global_attn_every_n_layers`` as ModernBERT does.)"""
+    top = str(config.get("model_type") or "")
+    return bool(mt in ENCODER_ONLY_TYPES or top in ENCODER_ONLY_TYPES or cfg.get("type_vocab_size")
+                or cfg.get("is_causal") is False)
+
+
 def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quant: dict | None) -> ModelDescription:
     mt = str(cfg.get("model_type") or config.get("model_type") or "")
     why = refusal(config, cfg, mt)
     if why:
         raise UnsupportedModelError(f"{source}: model_type {mt or '(missing)'!r}: {why}")
+    if bidirectional_encoder(config, cfg, mt):
+        return _generic_encoder(config, cfg, source=source, name=name, hf_quant=hf_quant, mt=mt)
+    nested = [k for k in NESTED_BLOCKS if isinstance(cfg.get(k), dict)]
+    if nested:
+        # DBRX-style configs keep the MLP / attention sizes in sub-dicts: read them as if top-level
+        # (a top-level field wins), and say so
+        cfg = {**{f: v for k in nested for f, v in cfg[k].items() if f != "model_type"}, **cfg}
     latent = bool(cfg.get("kv_lora_rank") and cfg.get("qk_rope_head_dim"))
     if latent and mt in VLLM_MLA_MODEL_TYPES:
         return _generic_mla(config, cfg, source=source, name=name, hf_quant=hf_quant, mt=mt)
-    assumptions: list[str] = []
+    assumptions: list[str] = [f"sizes read from {', '.join(nested)} as top-level fields"] if nested else []
     hk, hidden = _int(cfg, HIDDEN, "hidden size", mt)
     lk, n = _int(cfg, LAYERS, "layer count", mt)
     qk, heads = _int(cfg, HEADS, "attention heads", mt)
@@ -141,6 +157,10 @@ def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quan
     # (model_arch_config_convertor.py::FalconModelArchConfigConvertor @0.32).
     if cfg.get("multi_query") and not cfg.get("new_decoder_architecture"):
         kv = 1
+    elif cfg.get("multi_query_attention") is False:
+        # ChatGLM: multi_query_group_num counts only with multi_query_attention on (models/chatglm.py
+        # GLMAttention: total_num_kv_heads = heads otherwise; the sweep's cache pages agree)
+        kv = heads
     else:
         kv = num_kv_heads(cfg, heads)
     hd = head_size(cfg, hidden, heads) if not cfg.get("kv_channels") else int(cfg["kv_channels"])
@@ -272,3 +292,54 @@ def _generic_mla(config: dict, cfg: dict, *, source: str, name: str, hf_quant: d
         "no sparse-attention indexer cache",
     )
     return desc._replace(family="generic", coverage="generic", assumptions=assumptions)
+
+
+def _generic_encoder(config: dict, cfg: dict, *, source: str, name: str, hf_quant: dict | None, mt: str) -> ModelDescription:
+    """A bidirectional encoder from the standard fields: no KV cache, the pooling runner."""
+    hk, hidden = _int(cfg, HIDDEN, "hidden size", mt)
+    _, n = _int(cfg, LAYERS, "layer count", mt)
+    _, heads = _int(cfg, HEADS, "attention heads", mt)
+    _, vocab = _int(cfg, ("vocab_size", "padded_vocab_size"), "vocabulary size", mt)
+    assumptions = ["bidirectional encoder: vLLM runs it with the pooling runner and keeps no KV cache"]
+    _, inter = _first(cfg, INTERMEDIATE)
+    if inter is None:
+        inter = 4 * hidden
+        assumptions.append(f"MLP width: none of {', '.join(INTERMEDIATE)}; 4 × hidden = {inter} assumed")
+    inter = int(inter)
+    act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or cfg.get("activation_function") or "gelu")
+    gated = act not in NON_GATED_ACTS
+    assumptions.append(f"MLP: {'gated, 3' if gated else 'not gated (' + act + '), 2'} matrices of {hidden} × {inter}; "
+                       f"attention: {heads} heads of {hidden // heads} on every layer")
+    rope = any(k in cfg for k in ("rope_theta", "rope_parameters", "rotary_emb_base", "rope_scaling"))
+    max_pos = int(cfg.get("max_position_embeddings") or 512)
+    types = int(cfg.get("type_vocab_size") or 0)
+    extra = types * hidden
+    if not rope:
+        extra += max_pos * hidden
+        assumptions.append(f"learned absolute positions: {max_pos} × {hidden} (no rotary fields)")
+    if types:
+        assumptions.append(f"token-type embeddings: {types} × {hidden}")
+    assumptions.append("no pooler or classifier head beyond the layers; biases not counted")
+    layers = tuple(AttentionLayer(LayerKind.NONE, heads, hidden // heads, hidden // heads, kv_shared=True) for _ in range(n))
+    vision = "vision_config" in config
+    if vision:
+        assumptions.append("vision tower: ViT-style parameter estimate (depth × (4·h² + 2·h·i))")
+    return build_description(
+        config, cfg, name=name, source=source, model_type=mt, hf_quant=hf_quant, max_len=max_pos, rope=None, multimodal=vision,
+        family="generic",
+        hidden_size=hidden,
+        num_layers=n,
+        num_attention_heads=heads,
+        num_kv_heads=heads,
+        head_size=hidden // heads,
+        intermediate_size=inter,
+        vocab_size=vocab,
+        tie_word_embeddings=True,
+        layers=layers,
+        derived_max_model_len=max_pos,
+        gated_mlp=gated,
+        pooling=True,
+        coverage="generic",
+        assumptions=tuple(assumptions),
+        extra_params={"unquantized": [extra, False]} if extra else None,
+    )

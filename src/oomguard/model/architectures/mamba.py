@@ -16,8 +16,22 @@ State per layer and TP rank (model_executor/layers/mamba/mamba_utils.py, MambaSt
 The conv state is stored in the model dtype; the SSM state in ``mamba_ssm_cache_dtype``
 (NemotronH defaults it to float32: model_executor/models/config.py::NemotronHForCausalLMConfig;
 the others to the conv dtype). Prefix caching puts hybrids in "align" mode (one more state block
-per request, engine.py::mamba_blocks_per_request). Falcon-H1 (attention and Mamba2 in parallel
-in every layer) and Zamba2 (shared transformer blocks) are not modelled here.
+per request, engine.py::mamba_blocks_per_request).
+
+Falcon-H1 (falcon_h1.py::FalconH1ParallelHybrid): every decoder layer runs attention and a Mamba2
+mixer side by side on the same normed input, then one gated MLP. vLLM registers the two as
+separate cache layers (the mixer's prefix index is ``num_hidden_layers + i``), so the description
+holds 2·n entries, attention (with the layer's MLP) and Mamba2 (no MLP) interleaved; KV groups,
+pages and the hybrid block size then follow the common rules. Mamba2 inner size ``mamba_d_ssm``
+or ``mamba_expand × hidden``.
+
+Zamba2 (zamba2.py): every layer is a Mamba2 decoder layer; the ``hybrid`` ones (``layers_block_type``)
+also run one of ``num_mem_blocks`` shared transformer blocks (attention over the 2·H concatenation of
+the hidden state and the embeddings, a GELU-gated MLP) whose weights are shared but whose KV cache
+is one per hybrid layer, plus a per-layer H × H ``linear`` and LoRA adapters (``adapter_rank``) on the
+MLP and, with ``use_shared_attention_adapter``, on q/k/v. The description: n Mamba2 layers (weights
+by the layer formula), then one full-attention cache entry per hybrid layer after them (beyond
+``num_layers``, so the shared weights are counted once, in ``extra_params``).
 """
 
 from __future__ import annotations
@@ -66,6 +80,10 @@ def _kinds(cfg: dict, mt: str, n: int) -> list[str]:
         return ["attention" if i % period == offset else "mamba" for i in range(n)]
     if mt in ("mamba", "mamba2", "falcon_mamba"):
         return ["mamba"] * n
+    if mt == "falcon_h1":
+        return ["attention", "mamba"] * n
+    if mt == "zamba2":
+        return ["mamba"] * n
     lt = cfg.get("layer_types") or cfg.get("layers_block_type")
     if isinstance(lt, list) and len(lt) >= n:
         return ["attention" if _LAYER_NAMES.get(str(x), str(x)) == "full_attention" else "mamba" for x in lt[:n]]
@@ -93,6 +111,20 @@ def _state(cfg: dict, mt: str, dtype: str) -> MambaState:
         inter = int(cfg.get("intermediate_size") or int(cfg.get("expand") or 2) * H)
         heads, hd = int(need(cfg, "num_heads", what="Mamba heads", model_type=mt)), int(need(cfg, "head_dim", what="Mamba head dim", model_type=mt))
         groups, d_state, kernel = int(cfg.get("n_groups") or 1), int(cfg.get("state_size") or 128), int(cfg.get("conv_kernel") or 4)
+        ssm_default = None
+    elif mt == "zamba2":
+        inter = int(cfg.get("mamba_expand") or 2) * H
+        heads = int(need(cfg, "n_mamba_heads", what="Mamba heads", model_type=mt))
+        hd = int(cfg.get("mamba_headdim") or inter // heads)
+        groups, d_state, kernel = int(cfg.get("mamba_ngroups") or 1), int(cfg.get("mamba_d_state") or 64), int(cfg.get("mamba_d_conv") or 4)
+        ssm_default = None
+    elif mt == "falcon_h1":
+        d_ssm = cfg.get("mamba_d_ssm")
+        inter = int(d_ssm) if isinstance(d_ssm, int) and d_ssm > 0 else int(float(cfg.get("mamba_expand") or 2) * H)
+        heads = int(need(cfg, "mamba_n_heads", what="Mamba heads", model_type=mt))
+        hd_raw = cfg.get("mamba_d_head")
+        hd = int(hd_raw) if isinstance(hd_raw, int) and hd_raw > 0 else inter // heads
+        groups, d_state, kernel = int(cfg.get("mamba_n_groups") or 1), int(cfg.get("mamba_d_state") or 256), int(cfg.get("mamba_d_conv") or 4)
         ssm_default = None
     else:  # granitemoehybrid
         inter = int(cfg.get("mamba_expand") or 2) * H
@@ -132,13 +164,15 @@ def _moe(cfg: dict, mt: str, kinds: list[str], n: int) -> tuple[MoE | None, list
     return None, [False] * n
 
 
-@register("mamba", "falcon_mamba", "mamba2", "jamba", "granitemoehybrid", "nemotron_h")
+@register("mamba", "falcon_mamba", "mamba2", "jamba", "granitemoehybrid", "nemotron_h", "falcon_h1", "zamba2")
 def describe_mamba(config: dict, cfg: dict, *, source: str, name: str, hf_quant: dict | None) -> ModelDescription:
     mt = str(cfg.get("model_type") or config.get("model_type"))
     hidden = int(need(cfg, "hidden_size", "d_model", what="hidden size", model_type=mt))
     kinds_probe = _kinds(cfg, mt, int(cfg.get("num_hidden_layers") or cfg.get("n_layer") or 0))
     n = len(kinds_probe) if mt == "nemotron_h" else int(need(cfg, "num_hidden_layers", "n_layer", what="layer count", model_type=mt))
     kinds = _kinds(cfg, mt, n)
+    if mt == "falcon_h1":
+        n = len(kinds)  # one attention and one Mamba2 cache layer per decoder layer
     vocab = int(need(cfg, "vocab_size", what="vocabulary size", model_type=mt))
     dtype = model_dtype(config, cfg)
     st = _state(cfg, mt, dtype)
@@ -148,20 +182,28 @@ def describe_mamba(config: dict, cfg: dict, *, source: str, name: str, hf_quant:
     hd = int(cfg.get("attention_head_dim") or 0) or head_size(cfg, hidden, heads)
     moe, is_moe = _moe(cfg, mt, kinds, n)
     # Which layers run an MLP after their mixer: Jamba and Granite every layer; NemotronH only
-    # its "-" / "E" blocks; pure Mamba none.
+    # its "-" / "E" blocks; Falcon-H1 once per decoder layer (counted on its attention entry);
+    # pure Mamba none.
     mlp_after = {"jamba": True, "granitemoehybrid": True}.get(mt, False)
+    parallel = mt == "falcon_h1"
     window = cfg.get("sliding_window")
     layers = []
     for i, k in enumerate(kinds):
         if k == "mamba":
-            layer = AttentionLayer(LayerKind.MAMBA, mamba=st, moe=is_moe[i], mlp_multiplier=1 if mlp_after else 0)
+            layer = AttentionLayer(LayerKind.MAMBA, mamba=st, moe=is_moe[i], mlp_multiplier=1 if mlp_after else 0,
+                                   index=n // 2 + i // 2 if parallel else None)
         elif k == "attention":
             kind = LayerKind.SLIDING_WINDOW if window else LayerKind.FULL
             layer = AttentionLayer(kind, kv, hd, hd, sliding_window=int(window) if window else None, moe=is_moe[i],
-                                   mlp_multiplier=1 if mlp_after else 0)
+                                   mlp_multiplier=1 if (mlp_after or parallel) else 0, index=i // 2 if parallel else None)
         else:  # an MLP or MoE block alone (NemotronH)
             layer = AttentionLayer(LayerKind.NONE, moe=k == "moe", mlp_multiplier=1 if k == "mlp" else 0)
         layers.append(layer)
+    extra = None
+    if mt == "zamba2":
+        shared_layers, extra = _zamba2_shared(cfg, hidden, n)
+        layers += shared_layers
+        attn_layers = list(range(n, n + len(shared_layers)))
     rope = rope_scaling(cfg)
     base = max_len_from_keys(cfg)
     inter = cfg.get("intermediate_size")
@@ -183,4 +225,28 @@ def describe_mamba(config: dict, cfg: dict, *, source: str, name: str, hf_quant:
         qkv_bias=bool(cfg.get("attention_bias")),
         gated_mlp=not ungated,
         attention_free=mt in ("mamba", "mamba2", "falcon_mamba"),
+        extra_params=extra,
     )
+
+
+def _zamba2_shared(cfg: dict, H: int, n: int) -> tuple[list[AttentionLayer], dict]:
+    """Zamba2's hybrid layers: one full-attention cache each, and the shared blocks' parameters."""
+    mt = "zamba2"
+    types = cfg.get("layers_block_type") or []
+    hybrid = [i for i, t in enumerate(types[:n]) if str(t) == "hybrid"]
+    if not hybrid:
+        hybrid = [int(i) for i in cfg.get("hybrid_layer_ids") or [] if int(i) < n]
+    heads = int(need(cfg, "num_attention_heads", what="attention heads", model_type=mt))
+    A = int(cfg.get("attention_hidden_size") or 2 * H)
+    hd = int(cfg.get("attention_head_dim") or A // heads)
+    inter = int(need(cfg, "intermediate_size", what="MLP width", model_type=mt))
+    r = int(cfg.get("adapter_rank") or 128)
+    blocks = int(cfg.get("num_mem_blocks") or 1)
+    bias = bool(cfg.get("add_bias_linear"))
+    # per shared block: RMSNorm(2H), qkv (2H -> 3 x A), o (A -> H), pre-FF norm, gate_up (H -> 2I), down (I -> H)
+    block = 2 * H + A * 3 * A + A * H + H + H * 2 * inter + inter * H + (2 * inter + H) * bias
+    # per hybrid layer: the H x H linear, the gate_up LoRA and, when on, the q/k/v LoRAs
+    per_hybrid = H * H + (H * r + r * 2 * inter) + (3 * (A * r + r * A) if cfg.get("use_shared_attention_adapter") else 0)
+    layers = [AttentionLayer(LayerKind.FULL, heads, hd, hd, mlp_multiplier=0, index=n + k) for k in range(len(hybrid))]
+    # the Mamba layers carry one RMSNorm, the layer formula two: n x H fewer
+    return layers, {"unquantized": [blocks * block + len(hybrid) * per_hybrid - n * H, True]}

@@ -8,14 +8,9 @@ from __future__ import annotations
 from oomguard.errors import UnsupportedModelError
 from oomguard.model.architectures import register
 
-_REASONS = {
-    # vLLM's registry lists MllamaForConditionalGeneration among the previously supported models
-    # (model_executor/models/registry.py @0.32: last served by 0.10.2, with the V0 engine)
-    "mllama": "Llama-3.2-Vision (MllamaForConditionalGeneration) is served by vLLM only up to 0.10.2 (V0 "
-              "encoder-decoder); its cross-attention encoder caches are not modelled for those releases either",
-    "mllama_text_model": "Llama-3.2-Vision (MllamaForConditionalGeneration) is served by vLLM only up to 0.10.2 (V0 "
-                         "encoder-decoder); its cross-attention encoder caches are not modelled for those releases either",
-}
+# mllama has its adapter now (architectures/mllama.py, with the release gate). Nothing is listed:
+# the mechanism stays for an architecture recognised but not modelled.
+_REASONS: dict[str, str] = {}
 
 
 def _refuse(config: dict, cfg: dict, *, source: str, name: str, hf_quant: dict | None):
