@@ -52,7 +52,7 @@ from oomguard.units import GiB  # noqa: E402
 
 DATA_DIR = ROOT / "tests" / "data" / "calibration"
 DATA = DATA_DIR / "startup.jsonl"
-CONFIG_DIRS = (DATA_DIR / "configs", CATALOG_DIR)
+CONFIG_DIRS = (DATA_DIR / "configs", Path(CATALOG_DIR))
 TERMS = ("weights", "activation", "non_torch", "cuda_graph", "kv_pool", "tokens", "concurrency")
 ROUNDING_GIB = 0.005  # vLLM prints the pool with two decimals
 CONCURRENCY_ROUNDING = 0.005  # and the maximum concurrency ("12.34x")

@@ -38,7 +38,9 @@ from oomguard.check.registry import get_rule  # noqa: E402
 from oomguard.check.report import check_target  # noqa: E402
 from oomguard.errors import OomguardError  # noqa: E402
 from oomguard.inputs.hardware import lookup_gpu  # noqa: E402
-from oomguard.inputs.model_config import CATALOG_DIR  # noqa: E402
+from oomguard.inputs.model_config import CATALOG_DIR as _CATALOG  # noqa: E402
+
+CATALOG_DIR = Path(_CATALOG)
 
 DATA = ROOT / "tests" / "data" / "calibration"
 MEMORY_OR_ARGUMENT = {

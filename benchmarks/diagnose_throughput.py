@@ -21,7 +21,7 @@ the keyword table (``prefilter.KEYWORDS`` / ``CASELESS``, the re2/re engines' se
 one with a small fixed pattern (``SMALL_PATTERN``). The issue's target is diagnose's MB/s >= grep's.
 
 Usage: .venv/bin/python benchmarks/diagnose_throughput.py [--log serving|crash-loop|distinct-errors|random-text]
-       [--size-mb 1024] [--runs 5] [--vs-grep] [--engine hyperscan|re2|re] [--jobs N] [--keep]
+       [--size-mb 1024] [--runs 5] [--vs-grep] [--engine hyperscan|re2|re] [--jobs N] [--split-cpu] [--keep]
 The generated file is never committed; it is removed unless --keep is given.
 """
 
@@ -258,6 +258,20 @@ def run_grep(path: Path, pattern: str) -> dict:
 
 
 JOBS: list[int | None] = [None]  # --jobs: OOMGUARD_SCAN_JOBS for the CLI (None: its own default)
+SPLIT: list[bool] = [False]  # --split-cpu
+# --split-cpu: the CLI through this wrapper, which says on stderr what its own process and its children (the scan's
+# worker processes) spent: the scanning process's share is what bounds the wall clock when CPUs are free.
+SPLIT_CHILD = r"""
+import resource, sys
+from oomguard.cli.main import main
+try:
+    rc = main(sys.argv[1:])
+except SystemExit as exc:
+    rc = exc.code if isinstance(exc.code, int) else 2
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+sys.stderr.write("\n@@CPU %.3f %.3f\n" % (me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime))
+sys.exit(rc)
+"""
 
 
 def child_env(engine: str | None = None) -> dict[str, str]:
@@ -295,8 +309,9 @@ def run_once(path: Path, engine: str | None = None) -> dict:
     warm_page_cache(path)
     env = child_env(engine)
     load = os.getloadavg()[0]
-    r = timed_run([sys.executable, "-m", "oomguard.cli.main", "diagnose", "--format", "json", str(path)], env=env,
-                  what="diagnose")
+    head = [sys.executable, "-c", SPLIT_CHILD] if SPLIT[0] else [sys.executable, "-m", "oomguard.cli.main"]
+    r = timed_run([*head, "diagnose", "--format", "json", str(path)], env=env, what="diagnose")
+    split = r.proc.stderr.rsplit("@@CPU ", 1)[1].split() if SPLIT[0] and "@@CPU " in r.proc.stderr else None
     wall, cpu, peak_kib = r.seconds, r.cpu_seconds, r.peak_rss_kib
     data = json.loads(r.proc.stdout)
     return {
@@ -313,6 +328,7 @@ def run_once(path: Path, engine: str | None = None) -> dict:
         "exit": r.proc.returncode,
         "load": load,
         "notes": data["inputs"][0]["notes"] if data.get("inputs") else [],
+        "split": (float(split[0]), float(split[1])) if split else None,
     }
 
 
@@ -328,8 +344,11 @@ def main() -> int:
     parser.add_argument("--engine", choices=("hyperscan", "re2", "re"), help="force a prefilter engine")
     parser.add_argument("--jobs", type=int, metavar="N", help="OOMGUARD_SCAN_JOBS for diagnose: N worker processes "
                         "scan a large log (1: none; default: diagnose's own choice from the CPUs)")
+    parser.add_argument("--split-cpu", action="store_true", help="say the CPU-s of diagnose's own process and of its "
+                        "scan worker processes apart (runs the CLI through a small wrapper)")
     args = parser.parse_args()
     JOBS[0] = args.jobs
+    SPLIT[0] = args.split_cpu
     kind = "random-text" if args.random_text else args.log
     t0 = time.perf_counter()
     path = generate_log(kind, args.size_mb, args.dir)
@@ -338,10 +357,13 @@ def main() -> int:
     from oomguard.diagnose import scanner
     from oomguard.diagnose.prefilter import engine
 
-    from oomguard.diagnose import ahead
-
     os.environ.update({k: v for k, v in child_env().items() if k == "OOMGUARD_SCAN_JOBS"})
-    workers = ahead.workers() if path.stat().st_size >= scanner.PARALLEL_FLOOR_BYTES else 0
+    try:
+        from oomguard.diagnose import ahead
+
+        workers = ahead.workers() if path.stat().st_size >= scanner.PARALLEL_FLOOR_BYTES else 0
+    except (ImportError, AttributeError):  # a tree from before the workers (PYTHONPATH=<older tree>/src)
+        workers = 0
     print(f"prefilter engine: {args.engine or engine().name}; cpus: {os.cpu_count()}; scan worker processes: "
           f"{workers} (CPU-s include theirs); load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     pattern = grep_pattern() if args.vs_grep else ""
@@ -353,6 +375,8 @@ def main() -> int:
             results.append(r)
             line = (f"run {i + 1}: diagnose {r['seconds']:.2f} s, {r['cpu_seconds']:.2f} CPU-s ({r['mb_per_s']:.0f} MB/s, "
                     f"{r['mb_per_cpu_s']:.0f} MB per CPU-s), peak RSS {r['peak_rss_mib']:.0f} MiB, top verdict {r['top_class']} (exit {r['exit']})")
+            if r["split"]:
+                line += f" [own process {r['split'][0]:.2f} CPU-s, worker processes {r['split'][1]:.2f}]"
             if args.vs_grep:
                 g = run_grep(path, pattern)
                 greps.append(g)

@@ -25,7 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "scripts"))
 
-from oomguard.inputs.config_defaults import DATA_FILE, class_entry  # noqa: E402
+from oomguard.inputs.config_defaults import DATA_FILE as _DATA_FILE, class_entry  # noqa: E402
+
+DATA_FILE = Path(_DATA_FILE)
 
 
 def reachable_model_types() -> tuple[dict, dict]:

@@ -133,7 +133,7 @@ def write_index() -> Path:
 
     releases.supported.cache_clear()  # tables written by this run
     index = option_index.build(releases.supported(), _options_of)
-    path = releases.DATA_DIR / option_index.INDEX_NAME
+    path = Path(releases.DATA_DIR) / option_index.INDEX_NAME
     path.write_text(option_index.render(index), encoding="utf-8")
     return path
 

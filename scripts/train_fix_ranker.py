@@ -51,6 +51,8 @@ class Item:
     labels: list[bool]  # which of the first CANDIDATES fixes is the thread's flag
     wanted: frozenset[str]
     confidence: float = 0.0
+    cues: frozenset[str] = frozenset()  # the report's cues (the cue lift reads them)
+    stays_first: bool = False  # fixes_rank.stays_first of the first fix: the ranker leaves the order alone
 
 
 def _module(name: str, path: Path) -> Any:
@@ -72,11 +74,16 @@ def item_of(sample: Any, diagnosis: Any, wanted: frozenset[str], votes: dict | N
     rows = fixes_rank.candidate_rows(top, diagnosis.collector, diagnosis.context, votes)
     flags = [f.flag for f in top.fix]
     return Item(sample.record["id"], sample.group, sample.with_context, flags, rows,
-                [f in wanted for f in flags[:fixes_rank.CANDIDATES]], wanted, top.confidence)
+                [f in wanted for f in flags[:fixes_rank.CANDIDATES]], wanted, top.confidence,
+                frozenset(diagnosis.collector.cues), fixes_rank.stays_first(top.fix[0]) if top.fix else False)
 
 
-def with_prior(rows: list[dict[str, float]], flags: list[str], prior: dict[str, int]) -> list[dict[str, float]]:
-    return [{**r, "flag-prior": math.log1p(prior.get(f, 0))} for r, f in zip(rows, flags)]
+def with_prior(rows: list[dict[str, float]], flags: list[str], prior: dict[str, int],
+               table: fixes_rank.CueTable | None = None, cues: frozenset[str] = frozenset()) -> list[dict[str, float]]:
+    """The rows with the features fitted from the training records: the flag prior and the cue lift."""
+    table = table or fixes_rank.CueTable()
+    return [{**r, "flag-prior": math.log1p(prior.get(f, 0)), "cue-lift": table.lift(cues, f, prior.get(f, 0))}
+            for r, f in zip(rows, flags)]
 
 
 def flag_prior(items: list[Item]) -> dict[str, int]:
@@ -89,49 +96,60 @@ def flag_prior(items: list[Item]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def fit_lists(items: list[Item], prior: dict[str, int], *, lam: float = LAMBDA, steps: int = STEPS,
-              rate: float = RATE) -> dict[str, float]:
+def table_of(items: list[Item]) -> fixes_rank.CueTable:
+    """The cue table of the records (not modes; a record's cues as read with its context when it has both)."""
+    seen: dict[str, Item] = {}
+    for it in items:
+        if it.id not in seen or it.with_context:
+            seen[it.id] = it
+    return fixes_rank.cue_table([(it.cues, it.wanted) for it in seen.values()])
+
+
+def fit_lists(items: list[Item], prior: dict[str, int], table: fixes_rank.CueTable | None = None, *,
+              lam: float = LAMBDA, steps: int = STEPS, rate: float = RATE) -> dict[str, float]:
     """Softmax weights over fixes_rank.FEATURES: the right candidate's probability among each record's list."""
     import numpy as np
 
     names = fixes_rank.FEATURES
-    lists = []
+    xs, ys, seg = [], [], []
     for it in items:
         if any(it.labels) and len(it.rows) >= 2:
-            rows = with_prior(it.rows, it.flags, prior)
-            x = np.array([[r.get(n, 0.0) for n in names] for r in rows])
+            rows = with_prior(it.rows, it.flags, prior, table, it.cues)
             y = np.array(it.labels, float)
-            lists.append((x, y / y.sum()))
+            xs += [[r.get(n, 0.0) for n in names] for r in rows]
+            seg += [seg[-1] + 1 if seg else 0] * len(rows)  # which list each row belongs to (0, 1, ...)
+            ys += list(y / y.sum())
     w = np.zeros(len(names))
-    if not lists:
+    if not xs:
         return dict.fromkeys(names, 0.0)
+    # all lists in one matrix, a list per segment: the softmax of each segment by reduceat (one pass per step)
+    x, y, seg_ids = np.array(xs), np.array(ys), np.array(seg)
+    starts = np.r_[0, np.flatnonzero(np.diff(seg_ids)) + 1]
+    n_lists = len(starts)
     for _ in range(steps):
-        grad = lam * w
-        for x, y in lists:
-            s = x @ w
-            p = np.exp(s - s.max())
-            p /= p.sum()
-            grad = grad + x.T @ (p - y) / len(lists)
-        w = w - rate * grad
+        s = x @ w
+        e = np.exp(s - np.maximum.reduceat(s, starts)[seg_ids])
+        p = e / np.add.reduceat(e, starts)[seg_ids]
+        w = w - rate * (lam * w + x.T @ (p - y) / n_lists)
     return {n: round(float(v), 4) for n, v in zip(names, w)}
 
 
 def ranked_flags(it: Item, ranker: fixes_rank.Ranker | None) -> list[str]:
     """The item's flags as diagnose orders them with ``ranker`` (the hand order with None)."""
-    if ranker is None or len(it.flags) < 2:
+    if ranker is None or len(it.flags) < 2 or it.stays_first:
         return it.flags
-    best, _ = fixes_rank.best_of(ranker, with_prior(it.rows, it.flags, ranker.flag_prior))
+    best, _ = fixes_rank.best_of(ranker, with_prior(it.rows, it.flags, ranker.flag_prior, ranker.cues, it.cues))
     return [it.flags[best]] + [f for i, f in enumerate(it.flags) if i != best]
 
 
-def lobo(items: list[Item], **fit_options: Any) -> dict[int, list[str]]:
+def lobo(items: list[Item], *, lift: bool = True, **fit_options: Any) -> dict[int, list[str]]:
     """Leave one batch out over the candidate lists: id(item) -> its flags as the ranker fitted without its batch
-    orders them."""
+    orders them (``lift`` False: without the cue lift, to say what it adds)."""
     out: dict[int, list[str]] = {}
     for group in sorted({it.group for it in items}):
         rest = [it for it in items if it.group != group]
-        prior = flag_prior(rest)
-        ranker = fixes_rank.Ranker(fit_lists(rest, prior, **fit_options), prior)
+        prior, table = flag_prior(rest), table_of(rest) if lift else fixes_rank.CueTable()
+        ranker = fixes_rank.Ranker(fit_lists(rest, prior, table, **fit_options), prior, cues=table)
         for it in items:
             if it.group == group:
                 out[id(it)] = ranked_flags(it, ranker)
@@ -193,8 +211,11 @@ def main() -> int:
           f"{after[0]}, first two {before[1]} -> {after[1]} of {before[2]}")
     print(f"log only: first fix {log_before[0]} -> {log_after[0]}, first two {log_before[1]} -> {log_after[1]} "
           f"of {log_before[2]}")
-    prior = flag_prior(items)
-    weights = fit_lists(items, prior)
+    unlifted = lobo(items, lift=False)
+    no_lift = figures(ctx_items, lambda it: unlifted[id(it)])
+    print(f"without the cue lift, with context: first fix {no_lift[0]}, first two {no_lift[1]} of {no_lift[2]}")
+    prior, table = flag_prior(items), table_of(items)
+    weights = fit_lists(items, prior, table)
     print("weights: " + ", ".join(f"{k} {v:+.2f}" for k, v in weights.items()))
     ships = after[0] > before[0] and after[1] >= before[1]
     if not ships:
@@ -208,7 +229,8 @@ def main() -> int:
                               "of": log_before[2]}}
     data = {"comment": "FITTED by scripts/train_fix_ranker.py (see oomguard/diagnose/fixes_rank.py); the meta holds "
             "the leave-one-batch-out figures [hand order, ranker] it was kept on",
-            "meta": meta, "weights": weights, "flag_prior": prior}
+            "meta": meta, "weights": weights, "flag_prior": prior,
+            "cue_table": {"records": table.records, "cue_records": table.cue_records, "cue_flags": table.cue_flags}}
     fixes_rank.RANKER_FILE.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {fixes_rank.RANKER_FILE.relative_to(ROOT)}")
     return 0

@@ -105,9 +105,15 @@ FILLED_FIELDS: dict[str, dict[str, tuple[object, str]]] = {
     "DbrxForCausalLM": {"attn_config.rope_theta": (10000.0, "transformers 4.x DbrxAttentionConfig default")},
     # models/deepseek_v2.py (GLM-4.7-Flash) reads first_k_dense_replace (zai-org/GLM-4.7-Flash: 1)
     "Glm4MoeLiteForCausalLM": {"first_k_dense_replace": (1, "the published GLM-4.7-Flash config")},
+    # models/glm4_moe.py (GLM-4.5V's text model) reads head_dim (transformers 4.x Glm4vMoeTextConfig default 128)
+    "Glm4vMoeForConditionalGeneration": {"text_config.head_dim": (128, "transformers 4.x Glm4vMoeTextConfig default"),
+                                         "text_config.use_qk_norm": (False, "transformers 4.x Glm4vMoeTextConfig default")},
     # models/chatglm.py reads original_rope (THUDM/glm-4 and chatglm3 configs set it true)
     # models/deepseek_v2.py (GLM-4.7-Flash) reads first_k_dense_replace (zai-org/GLM-4.7-Flash: 1)
     "Glm4MoeLiteForCausalLM": {"first_k_dense_replace": (1, "the published GLM-4.7-Flash config")},
+    # models/glm4_moe.py (GLM-4.5V's text model) reads head_dim (transformers 4.x Glm4vMoeTextConfig default 128)
+    "Glm4vMoeForConditionalGeneration": {"text_config.head_dim": (128, "transformers 4.x Glm4vMoeTextConfig default"),
+                                         "text_config.use_qk_norm": (False, "transformers 4.x Glm4vMoeTextConfig default")},
     # models/chatglm.py reads original_rope and tie_word_embeddings, which vLLM's own ChatGLMConfig
     # does not set (the published THUDM ChatGLM3 / GLM-4 configs: true / false)
     "ChatGLMModel": {"original_rope": (True, "the published ChatGLM3 / GLM-4 configs"),

@@ -42,7 +42,7 @@ from oomguard.diagnose.fixes_memory import (
     _startup_free,
     _weights,
 )
-from oomguard.diagnose.fixes_rank import FACT_FIRST, FAMILY, NAMED, suggested_flags
+from oomguard.diagnose.fixes_rank import FACT_FIRST, FAMILY, NAMED, PADDING, suggested_flags
 
 # The builder's order is worth ALPHA / (position + 1) votes (a prior of pseudo-counts; position 1 is the second
 # fix): one thread's vote moves a fix ahead of the one just before it at most, two or more move it further.
@@ -106,7 +106,7 @@ def attach_fixes(verdicts: list[Verdict], col: Collector, ctx: Context,
         if not v.fix:
             v.fix = launch_levers(ctx)
             for f in v.fix:
-                f.chosen = "the launch sets it (no fix of the class or its runner-ups applies)"
+                f.chosen = f"the launch sets it (no fix of the class or its runner-ups applies; {PADDING})"
         # The first fix is what a user runs: the fitted ranker may bring a better-supported candidate to the front.
         v.fix = rank_first(v, col, ctx, votes)
         if v.cls in _GPU_OOM and v.settle:

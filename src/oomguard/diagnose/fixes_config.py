@@ -13,6 +13,7 @@ from typing import Any
 from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import CHOOSE_VALUE, Fix, Signal, Verdict
 from oomguard.diagnose.facts import Collector
+from oomguard.diagnose.fixes_rank import PADDING
 from oomguard.diagnose.flags import hint_for, split_unrecognized
 from oomguard.diagnose.parsers.cues import cue_name
 from oomguard.diagnose.parsers.numbers import maybe_number
@@ -368,7 +369,7 @@ def reported_settings(v: Verdict, members: list[Any], col: Collector, limit: int
             seen.add(flag)
             if _is_vllm_flag(flag):
                 fix = Fix(flag, CHOOSE_VALUE, "the report names this setting")
-                fix.chosen = f"the report names this setting ({file}:{line}); the class proposes no more fixes"
+                fix.chosen = f"the report names this setting ({file}:{line}); {PADDING}"
                 out.append(fix)
                 if len(out) >= limit:
                     return out

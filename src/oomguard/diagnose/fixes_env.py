@@ -99,9 +99,27 @@ def _nccl(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
         v.summary = ("An NCCL collective timed out: one rank stopped (crashed, OOM, or stuck) while the others waited; "
                      "the first error of another rank is the cause.")
         v.fix.append(Fix("NCCL_DEBUG", "INFO", "environment variable: shows which rank stopped"))
+        v.fix += _hang_fixes(col)
     else:
         v.summary = "An NCCL collective failed; the log does not say why."
         v.fix.append(Fix("NCCL_DEBUG", "INFO", "environment variable: NCCL prints the host cause (shm, P2P, network)"))
+        v.fix += _hang_fixes(col)
+
+
+_CAPTURE_WORDS = cue_name("words:capture")
+
+
+def _hang_fixes(col: Collector) -> list[Fix]:
+    """The two launch changes vLLM's troubleshooting guide gives for collectives that hang or time out between
+    tensor-parallel ranks with no host cause named: collectives captured in a CUDA graph (the report speaks of graphs
+    or capture: eager mode first), and vLLM's custom all-reduce kernel, which needs P2P / CUDA IPC between the GPUs
+    (NCCL's own all-reduce then). The ranker (fixes_rank) weighs them against NCCL_DEBUG, a diagnostic step."""
+    eager = Fix("--enforce-eager", True, "collectives captured in a CUDA graph can hang where eager ones run "
+                "(the report speaks of CUDA graphs)" if _CAPTURE_WORDS in col.cues else
+                "rules collectives captured in CUDA graphs in or out as the cause of the hang")
+    custom = Fix("--disable-custom-all-reduce", True, "vLLM's custom all-reduce needs P2P / CUDA IPC between the "
+                 "GPUs; NCCL's all-reduce works without it")
+    return [eager, custom] if _CAPTURE_WORDS in col.cues else [custom, eager]
 
 
 def _ray(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:

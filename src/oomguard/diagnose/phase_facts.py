@@ -178,13 +178,15 @@ def catalog_sibling(model: str) -> str | None:
     """The bundled catalog's entry with the same weights as ``model`` under another release suffix
     ("meta-llama/Llama-4-Scout-17B-16E" -> the catalog's "-Instruct"); None when there is none, or when the name
     names a quantization (the sibling's bytes would not be this model's)."""
+    import os
+
     from oomguard.diagnose.context import bytes_per_param_from_name
-    from oomguard.inputs.model_config import CATALOG_DIR
+    from oomguard.inputs.model_config import CATALOG_DIR  # a path string
 
     stem = _stem(model)
-    if not stem or bytes_per_param_from_name(model) != 2.0 or not CATALOG_DIR.is_dir():
+    if not stem or bytes_per_param_from_name(model) != 2.0 or not os.path.isdir(CATALOG_DIR):
         return None
-    for entry in sorted(p.name for p in CATALOG_DIR.iterdir() if p.is_dir()):
+    for entry in sorted(n for n in os.listdir(CATALOG_DIR) if os.path.isdir(os.path.join(CATALOG_DIR, n))):
         if _stem(entry.split("__", 1)[-1]) == stem:
             return entry.replace("__", "/", 1)
     return None

@@ -370,14 +370,16 @@ def _model_spec(spec: str) -> tuple[str, str]:
     raise NotChecked(f"model {spec!r} not readable offline ({why})")
 
 
-def resolve_model(option: str | None, ctx: Any) -> tuple[str, str, list[str]]:
-    """(the model spec, where it came from, notes): ``--model`` when given (one that does not resolve is said, never
-    replaced by another), else the log or launch, else the model the report names in words; the first that resolves
-    offline wins and each earlier one says why it did not."""
+def resolve_model(option: str | None, ctx: Any, col: Any = None) -> tuple[str, str, list[str], dict[str, Any]]:
+    """(the model spec, where it came from, notes, launch edits the stand-in needs): ``--model`` when given (one that
+    does not resolve is said, never replaced by another), else the log or launch, else the model the report names in
+    words; the first that resolves offline wins and each earlier one says why it did not. When none resolves, the
+    first whose size the report states is planned on a sized stand-in (``sized_standin``), said as such."""
     candidates = [(option, "--model")] if option else [(ctx.model, "the log or launch"),
                                                        (ctx.mentioned_model, "the report's words")]
     notes: list[str] = []
     seen: set[str] = set()
+    unresolved: list[tuple[str, str]] = []
     for spec, where in candidates:
         if not spec or spec in seen:
             continue
@@ -386,11 +388,123 @@ def resolve_model(option: str | None, ctx: Any) -> tuple[str, str, list[str]]:
             resolved, note = _model_spec(spec)
         except NotChecked as exc:
             notes.append(f"{exc} (from {where})")
+            unresolved.append((spec, where))
             continue
-        return resolved, where, notes + ([note] if note else [])
+        return resolved, where, notes + ([note] if note else []), {}
+    logged = _logged_weights_gib(col)
+    for spec, where in unresolved:
+        standin = sized_standin(spec, logged_weights_gib=logged, tp=int(getattr(ctx, "tensor_parallel_size", 1) or 1),
+                                launch_quantization=str(ctx.arg("quantization") or "") if hasattr(ctx, "arg") else "")
+        if standin is None:
+            continue
+        return standin.model, f"{where}, as a sized stand-in", notes + [standin.note], standin.edits
     if notes:
         raise NotChecked("; ".join(notes))
     raise NotChecked("no model known (pass --model, or a log that names it)")
+
+
+# --- a sized stand-in for a model the catalog does not hold ------------------------------------------------------
+# Most models a report names are not in the bundled catalog (Qwen2.5-72B-Instruct-AWQ, Llama-3.3-70B-Instruct...),
+# and without their config.json the planner cannot run. Their size is often stated all the same: the parameter count
+# in the name, vLLM's "Model loading took X GiB" line, the quantization words. A catalog model of the same family,
+# the same kind (dense or mixture of experts) and a parameter count within STANDIN_TOLERANCE of it then stands in,
+# planned with the name's quantization: the checks are the stand-in's figures, an estimate, and always said so.
+# A model with no stated size, or no such catalog model, stays unresolved (said on the fixes, never guessed).
+STANDIN_TOLERANCE = 0.25  # the stand-in's parameter count within 25 % of the stated one (weights scale with it)
+# Families whose members share the layout that sizes the KV cache and the weights (attention heads, GQA, MLP); the
+# first one a name holds counts, so a distilled "DeepSeek-R1-Distill-Qwen-7B" is the Qwen it is built on.
+_FAMILIES = ("qwen", "qwq", "llama", "mistral", "mixtral", "gemma", "deepseek", "phi", "glm", "gpt-oss", "granite",
+             "nemotron", "minimax")
+# The quantization a name states, as the --quantization value the planner reads (model/quantization.py).
+_QUANT_WORDS = (("awq", "awq"), ("gptq", "gptq"), ("int4", "gptq"), ("w4a16", "gptq"), ("bnb", "bitsandbytes"),
+                ("4bit", "bitsandbytes"), ("nvfp4", "nvfp4"), ("fp8", "fp8"))
+# Words of a quantization the planner does not model by name: no stand-in then (its weights would be a guess).
+_QUANT_UNMODELLED = ("int8", "w8a8", "w8a16", "8bit", "gguf", "exl2", "bpw", "mxfp4", "q4_", "q8_")
+
+
+class Standin:
+    def __init__(self, model: str, edits: dict[str, Any], note: str) -> None:
+        self.model, self.edits, self.note = model, edits, note
+
+
+def _family(name: str) -> tuple[str | None, float | None]:
+    """The family word of a model name and the version number after it ("Meta-Llama-3.1-70B" -> ("llama", 3.1))."""
+    import re
+
+    low = name.lower()
+    for fam in _FAMILIES:
+        m = re.search(rf"(?<![a-z]){re.escape(fam)}(?:[-_ ]?(\d+(?:\.\d+)?))?", low)
+        if m:
+            return ("qwen" if fam == "qwq" else fam), (float(m.group(1)) if m.group(1) else None)
+    return None, None
+
+
+def _is_moe(name: str) -> bool:
+    import re
+
+    return bool(re.search(r"-A\d+(?:\.\d+)?B\b|\d+x\d+(?:\.\d+)?B|-\d+E\b|moe", name, re.IGNORECASE))
+
+
+def _quant_of(name: str) -> str | None:
+    """The --quantization a name states, "" when none, None when its words name one the planner does not model."""
+    low = name.lower()
+    if any(w in low for w in _QUANT_UNMODELLED):
+        return None
+    return next((q for w, q in _QUANT_WORDS if w in low), "")
+
+
+def _logged_weights_gib(col: Any) -> float | None:
+    fact = col.latest("weights") if col is not None and hasattr(col, "latest") else None
+    return float(fact.value) if fact is not None and fact.value else None
+
+
+def sized_standin(spec: str, *, logged_weights_gib: float | None = None, tp: int = 1,
+                  launch_quantization: str = "") -> Standin | None:
+    """A catalog model that stands in for ``spec`` (not readable offline) when the report states its size: the
+    parameter count of its name, else vLLM's "Model loading took X GiB" (per GPU, times ``tp``, over the bytes per
+    parameter its name implies). None when no size is stated, the family is unknown, the quantization words are not
+    modelled, or no catalog model of that family and kind is within STANDIN_TOLERANCE."""
+    import math
+
+    from oomguard.diagnose.context import bytes_per_param_from_name, is_multimodal, params_from_name
+    from oomguard.inputs.model_config import catalog_ids
+
+    name = spec.strip().replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    family, version = _family(name)
+    quant = _quant_of(name)
+    if family is None or quant is None:
+        return None
+    quant = quant or launch_quantization.lower()
+    params, size_from = params_from_name(name), "its name"
+    if params is None and logged_weights_gib:
+        params = logged_weights_gib * max(1, tp) / bytes_per_param_from_name(name)
+        size_from = f"vLLM's 'Model loading took {logged_weights_gib:.2f} GiB'" + (f" x TP {tp}" if tp > 1 else "")
+    if not params:
+        return None
+    # a multimodal model profiles its encoder at start-up, a text one does not: the stand-in is of the same kind
+    moe, multimodal = _is_moe(name), is_multimodal(name)
+    best: tuple[tuple[float, ...], str, float] | None = None
+    for cid in catalog_ids():
+        cname = cid.rsplit("/", 1)[-1]
+        cfam, cver = _family(cname)
+        cparams, cquant = params_from_name(cname), _quant_of(cname)
+        if cfam != family or not cparams or _is_moe(cname) != moe or is_multimodal(cname) != multimodal \
+                or cquant is None:
+            continue
+        if abs(cparams - params) > STANDIN_TOLERANCE * params or (cquant and cquant != quant):
+            continue
+        key = (abs(math.log(cparams / params)), abs((cver or 0) - (version or 0)), float(cquant != quant))
+        if best is None or key < best[0]:
+            best = (key, cid, cparams)
+    if best is None:
+        return None
+    _key, cid, cparams = best
+    edits = {"quantization": quant} if quant and not _quant_of(cid.rsplit("/", 1)[-1]) else {}
+    note = (f"model {spec!r} is not in the catalog: planned on the sized stand-in {cid} ({cparams:g}B) for its "
+            f"{params:.3g}B (from {size_from}), same family ({family})"
+            + (f", --quantization {quant} from the name" if edits else "")
+            + "; an estimate: the checks are the stand-in's figures")
+    return Standin(cid, edits, note)
 
 
 def resolve_gpu(option: str | None, ctx: Any) -> tuple[str | None, float | None, bool, str, list[str]]:
@@ -456,10 +570,11 @@ def check_diagnosis(diagnosis: Any, *, model: str | None = None, gpu: str | None
             estimated = int(n["estimated_max_len"])
     notes: list[str] = []
     try:
-        spec, model_from, notes = resolve_model(model, ctx)
+        spec, model_from, notes, edits = resolve_model(model, ctx, col)
         gpu_name, gpu_gib, at_total, gpu_from, gpu_notes = resolve_gpu(gpu, ctx)
         checker = make_checker(model=spec, gpu=gpu_name, gpu_total_gib=gpu_gib,
-                               num_gpus=num_gpus or ctx.num_gpus, args=dict(ctx.args), vllm_version=ctx.version,
+                               num_gpus=num_gpus or ctx.num_gpus, args={**dict(ctx.args), **edits},
+                               vllm_version=ctx.version,
                                other_gpu_gib=other, at_total=at_total)
         notes += gpu_notes + checker.notes
         from oomguard.diagnose.context import gpu_count_from_text
@@ -471,10 +586,16 @@ def check_diagnosis(diagnosis: Any, *, model: str | None = None, gpu: str | None
         mark_not_checked(diagnosis.verdicts, str(exc))
         _said(diagnosis, {"checked": False, "why": str(exc)})
         return False
-    _said(diagnosis, {"checked": True, "model": spec, "model_from": model_from, "gpu": checker.gpu.name,
+    _said(diagnosis, {"checked": True, "model": spec, "model_from": model_from, "stand_in": "stand-in" in model_from,
+                      "gpu": checker.gpu.name,
                       "gpu_total_gib": round(checker.gpu.total_bytes / (1 << 30), 2), "gpu_from": gpu_from,
                       **({"notes": notes} if notes else {})})
     check_fixes(diagnosis.verdicts, checker, estimated_max_len=estimated)
+    if "stand-in" in model_from:
+        for v in diagnosis.verdicts:
+            for f in v.fix:
+                if f.checked and not f.checked.startswith("not checked"):
+                    f.checked += f" (on the sized stand-in {spec}: an estimate)"
     return True
 
 

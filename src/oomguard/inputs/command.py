@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import os
 import re
-from pathlib import Path
 
 from oomguard.errors import InputError
 from oomguard.inputs import files, jsonflags
@@ -34,6 +33,7 @@ from oomguard.records import NamedTuple
 
 TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 __all__ = [
@@ -403,6 +403,8 @@ def parse_flag_words(
             launch.model = str(value)
             launch.model_site = site
         elif flag.dest == "config":
+            from pathlib import Path  # here only: a launch without --config needs no pathlib (start-up)
+
             merge_config_file(Path(str(value)), launch, release=rel, base=file)
         else:
             launch.flags[flag.dest] = value
@@ -416,6 +418,8 @@ _MAX_YAML_KEYS = 2000
 
 def merge_config_file(path: Path, launch: Launch, *, release: Any, base: str | None) -> None:
     """``--config FILE`` inside a launch: its keys, when the file is here (a note otherwise)."""
+    from pathlib import Path
+
     if not path.is_absolute() and base and not files.is_named_stream(base):
         cand = Path(base).parent / path
         if files.exists(cand):

@@ -23,9 +23,8 @@ from __future__ import annotations
 import json
 import os
 from functools import lru_cache
-from pathlib import Path
 
-DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "config_defaults.json"
+DATA_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "data", "config_defaults.json")  # a string: no pathlib at start-up
 
 # Nested configs AutoConfig builds with their own classes.
 SUB_CONFIG_KEYS = ("text_config", "vision_config", "audio_config", "llm_config", "language_config",
@@ -89,6 +88,7 @@ PLAN_FIELDS = (
     "mamba_d_ssm", "n_mamba_heads", "mamba_headdim", "mamba_ngroups", "num_mem_blocks", "hybrid_layer_ids",
     "attention_hidden_size", "adapter_rank", "add_bias_linear", "use_shared_attention_adapter",
     "decoder_attention_heads", "decoder_ffn_dim", "hidden_activation", "classifier_bias", "cross_attention_layers", "multi_query_attention",
+    "linear_num_heads", "linear_head_dim", "num_experts_per_token",
 )
 _PLAN_SET = frozenset(PLAN_FIELDS)
 _ROPE_KEYS = ("rope_scaling", "rope_parameters")
@@ -184,7 +184,8 @@ def _rope_matters(rope: dict) -> bool:
 @lru_cache(maxsize=1)
 def _data() -> dict:
     try:
-        return json.loads(DATA_FILE.read_text())
+        with open(DATA_FILE, encoding="utf-8") as fh:
+            return json.loads(fh.read())
     except (OSError, ValueError):
         return {"releases": {}}
 

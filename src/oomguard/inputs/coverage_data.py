@@ -10,16 +10,17 @@ refused, not checked) and the generic path's measured error ranges. ``oomguard m
 from __future__ import annotations
 
 import json
+import os
 from functools import lru_cache
-from pathlib import Path
 
-DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "coverage.json"
+DATA_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "data", "coverage.json")  # a string: no pathlib at start-up
 
 
 @lru_cache(maxsize=1)
 def coverage_table() -> dict:
     try:
-        return json.loads(DATA_FILE.read_text())
+        with open(DATA_FILE, encoding="utf-8") as fh:
+            return json.loads(fh.read())
     except (OSError, ValueError):
         return {"architectures": {}, "generic_ranges": {}, "vllm_version": "?"}
 

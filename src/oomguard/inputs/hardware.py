@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 
 from oomguard.errors import InputError, UnknownGPUError
@@ -100,9 +101,9 @@ def _norm(s: str) -> str:
 def _catalog() -> dict:
     # the package's own file, by path: importlib.resources would load zipfile, tempfile and threading
     # into every command's start-up for one read
-    from pathlib import Path
-
-    return json.loads((Path(__file__).resolve().parent.parent / "data" / "gpus.json").read_text(encoding="utf-8"))
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "data", "gpus.json"),
+              encoding="utf-8") as fh:
+        return json.loads(fh.read())
 
 
 def _entries() -> tuple[dict, ...]:

@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 
 from oomguard.errors import InputError
 from oomguard.inputs import files
 from oomguard.inputs.config_defaults import PLAN_FIELDS
 from oomguard.model.description import ModelDescription
 
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from pathlib import Path
+
 _MAX_CONFIG_BYTES = 20 * 1024 * 1024
-CATALOG_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
+# A string, not a Path: a plan of a catalog model needs no pathlib (with urllib.parse and ipaddress, ~3 ms).
+CATALOG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "data", "models")
 
 
-def read_json(path: Path) -> dict:
+def read_json(path: str | Path) -> dict:
     """Read a JSON object, refusing binaries, giant files and deep nesting with one clear line."""
     from oomguard.inputs.structured import load_json
 
@@ -188,7 +192,7 @@ def _finite(value: object, where: str, file: str | None) -> None:
             stack.extend((c, f"{at}[{i}]") for i, c in enumerate(v))
 
 
-def _describe(config: dict, cfg_path: Path, **kwargs) -> ModelDescription:
+def _describe(config: dict, cfg_path: str | Path, **kwargs) -> ModelDescription:
     """``architectures.describe`` with its Python errors translated at the boundary.
 
     ``validate_config`` checks the fields every adapter multiplies; a field only one family reads
@@ -247,26 +251,30 @@ def describe_config(config: dict, *, source: str, name: str | None = None, hf_qu
     defaults filled in, described (the registry sweep's comparison reads its stored configs so)."""
     if not isinstance(config, dict):
         raise InputError("expected a JSON object at the top level", file=source)
+    from pathlib import Path
+
     validate_config(config, file=source)
     return _describe(config, Path(source), source=source, name=name or source, hf_quant=hf_quant,
                      force_generic=force_generic)
 
 
 def catalog_ids() -> list[str]:
-    if not CATALOG_DIR.is_dir():
+    if not files.is_dir(CATALOG_DIR):
         return []
-    return sorted(p.name.replace("__", "/", 1) for p in files.list_dir(CATALOG_DIR) if p.is_dir())
+    return sorted(name.replace("__", "/", 1) for name in files.list_names(CATALOG_DIR)
+                  if files.is_dir(os.path.join(CATALOG_DIR, name)))
 
 
-def _catalog_dir(model_id: str) -> Path | None:
+def _catalog_dir(model_id: str) -> str | None:
     slug = model_id.strip().strip("/").replace("/", "__", 1)
-    exact = CATALOG_DIR / slug
+    # spelled as ``Path(CATALOG_DIR) / slug`` (empty and "." parts dropped): the folder's path reaches the output
+    exact = os.path.join(CATALOG_DIR, *(part for part in slug.split("/") if part not in ("", ".")))
     if files.is_dir(exact):
         return exact
     low = slug.lower()
-    for p in files.list_dir(CATALOG_DIR) if CATALOG_DIR.is_dir() else []:
-        if p.name.lower() == low or p.name.lower().split("__", 1)[-1] == low:
-            return p
+    for name in files.list_names(CATALOG_DIR) if files.is_dir(CATALOG_DIR) else []:
+        if name.lower() == low or name.lower().split("__", 1)[-1] == low:
+            return os.path.join(CATALOG_DIR, name)
     return None
 
 
@@ -277,7 +285,12 @@ def _hf_cache_dir(model_id: str) -> Path | None:
     if not hub:
         home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
         hub = os.path.join(home, "hub")
-    repo = Path(hub) / ("models--" + model_id.replace("/", "--"))
+    folder = "models--" + model_id.replace("/", "--")
+    if not files.is_dir(os.path.join(hub, folder, "snapshots")):  # not cached: no pathlib needed
+        return None
+    from pathlib import Path
+
+    repo = Path(hub) / folder
     snaps = repo / "snapshots"
     if not files.is_dir(snaps):
         return None
@@ -300,8 +313,8 @@ def _hf_cache_dir(model_id: str) -> Path | None:
     return max(found, key=mtime) if found else None
 
 
-def _config_file_in(directory: Path) -> Path:
-    cfg = directory / "config.json"
+def _config_file_in(directory: str | Path) -> str | Path:
+    cfg = os.path.join(directory, "config.json")
     if files.is_file(cfg):
         return cfg
     # Catalog folders sometimes hold a re-saved variant under another name.
@@ -312,12 +325,12 @@ def _config_file_in(directory: Path) -> Path:
     raise InputError("no config.json in the model directory", file=str(directory))
 
 
-def _from_dir(directory: Path, source: str, name: str) -> ModelDescription:
+def _from_dir(directory: str | Path, source: str, name: str) -> ModelDescription:
     from oomguard.inputs.safetensors_header import scan_dir
 
     cfg_path = _config_file_in(directory)
     config = read_json(cfg_path)
-    hq_path = directory / "hf_quant_config.json"
+    hq_path = os.path.join(directory, "hf_quant_config.json")
     hf_quant = read_json(hq_path) if files.is_file(hq_path) else None
     desc = _describe(config, cfg_path, source=source, name=name, hf_quant=hf_quant)._replace(config_path=str(cfg_path))
     stats = scan_dir(directory)
@@ -333,23 +346,30 @@ def load_model(spec: str, *, allow_hub: bool = True) -> ModelDescription:
     """Resolve ``spec`` (path, HF id in cache, catalog id, or Hub id) to a description."""
     if not spec:
         raise InputError("no model given (use --model PATH|HF_ID or name it in the launch)")
-    path = Path(os.path.expanduser(spec))
-    if files.exists(path) and not files.is_file(path) and not files.is_dir(path):
-        files.read_bytes(path, limit=_MAX_CONFIG_BYTES, what="model config")  # raises: a FIFO, a device
-    if files.is_file(path):
-        config = read_json(path)
-        hq = path.with_name("hf_quant_config.json")
-        hf_quant = read_json(hq) if files.is_file(hq) and hq != path else None
-        desc = _describe(config, path, source=str(path), name=path.parent.name or path.stem, hf_quant=hf_quant)
-        return desc._replace(config_path=str(path))
-    if files.is_dir(path):
-        return _from_dir(path, str(path), path.name)
+    expanded = os.path.expanduser(spec)
+    # Only a path on disk needs pathlib (the spelling it gives reaches the output): Path drops a trailing "/" or
+    # "/.", the one way it finds what the path as written does not.
+    if files.exists(expanded) or expanded.endswith(("/", "/.")):
+        from pathlib import Path
+
+        path = Path(expanded)
+        if files.exists(path) and not files.is_file(path) and not files.is_dir(path):
+            files.read_bytes(path, limit=_MAX_CONFIG_BYTES, what="model config")  # raises: a FIFO, a device
+        if files.is_file(path):
+            config = read_json(path)
+            hq = path.with_name("hf_quant_config.json")
+            hf_quant = read_json(hq) if files.is_file(hq) and hq != path else None
+            desc = _describe(config, path, source=str(path), name=path.parent.name or path.stem, hf_quant=hf_quant)
+            return desc._replace(config_path=str(path))
+        if files.is_dir(path):
+            return _from_dir(path, str(path), path.name)
     cached = _hf_cache_dir(spec)
     if cached is not None:
         return _from_dir(cached, f"HF cache: {spec}", spec)
     cat = _catalog_dir(spec)
     if cat is not None:
-        return _from_dir(cat, f"catalog: {cat.name.replace('__', '/', 1)}", cat.name.replace("__", "/", 1))
+        name = os.path.basename(cat).replace("__", "/", 1)
+        return _from_dir(cat, f"catalog: {name}", name)
     if spec.startswith(("/", "./", "../", "~")):
         raise InputError(f"model path does not exist: {spec}")
     if allow_hub and "/" in spec and os.environ.get("HF_HUB_OFFLINE", "0") in ("0", "", "false", "False"):
@@ -398,6 +418,8 @@ def _from_hub(model_id: str) -> ModelDescription:
             f"model {model_id!r} is not local and not in the bundled catalog{_did_you_mean(model_id)}; "
             "or pass its config.json (--model PATH), or install oomguard[hub] to fetch it"
         ) from None
+
+    from pathlib import Path
 
     try:
         cfg_path = Path(hf_hub_download(model_id, "config.json"))

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 from oomguard.errors import InputError
 from oomguard.inputs import files
@@ -80,6 +79,8 @@ def launches_from_text(text: str, *, path: str, version: str | None = None, leni
 
 def read_launches(target: str | os.PathLike[str], *, version: str | None = None, lenient: bool = False) -> list[Launch]:
     """Every vLLM launch of a file, ``-`` or ``/dev/fd/N`` (``TARGET#NAME``: the one named)."""
+    from pathlib import Path  # a launch file's suffix; plan --model FLAGS reads none (start-up)
+
     path, name = split_selector(target)
     text = read_text(path)
     shown = files.display(path)

@@ -6,11 +6,15 @@ JSON header mapping tensor names to dtype, shape and byte offsets.
 
 from __future__ import annotations
 
+import os
 import struct
-from pathlib import Path
 
 from oomguard.errors import InputError
 from oomguard.records import field, record
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 DTYPE_BYTES = {
     "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
@@ -50,7 +54,7 @@ def _group_of(name: str) -> str:
     return "text"
 
 
-def read_header(path: Path) -> dict:
+def read_header(path: str | Path) -> dict:
     """The JSON header of one safetensors file (only its first 8 + N bytes are read)."""
     from oomguard.inputs import files
     from oomguard.inputs.structured import load_json
@@ -74,7 +78,7 @@ def read_header(path: Path) -> dict:
     return header
 
 
-def _numel(name: str, info: dict, path: Path) -> int:
+def _numel(name: str, info: dict, path: str | Path) -> int:
     shape = info.get("shape", [])
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 48
                                               for d in shape):
@@ -88,10 +92,11 @@ def _numel(name: str, info: dict, path: Path) -> int:
     return numel
 
 
-def scan_dir(directory: Path) -> TensorStats | None:
+def scan_dir(directory: str | Path) -> TensorStats | None:
     from oomguard.inputs import files
 
-    found = [p for p in files.list_dir(directory, "model directory") if p.name.endswith(".safetensors")]
+    found = [os.path.join(directory, name) for name in files.list_names(directory, "model directory")
+             if name.endswith(".safetensors")]
     if not found:
         return None
     stats = TensorStats(files=len(found))

@@ -13,6 +13,7 @@ tables are read instead, so the answer is never stale, only slower.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 
@@ -48,7 +49,8 @@ def load() -> dict | None:
     """The committed index, or None when it is missing, unreadable or not built from exactly the
     committed tables (the caller then reads the tables)."""
     try:
-        data = json.loads((releases.DATA_DIR / INDEX_NAME).read_text(encoding="utf-8"))
+        with open(os.path.join(releases.DATA_DIR, INDEX_NAME), encoding="utf-8") as fh:
+            data = json.loads(fh.read())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT:

@@ -11,6 +11,7 @@ unambiguous prefix (``--kv-cache-memory`` -> ``--kv-cache-memory-bytes``).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from enum import Enum
 from functools import lru_cache
@@ -371,9 +372,10 @@ class _Flags(Mapping):
 @lru_cache(maxsize=None)
 def load_table(version: str) -> Release:
     """The release table for an exact supported version string (cached)."""
-    path = releases.DATA_DIR / f"vllm-{version}.json"
+    path = os.path.join(releases.DATA_DIR, f"vllm-{version}.json")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, encoding="utf-8") as fh:
+            data = json.loads(fh.read())
     except FileNotFoundError:
         raise InputError(f"no flag table for vLLM {version}; supported: {', '.join(releases.supported())}") from None
     except (OSError, ValueError) as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.conftest import SCENARIOS, run_cli
 from tests.unit.check.conftest import check, finding, rules_of
@@ -60,7 +61,7 @@ def test_unmodelled_architecture_still_gets_flag_rules_and_json():
 def test_unmodelled_architecture_given_explicitly_is_not_bad_input():
     from oomguard.inputs.model_config import CATALOG_DIR
 
-    cfg = CATALOG_DIR / "meta-llama__Llama-3.2-11B-Vision-Instruct" / "config.json"
+    cfg = Path(CATALOG_DIR) / "meta-llama__Llama-3.2-11B-Vision-Instruct" / "config.json"
     rep = check("vllm serve /srv/mllama -tp 8", gpu="H200", num_gpus=8, model=str(cfg))
     assert rep.ctx.model_unsupported and rep.exit_code() == 3
     assert rules_of(rep) == {"OG001"}

@@ -85,10 +85,16 @@ def test_a_suggested_flag_takes_the_direction_of_its_words():
 def test_a_suggested_flag_no_builder_proposed_joins_second(tmp_path):
     text = ("It crashes with CUDA out of memory while serving long prompts after a while.\n"
             "Setting --cpu-offload-gb helped.\n")
-    v = diagnose([_write(tmp_path, text)]).verdicts[0]
+    from oomguard.diagnose import fixes_rank
+
+    with fixes_rank.hand_order():  # the join itself: second, after the class's first fix
+        v = diagnose([_write(tmp_path, text)]).verdicts[0]
     assert v.cls.value == "runtime-oom"
     assert v.fix[1].flag == "--cpu-offload-gb" and v.fix[1].value == 4
     assert "report.txt:2" in v.fix[1].chosen
+    # the ranker then puts it first: the reporter's own words say it helped (words-suggest, not a vLLM message)
+    ranked = diagnose([_write(tmp_path, text)]).verdicts[0]
+    assert ranked.fix[0].flag == "--cpu-offload-gb" and "the reporter's own words suggest it" in ranked.fix[0].chosen
 
 
 def test_every_fix_says_why_it_is_where_it_is_in_the_json_and_explain(tmp_path):

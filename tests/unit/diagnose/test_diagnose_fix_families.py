@@ -92,6 +92,8 @@ def _family_fixes() -> list:
         v = Verdict(cls=cls, confidence=0.5, summary="", evidence=[Evidence("r.log", 1, words)])
         for f in fixes_config.family_fixes(v, [], Collector(), ctx):
             out.setdefault((f.flag, str(f.value)), f)
+    for f in fixes_env._hang_fixes(Collector()):  # a collective's hang: the two launch changes (no family words)
+        out.setdefault((f.flag, str(f.value)), f)
     return list(out.values())
 
 
@@ -122,3 +124,22 @@ def test_every_family_fix_applied_to_a_launch_passes_oomguard_check(fix, tmp_pat
     data = json.loads(capsys.readouterr().out)
     errors = [x["message"] for x in data["findings"] if x.get("severity") == "error"]
     assert rc == 0 and data["starts"] and not errors, (shlex.join(words), release, errors)
+
+
+NCCL_HANG = ("(VllmWorker rank=1 pid=12) [E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation "
+             "timeout: WorkNCCL(SeqNum=20518, OpType=ALLREDUCE, NumelIn=106496, NumelOut=106496, "
+             "Timeout(ms)=1800000) ran for 1800270 milliseconds before timing out.\n")
+
+
+def test_a_collective_that_hangs_offers_the_two_launch_changes_not_only_a_debug_step(tmp_path):
+    v = _top(tmp_path, ENGINE + NCCL_HANG, launch_text="vllm serve Qwen/Qwen2.5-7B-Instruct --tensor-parallel-size 2\n")
+    assert v.cls == FC.NCCL_ERROR, v.cls
+    flags = [f.flag for f in v.fix]
+    assert {"--disable-custom-all-reduce", "--enforce-eager"} <= set(flags), flags
+
+
+def test_a_hang_the_report_ties_to_cuda_graphs_puts_eager_mode_before_the_custom_all_reduce():
+    col = Collector()
+    col.cues["words:capture"] = None  # type: ignore[assignment] - only the key is read
+    assert [f.flag for f in fixes_env._hang_fixes(col)] == ["--enforce-eager", "--disable-custom-all-reduce"]
+    assert [f.flag for f in fixes_env._hang_fixes(Collector())] == ["--disable-custom-all-reduce", "--enforce-eager"]

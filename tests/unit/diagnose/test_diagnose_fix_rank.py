@@ -71,3 +71,31 @@ def test_the_cli_explains_the_fix_order(tmp_path: Path):
     fixes = json.loads(out.stdout)["verdicts"][0]["fix"]
     assert all(f.get("chosen") for f in fixes)  # every fix says why it is where it is
     assert "--max-num-seqs" in [f["flag"] for f in fixes[:2]]
+
+
+def test_the_cue_lift_counts_a_cue_only_where_enough_records_carried_it():
+    table = fixes_rank.cue_table([(frozenset({"req:multimodal"}), frozenset({"--limit-mm-per-prompt"}))] * 3
+                                 + [(frozenset({"fail:words"}), frozenset({"--max-num-seqs"}))] * 5
+                                 + [(frozenset({"req:lora"}), frozenset({"--max-lora-rank"}))] * 2
+                                 + [(frozenset({"mention:gpu", "req:multimodal"}), frozenset({"--max-num-seqs"}))])
+    # 4 of the 11 records carry req:multimodal, 3 of them fixed with --limit-mm-per-prompt (3 of 11 overall): a lift
+    assert table.lift({"req:multimodal"}, "--limit-mm-per-prompt", 3) > 0.5
+    assert table.lift({"req:multimodal"}, "--max-lora-rank", 2) == 0.0  # never fixed so with the cue: no lift
+    assert table.lift({"req:lora"}, "--max-lora-rank", 2) == 0.0  # two records carry it: too few to say anything
+    assert "mention:gpu" not in table.cue_records  # the words naming a GPU say nothing about the fix
+
+
+def test_a_suggestion_in_the_reporters_words_is_told_from_vllms_own_message(tmp_path: Path):
+    from oomguard.diagnose.diagnosis import diagnose
+
+    log = tmp_path / "report.txt"
+    log.write_text("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                   "initializing the engine.\nThe server hung with tp=2 until I tried --disable-custom-all-reduce, then "
+                   "it started.\n", encoding="utf-8")
+    col = diagnose([str(log)]).collector
+    assert {"--gpu-memory-utilization", "--disable-custom-all-reduce"} <= fixes_rank.suggested_flags(col)
+    # vLLM prints its "Try increasing" with every such error; the reporter's words are this thread's
+    assert fixes_rank.suggested_in_words(col) == {"--disable-custom-all-reduce"}
+    rows = fixes_rank.candidate_rows(_verdict(["--gpu-memory-utilization", "--disable-custom-all-reduce"]), col,
+                                     Context(), {})
+    assert [r["words-suggest"] for r in rows] == [0.0, 1.0] and [r["report-suggests"] for r in rows] == [1.0, 1.0]

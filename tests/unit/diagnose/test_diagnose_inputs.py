@@ -204,6 +204,8 @@ def test_message_variants(tmp_path, text, expected):
     b"nul \x00 byte\nok\n",
     b"x" * (logs.MAX_LINE_BYTES + 10) + b"\nshort\n",
     ("é" * (logs.MAX_LINE_BYTES // 2)).encode() + b"\n",
+    # More than the megabyte decoded at a time: numbers go on across the pieces, one of them the slow way.
+    b"ab\n" * 400_000 + b"bad \xff\n" + "é\r\n".encode() * 200_000 + b"last",
 ])
 def test_text_lines_decoded_per_block_as_per_line(raw):
     """iter_text_lines decodes a clean block at once: the same lines, numbers and notes as decode_line."""

@@ -33,11 +33,13 @@ def run(monkeypatch):
     """``run(path, workers)``: the report of ``diagnose`` (0 workers: the one-process scan), and the workers' hits
     (None when the input was not a log scanned from a regular file: an nvidia-smi capture, a gzip)."""
     made: list[ahead.Ahead] = []
+    pids: list[int] = []
 
     class Counted(ahead.Ahead):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             made.append(self)
+            pids.extend(self.pids)
 
     monkeypatch.setattr(ahead, "Ahead", Counted)
     monkeypatch.setattr(scanner, "PARALLEL_FLOOR_BYTES", 0)
@@ -48,7 +50,13 @@ def run(monkeypatch):
         report = diagnose([str(path)]).to_dict()
         assert len(made) <= (1 if workers > 1 else 0)
         go.narrowed = made[0].narrowed if made else 0
+        for pid in pids:  # every worker was waited for: none is left running or a zombie
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+        pids.clear()
         return report, made[0].hits if made else None
+
+    go.made = Counted
 
     return go
 
@@ -184,3 +192,18 @@ def test_workers_answer_as_the_scanner_would(tmp_path):
         want = set(eng.new_names(text, 0, len(text), names))
         got = {p for name, where in seen.items() if w._is_new(name, names) for p in where}
         assert got == want
+
+
+def test_a_worker_that_dies_is_done_without(run, tmp_path, monkeypatch):
+    # Worker 0 breaks off at once (a worker killed, out of memory): the scanner searches its pieces itself.
+    original = run.made._serve
+
+    def serve(self, j, workers, w, control):
+        if j:
+            return original(self, j, workers, w, control)
+        os.write(w, b"\0\0")  # half a length: the scanner reads a worker that broke off mid-answer
+        os._exit(0)
+
+    monkeypatch.setattr(run.made, "_serve", serve)
+    path = _crash_loop(tmp_path / "loop.log", 12, {5: (NEW_NAME, 9)})
+    _assert_same(run, path, workers=2)

@@ -109,3 +109,40 @@ def test_a_tensor_parallel_fix_is_planned_on_the_gpus_it_asks_for_unless_the_rep
     one = next(f for f in diagnose_paths(log, gpu="L40S", num_gpus=1).verdicts[0].fix
                if f.flag == "--tensor-parallel-size")
     assert one.checked.startswith("fails"), one.checked
+
+
+def test_a_model_the_catalog_lacks_is_planned_on_a_sized_stand_in_and_says_so(tmp_path):
+    # Llama-3.3-70B is not in the catalog; its name states 70B of the Llama family: Llama-3.1-70B stands in
+    d = diagnose_paths([_write(tmp_path, _engine("meta-llama/Llama-3.3-70B-Instruct") + KV_ERROR
+                               + "on one H100 80GB\n")])
+    p = d.planner
+    assert p["checked"] and p["stand_in"] and p["model"] == "meta-llama/Meta-Llama-3.1-70B", p
+    assert p["model_from"] == "the log or launch, as a sized stand-in"
+    assert any("sized stand-in meta-llama/Meta-Llama-3.1-70B (70B) for its 70B (from its name)" in n
+               for n in p["notes"]), p
+    checked = [f.checked for f in d.verdicts[0].fix if f.checked]
+    assert checked and all("on the sized stand-in meta-llama/Meta-Llama-3.1-70B: an estimate" in c for c in checked)
+
+
+def test_a_stand_in_takes_the_quantization_the_name_states():
+    awq = planning.sized_standin("Qwen/Qwen2.5-VL-7B-Instruct-AWQ")
+    assert awq is not None and awq.model == "Qwen/Qwen2.5-VL-7B-Instruct" and awq.edits == {"quantization": "awq"}
+    # a quantization the planner does not model by name (int8, GGUF): no stand-in, the model stays unresolved
+    assert planning.sized_standin("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int8") is None
+    assert planning.sized_standin("TheBloke/Llama-2-70B-GGUF") is None
+
+
+def test_a_stand_in_is_of_the_same_family_kind_and_size_or_there_is_none():
+    assert planning.sized_standin("Qwen/Qwen2.5-72B-Instruct") is None  # no Qwen dense model within 25 % of 72B
+    assert planning.sized_standin("gemma-2-27b-it") is None  # the 27B Gemma in the catalog is multimodal (gemma-3)
+    moe = planning.sized_standin("Qwen/Qwen3-30B-A3B-GPTQ-Int4")
+    assert moe is not None and moe.model == "Qwen/Qwen3-30B-A3B" and moe.edits == {"quantization": "gptq"}
+    assert planning.sized_standin("my-finetune-7b") is None  # no family word: its layout is anyone's guess
+
+
+def test_vllms_weights_line_sizes_a_stand_in_when_the_name_does_not(tmp_path):
+    loaded = "INFO 05-01 10:00:05 [gpu_model_runner.py:1800] Model loading took 15.27 GiB and 4.1 seconds\n"
+    d = diagnose_paths([_write(tmp_path, _engine("/models/qwen-chat") + loaded + KV_ERROR + "on one RTX 4090\n")])
+    p = d.planner
+    assert p["checked"] and p["stand_in"] and p["model"] == "Qwen/Qwen3-8B", p
+    assert any("from vLLM's 'Model loading took 15.27 GiB'" in n for n in p["notes"]), p

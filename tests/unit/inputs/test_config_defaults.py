@@ -107,8 +107,8 @@ def test_unknown_model_type_is_left_alone():
 
 
 def test_data_is_small_and_names_its_release():
-    doc = json.loads(cd.DATA_FILE.read_text())
-    assert cd.DATA_FILE.stat().st_size < 200_000
+    doc = json.loads(Path(cd.DATA_FILE).read_text())
+    assert Path(cd.DATA_FILE).stat().st_size < 200_000
     assert doc["releases"] and all(re.fullmatch(r"\d+\.\d+\.\d+", r) for r in doc["releases"])
     rel = doc["releases"][cd.data_release()]
     assert {"llama", "qwen3", "gemma3", "gemma3_text", "mistral", "llava"} <= set(rel["model_types"])
@@ -129,6 +129,6 @@ def test_every_field_an_adapter_reads_is_a_plan_field():
     structures = {"layer_types", "mlp_only_layers", "rope_scaling", "rope_parameters", "quantization_config",
                   "model_type", "architectures", "text_config", "vision_config", "audio_config", "layers_block_type",
                   "hybrid_override_pattern", "ssm_cfg", "new_decoder_architecture", "type_vocab_size",
-                  "global_attn_every_n_layers", "is_causal", "compress_ratios", "per_layer_config"}
+                  "global_attn_every_n_layers", "is_causal", "compress_ratios", "per_layer_config", "mlp_layer_types"}
     missing = sorted(read - set(cd.PLAN_FIELDS) - structures)
     assert not missing, f"adapter fields outside config_defaults.PLAN_FIELDS: {missing}"

@@ -1,6 +1,7 @@
 """Model input: files, directories, HF cache, catalog; refusals with one clear line."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -93,7 +94,7 @@ def test_a_bad_typed_field_an_adapter_reads_is_one_line_naming_it(tmp_path, caps
     from oomguard.cli.main import main
     from oomguard.inputs.model_config import CATALOG_DIR
 
-    cfg = json.loads((CATALOG_DIR / "deepseek-ai__DeepSeek-V4-Flash" / "config.json").read_text())
+    cfg = json.loads((Path(CATALOG_DIR) / "deepseek-ai__DeepSeek-V4-Flash" / "config.json").read_text())
     cfg["o_groups"] = [8]
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     rc = main(["plan", "--model", str(tmp_path), "--gpu", "H100-80GB", "--num-gpus", "8"])

@@ -145,3 +145,40 @@ def test_the_generic_path_on_a_native_architecture_is_close_to_the_adapter():
     generic = _describe(cfg, force_generic=True)
     assert generic.coverage == "generic" and native.coverage == "native"
     assert per_token_bytes(layer_kv_specs(generic)) == per_token_bytes(layer_kv_specs(native))
+
+
+def test_real_config_shapes_the_generic_path_reads_instead_of_refusing():
+    """Shapes published configs have that the generic path refused before plan19: per-layer MLP widths
+    (Gemma-3n), DSA "indexed_attention" layers (GLM-5, HY-V4), per-modality expert lists and
+    mlp_layer_types (ERNIE-4.5-VL), the last layers sharing KV caches."""
+    from oomguard.inputs.model_config import describe_config
+
+    widths = dict(ACME, intermediate_size=[4096] * 12 + [8192] * 12)
+    m = describe_config(widths, source="t", name="t")
+    assert m.coverage == "generic" and m.intermediate_size == 6144  # the mean: the layers' MLP params exactly
+    idx = describe_config(dict(ACME, layer_types=["full_attention", "indexed_attention"] * 12), source="t", name="t")
+    assert all(layer.kind.value == "full" for layer in idx.layers) and any("indexed" in a for a in idx.assumptions)
+    moe = describe_config(dict(ACME, moe_num_experts=[64, 64], moe_intermediate_size=[1536, 512], moe_k=6,
+                               mlp_layer_types=["dense"] + ["sparse"] * 23), source="t", name="t")
+    assert moe.moe.num_experts == 64 and moe.moe.expert_intermediate_size == 1536 and moe.moe.num_moe_layers == 23
+    assert not moe.layers[0].moe and moe.layers[1].moe
+    shared = describe_config(dict(ACME, num_kv_shared_layers=8), source="t", name="t")
+    assert sum(layer.kv_shared for layer in shared.layers) == 8 and not shared.layers[15].kv_shared
+
+
+def test_kda_linear_attention_with_mla_is_a_hybrid_generic_plan():
+    # Kimi-Linear (transformers 5 config shape): KDA layers from layer_types with one head count and
+    # size, MLA full-attention layers, experts under their common aliases
+    from oomguard.inputs.model_config import describe_config
+
+    cfg = {"model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"], "hidden_size": 2304,
+           "num_hidden_layers": 4, "num_attention_heads": 32, "vocab_size": 163840, "intermediate_size": 9216,
+           "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+           "layer_types": ["linear_attention"] * 3 + ["full_attention"], "linear_num_heads": 32, "linear_head_dim": 128,
+           "num_experts": 256, "num_experts_per_token": 8, "num_shared_experts": 1, "moe_intermediate_size": 1024,
+           "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"], "torch_dtype": "bfloat16"}
+    m = describe_config(cfg, source="t", name="t")
+    assert m.coverage == "generic" and [layer.kind.value for layer in m.layers] == ["mamba"] * 3 + ["mla"]
+    st = m.layers[0].mamba
+    assert st.conv_dim == 3 * 32 * 128 and st.num_heads == 32 and st.head_k_dim == st.head_v_dim == 128
+    assert m.moe.num_experts == 256 and m.moe.num_moe_layers == 3 and not m.layers[0].moe

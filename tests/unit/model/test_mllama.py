@@ -81,3 +81,14 @@ def test_after_0102_it_is_vllms_own_refusal(model):
     assert "\n" not in line and "0.10.2" in line and "--vllm-version" in line
     out = run_cli("plan", "--model", str(CFG), "--gpu", "H100", "--vllm-version", "0.10.2")
     assert out.returncode in (0, 1), out.stderr  # planned (it may or may not fit at the defaults)
+
+
+def test_the_fitted_image_peak_and_its_range_against_the_live_tensor_count():
+    from oomguard.model.architectures import mllama
+
+    vis = json.loads((CFG / "config.json").read_text())["vision_config"]
+    assert mllama.image_tokens_per_seq(vis) == 4 * 1608
+    local, glob = mllama.image_live_tensor_bytes(vis)
+    assert 0.30 < local / GiB < 0.32 and 0.37 < glob / GiB < 0.39
+    lo, hi = (mllama.IMAGE_PEAK_PER_SEQ * r for r in mllama.RANGE)
+    assert lo < mllama.IMAGE_PEAK_PER_SEQ < local < glob < hi

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from oomguard.versions import option_index, releases
 from oomguard.versions.table import _options_of, option_history
 
 
 def test_committed_index_equals_the_tables():
     rebuilt = option_index.build(releases.supported(), _options_of)
-    committed = (releases.DATA_DIR / option_index.INDEX_NAME).read_text(encoding="utf-8")
+    committed = (Path(releases.DATA_DIR) / option_index.INDEX_NAME).read_text(encoding="utf-8")
     assert committed == option_index.render(rebuilt), (
         "data/flags/option-index.json is stale: run python scripts/gen_flag_tables.py --index")
 
@@ -46,7 +48,7 @@ def test_one_entry_per_dest_and_flags_built_on_demand():
     from oomguard.versions.table import load_table
 
     for version in releases.supported():
-        dests = [f["dest"] for f in json.loads((releases.DATA_DIR / f"vllm-{version}.json").read_text())["flags"]]
+        dests = [f["dest"] for f in json.loads((Path(releases.DATA_DIR) / f"vllm-{version}.json").read_text())["flags"]]
         assert len(dests) == len(set(dests)), version
     rel = load_table(releases.supported()[-1])
     assert rel.resolve_option("--max-model-len").flag is rel.flags["max_model_len"]

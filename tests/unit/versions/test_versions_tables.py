@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -152,7 +153,7 @@ def test_other_memory_env_vars_recorded():
 
 @pytest.mark.parametrize("version", SUPPORTED)
 def test_table_file_shape(version):
-    path = DATA_DIR / f"vllm-{version}.json"
+    path = Path(DATA_DIR) / f"vllm-{version}.json"
     data = json.loads(path.read_text())
     assert data["version"] == version and data["format"] == 1
     dests = [f["dest"] for f in data["flags"]]

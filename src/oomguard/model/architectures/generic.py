@@ -79,6 +79,8 @@ LAYER_KINDS = {
     "sliding_window": LayerKind.SLIDING_WINDOW,
     "local": LayerKind.SLIDING_WINDOW,
     "chunked_attention": LayerKind.CHUNKED_LOCAL,
+    # DSA-style sparse attention (GLM-5, HY-V4, Qwen4-Exp): full attention plus an indexer
+    "indexed_attention": LayerKind.FULL,
 }
 
 
@@ -106,7 +108,7 @@ def refusal(config: dict, cfg: dict, mt: str) -> str | None:
     """Why the generic path will not model this config (None: it will)."""
     if config.get("is_encoder_decoder") or cfg.get("is_encoder_decoder") or any(cfg.get(k) for k in ENCODER_DECODER_FIELDS):
         return "an encoder-decoder model (cross-attention caches sized by the encoder) is not modelled by the generic path"
-    lists = [k for k in (*HIDDEN, *LAYERS, *HEADS, *INTERMEDIATE, *KV_HEAD_FIELDS, "head_dim", *EXPERTS)
+    lists = [k for k in (*HIDDEN, *LAYERS, *HEADS, *KV_HEAD_FIELDS, "head_dim")
              if isinstance(cfg.get(k), list)]
     if lists:
         return f"{lists[0]} is a per-layer list; the generic path models uniform layers only"
@@ -119,7 +121,7 @@ def refusal(config: dict, cfg: dict, mt: str) -> str | None:
         odd = sorted({str(t) for t in types} - set(LAYER_KINDS) - {"linear_attention"})
         if odd:
             return f"layer types {', '.join(odd)} are not standard attention: not modelled by the generic path"
-        if "linear_attention" in {str(t) for t in types} and not cfg.get("linear_num_value_heads"):
+        if "linear_attention" in {str(t) for t in types} and not (cfg.get("linear_num_value_heads") or cfg.get("linear_num_heads")):
             return "linear-attention layers without Gated DeltaNet fields are not modelled by the generic path"
     return None
 
@@ -176,8 +178,14 @@ def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quan
     if inter is None:
         inter = 4 * hidden
         assumptions.append(f"MLP width: none of {', '.join(INTERMEDIATE)}; 4 × hidden = {inter} assumed")
+    if isinstance(inter, list):
+        # per-layer widths (Gemma-3n): their mean gives the layers' MLP parameters exactly
+        widths = [int(x) for x in inter[:n]] or [4 * hidden]
+        inter = round(sum(widths) / len(widths))
+        assumptions.append(f"{ik} per layer ({min(widths)}-{max(widths)}): their mean {inter} used for every layer")
     inter = int(inter)
-    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or cfg.get("activation") or "silu")
+    act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or cfg.get("activation_function")
+              or cfg.get("activation") or "silu")
     gated = act not in NON_GATED_ACTS and mt not in UNGATED_MODEL_TYPES
     assumptions.append(f"MLP: {'gated, 3' if gated else 'not gated (' + act + '), 2'} matrices of {hidden} × {inter}")
     layers_kind = _layer_kinds(cfg, n, assumptions)
@@ -196,6 +204,16 @@ def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quan
             layers.append(AttentionLayer(LayerKind.MAMBA, mamba=_gdn_state(cfg, mt, model_dtype(config, cfg)), moe=is_moe[i]))
         else:
             layers.append(AttentionLayer(LayerKind.FULL, kv, hd, hd_v, moe=is_moe[i]))
+    shared = int(cfg.get("num_kv_shared_layers") or 0)
+    if 0 < shared < n:
+        # the last num_kv_shared_layers reuse an earlier layer's cache (Gemma-3n / Gemma-4 YOCO)
+        layers = [l._replace(kv_shared=True) if i >= n - shared else l for i, l in enumerate(layers)]
+        assumptions.append(f"the last {shared} layers reuse earlier layers' KV caches (num_kv_shared_layers)")
+    ple = int(cfg.get("hidden_size_per_layer_input") or 0)
+    ple_params = int(cfg.get("vocab_size_per_layer_input") or 0) * n * ple if ple else 0
+    if ple_params:
+        assumptions.append(f"per-layer input embeddings: {int(cfg.get('vocab_size_per_layer_input') or 0)} × {n} × {ple}; "
+                           "their projections and the model's other per-layer extras not counted")
     tie_raw = cfg.get("tie_word_embeddings", config.get("tie_word_embeddings"))
     if tie_raw is None:
         assumptions.append("tie_word_embeddings not stated: PreTrainedConfig's default (tied) assumed")
@@ -230,6 +248,7 @@ def describe_generic(config: dict, cfg: dict, *, source: str, name: str, hf_quan
         coverage="generic",
         assumptions=tuple(assumptions),
         extra_params=extra,
+        per_layer_embed_params=ple_params,
     )
 
 
@@ -242,6 +261,8 @@ def _layer_kinds(cfg: dict, n: int, assumptions: list[str]) -> list[LayerKind]:
             kinds = [LayerKind.FULL if k is LayerKind.SLIDING_WINDOW else k for k in kinds]
             assumptions.append("sliding layers without a sliding_window size: treated as full attention")
         assumptions.append("layer kinds from layer_types")
+        if "indexed_attention" in {str(t) for t in types}:
+            assumptions.append("indexed (sparse) attention layers: full attention; the indexer's own cache not modelled")
         return kinds
     interval = cfg.get("full_attention_interval")
     if isinstance(interval, int) and interval > 0 and cfg.get("linear_num_value_heads"):
@@ -255,13 +276,19 @@ def _layer_kinds(cfg: dict, n: int, assumptions: list[str]) -> list[LayerKind]:
 
 def _moe(cfg: dict, n: int, inter: int, assumptions: list[str]) -> tuple[MoE | None, list[bool]]:
     _, experts = _first(cfg, EXPERTS)
+    ei_raw = cfg.get("moe_intermediate_size") or cfg.get("expert_intermediate_size")
+    if isinstance(experts, list) or isinstance(ei_raw, list):
+        # per-modality experts (ERNIE-4.5-VL: [text, vision]): the text experts, first
+        experts = experts[0] if isinstance(experts, list) and experts else experts
+        ei_raw = ei_raw[0] if isinstance(ei_raw, list) and ei_raw else ei_raw
+        assumptions.append("expert lists (per modality): the first entry (the text experts) only")
     if not experts or isinstance(experts, list) or int(experts) <= 1:
         return None, [False] * n
     _, top_k = _first(cfg, TOP_K)
     if top_k is None:
         top_k = 2
         assumptions.append("experts per token not stated: 2 assumed")
-    ei = int(cfg.get("moe_intermediate_size") or cfg.get("expert_intermediate_size") or inter)
+    ei = int(ei_raw or inter)
     shared = int(cfg.get("shared_expert_intermediate_size") or 0)
     _, n_shared = _first(cfg, SHARED)
     if not shared and n_shared:
@@ -270,6 +297,9 @@ def _moe(cfg: dict, n: int, inter: int, assumptions: list[str]) -> tuple[MoE | N
     only_mlp = set(cfg.get("mlp_only_layers") or [])
     step = int(cfg.get("decoder_sparse_step") or cfg.get("interleave_moe_layer_step") or cfg.get("moe_layer_freq") or 1)
     is_moe = [i >= first_dense and i not in only_mlp and (i + 1) % step == 0 for i in range(n)]
+    mlp_types = cfg.get("mlp_layer_types")
+    if isinstance(mlp_types, list) and len(mlp_types) >= n:
+        is_moe = [str(t) in ("sparse", "moe") for t in mlp_types[:n]]
     assumptions.append(f"experts: {int(experts)} of width {ei}, top-{int(top_k)}"
                        + (f", shared {shared}" if shared else "")
                        + f", on {sum(is_moe)} of {n} layers (first_k_dense_replace / mlp_only_layers / sparse step)")
@@ -285,13 +315,48 @@ def _generic_mla(config: dict, cfg: dict, *, source: str, name: str, hf_quant: d
 
     cfg = dict(cfg)
     cfg.setdefault("model_type", mt)
+    extra_assumptions = []
+    # the DeepSeek field names the MLA reading takes, from their common aliases (Kimi-Linear:
+    # num_experts / num_experts_per_token / num_shared_experts / mlp_layer_types)
+    for ds, alias in (("n_routed_experts", "num_experts"), ("num_experts_per_tok", "num_experts_per_token"),
+                      ("n_shared_experts", "num_shared_experts")):
+        if cfg.get(ds) is None and cfg.get(alias) is not None:
+            cfg[ds] = cfg[alias]
+    mlp_types = cfg.get("mlp_layer_types")
+    if cfg.get("first_k_dense_replace") is None and isinstance(mlp_types, list) and "sparse" in mlp_types:
+        cfg["first_k_dense_replace"] = [str(t) for t in mlp_types].index("sparse")
+    linear = [i for i, t in enumerate(cfg.get("layer_types") or []) if str(t) == "linear_attention"]
+    if linear and cfg.get("linear_num_heads") and not cfg.get("linear_num_value_heads"):
+        # KDA (Kimi-Linear): one head count and size for q, k and v; its state is GDN-shaped
+        # (MambaStateShapeCalculator.kda_state_shape: conv over v + 2·k, recurrent heads × d × d)
+        for f in ("linear_num_key_heads", "linear_num_value_heads"):
+            cfg[f] = cfg["linear_num_heads"]
+        for f in ("linear_key_head_dim", "linear_value_head_dim"):
+            cfg[f] = cfg.get("linear_head_dim") or cfg.get("head_dim")
+    # DSA sparse attention (GLM-5 / HY-V4 "indexed_attention" layers with an index_head_dim): the
+    # DeepSeek-V3.2 indexer cache per layer
+    dsa = bool(cfg.get("index_head_dim")) and "indexed_attention" in {str(t) for t in cfg.get("layer_types") or []}
+    if dsa:
+        cfg["model_type"] = "deepseek_v32"
     desc = describe_mla(config, cfg, source=source, name=name, hf_quant=hf_quant)
+    if linear and cfg.get("linear_num_value_heads"):
+        from oomguard.model.architectures.decoder import _gdn_state
+
+        state = _gdn_state(cfg, mt, desc.dtype)
+        layers = list(desc.layers)
+        for i in (i for i in linear if i < desc.num_layers):
+            layers[i] = AttentionLayer(LayerKind.MAMBA, mamba=state, moe=layers[i].moe)
+        desc = desc._replace(layers=tuple(layers))
+        extra_assumptions.append(f"{len(linear)} linear-attention layers (layer_types) keep a Gated-DeltaNet-shaped "
+                                 "state; their projections counted as GDN's")
     assumptions = (
         "latent attention read as DeepSeek-V2/V3 MLA: one kv_lora_rank + qk_rope_head_dim latent per token and layer",
         "experts as DeepSeek-V3 (n_routed_experts, first_k_dense_replace, moe_layer_freq)",
-        "no sparse-attention indexer cache",
+        ("an indexer cache per layer as DeepSeek-V3.2's (fp8 keys of index_head_dim + one fp32 scale per 128); "
+         "shared indexers (indexer_types) not modelled") if dsa else "no sparse-attention indexer cache",
+        *extra_assumptions,
     )
-    return desc._replace(family="generic", coverage="generic", assumptions=assumptions)
+    return desc._replace(family="generic", coverage="generic", assumptions=assumptions, model_type=mt)
 
 
 def _generic_encoder(config: dict, cfg: dict, *, source: str, name: str, hf_quant: dict | None, mt: str) -> ModelDescription:
