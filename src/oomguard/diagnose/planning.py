@@ -469,6 +469,8 @@ def sized_standin(spec: str, *, logged_weights_gib: float | None = None, tp: int
     from oomguard.diagnose.context import bytes_per_param_from_name, is_multimodal, params_from_name
     from oomguard.inputs.model_config import catalog_ids
 
+    if any(c.isspace() for c in spec.strip()):
+        return None  # words, not a model id or path ("Llama-3.1-8B + llama3-8b-accelerator"): not one model's size
     name = spec.strip().replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
     family, version = _family(name)
     quant = _quant_of(name)
@@ -483,9 +485,14 @@ def sized_standin(spec: str, *, logged_weights_gib: float | None = None, tp: int
         return None
     # a multimodal model profiles its encoder at start-up, a text one does not: the stand-in is of the same kind
     moe, multimodal = _is_moe(name), is_multimodal(name)
+    import os
+
+    from oomguard.inputs.model_config import CATALOG_DIR
     best: tuple[tuple[float, ...], str, float] | None = None
     for cid in catalog_ids():
         cname = cid.rsplit("/", 1)[-1]
+        if not os.path.isfile(os.path.join(CATALOG_DIR, cid.replace("/", "__", 1), "config.json")):
+            continue  # a folder holding a re-saved or altered variant (a test's config), not the published one
         cfam, cver = _family(cname)
         cparams, cquant = params_from_name(cname), _quant_of(cname)
         if cfam != family or not cparams or _is_moe(cname) != moe or is_multimodal(cname) != multimodal \
@@ -594,7 +601,11 @@ def check_diagnosis(diagnosis: Any, *, model: str | None = None, gpu: str | None
     if "stand-in" in model_from:
         for v in diagnosis.verdicts:
             for f in v.fix:
-                if f.checked and not f.checked.startswith("not checked"):
+                if f.checked and f.checked.startswith("fails: max-len-exceeds-model"):
+                    # the stand-in's context window, not the model's: the stand-in cannot say
+                    f.checked = (f"not checked: the sized stand-in {spec} has a shorter context window than this "
+                                 "launch's max_model_len (the model's own window is not known offline)")
+                elif f.checked and not f.checked.startswith("not checked"):
                     f.checked += f" (on the sized stand-in {spec}: an estimate)"
     return True
 

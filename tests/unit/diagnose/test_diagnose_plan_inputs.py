@@ -146,3 +146,26 @@ def test_vllms_weights_line_sizes_a_stand_in_when_the_name_does_not(tmp_path):
     p = d.planner
     assert p["checked"] and p["stand_in"] and p["model"] == "Qwen/Qwen3-8B", p
     assert any("from vLLM's 'Model loading took 15.27 GiB'" in n for n in p["notes"]), p
+
+
+def test_a_stand_in_is_for_one_model_id_not_for_words():
+    # a labeller's or a user's words ("X + Y", "Qwen-7B based") are not one model's size: unresolved, said as before
+    assert planning.sized_standin("nvidia/Llama-3.1-Minitron-4B-Width-Base + ibm-fms/llama3-8b-accelerator") is None
+    assert planning.sized_standin("QAnything 7B LLM (Qwen-7B based)") is None
+
+
+def test_a_stand_ins_shorter_context_window_is_not_said_to_be_the_models(tmp_path):
+    # Llama-3.1-70B (131072 positions) stands in for a Llama 70B launched at 262144: the stand-in's window is not the
+    # model's, so the fixes are not checked on it (never "fails: max-len-exceeds-model")
+    engine = _engine("someone/Llama-3.3-70B-Long").replace("max_seq_len=32768", "max_seq_len=262144")
+    d = diagnose_paths([_write(tmp_path, engine + KV_ERROR + "on one H200\n")],
+                       launch_text="vllm serve someone/Llama-3.3-70B-Long --max-model-len 262144\n")
+    assert d.planner["checked"] and d.planner["model"] == "meta-llama/Meta-Llama-3.1-70B", d.planner
+    checked = [f.checked for f in d.verdicts[0].fix if f.checked]
+    assert checked and not any(c.startswith("fails: max-len-exceeds-model") for c in checked), checked
+    assert any("shorter context window than this launch's max_model_len" in c for c in checked), checked
+
+
+def test_a_catalog_folder_with_an_altered_config_is_never_a_stand_in():
+    # mistralai__Mistral-7B-Instruct-v0.2 holds altered_config.json (512 positions, a test's variant), no config.json
+    assert planning.sized_standin("someone/Mistral-7B-Instruct-v0.9") is None
