@@ -50,6 +50,7 @@ def run(monkeypatch):
         report = diagnose([str(path)]).to_dict()
         assert len(made) <= (1 if workers > 1 else 0)
         go.narrowed = made[0].narrowed if made else 0
+        go.named = made[0].named if made else 0
         for pid in pids:  # every worker was waited for: none is left running or a zombie
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
@@ -154,6 +155,7 @@ def test_a_crash_loop_in_a_file_bigger_than_the_buffer_the_same(run, tmp_path):
     path = _crash_loop(tmp_path / "loop.log", 3 * logs.CHUNK_BYTES // R, {3 * logs.CHUNK_BYTES // R - 2: (OOM_LINE, 7)})
     _assert_same(run, path, workers=2)
     assert run.narrowed > 0  # the workers were told the stretch's routine keywords, and left them out
+    assert run.named > 0  # and the names the scanner knows, and watched for the others with its own expression
 
 
 def test_workers_answer_as_the_scanner_would(tmp_path):
@@ -192,6 +194,10 @@ def test_workers_answer_as_the_scanner_would(tmp_path):
         want = set(eng.new_names(text, 0, len(text), names))
         got = {p for name, where in seen.items() if w._is_new(name, names) for p in where}
         assert got == want
+        with open(path, "rb") as fh:
+            w.fd = fh.fileno()
+            told = w._piece(0, eng.survey_db()[0], 0, eng.names_db(names), 3)
+        assert told[8:] == (tuple(eng.new_names(text, 0, len(text), names)), 0, 3)
 
 
 def test_a_worker_that_dies_is_done_without(run, tmp_path, monkeypatch):
@@ -207,3 +213,24 @@ def test_a_worker_that_dies_is_done_without(run, tmp_path, monkeypatch):
     monkeypatch.setattr(run.made, "_serve", serve)
     path = _crash_loop(tmp_path / "loop.log", 12, {5: (NEW_NAME, 9)})
     _assert_same(run, path, workers=2)
+
+
+def test_how_many_workers(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cpus[0])))
+    cpus = [2]
+    for env, want in (("", 0), ("1", 0), ("2", 2), ("5", 5), ("99", ahead.MAX_WORKERS), ("0", 0), ("x", 0)):
+        monkeypatch.setenv(ahead.JOBS_ENV, env)
+        assert ahead.workers() == want, env
+    monkeypatch.delenv(ahead.JOBS_ENV)
+    for cpus[0], want in ((1, 0), (ahead.MIN_CPUS - 1, 0), (ahead.MIN_CPUS, ahead.MIN_CPUS), (64, ahead.MAX_WORKERS)):
+        assert ahead.workers() == want, cpus[0]
+
+
+def test_small_logs_never_start_a_worker(tmp_path, monkeypatch):
+    monkeypatch.setenv(ahead.JOBS_ENV, "4")
+    started = []
+    monkeypatch.setattr(ahead.Ahead, "__init__", lambda self, *a: started.append(a) or None)
+    path = _crash_loop(tmp_path / "loop.log", 8, {})
+    assert path.stat().st_size < scanner.PARALLEL_FLOOR_BYTES
+    diagnose([str(path)])
+    assert not started
