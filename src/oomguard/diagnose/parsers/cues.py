@@ -192,7 +192,8 @@ TABLE: tuple[CueRule, ...] = (
           r"\b(?:during|at|on|in) (?:the )?(?:vLLM |vllm |engine |model |server )?(?:initiali[sz]ation|init)\b|"
           r"right after (?:the )?(?:service|server|engine) (?:start(?:ed|s)?|launch(?:ed|es)?)|初始化",
           ("startup", "start-up", "start up", "at start", "on start", "during start", "when starting", "when launching",
-           "while starting", "to start", "t start", "启动", "during ", " init", "right after", "初始化"),
+           "while starting", "to start", "t start", "启动", "initiali", " init ", " init.", " init,", " init\n",
+           "right after the serv", "right after serv", "right after the engine", "right after engine", "初始化"),
           "it fails during startup", prose=True),
     _rule("words:loading",
           r"(?:while|when|during) loading|loading (?:the )?(?:model|weights|checkpoint|shards)|加载模型|加载时|加载中|载入",
@@ -240,11 +241,15 @@ TABLE: tuple[CueRule, ...] = (
           r"shared) (?:GPUs?|cards?|devices?|node)\b|"
           r"\b(?:other|another|second) (?:process(?:es)?|programs?|jobs?|models?|containers?|instances?)\b[^.?!\n]{0,40}?"
           r"(?:taking|using|occupying|holding|consuming|already uses?|running on)|"
-          r"\b(?:share|sharing|shared) (?:the |a |one |their )?(?:GPUs?|cards?|devices?)\b|"
+          r"\b(?:share|sharing) (?:the |a |one |their )?(?:GPUs?|cards?|devices?)\b|\bshared (?:GPUs?|cards?|devices?)\b|"
           r"(?:其他|其它|另一个|别的|多个|两个)(?:vllm|vLLM)?(?:进程|程序|模型|任务|实例|服务).{0,12}?(?:占用|占了|使用|同一|共用)|"
           r"先启动了?.{0,80}?(?:然后|再|又)启动",
-          ("other ", "another", "Another", "second ", "two ", "Two ", "multiple", "Multiple", "more than one",
-           "more than 1", "share", "Share", "其他", "其它", "另一个", "别的", "多个", "两个", "先启动"),
+          # (what every match holds, not "other" / "second" / "share" alone: ordinary sentences hold those)
+          ("process", "Process", "program", "instance", "Instance", "tenant", "container", "workload", "stage", "job",
+           "other model", "another model", "Another model", "second model", "two models", "Two models", "multiple models",
+           "share the", "share a", "share one", "share their", "share GPU", "share card", "share device", "sharing the",
+           "sharing a", "sharing one", "sharing their", "sharing GPU", "Sharing the", "shared GPU", "shared card",
+           "shared device", "其他", "其它", "另一个", "别的", "多个", "两个", "先启动"),
           "more than 1 vllm instance on a single GPU: the profile counts the other instance's memory", prose=True,
           exact_keywords=True),
     # vLLM's utilization setting named in a report's words (gpu_memory_utilization=1, "the 0.9 utilization"): what
@@ -397,8 +402,8 @@ TABLE: tuple[CueRule, ...] = (
           ("parallel-size", "parallel_size", "parallel size", "tp=", "TP=", "pp=", "PP=", "tp>", "TP>", "pp>", "PP>",
            "tp-size", "tp_size", "tp size", "TP-size", "TP_size", "TP size", "pp-size", "pp_size", "pp size", "PP size",
            *(f"TP{d}" for d in "123456789"), *(f"TP {d}" for d in "123456789"), "ulti-node", "ultinode", "ulti-GPU",
-           "ulti-gpu", "ultiGPU", "ultigpu", " nodes", "多卡", "多机", "多节点", "多个", "双卡", "双机", "张卡", "个GPU", "块卡",
-           "台", "个节点"),
+           "ulti-gpu", "ultiGPU", "ultigpu", *(f"{d} nodes" for d in "0123456789"), "多卡", "多机", "多节点", "多个计算节点",
+           "双卡", "双机", "张卡", "个GPU", "块卡", *(f"{d}台" for d in "两二23456789"), "个节点"),
           "vllm serve ... --tensor-parallel-size 4 hangs", failure=True, flags=0),
     _rule("words:illegal-access", r"illegal (?:memory|instruction|address|CUDA access)|device-side assert|misaligned",
           ("illegal", "Illegal", "device-side", "misaligned"), "Illegal memory access in flash_attn", failure=True, states=True),
