@@ -61,12 +61,12 @@ _MESSAGE_BYTES = 4096
 
 
 # With fewer CPUs than this the scan stays in one process unless OOMGUARD_SCAN_JOBS asks. The workers spend more CPU
-# in all than the one-process scan (every piece read twice, the names watch for every name; measured on the 1 GB
-# benchmark logs, 2026-12-02: 1.9-2.1 CPU-s against 1.4-1.5 on the crash loop, 2.3-2.4 against 2.1-2.2 on distinct
-# errors) while the scanning process's own share falls to 0.45-0.5 CPU-s. On two CPUs that extra third is paid on a
-# busy machine: on the shared 2-core development machine (load 5-6) two workers made every 256 MB benchmark log
-# slower (crash loop 1.35-1.62 s against 0.73-0.96; serving 173 against 220 MB/s median). From three CPUs the
-# workers' share is at most the scanning process's (an estimate from those CPU figures: not measured here).
+# in all than the one-process scan (every piece read twice, a pipe and a process each; measured on the 1 GB benchmark
+# logs, 2026-12-02: +20-30 % on the crash loop, 1.9 against 1.6 CPU-s at load 7; +5-20 % on distinct errors) while
+# the scanning process's own share falls to 0.4-0.8 CPU-s. On two CPUs that extra is paid on a busy machine: on the
+# shared 2-core development machine (load 5-14) two workers made every benchmark log slower than one process
+# (256 MB crash loop 1.35-1.62 s against 0.73-0.96). From three CPUs the workers' share is at most the scanning
+# process's (an estimate from those CPU figures: not measured here, which has two).
 MIN_CPUS = 3
 
 
