@@ -11,7 +11,7 @@ a Plan as it is built, a report as its findings arrive) are ``record`` classes; 
 ``record`` keeps a dataclass's class body and behaviour, for what oomguard's records use: annotated fields
 in order, plain defaults and ``field(default=..., default_factory=..., repr=..., compare=...)``,
 ``__post_init__``, ``slots=True``, a generated ``__init__`` (one compiled function
-per class, the same signature a dataclass has), ``__repr__`` and ``__eq__`` (fields compared as a tuple,
+per class, compiled when its first instance is made; the same signature a dataclass has), ``__repr__`` and ``__eq__`` (fields compared as a tuple,
 between instances of the same class) and no ``__hash__`` (unhashable, like a dataclass with ``eq``). It has
 ``replace(obj, **changes)`` as ``dataclasses.replace`` (a new record, the other fields passed as they are),
 ``record(frozen=True)`` (assigning a field raises; hashable by its fields) and no ``asdict`` or ``fields``:
@@ -189,10 +189,7 @@ else:
             ns["__slots__"] = tuple(n for n in own if not any(n in getattr(b, "__slots__", ()) for b in cls.__mro__[1:]))
             cls = type(cls)(cls.__name__, cls.__bases__, ns)
         source = f"def __init__(self, {', '.join(params)}):\n    " + ("\n    ".join(body) or "pass")
-        exec(source, env)  # one small function per class, a dataclass's __init__ (positional or keyword)
-        init = env["__init__"]
-        init.__qualname__ = f"{cls.__qualname__}.__init__"
-        cls.__init__ = init
+        cls.__init__ = _init_on_first_use(cls, source, env)
         cls.__record_spec__ = spec
         cls.__record_fields__ = names
         cls.__record_repr__ = tuple(n for n in names if spec[n].repr)
@@ -208,6 +205,22 @@ else:
             cls.__setattr__ = _refuse
             cls.__delattr__ = _refuse
         return cls
+
+    def _init_on_first_use(cls: type, source: str, env: dict):
+        """A dataclass's ``__init__`` (positional or keyword), one small function per class, compiled when the
+        first instance is made (~45 us each): a command's start-up defines records it never fills in (plan
+        makes 6 of the 14 it defines). Until then ``__init__`` is this stand-in, which compiles it, puts it on
+        the class and hands it the call."""
+
+        def __init__(self, *args, **kwargs):
+            exec(source, env)
+            init = env["__init__"]
+            init.__qualname__ = f"{cls.__qualname__}.__init__"
+            cls.__init__ = init
+            init(self, *args, **kwargs)
+
+        __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+        return __init__
 
     def _refuse(self, name, *value):
         raise AttributeError(f"cannot assign to field {name!r} of frozen {type(self).__qualname__}")

@@ -232,3 +232,20 @@ def test_the_precompiled_tuple_new_module_is_the_generators_output():
 
     assert Path(_tuple_new.__file__).read_text() == records.tuple_new_source(), (
         "regenerate src/oomguard/_tuple_new.py (its docstring has the command)")
+
+
+def test_init_is_compiled_for_the_first_instance_and_then_is_the_class_own():
+    @record
+    class Late:
+        a: int
+        b: list = field(default_factory=list)
+
+    @record
+    class Later(Late):
+        c: str = "x"
+
+    stand_in = Late.__init__
+    assert Later(1) == Later(1, [], "x") and Late.__init__ is stand_in  # the subclass compiled its own only
+    assert Late(1, [2]).b == [2] and Late.__init__ is not stand_in and Late.__init__.__qualname__.endswith("Late.__init__")
+    with pytest.raises(TypeError):
+        Late()

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from pathlib import Path
-from typing import Any
 
 from oomguard.check.finding import Edit, Finding
 from oomguard.inputs.launch import FlagProblem, Launch, ProblemKind
@@ -21,6 +19,10 @@ from oomguard.check.needs import Needs
 from oomguard.errors import InputError, OomguardError
 from oomguard.records import field, record
 from oomguard.units import GiB
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @record
@@ -571,6 +573,8 @@ def _other_use_from_smi(ctx: CheckContext) -> tuple[int, str]:
 
 def _raw_config(spec: str) -> dict:
     """The config.json of a model oomguard reads but does not model ({} when it cannot tell)."""
+    from pathlib import Path
+
     from oomguard.inputs import model_config as mc
 
     for find in (lambda s: Path(s) if Path(s).is_dir() else None, mc._catalog_dir, mc._hf_cache_dir):

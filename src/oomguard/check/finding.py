@@ -14,9 +14,12 @@ environment, the variable name (``VLLM_ALLOW_LONG_MAX_MODEL_LEN``), or ``SHM_SIZ
 from __future__ import annotations
 
 import enum
-from typing import Any
 
 from oomguard.records import NamedTuple, field, record
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Severity(str, enum.Enum):

@@ -14,11 +14,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from typing import Any
 
 from oomguard.check.finding import Edit
 from oomguard.inputs.launch import Launch
 from oomguard.records import record
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # --------------------------------------------------------------------- rendering
 

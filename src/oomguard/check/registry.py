@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from oomguard.check.finding import Finding, sort_findings
 from oomguard.check.rule import Family, Rule, rule  # noqa: F401  (re-exported for callers of the registry)
 from oomguard.records import record
 
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
 if TYPE_CHECKING:
     from oomguard.check.context import CheckContext
 

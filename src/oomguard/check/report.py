@@ -25,7 +25,6 @@ from __future__ import annotations
 import enum
 import shlex
 from collections.abc import Iterable
-from pathlib import Path
 
 from oomguard.check.context import CheckContext, CheckOptions, build_check_context
 from oomguard.check.finding import Finding, Severity
@@ -194,6 +193,8 @@ def fixed_path_for(launch: Launch) -> str | None:
     path = launch.path
     if not path or files.is_named_stream(path) or path == "<stdin>":
         return None
+    from pathlib import Path
+
     p = Path(path)
     return str(p.with_name(f"{p.stem}.fixed{p.suffix}"))
 

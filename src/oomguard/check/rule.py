@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
 
 from oomguard.check.finding import Edit, Finding, Severity
 from oomguard.check.needs import Needs
 from oomguard.records import NamedTuple
 
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from oomguard.check.context import CheckContext
 
 

@@ -18,8 +18,10 @@ is exactly what the scanner's own search would have given there:
 - the survey leaves out the keywords the scanner last told the workers were routine (``spec``: a bit set of ids
   through a control pipe, taken before each piece), and a survey that leaves out at least those gets what it found
   less the rest (each keyword is a literal of its own: the same first match, with or without the others);
-- the name watch looks for every name (``new_exception_expression`` of nothing) and reports each name it saw; the
-  scanner keeps the ones its own expression would match (``_is_new``: a name, less a suffix, that is not known).
+- the name watch is the scanner's own expression for the names it last told the workers it knows (an answer says
+  for which, and is taken only for those); before that, and when the names do not fit in one message, the workers
+  look for every name (``new_exception_expression`` of nothing) and report each one they saw, and the scanner keeps
+  the ones its own expression would match (``_is_new``: a name, less a suffix, that is not known).
 Anything else (a different cut, a long line, a piece a worker could not read) the scanner computes itself, as
 without this module. ``scanner.scan`` uses it only for a regular file of at least ``PARALLEL_FLOOR_BYTES`` with
 the hyperscan engine, on Linux, with MIN_CPUS or more: one worker per CPU (``OOMGUARD_SCAN_JOBS=N`` asks for N
@@ -45,21 +47,26 @@ _LOOKBACK = (4 * 1024, 64 * 1024)
 _NAME_BYTES = prefilter._NAME_BYTES
 _SUFFIXES = prefilter._EXCEPTION_SUFFIXES
 
-# A piece's answers, as marshalled: (start, end, ids, at, engine, api, engine_count, newlines, names, spec); offsets
-# in the file; ``names``: each name (with its suffix) the watch saw -> the offsets just past its colon; ``spec``: the
-# number of the keywords its survey left out (``Ahead.specs``).
-_START, _END, _IDS, _AT, _ENGINE, _API, _ENGINE_COUNT, _NEWLINES, _NAMES, _SPEC = range(10)
+# A piece's answers, as marshalled: (start, end, ids, at, engine, api, engine_count, newlines, names, spec,
+# names_spec); offsets in the file; ``spec``: the number of the keywords its survey left out (``Ahead.specs``);
+# ``names_spec``: 0 when ``names`` maps each name the watch saw (with its suffix) to the offsets just past its colon,
+# else the number of the known names (``Ahead.name_sets``) whose watch gave ``names``, the offsets themselves.
+_START, _END, _IDS, _AT, _ENGINE, _API, _ENGINE_COUNT, _NEWLINES, _NAMES, _SPEC, _NAMES_SPEC = range(11)
 _PIPE_BYTES = 4096
-_SPEC_HEAD = 6  # a spec message: its number (4 bytes), the bit set's length (2), the bit set (one bit per id)
+# A message to the workers: its kind (1 byte: _KEYWORDS, a bit set of ids; _KNOWN, names joined by newlines), its
+# number (4), its payload's length (2), the payload. At most PIPE_BUF bytes, so that it is written whole or not at all.
+_HEAD = 7
+_KEYWORDS, _KNOWN = 0, 1
+_MESSAGE_BYTES = 4096
 
 
 # With fewer CPUs than this the scan stays in one process unless OOMGUARD_SCAN_JOBS asks. The workers spend more CPU
-# in all than the one-process scan (every piece read twice, the names watch for every name; measured on the 1 GB
-# benchmark logs, 2026-12-02: 1.9-2.1 CPU-s against 1.4-1.5 on the crash loop, 2.3-2.4 against 2.1-2.2 on distinct
-# errors) while the scanning process's own share falls to 0.45-0.5 CPU-s. On two CPUs that extra third is paid on a
-# busy machine: on the shared 2-core development machine (load 5-6) two workers made every 256 MB benchmark log
-# slower (crash loop 1.35-1.62 s against 0.73-0.96; serving 173 against 220 MB/s median). From three CPUs the
-# workers' share is at most the scanning process's (an estimate from those CPU figures: not measured here).
+# in all than the one-process scan (every piece read twice, a pipe and a process each; measured on the 1 GB benchmark
+# logs, 2026-12-02: +20-30 % on the crash loop, 1.9 against 1.6 CPU-s at load 7; +5-20 % on distinct errors) while
+# the scanning process's own share falls to 0.4-0.8 CPU-s. On two CPUs that extra is paid on a busy machine: on the
+# shared 2-core development machine (load 5-14) two workers made every benchmark log slower than one process
+# (256 MB crash loop 1.35-1.62 s against 0.73-0.96). From three CPUs the workers' share is at most the scanning
+# process's (an estimate from those CPU figures: not measured here, which has two).
 MIN_CPUS = 3
 
 
@@ -102,12 +109,15 @@ class Ahead:
         self.survey_db = engine.survey_db()[0]
         self.names_db = _names_db(engine)  # every name, with where each match starts: built once, before the fork
         self.specs: dict[int, frozenset[int]] = {0: frozenset()}
+        self.name_sets: dict[int, frozenset[bytes]] = {}
+        self._told_names: frozenset[bytes] | None = None
         self.pids: list[int] = []
         self.readers: list[io.BufferedReader] = []
         self.controls: list[int] = []  # the write ends of the workers' control pipes
         self.hits = 0  # answers taken (tests check that they are)
         self.misses = 0
         self.narrowed = 0  # surveys answered by pieces that left routine keywords out
+        self.named = 0  # name watches answered with the scanner's known names
         self._last: tuple[int, int, list[tuple] | None] | None = None
         self._new: dict[bytes, bool] = {}
         self._new_key: frozenset[bytes] | None = None
@@ -124,7 +134,10 @@ class Ahead:
         """``survey`` of the file's ``[start, end)`` with the database ``survey_db`` gave for ``leave_out`` (offsets
         in ``at`` absolute), or None."""
         if self.specs[len(self.specs) - 1] != leave_out:
-            self._tell(leave_out)
+            number = len(self.specs)
+            self.specs[number] = leave_out
+            bits = sum(1 << i for i in leave_out).to_bytes(max(leave_out, default=0) // 8 + 1, "little")
+            self._tell(_KEYWORDS, number, bits)
         pieces = self._pieces(start, end)
         if pieces is None or not all(self.specs[p[_SPEC]] <= leave_out for p in pieces):
             self.misses += 1
@@ -149,27 +162,39 @@ class Ahead:
 
     def names(self, start: int, end: int, names: frozenset[bytes]) -> list[int] | None:
         """``new_names`` over the file's ``[start, end)`` for ``names`` (absolute offsets), or None."""
+        if names is not self._told_names and names != self._told_names:
+            number = len(self.name_sets) + 1
+            self.name_sets[number] = names
+            self._tell(_KNOWN, number, b"\n".join(sorted(names)))
+        self._told_names = names
         pieces = self._pieces(start, end)
-        if pieces is None:
+        if pieces is None or any(p[_NAMES_SPEC] and self.name_sets[p[_NAMES_SPEC]] != names for p in pieces):
             self.misses += 1
             return None
         self.hits += 1
-        return [pos for p in pieces for name, where in p[_NAMES].items() if self._is_new(name, names) for pos in where]
+        out: list[int] = []
+        for p in pieces:
+            if p[_NAMES_SPEC]:
+                self.named += 1
+                out += p[_NAMES]
+            else:
+                out += [pos for name, where in p[_NAMES].items() if self._is_new(name, names) for pos in where]
+        return out
 
     def newlines(self, start: int, end: int) -> int | None:
         pieces = self._pieces(start, end)
         return None if pieces is None else sum(p[_NEWLINES] for p in pieces)
 
-    def _tell(self, leave_out: frozenset[int]) -> None:
-        """The workers survey the pieces they have not begun leaving ``leave_out`` out. A worker whose pipe is full
-        (it is not reading) keeps what it had: its answers say which they are."""
-        number = len(self.specs)
-        self.specs[number] = leave_out
-        bits = sum(1 << i for i in leave_out).to_bytes(max(leave_out, default=0) // 8 + 1, "little")
-        message = number.to_bytes(4, "little") + len(bits).to_bytes(2, "little") + bits
+    def _tell(self, kind: int, number: int, payload: bytes) -> None:
+        """The workers search the pieces they have not begun with this: the keywords to leave out, or the names
+        known. A message too long, or a worker whose pipe is full (it is not reading), keeps what it had: the
+        answers say which they are."""
+        message = bytes([kind]) + number.to_bytes(4, "little") + len(payload).to_bytes(2, "little") + payload
+        if len(message) > _MESSAGE_BYTES:
+            return
         for control in self.controls:
             try:
-                os.write(control, message)  # at most PIPE_BUF bytes (~140 here): all of it or nothing
+                os.write(control, message)  # at most PIPE_BUF bytes: all of it or nothing
             except OSError:
                 pass
 
@@ -287,22 +312,31 @@ class Ahead:
 
     def _serve(self, j: int, workers: int, w: int, control: int) -> None:
         db, number = self.survey_db, 0
+        names_db, names_number = self.names_db, 0
         pending = b""
         for k in range(j, self.pieces, workers):
             try:
                 pending += os.read(control, 1 << 16)
             except BlockingIOError:
                 pass
-            told = None
-            while len(pending) >= _SPEC_HEAD and len(pending) >= _SPEC_HEAD + int.from_bytes(pending[4:6], "little"):
-                size = _SPEC_HEAD + int.from_bytes(pending[4:6], "little")
-                told, pending = pending[:size], pending[size:]
-            if told is not None:
-                bits = int.from_bytes(told[_SPEC_HEAD:], "little")
+            told: dict[int, bytes] = {}
+            while len(pending) >= _HEAD and len(pending) >= _HEAD + int.from_bytes(pending[5:7], "little"):
+                size = _HEAD + int.from_bytes(pending[5:7], "little")
+                told[pending[0]], pending = pending[:size], pending[size:]
+            if _KEYWORDS in told:
+                bits = int.from_bytes(told[_KEYWORDS][_HEAD:], "little")
                 db, leave_out = self.engine.survey_db(frozenset(i for i in range(bits.bit_length()) if bits >> i & 1))
-                number = int.from_bytes(told[:4], "little") if leave_out else 0  # else it gave the full database
+                # The number the scanner gave them, unless survey_db gave the full database instead.
+                number = int.from_bytes(told[_KEYWORDS][1:5], "little") if leave_out else 0
+            if _KNOWN in told:
+                payload = told[_KNOWN][_HEAD:]
+                try:
+                    names_db = self.engine.names_db(frozenset(payload.split(b"\n")) if payload else frozenset())
+                    names_number = int.from_bytes(told[_KNOWN][1:5], "little")
+                except Exception:  # noqa: BLE001 - a watch Hyperscan would not build: every name, as before
+                    names_db, names_number = self.names_db, 0
             try:
-                piece = self._piece(k, db, number)
+                piece = self._piece(k, db, number, names_db, names_number)
             except Exception:  # noqa: BLE001 - a failed read or scan: the scanner searches that piece itself
                 piece = None
             body = marshal.dumps((k, piece))
@@ -310,7 +344,7 @@ class Ahead:
             while view:
                 view = view[os.write(w, view):]
 
-    def _piece(self, k: int, db: Any, number: int) -> tuple | None:
+    def _piece(self, k: int, db: Any, number: int, names_db: Any = None, names_number: int = 0) -> tuple | None:
         lo = k * self.step
         hi = min(lo + self.step, self.size)
         for look in _LOOKBACK:
@@ -327,8 +361,14 @@ class Ahead:
         s = 0 if k == 0 else nl + 1
         e = len(data) if hi >= self.size else max(s, data.rfind(b"\n") + 1)
         if e == s:
-            return (base + s, base + e, (), {}, 0, 0, 0, 0, {}, 0)
+            return (base + s, base + e, (), {}, 0, 0, 0, 0, {}, 0, 0)
         survey = self.engine.survey_with(db, data, s, e)
+        engine = 1 if (survey.uncounted or survey.run_starts[0]) else 0
+        head = (base + s, base + e, tuple(survey.ids), {i: base + v for i, v in survey.at.items()}, engine,
+                survey.run_starts[1], survey.run_starts[0], data.count(b"\n", s, e))
+        if names_number:
+            found = tuple(base + pos for pos in self.engine.names_with(names_db, data, s, e))
+            return (*head, found, number, names_number)
         names: dict[bytes, list[int]] = {}
 
         def on_name(_i: int, begin: int, to: int, _flags: int, _ctx: Any) -> None:
@@ -339,7 +379,4 @@ class Ahead:
                 where.append(base + s + to)
 
         self.names_db.scan(memoryview(data)[s:e], match_event_handler=on_name)
-        engine = 1 if (survey.uncounted or survey.run_starts[0]) else 0
-        return (base + s, base + e, tuple(survey.ids), {i: base + v for i, v in survey.at.items()}, engine,
-                survey.run_starts[1], survey.run_starts[0], data.count(b"\n", s, e),
-                {name: tuple(where) for name, where in names.items()}, number)
+        return (*head, {name: tuple(where) for name, where in names.items()}, number, 0)

@@ -74,8 +74,9 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
     anchors = [c for c in cues if c.anchor]
     if not anchors:
         return []
+    found = {c.feature for c in cues}
     served = any(p >= Phase.READY for p in col.paste_phase.values()) or {
-        cue_name("words:server-works"), cue_name("comp:client-app")} <= {c.feature for c in cues}
+        cue_name("words:server-works"), cue_name("comp:client-app")} <= found or bool(REQUEST_LEVEL & found)
     if all(c.feature.startswith("fail:") or c.feature in FAILURE_STATEMENTS for c in anchors) and served \
             and not _failed_serving(col, anchors):
         # Complaints in words about a server that came up and answered (a 404, the output's quality), or that the
@@ -106,6 +107,9 @@ def classify(col: Collector, ctx: Context, weights: scoring.Weights | None = Non
     return verdicts
 
 
+# Cues that say requests reached a running server: vLLM's record of one it aborted, a client's read timeout (the
+# server had accepted the connection; vLLM's API server listens only once the engine is up).
+REQUEST_LEVEL = frozenset({cue_name("serve:aborted"), cue_name("client:read-timeout")})
 # Cues that say the server failed while it served: it answered a request with a 5xx (parsers/cues.py).
 SERVING_FAILURES = frozenset({cue_name("serve:5xx"), cue_name("client:server-error")})
 

@@ -146,6 +146,7 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
                         hit.file, hit.line, hit.text, anchor=hit.feature in _ANCHOR_CUES or hit.feature in FAILURE_STATEMENTS
                         or (hit.error and hit.feature in FAILURE_WORDS)))
     cues += _message_cues(col, cues)
+    cues += _collective_cues(cues, ctx)
     if not any(c.anchor for c in cues) or not any(c.event is not None for c in cues):
         # A traceback whose error line is missing (cut, or not pasted): the frames still say where it failed.
         for (file, _run), frames in col.paste_frames.items():
@@ -179,6 +180,35 @@ def extract(col: Collector, ctx: Context) -> list[Cue]:
         # these cues only bear on the phase of a GPU OOM, so they only count when there is one.
         cues = [c for c in cues if not phase_only(c.feature)]
     return cues
+
+
+# What says the report has more than one rank, each of them waiting on the others when one stops: the launch's own
+# parallel sizes, the reporter's words for them, a collective library or operation named, its environment set.
+_RANKS_SAID = ("words:multi-rank", "words:collective", "coll:env")
+
+
+def _collective_cues(cues: list[Cue], ctx: Context) -> list[Cue]:
+    """Collective failures told without the library's error words (issue 16): a hang said in words where several
+    ranks run (``coll:hang``: a rank that stops leaves the others blocked in their next all-reduce or barrier, so the
+    report's symptom is a hang whichever rank failed first), and /dev/shm named with them (``coll:shm``: NCCL's
+    intra-node transport and vLLM's broadcast queue live in /dev/shm, a container's 64 MB default is too small for
+    them). Anchors: a report that says so has failed even with no error line."""
+    first = {}
+    for c in cues:
+        first.setdefault(c.feature, c)
+    ranks = ctx.tensor_parallel_size * ctx.pipeline_parallel_size > 1 or any(f in first for f in _RANKS_SAID)
+    if not ranks:
+        return []
+    out = []
+    hang = first.get("words:hang")
+    if hang is not None:
+        out.append(Cue("coll:hang", "a hang, said in words, where several ranks run (they wait on each other in a "
+                       "collective)", hang.file, hang.line, hang.text, anchor=True))
+    shm = first.get("words:shm")
+    if shm is not None and any(f in first for f in ("words:collective", "coll:env")):
+        out.append(Cue("coll:shm", "/dev/shm named with the collective library (NCCL's shared-memory transport)",
+                       shm.file, shm.line, shm.text, anchor=True))
+    return out
 
 
 def _message_cues(col: Collector, cues: list[Cue]) -> list[Cue]:

@@ -99,11 +99,11 @@ def _nccl(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:
         v.summary = ("An NCCL collective timed out: one rank stopped (crashed, OOM, or stuck) while the others waited; "
                      "the first error of another rank is the cause.")
         v.fix.append(Fix("NCCL_DEBUG", "INFO", "environment variable: shows which rank stopped"))
-        v.fix += _hang_fixes(col)
+        v.fix[:] = _with_hang_fixes(v.fix, col)
     else:
         v.summary = "An NCCL collective failed; the log does not say why."
         v.fix.append(Fix("NCCL_DEBUG", "INFO", "environment variable: NCCL prints the host cause (shm, P2P, network)"))
-        v.fix += _hang_fixes(col)
+        v.fix[:] = _with_hang_fixes(v.fix, col)
 
 
 _CAPTURE_WORDS = cue_name("words:capture")
@@ -120,6 +120,15 @@ def _hang_fixes(col: Collector) -> list[Fix]:
     custom = Fix("--disable-custom-all-reduce", True, "vLLM's custom all-reduce needs P2P / CUDA IPC between the "
                  "GPUs; NCCL's all-reduce works without it")
     return [eager, custom] if _CAPTURE_WORDS in col.cues else [custom, eager]
+
+
+def _with_hang_fixes(fixes: list[Fix], col: Collector) -> list[Fix]:
+    """The class's fixes with the hang fixes after them; eager mode first of all when the report ties the hang to
+    CUDA graphs (a fact of this report: the builder's first fix stays first, fixes.rank_fixes)."""
+    hang = _hang_fixes(col)
+    if _CAPTURE_WORDS in col.cues:
+        return hang[:1] + fixes + hang[1:]
+    return fixes + hang
 
 
 def _ray(v: Verdict, members: list[Any], col: Collector, ctx: Context) -> None:

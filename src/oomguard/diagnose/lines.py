@@ -76,6 +76,44 @@ _RECORD_LIKE = lazy_re.compile(
 )
 
 
+# Shapes _RECORD_LIKE takes for records that are often people's sentences (issue 16): a line led by an inline code
+# span ("`vllm serve` fails with ...", "`nvidia-smi` shows 4 MiB used"), an indented list item ("   • Model output
+# is degenerate", "  1. The coordinator path can initialize ..."). They are prose when what follows the span or the
+# list marker reads as a sentence: enough plain words, few code tokens.
+_CODE_SPAN_LED = lazy_re.compile(r"^`[^`\n]{1,120}`(?=[\s,.:;)!?])")
+_LIST_MARK = lazy_re.compile(r"^\s*(?:[-*\u2022>]+|\d{1,2}[.)])\s+")
+_PLAIN_WORD = lazy_re.compile(r"^[(\"'\u201c]?[A-Za-z][A-Za-z]*(?:['\u2019-][A-Za-z]+)*[)\"'\u201d]?[,.;:!?]?$")
+_CODE_TOKEN = lazy_re.compile(r"[={}\[\]<>|\\]|\w\(|::|\.py\b|\w\.\w+\.|^[\w.]+:\d+\b|^0x")
+PROSE_MIN_WORDS = 4
+PROSE_WORD_SHARE = 0.6
+
+
+def reads_as_sentence(text: str) -> bool:
+    """True when ``text`` reads as something a person wrote: at least PROSE_MIN_WORDS plain words, making up at least
+    PROSE_WORD_SHARE of its tokens, and at most one token shaped like code (a call, an assignment, a path:line)."""
+    tokens = text.split()
+    if len(tokens) < PROSE_MIN_WORDS:
+        return False
+    words = sum(1 for t in tokens if _PLAIN_WORD.match(t))
+    code = sum(1 for t in tokens if _CODE_TOKEN.search(t))
+    return words >= PROSE_MIN_WORDS and words >= PROSE_WORD_SHARE * len(tokens) and code <= 1
+
+
+def _prose_despite_shape(msg: str) -> bool:
+    """A line _RECORD_LIKE takes for a record that is a sentence: led by an inline code span, or indented (a list
+    item, a quoted paragraph), with a sentence after the span or the indent."""
+    if msg.startswith("`"):
+        m = _CODE_SPAN_LED.match(msg)
+        return m is not None and reads_as_sentence(msg[m.end():])
+    if msg[:1].isspace():
+        # only a list item: an indented line without a marker is a code block, or a log record cut at its prefix
+        # (" Sequence group 221 is preempted ..." reads as a sentence, and is vLLM's)
+        m = _LIST_MARK.match(msg)
+        body = msg[m.end():].strip() if m else ""
+        return bool(body) and not _RECORD_LIKE.match(body) and reads_as_sentence(body)
+    return False
+
+
 def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
 
@@ -178,7 +216,8 @@ def parse_line(file: str, line_no: int, text: str, following: str = "", truncate
             msg = msg[m.end():]
             had_prefix = True
     stripped = msg.strip()
-    prose = not had_prefix and not kernel and not _RECORD_LIKE.match(msg) and bool(stripped)
+    prose = not had_prefix and not kernel and bool(stripped) and (not _RECORD_LIKE.match(msg)
+                                                                  or _prose_despite_shape(msg))
     return LogLine(
         file=file,
         line=line_no,

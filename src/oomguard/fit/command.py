@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from typing import Any
 
 from oomguard.records import NamedTuple
 from oomguard.units import GiB, MiB
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Flags fit searches; everything else a --from launch sets is carried over untouched.
 SEARCHED = (

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import Any
 
 from oomguard.fit.space import HEADROOM_FLOOR_BYTES, HEADROOM_FLOOR_SHARE
 from oomguard.model.failures import FailureClass
 from oomguard.records import NamedTuple
 from oomguard.units import GiB, MiB
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Start-up failures an engine edit can cure. WEIGHTS_OOM needs more GPUs or a smaller checkpoint (fit's job).
 CURABLE = (

@@ -7,9 +7,12 @@ other keys are additions.
 
 from __future__ import annotations
 
-from typing import Any
 
 from oomguard.records import field, record
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _jsonable(value: Any) -> Any:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import gc
 import time
 from collections import Counter
-from typing import Any
 
 from oomguard.fit import command as cmd
 from oomguard.fit import cpu_tier
@@ -32,6 +31,10 @@ from oomguard.model.engine import derive_len, parse_version
 from oomguard.model.planner import plan_launch
 from oomguard.records import record
 from oomguard.units import GiB, MiB
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @record

@@ -52,11 +52,14 @@ from __future__ import annotations
 
 import math
 from enum import Enum
-from typing import Any
 from collections.abc import Mapping
 
 from oomguard.records import NamedTuple
 from oomguard.units import GiB
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "MemoryKind",

@@ -11,6 +11,7 @@ import math
 import os
 
 from oomguard.errors import InputError
+import oomguard.lazy_re as lazy_re
 from oomguard.inputs import files
 from oomguard.inputs.config_defaults import PLAN_FIELDS
 from oomguard.model.description import LayerKind, ModelDescription
@@ -248,7 +249,7 @@ def _check_heads(desc: ModelDescription, config: dict, cfg_path: str | Path) -> 
 
 _ADAPTERS = os.sep + os.path.join("oomguard", "model", "architectures") + os.sep
 _OOMGUARD = os.sep + "oomguard" + os.sep
-_QUOTED_NAME = __import__("re").compile(r"""["']([A-Za-z_][A-Za-z0-9_]{0,80})["']""")
+_QUOTED_NAME = lazy_re.compile(r"""["']([A-Za-z_][A-Za-z0-9_]{0,80})["']""")  # an error's line only
 
 
 def _config_read_at(exc: BaseException, config: dict) -> list[str] | None:

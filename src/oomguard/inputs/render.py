@@ -18,9 +18,12 @@ import json
 import math
 import re
 import shlex
-from typing import Any
 
 from oomguard.records import record
+
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Which names hold a credential is decided by the one redactor (oomguard.redact.is_secret_name):
 # renderers never write such values out; oomguard.export moves them to the environment.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from oomguard.diagnose import fixes, fixes_blend, fixes_config, fixes_env, fixes_memory, remedy
+from oomguard.diagnose import fixes, fixes_blend, fixes_config, fixes_env, fixes_memory, fixes_rank, remedy
 from oomguard.diagnose.classes import FailureClass as FC
 from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Evidence, FixValue, Verdict
@@ -143,3 +143,12 @@ def test_a_hang_the_report_ties_to_cuda_graphs_puts_eager_mode_before_the_custom
     col.cues["words:capture"] = None  # type: ignore[assignment] - only the key is read
     assert [f.flag for f in fixes_env._hang_fixes(col)] == ["--enforce-eager", "--disable-custom-all-reduce"]
     assert [f.flag for f in fixes_env._hang_fixes(Collector())] == ["--disable-custom-all-reduce", "--enforce-eager"]
+
+
+def test_a_hang_in_graph_capture_gets_eager_mode_as_the_first_fix(tmp_path):
+    text = (ENGINE + NCCL_HANG + "It hangs only with CUDA graphs enabled; the collective runs inside the captured "
+            "graph.\n")
+    with fixes_rank.hand_order():
+        v = _top(tmp_path, text, launch_text="vllm serve Qwen/Qwen2.5-7B-Instruct --tensor-parallel-size 2\n")
+    assert v.cls == FC.NCCL_ERROR, v.cls
+    assert v.fix[0].flag == "--enforce-eager", [f.flag for f in v.fix]

@@ -47,9 +47,13 @@ def run(monkeypatch):
     def go(path: Path, workers: int) -> tuple[dict, int | None]:
         monkeypatch.setenv(ahead.JOBS_ENV, str(max(1, workers)))
         made.clear()
+        # Room for narrowed databases (earlier tests in this process may have filled the engine's _MAX_PARTIAL_DBS;
+        # then a stretch surveys with the full one, the same report, but nothing to tell the workers).
+        prefilter.engine()._partial.clear()
         report = diagnose([str(path)]).to_dict()
         assert len(made) <= (1 if workers > 1 else 0)
         go.narrowed = made[0].narrowed if made else 0
+        go.named = made[0].named if made else 0
         for pid in pids:  # every worker was waited for: none is left running or a zombie
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
@@ -154,13 +158,16 @@ def test_a_crash_loop_in_a_file_bigger_than_the_buffer_the_same(run, tmp_path):
     path = _crash_loop(tmp_path / "loop.log", 3 * logs.CHUNK_BYTES // R, {3 * logs.CHUNK_BYTES // R - 2: (OOM_LINE, 7)})
     _assert_same(run, path, workers=2)
     assert run.narrowed > 0  # the workers were told the stretch's routine keywords, and left them out
+    assert run.named > 0  # and the names the scanner knows, and watched for the others with its own expression
 
 
 def test_workers_answer_as_the_scanner_would(tmp_path):
     """The two equivalences the workers' answers rest on, checked on dense text through a worker's own code: a
     survey leaving keywords out finds what the full one finds less those (the same first match of each); and the
     watch for every exception name, filtered by a set of known names, is the watch written for that set."""
-    eng = prefilter.engine()
+    # An engine of its own: the shared one may hold _MAX_PARTIAL_DBS narrowed databases from earlier tests already,
+    # and then gives the full database for a new set (survey_db says so: it leaves nothing out).
+    eng = prefilter._build("hyperscan")
     rng = random.Random(4)
     text = b"".join(_unit(rng).encode() for _ in range(20)) + (NEW_NAME + NEW_ERROR + OOM_LINE).encode() * 3
     text += b"x KeyError: a\nFooException: b\n_Exit: c\nErrorError: d\n\xc3\xa9Interrupt: e\nError: bare\nOSError: f"
@@ -178,7 +185,8 @@ def test_workers_answer_as_the_scanner_would(tmp_path):
         w.fd = fh.fileno()
         for trial in range(6):
             leave_out = frozenset(rng.sample(present, len(present) // (trial + 2))) if trial else frozenset()
-            db = eng.survey_db(leave_out)[0]
+            db, left_out = eng.survey_db(leave_out)
+            assert left_out == leave_out
             piece = w._piece(0, db, trial)
             assert (piece[0], piece[1]) == (0, len(text))
             assert set(piece[2]) == full.ids - leave_out
@@ -192,6 +200,10 @@ def test_workers_answer_as_the_scanner_would(tmp_path):
         want = set(eng.new_names(text, 0, len(text), names))
         got = {p for name, where in seen.items() if w._is_new(name, names) for p in where}
         assert got == want
+        with open(path, "rb") as fh:
+            w.fd = fh.fileno()
+            told = w._piece(0, eng.survey_db()[0], 0, eng.names_db(names), 3)
+        assert told[8:] == (tuple(eng.new_names(text, 0, len(text), names)), 0, 3)
 
 
 def test_a_worker_that_dies_is_done_without(run, tmp_path, monkeypatch):
@@ -207,3 +219,24 @@ def test_a_worker_that_dies_is_done_without(run, tmp_path, monkeypatch):
     monkeypatch.setattr(run.made, "_serve", serve)
     path = _crash_loop(tmp_path / "loop.log", 12, {5: (NEW_NAME, 9)})
     _assert_same(run, path, workers=2)
+
+
+def test_how_many_workers(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cpus[0])))
+    cpus = [2]
+    for env, want in (("", 0), ("1", 0), ("2", 2), ("5", 5), ("99", ahead.MAX_WORKERS), ("0", 0), ("x", 0)):
+        monkeypatch.setenv(ahead.JOBS_ENV, env)
+        assert ahead.workers() == want, env
+    monkeypatch.delenv(ahead.JOBS_ENV)
+    for cpus[0], want in ((1, 0), (ahead.MIN_CPUS - 1, 0), (ahead.MIN_CPUS, ahead.MIN_CPUS), (64, ahead.MAX_WORKERS)):
+        assert ahead.workers() == want, cpus[0]
+
+
+def test_small_logs_never_start_a_worker(tmp_path, monkeypatch):
+    monkeypatch.setenv(ahead.JOBS_ENV, "4")
+    started = []
+    monkeypatch.setattr(ahead.Ahead, "__init__", lambda self, *a: started.append(a) or None)
+    path = _crash_loop(tmp_path / "loop.log", 8, {})
+    assert path.stat().st_size < scanner.PARALLEL_FLOOR_BYTES
+    diagnose([str(path)])
+    assert not started

@@ -7,12 +7,12 @@ edited flags (``CheckContext.replan``) and never mutate the launch.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from oomguard.check.finding import Edit
 from oomguard.model.failures import FailureClass
 from oomguard.units import GiB
 
+TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
 if TYPE_CHECKING:
     from oomguard.check.context import CheckContext
 

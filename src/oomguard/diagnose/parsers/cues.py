@@ -18,6 +18,7 @@ size of this table whatever the size of the log.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -78,6 +79,12 @@ def _short_rx(memory: tuple[str, ...]) -> str:
     return rf"(?:{before})\W+(?:[\w-]+\W+){{0,3}}?(?:{words})|(?:{words})\W+(?:[\w-]+\W+){{0,3}}?(?:{after})"
 
 
+# (not the kernel's OOM killer: "OOM killer", "OOM-killed", "Out of memory: Killed process" are the host's)
+_DEVICE_OOM_WORDS = (r"\bOOM(?:s|ed|'d)?\b(?![- ]?[Kk]ill)|\boom\b(?![- ]?kill)|[Oo]ut [Oo]f [Mm]emory(?!:? [Kk]ill)|"
+                     r"OutOfMemory|memory (?:leak|growth|problem|issue)s?|(?:not|never) (?:released|freed)|r[au]n out\b|"
+                     r"显存不足|爆显存|显存泄漏|显存溢出")
+_DEVICE_WORDS = (r"\bGPUs?\b|\bgpus?\b|\bCUDA\b|\bcuda\b|\bdevice\b|\bVRAM\b|\bHBM\b|\bNPUs?\b|empty_cache|"
+                 r"wak(?:e|ing)[_ -]?up|woken up|sleep mode|\bsleep\(|显存|显卡")
 _COLL_FAILED = r"(?:timed? ?out|timeout|\bhang(?:s|ing)?\b|\bhung\b|\bstuck\b|\bfailed\b|\bfailure\b|\bdied\b|\bcrash)"
 _BACKEND_EXAMPLES = {"rocm": "HIP out of memory on MI300X", "ascend": "vllm-ascend on 910B NPU",
                      "gaudi": "vllm-gaudi on Gaudi3 (HPU)", "tpu": "a v5e-8 TPU with tpu-inference",
@@ -105,7 +112,9 @@ TABLE: tuple[CueRule, ...] = (
           ("memory monitor", "Memory monitor", "low on memory", "memory pressure", "memory usage threshold",
            "ray.exceptions.OutOfMemoryError", "killed due to", "address the out of memory issue", "ray-oom-prevention"),
           "Task was killed due to the node running low on memory. Memory on the node was 60.1GB / 62.7GB"),
-    _rule("host:ram-words", r"\b(?:RSS|RAM|host memory|system memory|CPU memory|host RAM|swap)\b|(?<!显)内存(?!溢出)",
+    # (not a device's RAM: "4 x 24 GB CUDA RAM", "GPU RAM", "video RAM" are the card's)
+    _rule("host:ram-words", r"\b(?:RSS|(?<!GPU )(?<!CUDA )(?<!video )(?<!GPU's )RAM|host memory|system memory|CPU memory|"
+                            r"host RAM|swap)\b|(?<!显)内存(?!溢出)",
           ("RSS", "RAM", "host memory", "system memory", "CPU memory", "swap", "内存"),
           "the RSS of the process grows to 120 GB of RAM", prose=True),
     _rule("host:offload", r"pin_memory|pinned memory|cpu[_-]offload|swap[_-]space|kv[_-]offloading|--swap-space",
@@ -113,6 +122,17 @@ TABLE: tuple[CueRule, ...] = (
     _rule("host:cpu-backend", r"VLLM_CPU_KVCACHE_SPACE|\bCPU backend\b|cpu_worker\.py|--device[= ]cpu|device_config=cpu",
           ("VLLM_CPU", "CPU backend", "cpu_worker", "device cpu", "device=cpu", "device_config=cpu"),
           "VLLM_CPU_KVCACHE_SPACE=40"),
+    # A memory failure said of the device (issue 16: which memory the words are about): out of memory, a leak, memory
+    # not released, in the same sentence as the GPU, CUDA, the device, its cache (empty_cache) or vLLM's sleep mode
+    # (sleep / wake_up move the weights and KV cache off and back onto the GPU). Against host:ram-words, whose "CPU
+    # memory" and "offload" are often where the memory was meant to go, not what ran out.
+    _rule("mem:device-oom", rf"(?:{_DEVICE_OOM_WORDS})[^\n]{{0,100}}?(?:{_DEVICE_WORDS})|"
+                            rf"(?:{_DEVICE_WORDS})[^\n]{{0,100}}?(?:{_DEVICE_OOM_WORDS})",
+          ("OOM", "oom", "out of memory", "Out of memory", "Out Of Memory", "OutOfMemory", "memory leak", "memory growth",
+           "memory problem", "memory issue", "not released", "not freed", "never released", "never freed", "ran out",
+           "run out", "显存不足", "爆显存", "显存泄漏", "显存溢出"),
+          "the GPU memory is not released after sleep, so wake_up runs out of memory", failure=True,
+          exact_keywords=True),
     # --- what the requests did ------------------------------------------------------------------
     _rule("req:logprobs", r"\b(?:prompt_)?logprobs\b(?!=None)|compute_logprobs|_get_prompt_logprobs",
           ("logprobs ", "logprobs`", "logprobs\"", "logprobs,", "logprobs.", "logprobs)", "logprobs=1", "logprobs=2",
@@ -149,6 +169,15 @@ TABLE: tuple[CueRule, ...] = (
            "status_code=5", "status_code: 5", "status 5"),
           "openai.InternalServerError: Error code: 500 - {'object': 'error', 'message': 'Internal Server Error'}",
           flags=0, states=True),
+    # vLLM's own record of a request it dropped ("Aborted request chat-1a2b."), anywhere in a line: the engine was
+    # running requests. The client's read timeout ("Read timed out", httpx's ReadTimeout): the server had accepted
+    # the connection and the client gave up waiting for the answer; vLLM's API server opens its port only once the
+    # engine is up (classifier.py: a complaint in words with these is about a server that serves).
+    _rule("serve:aborted", r"\bAborted request [\w-]{4,}", ("Aborted request",), "INFO 08-19 11:15:47 "
+          "async_llm_engine.py:181] Aborted request chat-12fa08eea52d4308ab46efbdeb7a300a.", flags=0),
+    _rule("client:read-timeout", r"Read timed out|\bReadTimeout(?:Error)?\b|\bread timeout\b",
+          ("Read timed out", "ReadTimeout", "read timeout", "Read timeout"),
+          "HTTPConnectionPool(host='192.168.1.12', port=8000): Read timed out.", flags=re.IGNORECASE),
     # The client could not reach the server at all: it is not listening (died, killed, still starting, another port).
     _rule("client:unreachable", r"Connection refused|APIConnectionError|Failed to establish a new connection|"
                                 r"ConnectError\b|Cannot connect to host|Connection reset by peer|RemoteDisconnected",
@@ -159,9 +188,13 @@ TABLE: tuple[CueRule, ...] = (
     # --- the phase, in the reporter's words (prose and CJK only) --------------------------------
     _rule("words:startup",
           r"\b(?:at|on|during) start(?:-?up)?\b|when (?:starting|launching)|while starting|(?:fails?|failed) to start|"
-          r"won'?t start|cannot start|can't start|启动",
+          r"won'?t start|cannot start|can't start|启动|"
+          # the engine's initialisation, and the moment the server comes up ("right after the service started")
+          r"\b(?:during|at|on|in) (?:the )?(?:vLLM |vllm |engine |model |server )?(?:initiali[sz]ation|init)\b|"
+          r"right after (?:the )?(?:service|server|engine) (?:start(?:ed|s)?|launch(?:ed|es)?)|初始化",
           ("startup", "start-up", "start up", "at start", "on start", "during start", "when starting", "when launching",
-           "while starting", "to start", "t start", "启动"), "it fails during startup", prose=True),
+           "while starting", "to start", "t start", "启动", "during ", " init", "right after", "初始化"),
+          "it fails during startup", prose=True),
     _rule("words:loading",
           r"(?:while|when|during) loading|loading (?:the )?(?:model|weights|checkpoint|shards)|加载模型|加载时|加载中|载入",
           ("loading", "加载模型", "加载时", "加载中", "载入"), "OOM while loading the model", prose=True),
@@ -324,6 +357,27 @@ TABLE: tuple[CueRule, ...] = (
     _rule("coll:failure", rf"(?:{_words_rx(devices.COLLECTIVE_OPS)})[^\n]{{0,120}}?{_COLL_FAILED}|"
                           rf"{_COLL_FAILED}[^\n]{{0,60}}?(?:{_words_rx(devices.COLLECTIVE_OPS)})",
           devices.COLLECTIVE_OPS, "the all_reduce in the TP group timed out after 1800 s", failure=True, states=True),
+    # A communication library's environment variable (NCCL_P2P_DISABLE=1, NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME):
+    # in any line, a launch's or a reporter's. With a hang or a failure, the parallel group's transport is suspect.
+    _rule("coll:env", r"\b(?:" + "|".join(devices.COMM_ENV_PREFIXES) + r")[A-Z0-9_]{2,40}", devices.COMM_ENV_PREFIXES,
+          "export NCCL_P2P_DISABLE=1", flags=0),
+    # A process that stops making progress, said in words (not an error line): with more than one rank (TP / PP,
+    # several nodes) the ranks are waiting on each other in a collective (features.py: coll:hang).
+    _rule("words:hang", r"\bhang(?:s|ing)?\b|\bhung\b|\bstuck\b|\bstall(?:s|ed|ing)?\b|no progress|"
+                        r"停滞|卡住|卡在|卡死|挂起|无响应|没有响应|不动了",
+          ("hang", "Hang", "hangs", "Hangs", "hanging", "Hanging", "hung", "stuck", "Stuck", "stall", "Stall",
+           "no progress", "停滞", "卡住", "卡在", "卡死", "挂起", "无响应", "没有响应", "不动了"), "it hangs when tensor-parallel-size is 2", failure=True, negatable=True),
+    # More than one rank, in words: a tensor- or pipeline-parallel size above 1, several nodes or GPUs working as one.
+    _rule("words:multi-rank",
+          r"(?:[Tt]ensor|[Pp]ipeline)[-_ ]parallel[-_ ]size\s*(?:>\s*1\b|(?:[=:]|of|is)?\s*(?:[2-9]|\d\d))|"
+          r"\b(?:tp|TP|pp|PP)(?:>1\b|[=>](?:[2-9]|\d\d))|\b(?:tp|TP|pp|PP)[-_ ]size\s?[=:>]?\s?(?:[2-9]|\d\d)|"
+          r"\bTP ?(?:[2-9]|1[0-9])\b|[Mm]ulti-?(?:node|GPU|gpu)|\b(?:[2-9]|\d\d) nodes\b|"
+          r"多卡|多机|双卡|(?:两|二|[2-9])(?:张卡|个GPU|块卡|台)",
+          ("parallel-size", "parallel_size", "parallel size", "tp=", "TP=", "pp=", "PP=", "tp>", "TP>", "pp>", "PP>",
+           "tp-size", "tp_size", "tp size", "TP-size", "TP_size", "TP size", "pp-size", "pp_size", "pp size", "PP size",
+           *(f"TP{d}" for d in "123456789"), *(f"TP {d}" for d in "123456789"), "ulti-node", "ultinode", "ulti-GPU",
+           "ulti-gpu", "ultiGPU", "ultigpu", " nodes", "多卡", "多机", "双卡", "张卡", "个GPU", "块卡", "台"),
+          "vllm serve ... --tensor-parallel-size 4 hangs", failure=True, flags=0),
     _rule("words:illegal-access", r"illegal (?:memory|instruction|address|CUDA access)|device-side assert|misaligned",
           ("illegal", "Illegal", "device-side", "misaligned"), "Illegal memory access in flash_attn", failure=True, states=True),
     _rule("words:template", r"chat[_ ]template|jinja|--chat-template|default template", ("chat template", "chat_template",
@@ -463,6 +517,31 @@ for _r in TABLE:
         _RULES_BY_KEYWORD[_key] = _RULES_BY_KEYWORD.get(_key, ()) + (_r,)
 _EXACT = sorted((k for k in _RULES_BY_KEYWORD if k.encode() not in CASELESS_KEYWORDS or k != k.lower()),
                 key=len, reverse=True)
+
+
+def _with_shadowed(rules: dict[str, tuple[CueRule, ...]],
+                   groups: tuple[list[str], ...]) -> dict[str, tuple[CueRule, ...]]:
+    """Each keyword also tries the rules of the keywords inside it: the combined search returns the longest keyword
+    at a position ("memory leak", "hangs", "OOMKilled"), never the shorter ones it holds ("leak", "hang", "OOM"),
+    so without this a rule keyed on the shorter one never saw such a line. Within one search's keywords only (the
+    exact and the caseless search each find their own)."""
+    out = dict(rules)
+    for group in groups:
+        keys = set(group)
+        for key in group:
+            inner = {key[i:j] for i in range(len(key)) for j in range(i + 1, len(key) + 1)} & keys
+            inner.discard(key)
+            for k in sorted(inner):
+                out[key] = out[key] + tuple(r for r in rules[k] if r not in out[key])
+    return out
+
+
+@functools.cache
+def _rules_by_keyword() -> dict[str, tuple[CueRule, ...]]:
+    # built on the first line read, not at import (about 10 ms: the CLI's start-up is measured)
+    return _with_shadowed(_RULES_BY_KEYWORD, (_EXACT, [k.decode() for k in CASELESS_KEYWORDS]))
+
+
 # Trie-shaped (diagnose/trie.py): the same matches as the flat alternations longest first, ten times faster a line.
 _KEYWORD_RX = lazy_re.compile(alternation(_EXACT))
 _CASELESS_RX = lazy_re.compile(alternation([k.decode() for k in CASELESS_KEYWORDS]), re.IGNORECASE)
@@ -498,8 +577,9 @@ def parse_cues(line: LogLine, col: Collector) -> None:
     # argument"): its words are Python's, not a statement about the configuration (parsers/frames.PYTHON_MESSAGE).
     interpreter = error and PYTHON_MESSAGE.search(msg) is not None
     tried: set[str] = set()
+    rules = _rules_by_keyword()
     for keyword in found:
-        for rule in _RULES_BY_KEYWORD.get(keyword, ()):
+        for rule in rules.get(keyword, ()):
             if rule.feature in tried or (rule.prose and not words) or (rule.failure and not failure):
                 continue
             if interpreter and rule.feature.startswith("words:"):

@@ -27,7 +27,8 @@ class Backend:
 BACKENDS: tuple[Backend, ...] = (
     Backend("cuda", (), (), memory=("VRAM", "GPU memory", "video memory", "GPU RAM", "显存"),
             graphs=("captur", "CUDA graph", "cuda graph", "cudagraph", "CUDAGraph", "cuda_graph", "图捕获"),
-            collective=("NCCL",)),
+            # pynccl: vLLM's own NCCL wrapper (a hang "at a step in pynccl.py" is NCCL's)
+            collective=("NCCL", "pynccl", "PyNccl")),
     Backend("rocm", (r"\bROCm\b", r"\bHIP\b", r"hipError", r"\bMI\d{3}X?\b", r"\bgfx9\d\w*", r"amdgpu", r"\brocm\b"),
             ("ROCm", "rocm", "HIP", "hipError", "MI2", "MI3", "gfx9", "amdgpu"),
             graphs=("HIP graph", "hipGraph"), collective=("RCCL",)),
@@ -71,7 +72,17 @@ SHORT_AFTER = ("exhausted", "insufficient", "is full", "was full", "exceeded", "
 COLLECTIVE_OPS: tuple[str, ...] = ("all_reduce", "allreduce", "AllReduce", "all-reduce", "all_gather", "allgather",
                                    "AllGather", "all-gather", "reduce_scatter", "ReduceScatter", "all_to_all",
                                    "alltoall", "AllToAll", "barrier", "broadcast", "ProcessGroup", "process group",
-                                   "collective", "TP group", "tensor parallel group", "tensor-parallel group")
+                                   "collective", "TP group", "tensor parallel group", "tensor-parallel group",
+                                   # the point-to-point operations of a pipeline-parallel group, as gloo and torch
+                                   # name them ("Timed out waiting 1800000ms for recv operation to complete")
+                                   "recv operation", "send operation")
+# torch.distributed's own layers beside the device libraries: its CPU backend (gloo: the groups vLLM sets up for
+# metadata and shared-memory broadcasts), its process groups, and the transports KV blocks move over between engines.
+# A timeout or hang there is the parallel group's communication failing, whatever the device.
+DISTRIBUTED_LAYERS: tuple[str, ...] = ("gloo", "Gloo", "ProcessGroupNCCL", "ProcessGroupGloo", "UCX", "NIXL")
+# Environment variables of the communication libraries (NCCL_P2P_DISABLE=1, NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME,
+# HCCL_CONNECT_TIMEOUT, UCX_TLS): a report that sets one is working around (or debugging) the group's transport.
+COMM_ENV_PREFIXES: tuple[str, ...] = ("NCCL_", "GLOO_", "HCCL_", "RCCL_", "UCX_", "NVSHMEM_", "TORCH_NCCL_")
 
 
 def backend(name: str) -> Backend:
@@ -91,4 +102,4 @@ def graph_words() -> tuple[str, ...]:
 
 
 def collective_libraries() -> tuple[str, ...]:
-    return tuple(dict.fromkeys(w for b in BACKENDS for w in b.collective))
+    return tuple(dict.fromkeys(w for b in BACKENDS for w in b.collective)) + DISTRIBUTED_LAYERS
