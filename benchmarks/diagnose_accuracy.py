@@ -430,7 +430,7 @@ def planner_share(files: list[Path] | None = None, *, as_json: bool = False) -> 
     records = train.load_corpus(files or train.failure_files())
     counts = {"memory verdicts": 0, "record names model and GPU": 0, "planner checked": 0,
               "first flag fix starts": 0, "first flag fix fails": 0, "value moved by the planner": 0,
-              "some fix starts": 0, "checked from the report alone": 0}
+              "some fix starts": 0, "checked from the report alone": 0, "checked on a sized stand-in": 0}
     why_not: dict[str, int] = {}
     for record in records:
         options = train.context_options(record, True)
@@ -462,6 +462,7 @@ def planner_share(files: list[Path] | None = None, *, as_json: bool = False) -> 
             why_not[key] = why_not.get(key, 0) + 1
             continue
         counts["planner checked"] += 1
+        counts["checked on a sized stand-in"] += bool((d.planner or {}).get("stand_in"))
         flags = [f for f in v.fix if f.flag.startswith("--") and f.checked]
         if flags:
             first = flags[0]

@@ -130,6 +130,9 @@ def test_diagnose_reads_at_most_one_flag_table(tmp_path, log):
     assert len([t for t in tables if t.startswith("vllm-")]) <= 1, tables
     found = _packages(modules, "oomguard.check", "oomguard.fit", "oomguard.export", "oomguard.probe", "oomguard.watch")
     assert [m for m in found if m.split(".")[0] != "hyperscan"] == []
+    # diagnose's records are oomguard.records too (ast stays: the log's "non-default args" dict is read by
+    # ast.literal_eval)
+    assert sorted((set(NOT_AT_START_UP) - {"ast"}) & modules) == []
 
 
 def test_fit_imports_no_heavy_library(tmp_path):

@@ -10,10 +10,10 @@ The bundle sent is already redacted. Errors never echo the key.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from oomguard.errors import OomguardError
+from oomguard.records import record
 
 SYSTEM_PROMPT = (
     "You are an expert on vLLM memory accounting. Below is a failure report produced by oomguard from the logs "
@@ -26,7 +26,7 @@ class AskError(OomguardError):
     """The second-opinion endpoint could not be reached or answered nonsense."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Answer:
     text: str
     model: str

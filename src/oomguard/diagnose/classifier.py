@@ -13,8 +13,6 @@ are kept on it for ``--explain`` and the JSON.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from oomguard.diagnose import features as feat
 from oomguard.diagnose import phase_facts
 from oomguard.diagnose import scoring
@@ -24,6 +22,7 @@ from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Evidence, SignalEvent, Verdict
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.cues import FAILURE_STATEMENTS, cue_name
+from oomguard.records import record
 
 MAX_EVIDENCE = 6
 MAX_VERDICTS = 4
@@ -55,7 +54,7 @@ _SETTLE = {
 }
 
 
-@dataclass
+@record
 class Candidate:
     """One error line's share of a verdict, in the shape the fix builders read (``fixes_*``)."""
 

@@ -14,13 +14,13 @@ model is connected (see ``planning``), its numbers replace these.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.parsers.numbers import BadNumber, integer, num
 from oomguard.numbers import MAX_GPUS, NumberError, as_float, as_int
 import oomguard.lazy_re as lazy_re
+from oomguard.records import field, record
 
 # GPUs the catalog (src/oomguard/data/gpus.json) does not list, in GiB as PyTorch reports them;
 # catalog GPUs are looked up there (one place for each card's memory).
@@ -106,7 +106,7 @@ def is_multimodal(model: str | None) -> bool:
     return bool(model and _MULTIMODAL.search(model))
 
 
-@dataclass
+@record
 class Context:
     args: dict[str, Any] = field(default_factory=dict)
     launch_flags: list[str] = field(default_factory=list)

@@ -7,7 +7,6 @@ JSON contract (``verdicts``, ``facts``, ``inputs``), with secrets redacted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.diagnose.classifier import classify
@@ -20,9 +19,10 @@ from oomguard.diagnose.launch import Launch, parse_launch, read_launch_text
 from oomguard.diagnose.planning import PlanCallback, apply_plan
 from oomguard.diagnose.readers import InputReport, read_input
 from oomguard.diagnose.redact import redact_obj
+from oomguard.records import field, record
 
 
-@dataclass
+@record
 class Diagnosis:
     verdicts: list[Verdict]
     collector: Collector
@@ -119,7 +119,7 @@ def diagnose(
     return conclude(prepared, plan=plan, weights=weights)
 
 
-@dataclass
+@record
 class Prepared:
     """What was read, before any verdict: the collector, the context, the inputs and the launch."""
 

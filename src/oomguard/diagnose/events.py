@@ -7,12 +7,12 @@ facts. The classifier turns signals into ``Verdict``s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from oomguard.diagnose.classes import FailureClass, Phase
 import oomguard.lazy_re as lazy_re
+from oomguard.records import field, record
 
 # How Python names an exception class, by its suffix: the one place (the errors parser and the message table read
 # exception lines by it, the prefilter watches lines naming a new one).
@@ -66,7 +66,7 @@ class Signal(str, Enum):
     SWAP_EXHAUSTED = "swap-exhausted"  # V0: "Aborted due to the lack of CPU swap space" (preemption by swapping)
 
 
-@dataclass
+@record
 class LogLine:
     """One interesting line after prefixes, colours and timestamps were stripped."""
 
@@ -85,7 +85,7 @@ class LogLine:
     old_prefix: bool = False  # "file.py:123]" without "[": vLLM <= 0.7, the V0 engine
 
 
-@dataclass
+@record
 class SignalEvent:
     signal: Signal
     file: str
@@ -103,7 +103,7 @@ class SignalEvent:
     prose: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Evidence:
     file: str
     line: int
@@ -124,7 +124,7 @@ class FixValue(Enum):
 CHOOSE_VALUE = FixValue.CHOOSE
 
 
-@dataclass
+@record
 class Fix:
     """One flag edit. ``value`` None means "remove this flag"; True means "add this switch"; CHOOSE_VALUE
     means "change this setting" (the message names it, not its value)."""
@@ -148,7 +148,7 @@ class Fix:
         return out
 
 
-@dataclass
+@record
 class Verdict:
     cls: FailureClass
     confidence: float

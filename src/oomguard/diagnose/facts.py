@@ -10,11 +10,11 @@ than a short one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.events import LogLine, Signal, SignalEvent
+from oomguard.records import field, record
 
 GiB = 1 << 30
 MAX_MEMORY_FACTS_PER_NAME = 16
@@ -24,7 +24,7 @@ MAX_TIMELINE = 400
 MAX_ERRORS = 50
 
 
-@dataclass
+@record
 class MemoryFact:
     name: str
     value: float
@@ -43,7 +43,7 @@ class MemoryFact:
         return out
 
 
-@dataclass
+@record
 class KernelKill:
     pid: int | None
     name: str | None
@@ -63,7 +63,7 @@ class KernelKill:
         }
 
 
-@dataclass
+@record
 class CueHit:
     """The first line that carried a report cue (parsers/cues.py), and how many lines did."""
 
@@ -76,7 +76,7 @@ class CueHit:
     error: bool = False  # seen on an error record (ERROR / CRITICAL, an exception line), not only in prose
 
 
-@dataclass
+@record
 class FileState:
     """Per-file reading state (phases and tracebacks do not cross files)."""
 
@@ -94,7 +94,7 @@ class FileState:
     raiser: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class Collector:
     """Accumulates facts and signals across all inputs."""
 

@@ -22,17 +22,16 @@ Adding a feature kind means one entry here (or in parsers/cues.py) and its prior
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from oomguard.diagnose.classes import Phase
 from oomguard.diagnose.context import Context
 from oomguard.diagnose.events import Signal, SignalEvent
 from oomguard.diagnose.facts import Collector
 from oomguard.diagnose.scoring import GPU_OOM_ANCHORS, phase_only
 import oomguard.lazy_re as lazy_re
+from oomguard.records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Cue:
     feature: str
     why: str

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from oomguard.diagnose.events import Fix, FixValue, Verdict
+from oomguard.records import field, record
 
 RANKER_FILE = Path(__file__).resolve().parents[1] / "data" / "diagnose_fix_ranker.json"
 # Only the first fixes compete for the front (the later ones are the builders' last resorts).
@@ -58,7 +58,7 @@ _SAY = {"report-suggests": "the report suggests it", "launch-sets": "the launch 
         "words-suggest": "the reporter's own words suggest it"}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CueTable:
     """Which thread fixes the labelled records carrying each report cue had (FITTED: counts over the corpus)."""
     records: int = 0  # labelled records with a thread fix flag
@@ -96,7 +96,7 @@ def cue_table(records: list[tuple[frozenset[str], frozenset[str]]]) -> CueTable:
                     {c: dict(sorted(r.items())) for c, r in sorted(cue_flags.items())})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Ranker:
     weights: dict[str, float]
     flag_prior: dict[str, int] = field(default_factory=dict)  # flag -> labelled records whose thread fix it was

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+
+from oomguard.records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FlagChange:
     flag: str
     change: str  # "removed", "renamed", "abbreviation", "deprecated"
@@ -73,7 +74,7 @@ KNOWN_FLAGS = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FlagHint:
     flag: str
     suggestion: str | None  # the flag to use instead; None = remove

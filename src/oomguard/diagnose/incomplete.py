@@ -10,12 +10,12 @@ collect next, and the CLI exits 3.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.diagnose.classes import InputKind, Phase
 from oomguard.diagnose.context import Context
 from oomguard.diagnose.facts import Collector
+from oomguard.records import field, record
 
 # A margin below this share of the GPU after the weights is "thin" (the profile run, CUDA graphs and a
 # useful KV cache rarely fit in less than ~8 % of a GPU); an estimate, said as such.
@@ -32,7 +32,7 @@ _NEXT = {
 }
 
 
-@dataclass
+@record
 class Incomplete:
     phase: Phase
     file: str

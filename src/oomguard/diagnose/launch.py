@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from oomguard.inputs.shell import split_words
 import oomguard.lazy_re as lazy_re
+from oomguard.records import field, record
 
 # vLLM's own short aliases.
 _SHORT = {"-tp": "tensor_parallel_size", "-pp": "pipeline_parallel_size", "-dp": "data_parallel_size",
@@ -36,7 +36,7 @@ _KNOWN_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "tensor_paral
                "max_num_batched_tokens", "enforce_eager", "dtype", "quantization", "kv_cache_dtype")
 
 
-@dataclass
+@record
 class Launch:
     args: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)  # as spelled, e.g. "--swap-space", "-language-model-only"

@@ -22,8 +22,9 @@ fact would decide a phase the report leaves open.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from oomguard.records import record
 
 # How far a weights estimate may be off, by its source: vLLM's own "Model loading took" figure and the config's
 # arithmetic are close (the config leaves out small buffers); a name's rounded parameter count ("7B" is 7.6B for
@@ -40,7 +41,7 @@ LATER_PHASE_MIN_GIB = 0.5
 OTHERS_SHARE = 0.1
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fact:
     feature: str
     why: str

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -49,6 +48,7 @@ from oomguard.diagnose.parsers.cues import KEYWORDS as CUE_KEYWORDS
 from oomguard.diagnose.events import EXCEPTION_SUFFIXES
 from oomguard.diagnose.parsers.frames import KEYWORDS as FRAME_KEYWORDS
 import oomguard.lazy_re as lazy_re
+from oomguard.records import field, record
 
 # Every line the parsers understand contains at least one of these. Keep them
 # specific: a keyword that appears on ordinary serving lines costs throughput.
@@ -146,7 +146,7 @@ def start_ups(counts: list[int]) -> int:
     return counts[1] if counts[1] else counts[0]
 
 
-@dataclass
+@record
 class Survey:
     """What a stretch of bytes holds, without looking at its lines one by one."""
 

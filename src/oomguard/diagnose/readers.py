@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import re
-from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from oomguard.diagnose.classes import InputKind, Phase
@@ -25,13 +24,14 @@ from oomguard.diagnose.scanner import every_line, scan
 from oomguard.inputs import logs
 from oomguard.inputs.nvidia_smi import NvidiaSmiParser, looks_like_csv, looks_like_table
 import oomguard.lazy_re as lazy_re
+from oomguard.records import field, record
 
 __all__ = ["InputReport", "detect_kind", "every_line", "read_input", "scan"]
 
 _TOPO_RAW_BYTES = 8192
 
 
-@dataclass
+@record
 class InputReport:
     """What we did with one input, for the ``inputs`` section of the output."""
 

@@ -35,8 +35,9 @@ a future ``re``) raises ``Unsupported``; the caller then searches for the patter
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
+
+from oomguard.records import field, record
 
 try:  # Python 3.11+
     from re import _constants as _c  # type: ignore[attr-defined]
@@ -52,7 +53,7 @@ class Unsupported(ValueError):
     """A pattern this translator cannot write as a superset expression."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Expression:
     text: bytes  # Hyperscan syntax, every byte that is not a letter or digit escaped
     caseless: bool
@@ -73,7 +74,7 @@ _HIGH_CHAR = rb"[\x80-\xff]{1,4}"
 _OTHER_BYTES = frozenset(_ASCII | set(range(0x80, 0x100)))
 
 
-@dataclass
+@record
 class _Class:
     """One character: ASCII bytes, non-ASCII code point ranges, or (``high``) any non-ASCII character."""
 

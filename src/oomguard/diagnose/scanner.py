@@ -17,7 +17,6 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from oomguard.diagnose import parsers, prefilter
@@ -27,6 +26,7 @@ from oomguard.diagnose.lines import parse_line
 from oomguard.diagnose.prefilter import FREQUENT
 from oomguard.inputs import logs
 import oomguard.lazy_re as lazy_re
+from oomguard.records import field, record
 
 _FOLLOW_LINES = 2
 _FOLLOW_BYTES = 2048
@@ -146,7 +146,7 @@ def _scan_every_line(stream: BinaryIO, name: str, col: Collector, notes: logs.Re
     return parsed
 
 
-@dataclass
+@record
 class _Stretch:
     """Routine lines not parsed one by one (see HEAD_LINES above)."""
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from oomguard.records import field, record
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 WEIGHTS_FILE = DATA / "diagnose_weights.json"
@@ -52,7 +53,7 @@ def bears_on_phase(feature: str) -> bool:
     return feature.startswith(_PHASE_KINDS) or feature in _PHASE_CUES
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PhaseModel:
     """p(phase | phase cues) for a report that holds a GPU OOM (see the module docstring)."""
 
@@ -82,7 +83,7 @@ class PhaseModel:
         return _softmax(logits, self.temperature)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Weights:
     classes: tuple[str, ...]
     bias: dict[str, float]
@@ -133,7 +134,7 @@ def load(path: str | None = None) -> Weights:
         return Weights.from_dict(json.load(fh))
 
 
-@dataclass
+@record
 class Scores:
     logits: dict[str, float]
     probs: dict[str, float]

@@ -30,11 +30,11 @@ import io
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from oomguard.errors import InputError
 from oomguard.inputs import files
+from oomguard.records import field, record
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -48,7 +48,7 @@ SNIFF_BYTES = 64 * KiB
 _MAX_NOTED_LINES = 5
 
 
-@dataclass
+@record
 class ReadNotes:
     """What went wrong (or oddly) while reading one input."""
 
@@ -106,7 +106,7 @@ class ReadNotes:
         return out
 
 
-@dataclass
+@record
 class Block:
     """Whole lines of a file: ``data[begin:end]`` (the rest of ``data`` is not part of this block).
 

@@ -22,11 +22,11 @@ Sizes are bytes (``*_bytes``). nvidia-smi prints MiB.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 import oomguard.lazy_re as lazy_re
 from oomguard.errors import InputError
 from oomguard.numbers import NumberError, float_or_none, int_or_none, parse_float
+from oomguard.records import field, record
 
 MiB = 1 << 20
 # Distinct processes kept from a capture (a series repeats the same pids every sample; distinct ones are few).
@@ -53,7 +53,7 @@ _NUMBER_UNIT = lazy_re.compile(r"^([-\d.]+)\s*(MiB|GiB|KiB|%|W|MHz)?$")
 _CSV_TIMESTAMP = lazy_re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?$")
 
 
-@dataclass
+@record
 class GpuSample:
     """One reading of one GPU."""
 
@@ -68,7 +68,7 @@ class GpuSample:
     source_line: int | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuProcess:
     gpu_index: int | None
     pid: int
@@ -78,7 +78,7 @@ class GpuProcess:
     gpu_uuid: str | None = None  # the CSV's gpu_uuid column (--query-compute-apps)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MemoryStep:
     """A jump in used memory between two consecutive samples of one GPU."""
 
@@ -89,7 +89,7 @@ class MemoryStep:
     source_line: int | None
 
 
-@dataclass
+@record
 class GpuSeries:
     """All we keep about one GPU across the samples."""
 
@@ -104,7 +104,7 @@ class GpuSeries:
     steps: list[MemoryStep] = field(default_factory=list)
 
 
-@dataclass
+@record
 class NvidiaSmiReport:
     form: str  # "table" or "csv"
     driver_version: str | None = None

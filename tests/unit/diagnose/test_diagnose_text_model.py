@@ -11,11 +11,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from oomguard.diagnose import scoring
 from oomguard.diagnose.diagnosis import diagnose
+from oomguard.records import replace
 
 ROOT = Path(__file__).resolve().parents[3]
 

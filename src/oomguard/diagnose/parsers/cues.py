@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 
 from oomguard.diagnose.events import LogLine, error_record
 from oomguard.diagnose.facts import Collector
@@ -29,9 +28,10 @@ from oomguard.diagnose.parsers.fragments import KEYWORDS as FRAGMENT_KEYWORDS
 from oomguard.diagnose.parsers.frames import PYTHON_MESSAGE
 from oomguard.diagnose.trie import alternation
 import oomguard.lazy_re as lazy_re  # a log's scan runs a few of the ~80 cue patterns: each compiles when first run
+from oomguard.records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CueRule:
     feature: str
     pattern: re.Pattern[str]

@@ -11,10 +11,10 @@ not people's words.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from oomguard.records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Backend:
     name: str
     names: tuple[str, ...]  # regular expressions naming the backend (case as written)

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from oomguard.diagnose.events import EXCEPTION_NAME, LogLine, error_record
 import oomguard.lazy_re as lazy_re  # parsers' patterns compile when first run (diagnose's start-up)
+from oomguard.records import record
 
 CATALOG_FILE = Path(__file__).resolve().parents[2] / "data" / "vllm_messages.json"
 MAX_LINES_HEAD = 500
@@ -86,7 +86,7 @@ _STOP = frozenset("the a an of to in is be for and or not with on at by it this 
                   "if please use can must should when which than only but no got".split())
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Template:
     text: str
     words: tuple[str, ...]  # literal words in order (placeholders dropped)
@@ -98,7 +98,7 @@ class Template:
     function: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Match:
     template: Template
     quality: float
@@ -313,7 +313,7 @@ def is_candidate(line: LogLine) -> bool:
     return line.prose or error_record(line.message)
 
 
-@dataclass
+@record
 class MessageHit:
     feature: str
     file: str
@@ -326,7 +326,7 @@ class MessageHit:
     prose: bool = False  # a line people wrote (not a log record): their words, however exact
 
 
-@dataclass
+@record
 class LineBuffer:
     """The candidate lines of one read, bounded: the first ``MAX_LINES_HEAD`` and the last ``MAX_LINES_TAIL``
     distinct texts of each file (``skipped`` counts those in between). An entry is (line number, text, prose)."""

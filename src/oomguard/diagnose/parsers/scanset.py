@@ -20,17 +20,17 @@ else the literals every match of it contains (``scan_expr.keywords``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from oomguard.lazy_re import is_pattern  # the parsers' patterns compile on first use (oomguard/lazy_re.py)
+from oomguard.records import record
 
 if TYPE_CHECKING:
     from oomguard.diagnose.parsers import cues
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ScanPattern:
     name: str  # where it comes from, for notes and tests: "cue host:ps-table", "errors._SIGKILL", "kernel 'oom-kill:'"
     pattern: str  # Python regular expression syntax, as the parser compiles it
