@@ -14,7 +14,7 @@ from oomguard.errors import InputError
 import oomguard.lazy_re as lazy_re
 from oomguard.inputs import files
 from oomguard.inputs.config_defaults import PLAN_FIELDS
-from oomguard.model.description import ModelDescription
+from oomguard.model.description import LayerKind, ModelDescription
 
 TYPE_CHECKING = False  # typing's own constant without importing typing (start-up: oomguard/records.py)
 if TYPE_CHECKING:
@@ -58,6 +58,12 @@ _POSITIVE_FIELDS = {
                      "num_experts_per_tok", "moe_topk", "moe_layer_freq", "decoder_sparse_step",
                      "mm_tokens_per_image", "num_channels"), _COUNT_MAX),
     **dict.fromkeys(("image_size", "patch_size"), _DIM_MAX),
+    # the sizes the Falcon-H1 / Zamba2, Whisper and CLIP/SigLIP adapters multiply
+    **dict.fromkeys(("projection_dim", "mamba_d_state", "mamba_n_heads", "mamba_d_conv", "attention_head_dim",
+                     "attention_hidden_size", "num_mel_bins"), _DIM_MAX),
+    **dict.fromkeys(("encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads"),
+                    _COUNT_MAX),
+    "max_source_positions": _LEN_MAX,
     **dict.fromkeys(("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
                      "max_sequence_length"), _LEN_MAX),
 }
@@ -210,6 +216,7 @@ def _describe(config: dict, cfg_path: str | Path, **kwargs) -> ModelDescription:
     filled, applied = with_defaults(config)
     try:
         desc = describe(filled, **kwargs)
+        _check_heads(desc, config, cfg_path)
         return attach(desc._replace(defaults_applied=tuple(applied)) if applied else desc)
     except KeyError as exc:
         raise InputError(f"config field {exc.args[0] if exc.args else '?'} is missing, and "
@@ -224,6 +231,20 @@ def _describe(config: dict, cfg_path: str | Path, **kwargs) -> ModelDescription:
             "config has a field of the wrong type or value"
         raise InputError(f"{what} for model_type {config.get('model_type')!r} ({exc.__class__.__name__}: {detail})",
                          file=str(cfg_path)) from None
+
+
+def _check_heads(desc: ModelDescription, config: dict, cfg_path: str | Path) -> None:
+    """A head size an adapter derived as hidden // heads is 0 when the config gives more heads than
+    hidden channels: every cache and weight term is then 0 (or divides by it). Refused here, once for
+    every adapter, rather than planned as a model with no KV cache."""
+    for i, layer in enumerate(desc.layers):
+        if layer.kind in (LayerKind.MAMBA, LayerKind.NONE):
+            continue
+        if layer.head_size < 1 or (layer.kind is not LayerKind.MLA and layer.num_kv_heads < 1):
+            what = f"head size {layer.head_size}" if layer.head_size < 1 else f"{layer.num_kv_heads} KV heads"
+            raise InputError(f"config fields hidden_size, num_attention_heads: layer {i}'s attention comes to {what} "
+                             f"for model_type {config.get('model_type')!r} (more heads than hidden channels?)",
+                             file=str(cfg_path))
 
 
 _ADAPTERS = os.sep + os.path.join("oomguard", "model", "architectures") + os.sep

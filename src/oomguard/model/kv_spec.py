@@ -213,6 +213,9 @@ def layer_kv_specs(
         bs = max(bs, hybrid_block_size(model, tp, s, kv_cache_dtype, bs, num_spec))
     specs: list[LayerKVSpec] = []
     attn_index = 0
+    # The attention layer the Mamba pages are padded to: looked up once (per Mamba layer it made a
+    # pure-Mamba model of n layers cost n^2: 20,000 layers took 6 minutes).
+    first_attn = next((l for l in model.layers if l.kind not in (LayerKind.MAMBA, LayerKind.NONE)), None)
     packed = packed_layout_in_effect(model, kv_cache_dtype)
     for i, layer in enumerate((*model.layers, *model.aux_caches)):
         idx = i if layer.name != "indexer" else i - model.num_layers
@@ -233,10 +236,9 @@ def layer_kv_specs(
             continue
         if layer.kind is LayerKind.MAMBA:
             real = mamba_page_bytes(layer, tp, num_spec)
-            attn = next((l for l in model.layers if l.kind not in (LayerKind.MAMBA, LayerKind.NONE)), None)
             page = real
-            if attn is not None:
-                a, _ = _attn_page_per_token(attn, tp, s, kv_cache_dtype)
+            if first_attn is not None:
+                a, _ = _attn_page_per_token(first_attn, tp, s, kv_cache_dtype)
                 page = max(real, bs * a)  # padded to the attention page
             specs.append(LayerKVSpec(idx, LayerKind.MAMBA.value, bs, 0, 0, layer.mamba.ssm_dtype_bytes, page, real_page_size_bytes=real))
             continue

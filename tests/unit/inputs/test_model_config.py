@@ -134,3 +134,50 @@ def test_a_directory_without_config_json_is_refused_naming_what_it_holds(tmp_pat
     (tmp_path / "params.json").write_text('{"dim": 4096}')  # Mistral's own format: not a transformers config
     with pytest.raises(InputError, match=r"no config.json in the model directory \(it holds params.json\)"):
         load_model(str(tmp_path))
+
+def _sweep_config(arch: str) -> dict:
+    """A class-default config of the registry sweep (transformers' own defaults for that architecture)."""
+    data = json.loads((Path(__file__).resolve().parents[2] / "data" / "oracle" / "sweep_vllm-0.32.0.json").read_text())
+    return next(c["config"] for c in data["cases"] if c["id"] == arch)
+
+
+@pytest.mark.parametrize("arch, field, value, needle", [
+    # more heads than hidden channels: hidden // heads is a head size of 0 (Falcon-H1 divided by it in the
+    # hybrid block size: ZeroDivisionError; Llama planned a model with 0 B of KV per token)
+    ("FalconH1ForCausalLM", "num_attention_heads", 320000, "config fields hidden_size, num_attention_heads"),
+    ("LlamaForCausalLM", "num_attention_heads", 320000, "config fields hidden_size, num_attention_heads"),
+    # the MLA adapter passed q_lora_rank on unread; the weights' arithmetic raised TypeError on a list
+    ("Glm4MoeLiteForCausalLM", "q_lora_rank", [1], "config field q_lora_rank"),
+    # CLIP's projections: int(1e308) reached a float division (OverflowError)
+    ("CLIPModel", "projection_dim", 1e308, "config field projection_dim"),
+    ("FalconH1ForCausalLM", "mamba_d_state", -1, "config field mamba_d_state"),
+    ("WhisperForConditionalGeneration", "decoder_layers", 2.5, "config field decoder_layers"),
+])
+def test_hostile_sizes_of_the_new_adapters_are_one_line_naming_the_field(tmp_path, capsys, arch, field, value, needle):
+    from oomguard.cli.main import main
+
+    cfg = _sweep_config(arch)
+    cfg[field] = value
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    rc = main(["plan", "--model", str(tmp_path), "--gpu", "H100", "--format", "json"])
+    _, err = capsys.readouterr()
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and "internal error" not in err
+    assert "config.json" in err and needle in err
+
+
+def test_a_deep_pure_mamba_model_plans_in_linear_time(tmp_path, capsys):
+    """Each Mamba layer looked for the model's first attention layer over all layers: n^2 on a pure-Mamba
+    model (8,000 layers took ~16 s of CPU, 20,000 six minutes of wall time at load 8)."""
+    import time
+
+    from oomguard.cli.main import main
+
+    cfg = _sweep_config("FalconMambaForCausalLM")
+    cfg["num_hidden_layers"] = 8000
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    t0 = time.process_time()
+    rc = main(["plan", "--model", str(tmp_path), "--gpu", "H100", "--format", "json"])
+    took = time.process_time() - t0
+    capsys.readouterr()
+    assert rc in (0, 1) and took < 3.0, took

@@ -69,6 +69,6 @@ def describe_mla(config: dict, cfg: dict, *, source: str, name: str, hf_quant: d
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         layers=tuple(layers),
         moe=moe,
-        mla=MLA(kv_lora, rope_d, nope_d, v_d, cfg.get("q_lora_rank")),
+        mla=MLA(kv_lora, rope_d, nope_d, v_d, int(cfg["q_lora_rank"]) if cfg.get("q_lora_rank") else None),
         num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
     )
