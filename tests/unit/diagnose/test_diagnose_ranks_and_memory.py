@@ -159,3 +159,12 @@ def test_a_keyword_inside_a_longer_one_still_lets_its_rule_see_the_line(tmp_path
     # "hangs" is fail:words' keyword and holds words:hang's "hang"; "memory leak" holds memory-growth's "leak"
     assert {"fail:words", "words:hang"} <= set(_cues(tmp_path, "The server hangs after the first request.\n"))
     assert "words:memory-growth" in _cues(tmp_path, "There is a memory leak at every generate call, it fails.\n")
+
+
+def test_a_question_about_a_serving_engine_with_a_faint_likeness_to_a_message_is_no_failure(tmp_path):
+    # "I use vllm as backend to test the performance" shares a few words with a benchmark's argument check (a prose
+    # paraphrase of quality ~0.5): too faint to state that anything failed
+    text = ("I use vllm as backend to test the perdormance\nmy question is :\n"
+            "1. when GPU kv cache useage is 100% , waiting reqseq should increase?\n"
+            "2. why only two request , kv cache is 100% ?\n")
+    assert _top(tmp_path, text) == "(none)"
