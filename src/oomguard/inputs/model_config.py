@@ -114,6 +114,17 @@ def _shapes(prefix: str, cfg: dict, file: str | None) -> None:
                                                                     for x in layers)):
         raise InputError(f"config field {prefix}mlp_only_layers: expected a list of layer indices, "
                          f"found {_shown(layers)}", file=file)
+    cross = cfg.get("cross_attention_layers")
+    if cross is not None:
+        # indices into the decoder's layers (mllama): one outside them names a layer the model does not have
+        n = cfg.get("num_hidden_layers")
+        n = n if isinstance(n, int) and not isinstance(n, bool) else None
+        bad = not isinstance(cross, list) or next(
+            (x for x in cross if isinstance(x, bool) or not isinstance(x, int) or x < 0 or (n is not None and x >= n)),
+            None) is not None
+        if bad or len(set(cross)) != len(cross):
+            raise InputError(f"config field {prefix}cross_attention_layers: expected distinct layer indices "
+                             f"0-{n - 1 if n else '…'}, found {_shown(cross)}", file=file)
     for key in ("rope_scaling", "rope_parameters", "quantization_config"):
         sub = cfg.get(key)
         if sub is not None and not isinstance(sub, dict):

@@ -167,3 +167,19 @@ def test_a_deep_pure_mamba_model_plans_in_linear_time(tmp_path, capsys):
     took = time.process_time() - t0
     capsys.readouterr()
     assert rc in (0, 1) and took < 3.0, took
+
+
+@pytest.mark.parametrize("cross", [[-5, 3], [3, 40], [3, 3], [1.5], "3,8", [[3]]])
+def test_mllama_cross_attention_layers_outside_the_decoder_are_refused(tmp_path, capsys, cross):
+    """Indices outside the 40 decoder layers (or repeated) were counted as cross-attention layers and planned."""
+    from oomguard.cli.main import main
+    from oomguard.inputs.model_config import CATALOG_DIR
+
+    cfg = json.loads((Path(CATALOG_DIR) / "meta-llama__Llama-3.2-11B-Vision-Instruct" / "config.json").read_text())
+    cfg["text_config"]["cross_attention_layers"] = cross
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    rc = main(["plan", "--model", str(tmp_path), "--gpu", "H100", "--vllm-version", "0.8.5"])
+    _, err = capsys.readouterr()
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1 and "internal error" not in err
+    assert "config.json" in err and "config field text_config.cross_attention_layers" in err
