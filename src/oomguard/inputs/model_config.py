@@ -59,7 +59,7 @@ _POSITIVE_FIELDS = {
                      "mm_tokens_per_image", "num_channels"), _COUNT_MAX),
     **dict.fromkeys(("image_size", "patch_size"), _DIM_MAX),
     # the sizes the Falcon-H1 / Zamba2, Whisper and CLIP/SigLIP adapters multiply
-    **dict.fromkeys(("projection_dim", "mamba_d_state", "mamba_n_heads", "mamba_d_conv", "attention_head_dim",
+    **dict.fromkeys(("projection_dim", "projection_size", "spatial_merge_size", "mamba_d_state", "mamba_n_heads", "mamba_d_conv", "attention_head_dim",
                      "attention_hidden_size", "num_mel_bins"), _DIM_MAX),
     **dict.fromkeys(("encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads"),
                     _COUNT_MAX),
