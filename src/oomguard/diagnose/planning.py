@@ -485,14 +485,9 @@ def sized_standin(spec: str, *, logged_weights_gib: float | None = None, tp: int
         return None
     # a multimodal model profiles its encoder at start-up, a text one does not: the stand-in is of the same kind
     moe, multimodal = _is_moe(name), is_multimodal(name)
-    import os
-
-    from oomguard.inputs.model_config import CATALOG_DIR
     best: tuple[tuple[float, ...], str, float] | None = None
     for cid in catalog_ids():
         cname = cid.rsplit("/", 1)[-1]
-        if not os.path.isfile(os.path.join(CATALOG_DIR, cid.replace("/", "__", 1), "config.json")):
-            continue  # a folder holding a re-saved or altered variant (a test's config), not the published one
         cfam, cver = _family(cname)
         cparams, cquant = params_from_name(cname), _quant_of(cname)
         if cfam != family or not cparams or _is_moe(cname) != moe or is_multimodal(cname) != multimodal \

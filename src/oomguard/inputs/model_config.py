@@ -348,14 +348,13 @@ def _hf_cache_dir(model_id: str) -> Path | None:
 
 def _config_file_in(directory: str | Path) -> str | Path:
     cfg = os.path.join(directory, "config.json")
-    if files.is_file(cfg):
-        return cfg
-    # Catalog folders sometimes hold a re-saved variant under another name.
-    others = [p for p in files.list_dir(directory, "model directory") if p.suffix == ".json"]
-    others = [p for p in others if p.name not in ("hf_quant_config.json", "tokenizer_config.json", "generation_config.json")]
-    if others:
-        return others[0]
-    raise InputError("no config.json in the model directory", file=str(directory))
+    if files.is_file(cfg) or os.path.lexists(cfg):
+        return cfg  # not a regular file (a device, a FIFO, a dangling link): the reader says which
+    # vLLM reads config.json and nothing else (a Mistral-format params.json is another loader's): another JSON here
+    # is not read in its place, whatever its name. The catalog once read a 512-position re-save this way.
+    others = sorted(p.name for p in files.list_dir(directory, "model directory") if p.suffix == ".json")
+    held = f" (it holds {', '.join(others[:4])}{', ...' if len(others) > 4 else ''})" if others else ""
+    raise InputError(f"no config.json in the model directory{held}", file=str(directory))
 
 
 def _from_dir(directory: str | Path, source: str, name: str) -> ModelDescription:

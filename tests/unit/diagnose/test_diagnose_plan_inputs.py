@@ -166,6 +166,8 @@ def test_a_stand_ins_shorter_context_window_is_not_said_to_be_the_models(tmp_pat
     assert any("shorter context window than this launch's max_model_len" in c for c in checked), checked
 
 
-def test_a_catalog_folder_with_an_altered_config_is_never_a_stand_in():
-    # mistralai__Mistral-7B-Instruct-v0.2 holds altered_config.json (512 positions, a test's variant), no config.json
-    assert planning.sized_standin("someone/Mistral-7B-Instruct-v0.9") is None
+def test_a_mistral_7b_stands_in_with_its_published_32k_window():
+    # the catalog's Mistral-7B-Instruct-v0.2 was once a 512-position re-save (its SOURCE.md): a stand-in said
+    # "fails: max-len-exceeds-model" for every Mistral launch above 512 tokens
+    s = planning.sized_standin("someone/Mistral-7B-Instruct-v0.9")
+    assert s is not None and s.model == "mistralai/Mistral-7B-Instruct-v0.2"

@@ -136,3 +136,35 @@ def test_a_read_timeout_beside_the_engine_s_own_error_is_still_that_error(tmp_pa
 ])
 def test_a_line_led_by_a_code_span_or_a_list_marker_is_prose_when_it_reads_as_a_sentence(text, prose):
     assert parse_line("report.txt", 1, text).prose is prose
+
+
+# --- another tenant on the device, the utilization in words ----------------------------------------------------
+
+
+@pytest.mark.parametrize("text", [
+    "With more than 1 vllm instance on a single GPU, total_allocated_bytes includes the other instance's memory.\n",
+    "我先启动了32b的模型 gpu-memory-utilization设置为0.7 启动成功，然后启动9b的模型，报错如下\n",
+    "Two models sharing the same GPU fail at start-up with the error below.\n",
+])
+def test_another_tenant_on_the_same_device_is_a_cue(tmp_path, text):
+    assert "words:coresident" in _cues(tmp_path, text + "it fails with an error\n")
+
+
+def test_the_utilization_named_in_words_is_a_cue(tmp_path):
+    cues = _cues(tmp_path, "[Usage]: cannot load llama 3.2 3b on a 16gb gpu when gpu_memory_utilisation=1\n")
+    assert "words:utilization" in cues
+
+
+def test_a_keyword_inside_a_longer_one_still_lets_its_rule_see_the_line(tmp_path):
+    # "hangs" is fail:words' keyword and holds words:hang's "hang"; "memory leak" holds memory-growth's "leak"
+    assert {"fail:words", "words:hang"} <= set(_cues(tmp_path, "The server hangs after the first request.\n"))
+    assert "words:memory-growth" in _cues(tmp_path, "There is a memory leak at every generate call, it fails.\n")
+
+
+def test_a_question_about_a_serving_engine_with_a_faint_likeness_to_a_message_is_no_failure(tmp_path):
+    # "I use vllm as backend to test the performance" shares a few words with a benchmark's argument check (a prose
+    # paraphrase of quality ~0.5): too faint to state that anything failed
+    text = ("I use vllm as backend to test the perdormance\nmy question is :\n"
+            "1. when GPU kv cache useage is 100% , waiting reqseq should increase?\n"
+            "2. why only two request , kv cache is 100% ?\n")
+    assert _top(tmp_path, text) == "(none)"

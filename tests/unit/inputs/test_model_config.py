@@ -121,6 +121,20 @@ def test_a_type_error_outside_the_adapters_is_not_called_a_bad_config(tmp_path, 
         load_model(str(tmp_path))
 
 
+def test_every_catalog_folder_holds_a_config_json_and_mistral_7b_its_32k_window():
+    # vLLM reads config.json only; the catalog once fell back to another JSON and planned Mistral-7B-v0.2 at 512
+    from oomguard.inputs.model_config import CATALOG_DIR
+
+    folders = [d for d in Path(CATALOG_DIR).iterdir() if d.is_dir()]
+    assert folders and [d.name for d in folders if not (d / "config.json").is_file()] == []
+    assert load_model("mistralai/Mistral-7B-Instruct-v0.2").max_position_embeddings == 32768
+
+
+def test_a_directory_without_config_json_is_refused_naming_what_it_holds(tmp_path):
+    (tmp_path / "params.json").write_text('{"dim": 4096}')  # Mistral's own format: not a transformers config
+    with pytest.raises(InputError, match=r"no config.json in the model directory \(it holds params.json\)"):
+        load_model(str(tmp_path))
+
 def _sweep_config(arch: str) -> dict:
     """A class-default config of the registry sweep (transformers' own defaults for that architecture)."""
     data = json.loads((Path(__file__).resolve().parents[2] / "data" / "oracle" / "sweep_vllm-0.32.0.json").read_text())

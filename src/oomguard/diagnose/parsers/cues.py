@@ -18,7 +18,6 @@ size of this table whatever the size of the log.
 
 from __future__ import annotations
 
-import functools
 import re
 
 from oomguard.diagnose.events import LogLine, error_record
@@ -193,7 +192,8 @@ TABLE: tuple[CueRule, ...] = (
           r"\b(?:during|at|on|in) (?:the )?(?:vLLM |vllm |engine |model |server )?(?:initiali[sz]ation|init)\b|"
           r"right after (?:the )?(?:service|server|engine) (?:start(?:ed|s)?|launch(?:ed|es)?)|初始化",
           ("startup", "start-up", "start up", "at start", "on start", "during start", "when starting", "when launching",
-           "while starting", "to start", "t start", "启动", "during ", " init", "right after", "初始化"),
+           "while starting", "to start", "t start", "启动", "initiali", " init ", " init.", " init,", " init\n",
+           "right after the serv", "right after serv", "right after the engine", "right after engine", "初始化"),
           "it fails during startup", prose=True),
     _rule("words:loading",
           r"(?:while|when|during) loading|loading (?:the )?(?:model|weights|checkpoint|shards)|加载模型|加载时|加载中|载入",
@@ -232,6 +232,32 @@ TABLE: tuple[CueRule, ...] = (
           "the kv cache is too small for max_model_len", prose=True, exact_keywords=True),
     # every backend's device memory (parsers/devices.py: VRAM, 显存, HBM, NPU / HPU memory, a TPU's vmem)
     _rule("words:gpu-mem", _words_rx(devices.memory_words()), devices.memory_words(), "显存不足", prose=True),
+    # Another tenant on the same device, in words: a second vLLM instance, another model or process sharing the GPU,
+    # a model started after another on the same cards. Start-up then finds less free memory than it asks for
+    # (startup-free-memory), or the profile counts the other tenant's memory as its own.
+    _rule("words:coresident",
+          r"\b(?:other|another|second|two|multiple|more than (?:one|1)) (?:vllm |vLLM )?(?:process(?:es)?|programs?|jobs?|"
+          r"models?|containers?|instances?|tenants?|workloads?|stages?)\b[^.?!\n]{0,60}?\b(?:(?:the )?same|single|one|a "
+          r"shared) (?:GPUs?|cards?|devices?|node)\b|"
+          r"\b(?:other|another|second) (?:process(?:es)?|programs?|jobs?|models?|containers?|instances?)\b[^.?!\n]{0,40}?"
+          r"(?:taking|using|occupying|holding|consuming|already uses?|running on)|"
+          r"\b(?:share|sharing) (?:the |a |one |their )?(?:GPUs?|cards?|devices?)\b|\bshared (?:GPUs?|cards?|devices?)\b|"
+          r"(?:其他|其它|另一个|别的|多个|两个)(?:vllm|vLLM)?(?:进程|程序|模型|任务|实例|服务).{0,12}?(?:占用|占了|使用|同一|共用)|"
+          r"先启动了?.{0,80}?(?:然后|再|又)启动",
+          # (what every match holds, not "other" / "second" / "share" alone: ordinary sentences hold those)
+          ("process", "Process", "program", "instance", "Instance", "tenant", "container", "workload", "stage", "job",
+           "other model", "another model", "Another model", "second model", "two models", "Two models", "multiple models",
+           "share the", "share a", "share one", "share their", "share GPU", "share card", "share device", "sharing the",
+           "sharing a", "sharing one", "sharing their", "sharing GPU", "Sharing the", "shared GPU", "shared card",
+           "shared device", "其他", "其它", "另一个", "别的", "多个", "两个", "先启动"),
+          "more than 1 vllm instance on a single GPU: the profile counts the other instance's memory", prose=True,
+          exact_keywords=True),
+    # vLLM's utilization setting named in a report's words (gpu_memory_utilization=1, "the 0.9 utilization"): what
+    # the reporter fought with is how much of the card vLLM may take, the start-up check's and the KV budget's input.
+    _rule("words:utilization", r"gpu[-_ ]memory[-_ ]utili[sz]ation|GPU_MEM_UTIL|gpu_util\b|显存利用率|显存占用比例",
+          ("gpu_memory_utili", "gpu-memory-utili", "gpu memory utili", "GPU memory utili", "GPU_MEM_UTIL", "gpu_util",
+           "显存利用率", "显存占用比例"), "cannot load llama 3.2 3b on a 16gb gpu when gpu_memory_utilisation=1",
+          prose=True, exact_keywords=True),
     # --- who printed the log ---------------------------------------------------------------------
     _rule("comp:ray", r"\bray::|\(raylet\)|RayWorker|ray\.exceptions|\bRay\b|ray_distributed_executor|ray_utils",
           ("ray::", "raylet", "RayWorker", "ray.exceptions", "Ray ", "Ray:", "Ray'", "Ray.", "Ray,", "ray_distributed",
@@ -372,11 +398,12 @@ TABLE: tuple[CueRule, ...] = (
           r"(?:[Tt]ensor|[Pp]ipeline)[-_ ]parallel[-_ ]size\s*(?:>\s*1\b|(?:[=:]|of|is)?\s*(?:[2-9]|\d\d))|"
           r"\b(?:tp|TP|pp|PP)(?:>1\b|[=>](?:[2-9]|\d\d))|\b(?:tp|TP|pp|PP)[-_ ]size\s?[=:>]?\s?(?:[2-9]|\d\d)|"
           r"\bTP ?(?:[2-9]|1[0-9])\b|[Mm]ulti-?(?:node|GPU|gpu)|\b(?:[2-9]|\d\d) nodes\b|"
-          r"多卡|多机|双卡|(?:两|二|[2-9])(?:张卡|个GPU|块卡|台)",
+          r"多卡|多机|多节点|多个(?:计算)?节点|双卡|双机|(?:两|二|[2-9])(?:张卡|个GPU|块卡|台|个节点)",
           ("parallel-size", "parallel_size", "parallel size", "tp=", "TP=", "pp=", "PP=", "tp>", "TP>", "pp>", "PP>",
            "tp-size", "tp_size", "tp size", "TP-size", "TP_size", "TP size", "pp-size", "pp_size", "pp size", "PP size",
            *(f"TP{d}" for d in "123456789"), *(f"TP {d}" for d in "123456789"), "ulti-node", "ultinode", "ulti-GPU",
-           "ulti-gpu", "ultiGPU", "ultigpu", " nodes", "多卡", "多机", "双卡", "张卡", "个GPU", "块卡", "台"),
+           "ulti-gpu", "ultiGPU", "ultigpu", *(f"{d} nodes" for d in "0123456789"), "多卡", "多机", "多节点", "多个计算节点",
+           "双卡", "双机", "张卡", "个GPU", "块卡", *(f"{d}台" for d in "两二23456789"), "个节点"),
           "vllm serve ... --tensor-parallel-size 4 hangs", failure=True, flags=0),
     _rule("words:illegal-access", r"illegal (?:memory|instruction|address|CUDA access)|device-side assert|misaligned",
           ("illegal", "Illegal", "device-side", "misaligned"), "Illegal memory access in flash_attn", failure=True, states=True),
@@ -519,27 +546,30 @@ _EXACT = sorted((k for k in _RULES_BY_KEYWORD if k.encode() not in CASELESS_KEYW
                 key=len, reverse=True)
 
 
-def _with_shadowed(rules: dict[str, tuple[CueRule, ...]],
-                   groups: tuple[list[str], ...]) -> dict[str, tuple[CueRule, ...]]:
-    """Each keyword also tries the rules of the keywords inside it: the combined search returns the longest keyword
-    at a position ("memory leak", "hangs", "OOMKilled"), never the shorter ones it holds ("leak", "hang", "OOM"),
-    so without this a rule keyed on the shorter one never saw such a line. Within one search's keywords only (the
-    exact and the caseless search each find their own)."""
-    out = dict(rules)
-    for group in groups:
-        keys = set(group)
-        for key in group:
-            inner = {key[i:j] for i in range(len(key)) for j in range(i + 1, len(key) + 1)} & keys
-            inner.discard(key)
-            for k in sorted(inner):
-                out[key] = out[key] + tuple(r for r in rules[k] if r not in out[key])
-    return out
+# The keywords of each search (the exact one and the caseless one find their own), for _rules_for.
+_KEY_GROUPS: dict[str, frozenset[str]] = {}
+_RULES_SEEN: dict[str, tuple[CueRule, ...]] = {}
 
 
-@functools.cache
-def _rules_by_keyword() -> dict[str, tuple[CueRule, ...]]:
-    # built on the first line read, not at import (about 10 ms: the CLI's start-up is measured)
-    return _with_shadowed(_RULES_BY_KEYWORD, (_EXACT, [k.decode() for k in CASELESS_KEYWORDS]))
+def _rules_for(keyword: str, caseless: bool) -> tuple[CueRule, ...]:
+    """The rules a keyword the search found lets through: its own, and those of the keywords inside it. The combined
+    search returns the longest keyword at a position ("memory leak", "hangs", "OOMKilled"), never the shorter ones it
+    holds ("leak", "hang", "OOM"), so a rule keyed on the shorter one would never see such a line. Worked out once per
+    keyword a log holds (a few dozen), not for the whole table at import."""
+    key = ("~" if caseless else "=") + keyword
+    found = _RULES_SEEN.get(key)
+    if found is None:
+        group = _KEY_GROUPS.get(key[0])
+        if group is None:
+            group = _KEY_GROUPS[key[0]] = frozenset(k.decode() for k in CASELESS_KEYWORDS) if caseless \
+                else frozenset(_EXACT)
+        found = _RULES_BY_KEYWORD.get(keyword, ())
+        inner = {keyword[i:j] for i in range(len(keyword)) for j in range(i + 1, len(keyword) + 1)} & group
+        inner.discard(keyword)
+        for k in sorted(inner):
+            found += tuple(r for r in _RULES_BY_KEYWORD.get(k, ()) if r not in found)
+        _RULES_SEEN[key] = found
+    return found
 
 
 # Trie-shaped (diagnose/trie.py): the same matches as the flat alternations longest first, ten times faster a line.
@@ -567,7 +597,8 @@ def parse_cues(line: LogLine, col: Collector) -> None:
         return
     msg = line.message
     # "\n": keywords that end a line (the prefilter sees it too)
-    found = _KEYWORD_RX.findall(msg + "\n") + [k.lower() for k in _CASELESS_RX.findall(msg + "\n")]
+    found = [(k, False) for k in _KEYWORD_RX.findall(msg + "\n")] + [
+        (k.lower(), True) for k in _CASELESS_RX.findall(msg + "\n")]
     if not found:
         return
     words = line.prose or _CJK.search(msg) is not None
@@ -577,9 +608,8 @@ def parse_cues(line: LogLine, col: Collector) -> None:
     # argument"): its words are Python's, not a statement about the configuration (parsers/frames.PYTHON_MESSAGE).
     interpreter = error and PYTHON_MESSAGE.search(msg) is not None
     tried: set[str] = set()
-    rules = _rules_by_keyword()
-    for keyword in found:
-        for rule in rules.get(keyword, ()):
+    for keyword, caseless in found:
+        for rule in _rules_for(keyword, caseless):
             if rule.feature in tried or (rule.prose and not words) or (rule.failure and not failure):
                 continue
             if interpreter and rule.feature.startswith("words:"):
