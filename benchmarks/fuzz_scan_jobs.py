@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from benchlib import ROOT, run_child
+
 from tests.property import fuzzlib
 
 FIXTURES = ROOT / "tests" / "fixtures" / "logs"
