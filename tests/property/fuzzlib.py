@@ -10,6 +10,7 @@ and memory bounds, and none of the planted secrets in anything printed.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import os
@@ -151,6 +152,60 @@ def model_configs(draw) -> str:
     elif mode == 1:
         text = "[" * 5000 + "]" * 5000
     return text
+
+
+# The registry sweep's class-default configs of the families given native adapters or generic-path shapes in
+# session six (Falcon-H1, Zamba2, Whisper, ModernBERT, CLIP/SigLIP, mllama, Gemma-3n, GLM-5/DSA, Kimi-Linear,
+# ERNIE): model_configs above only ever mutates a Llama.
+_ARCH_FAMILIES = ("FalconH1", "FalconMamba", "Zamba2", "Whisper", "ModernBert", "CLIPModel", "SiglipModel",
+                  "Gemma3n", "GlmMoeDsa", "Glm4MoeLite", "KimiLinear", "Ernie4_5")
+_ARCH_CONFIGS: list[dict] = []
+
+
+def _arch_configs() -> list[dict]:
+    if not _ARCH_CONFIGS:
+        data = json.loads((Path(__file__).resolve().parents[1] / "data" / "oracle" / "sweep_vllm-0.32.0.json").read_text())
+        _ARCH_CONFIGS.extend(c["config"] for c in data["cases"]
+                             if "config" in c and any(f in c["id"] for f in _ARCH_FAMILIES))
+        _ARCH_CONFIGS.append(json.loads((Path(__file__).resolve().parents[2] / "src" / "oomguard" / "data" / "models"
+                                         / "meta-llama__Llama-3.2-11B-Vision-Instruct" / "config.json").read_text()))
+    return _ARCH_CONFIGS
+
+
+_HOSTILE_VALUES = [0, -1, 1.5, 2.5, 10**30, 1 << 70, 1e308, -10**6, None, "", "x", "12", [], {}, True, [1], [[1]],
+                   float("nan"), float("inf")]
+
+
+@st.composite
+def arch_model_configs(draw) -> str:
+    """config.json of a new family with one field (top level or in a sub-config) made hostile: a hostile scalar, a
+    list of the wrong length or type, a sub-config of the wrong type, or the field removed."""
+    cfg = copy.deepcopy(_arch_configs()[draw(st.integers(0, len(_arch_configs()) - 1))])
+    scopes = [cfg] + [v for v in cfg.values() if isinstance(v, dict)]
+    scope = draw(st.sampled_from(scopes))
+    extra = ["num_hidden_layers", "mamba_d_state", "cross_attention_layers", "layer_types", "intermediate_size",
+             "text_config", "vision_config"]
+    name = draw(st.sampled_from(sorted(scope) + extra))
+    cur = scope.get(name)
+    layers = scope.get("num_hidden_layers") if isinstance(scope.get("num_hidden_layers"), int) else 4
+    choices = [st.sampled_from(_HOSTILE_VALUES), st.just("MISSING"),
+               st.integers(-(1 << 70), 1 << 70), st.floats(allow_nan=True, allow_infinity=True)]
+    if isinstance(cur, list) and cur:
+        choices.append(st.sampled_from([cur[:-1], cur + cur[-1:], cur[:1] * 1000, [None] * len(cur),
+                                        [-1] + cur[1:], [10**6] + cur[1:], [str(x) + "?" for x in cur]]))
+    if isinstance(cur, int) and not isinstance(cur, bool):
+        choices.append(st.sampled_from([cur * 10**4, -cur, cur + 0.5]))
+    if name == "cross_attention_layers":
+        choices.append(st.lists(st.integers(-(1 << 40), 1 << 40), max_size=6))
+    if name in ("layer_types", "intermediate_size"):
+        choices.append(st.sampled_from([["full_attention"] * (layers + 3), ["full_attention"], [1024] * (layers + 2),
+                                        [1024], ["x"] * layers]))
+    value = draw(st.one_of(choices))
+    if isinstance(value, str) and value == "MISSING":
+        scope.pop(name, None)
+    else:
+        scope[name] = value
+    return json.dumps(cfg, allow_nan=True)
 
 
 _LOG_LINES = [
@@ -593,6 +648,7 @@ def cases():
         ("check-yaml", yaml_configs(), check_yaml),
         ("fit-from", launch_scripts(), fit_from),
         ("plan-config-json", model_configs(), plan_config),
+        ("plan-config-archs", arch_model_configs(), plan_config),
         ("diagnose-log", log_texts(), diagnose),
         ("bundle-log", log_texts(), bundle),
         ("diagnose-nvidia-smi", nvidia_smi_texts(), diagnose_smi),

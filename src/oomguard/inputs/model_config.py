@@ -59,7 +59,7 @@ _POSITIVE_FIELDS = {
                      "mm_tokens_per_image", "num_channels"), _COUNT_MAX),
     **dict.fromkeys(("image_size", "patch_size"), _DIM_MAX),
     # the sizes the Falcon-H1 / Zamba2, Whisper and CLIP/SigLIP adapters multiply
-    **dict.fromkeys(("projection_dim", "mamba_d_state", "mamba_n_heads", "mamba_d_conv", "attention_head_dim",
+    **dict.fromkeys(("projection_dim", "projection_size", "spatial_merge_size", "mamba_d_state", "mamba_n_heads", "mamba_d_conv", "attention_head_dim",
                      "attention_hidden_size", "num_mel_bins"), _DIM_MAX),
     **dict.fromkeys(("encoder_layers", "decoder_layers", "encoder_attention_heads", "decoder_attention_heads"),
                     _COUNT_MAX),
@@ -114,6 +114,17 @@ def _shapes(prefix: str, cfg: dict, file: str | None) -> None:
                                                                     for x in layers)):
         raise InputError(f"config field {prefix}mlp_only_layers: expected a list of layer indices, "
                          f"found {_shown(layers)}", file=file)
+    cross = cfg.get("cross_attention_layers")
+    if cross is not None:
+        # indices into the decoder's layers (mllama): one outside them names a layer the model does not have
+        n = cfg.get("num_hidden_layers")
+        n = n if isinstance(n, int) and not isinstance(n, bool) else None
+        bad = not isinstance(cross, list) or next(
+            (x for x in cross if isinstance(x, bool) or not isinstance(x, int) or x < 0 or (n is not None and x >= n)),
+            None) is not None
+        if bad or len(set(cross)) != len(cross):
+            raise InputError(f"config field {prefix}cross_attention_layers: expected distinct layer indices "
+                             f"0-{n - 1 if n else '…'}, found {_shown(cross)}", file=file)
     for key in ("rope_scaling", "rope_parameters", "quantization_config"):
         sub = cfg.get(key)
         if sub is not None and not isinstance(sub, dict):

@@ -152,12 +152,18 @@ def _sweep_config(arch: str) -> dict:
     ("CLIPModel", "projection_dim", 1e308, "config field projection_dim"),
     ("FalconH1ForCausalLM", "mamba_d_state", -1, "config field mamba_d_state"),
     ("WhisperForConditionalGeneration", "decoder_layers", 2.5, "config field decoder_layers"),
+    # int(1e308) reached a float conversion in the weights (OverflowError)
+    ("SiglipModel", "text_config.projection_size", 1e308, "config field text_config.projection_size"),
+    # a negative merge left the vision profile 0 tokens an item, then divided by them (ZeroDivisionError)
+    ("Ernie4_5_VLMoeForConditionalGeneration", "vision_config.spatial_merge_size", -1000000,
+     "config field vision_config.spatial_merge_size"),
 ])
 def test_hostile_sizes_of_the_new_adapters_are_one_line_naming_the_field(tmp_path, capsys, arch, field, value, needle):
     from oomguard.cli.main import main
 
     cfg = _sweep_config(arch)
-    cfg[field] = value
+    scope, _, name = field.rpartition(".")
+    (cfg[scope] if scope else cfg)[name] = value
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     rc = main(["plan", "--model", str(tmp_path), "--gpu", "H100", "--format", "json"])
     _, err = capsys.readouterr()
@@ -181,3 +187,32 @@ def test_a_deep_pure_mamba_model_plans_in_linear_time(tmp_path, capsys):
     took = time.process_time() - t0
     capsys.readouterr()
     assert rc in (0, 1) and took < 3.0, took
+
+
+@pytest.mark.parametrize("cross", [[-5, 3], [3, 40], [3, 3], [1.5], "3,8", [[3]]])
+def test_mllama_cross_attention_layers_outside_the_decoder_are_refused(tmp_path, capsys, cross):
+    """Indices outside the 40 decoder layers (or repeated) were counted as cross-attention layers and planned."""
+    from oomguard.cli.main import main
+    from oomguard.inputs.model_config import CATALOG_DIR
+
+    cfg = json.loads((Path(CATALOG_DIR) / "meta-llama__Llama-3.2-11B-Vision-Instruct" / "config.json").read_text())
+    cfg["text_config"]["cross_attention_layers"] = cross
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    rc = main(["plan", "--model", str(tmp_path), "--gpu", "H100", "--vllm-version", "0.8.5"])
+    _, err = capsys.readouterr()
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1 and "internal error" not in err
+    assert "config.json" in err and "config field text_config.cross_attention_layers" in err
+
+
+def test_a_vision_merge_wider_than_the_image_is_planned_as_one_token_an_item(tmp_path, capsys):
+    """ERNIE-4.5-VL with a spatial merge past the patch grid: 0 tokens an item, divided by (ZeroDivisionError)."""
+    from oomguard.cli.main import main
+
+    cfg = _sweep_config("Ernie4_5_VLMoeForConditionalGeneration")
+    cfg["vision_config"]["spatial_merge_size"] = 1000000
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    rc = main(["plan", "--model", str(tmp_path), "--gpu", "H100", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert rc in (0, 1), err
+    assert "internal error" not in err and json.loads(out)

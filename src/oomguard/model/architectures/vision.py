@@ -201,4 +201,5 @@ def vision_profile(config: dict) -> dict | None:
         tokens = int(config.get("mm_tokens_per_image") or patches)
     else:
         return None
-    return {"hidden": h, "intermediate": inter, "patches": patches, "tokens": tokens, "depth": depth}
+    # a merge or patch wider than the image leaves no token: the item still is one (and is divided by)
+    return {"hidden": h, "intermediate": inter, "patches": patches, "tokens": max(1, tokens), "depth": depth}
