@@ -196,8 +196,9 @@ def vision_profile(config: dict) -> dict | None:
         tokens = patches // (merge * merge)
     elif v.get("image_size"):
         size = v["image_size"]
-        h, w = (size[0], size[-1]) if isinstance(size, list) else (size, size)  # [h, w] (InternVL) or square
-        patches = (int(h) // patch) * (int(w) // patch)
+        # [height, width] (InternVL) or square; not ``h``: that is the tower's hidden size, returned below
+        ih, iw = (size[0], size[-1]) if isinstance(size, list) else (size, size)
+        patches = (int(ih) // patch) * (int(iw) // patch)
         tokens = int(config.get("mm_tokens_per_image") or patches)
     else:
         return None
