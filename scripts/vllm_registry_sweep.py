@@ -108,12 +108,6 @@ FILLED_FIELDS: dict[str, dict[str, tuple[object, str]]] = {
     # models/glm4_moe.py (GLM-4.5V's text model) reads head_dim (transformers 4.x Glm4vMoeTextConfig default 128)
     "Glm4vMoeForConditionalGeneration": {"text_config.head_dim": (128, "transformers 4.x Glm4vMoeTextConfig default"),
                                          "text_config.use_qk_norm": (False, "transformers 4.x Glm4vMoeTextConfig default")},
-    # models/chatglm.py reads original_rope (THUDM/glm-4 and chatglm3 configs set it true)
-    # models/deepseek_v2.py (GLM-4.7-Flash) reads first_k_dense_replace (zai-org/GLM-4.7-Flash: 1)
-    "Glm4MoeLiteForCausalLM": {"first_k_dense_replace": (1, "the published GLM-4.7-Flash config")},
-    # models/glm4_moe.py (GLM-4.5V's text model) reads head_dim (transformers 4.x Glm4vMoeTextConfig default 128)
-    "Glm4vMoeForConditionalGeneration": {"text_config.head_dim": (128, "transformers 4.x Glm4vMoeTextConfig default"),
-                                         "text_config.use_qk_norm": (False, "transformers 4.x Glm4vMoeTextConfig default")},
     # models/chatglm.py reads original_rope and tie_word_embeddings, which vLLM's own ChatGLMConfig
     # does not set (the published THUDM ChatGLM3 / GLM-4 configs: true / false)
     "ChatGLMModel": {"original_rope": (True, "the published ChatGLM3 / GLM-4 configs"),
@@ -636,6 +630,22 @@ def _plan(state: Path) -> tuple[list[dict], list[dict]]:
     return cases, rows
 
 
+def _case_entry(c: dict, kv: dict, act: dict) -> dict:
+    """One case as the committed sweep JSON holds it: the config and what vLLM's code computed (timings dropped)."""
+    rec = dict(kv.get(c["id"]) or {"error": "not run"})
+    rec.pop("seconds", None)
+    entry = {k: c[k] for k in ("id", "architecture", "source", "overrides", "config") if k in c}
+    if c.get("quantized"):
+        entry["quantized"] = c["quantized"]
+    entry["vllm"] = rec
+    if c["id"] in act:
+        a = dict(act[c["id"]])
+        a.pop("seconds", None)
+        a.pop("ops", None)
+        entry["activation"] = a
+    return entry
+
+
 def assemble(state: Path) -> dict:
     import torch
     import transformers
@@ -644,18 +654,7 @@ def assemble(state: Path) -> dict:
     kv, act = _state_records(state, "kv"), _state_records(state, "act")
     out_cases = []
     for c in cases:
-        rec = dict(kv.get(c["id"]) or {"error": "not run"})
-        rec.pop("seconds", None)
-        entry = {k: c[k] for k in ("id", "architecture", "source", "overrides", "config") if k in c}
-        if c.get("quantized"):
-            entry["quantized"] = c["quantized"]
-        entry["vllm"] = rec
-        if c["id"] in act:
-            a = dict(act[c["id"]])
-            a.pop("seconds", None)
-            a.pop("ops", None)
-            entry["activation"] = a
-        out_cases.append(entry)
+        out_cases.append(_case_entry(c, kv, act))
     return {
         "vllm_version": VLLM_VERSION,
         "transformers_version": transformers.__version__,
@@ -701,21 +700,11 @@ def splice(only: list[str], path: Path) -> int:
         act = _state_records(state, "act")
     by_arch_row = {r["architecture"]: r for r in rows}
     for c in cases:
-        rec = dict(kv.get(c["id"]) or {"error": "not run"})
-        rec.pop("seconds", None)
-        entry = {k: c[k] for k in ("id", "architecture", "source", "overrides", "config") if k in c}
-        if c.get("quantized"):
-            entry["quantized"] = c["quantized"]
-        entry["vllm"] = rec
-        if c["id"] in act:
-            a = dict(act[c["id"]])
-            a.pop("seconds", None)
-            a.pop("ops", None)
-            entry["activation"] = a
+        entry = _case_entry(c, kv, act)
         doc["cases"] = [x for x in doc["cases"] if x["id"] != c["id"]] + [entry]
         doc["registry"] = [by_arch_row.get(r["architecture"], r) if r["architecture"] == c["architecture"] else r
                            for r in doc["registry"]]
-        print(f"[sweep] {c['id']}: " + ("built" if "error" not in rec else "error: " + rec["error"][:160]), file=sys.stderr)
+        print(f"[sweep] {c['id']}: " + ("built" if "error" not in entry["vllm"] else "error: " + entry["vllm"]["error"][:160]), file=sys.stderr)
     order = {r["architecture"]: i for i, r in enumerate(doc["registry"])}
     doc["cases"].sort(key=lambda x: (order.get(x["architecture"], 1 << 30), x["id"] != x["architecture"], x["id"]))
     path.write_text(dump(doc))
