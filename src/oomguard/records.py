@@ -165,7 +165,6 @@ else:
                     setattr(cls, name, value.default)
         names = tuple(spec)
         params, body, env = [], [], {"_set": object.__setattr__}
-        seen_default = False
         for i, name in enumerate(names):
             f = spec[name]
             value = name

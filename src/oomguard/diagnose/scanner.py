@@ -484,7 +484,6 @@ class _Scanner:
         st = self.stretch
         assert block is not None and st is not None and self.cursor is not None
         self.stretch = None
-        data = block.data
         lo, context = self._context(st, upto)
         budget = self.extra < EXTRA_LINES
         if len(context) > CONTEXT_LINES or lo > st.pos or st.start < block.offset:
